@@ -1,0 +1,109 @@
+//! The failures a tool reports to the model.
+
+use crate::bindings::lovia::tools::types as wit;
+
+/// What kind of failure a [`ToolError`] is; the host treats each differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolErrorKind {
+    /// An ordinary failure: the model sees `Tool error: <message>`; retried
+    /// when the tool allows retries.
+    Tool,
+    /// A semantic argument check failed; never retried.
+    InvalidArguments,
+    /// Ends the whole run; the call leaves no result.
+    CancelRun,
+    /// A sub-run's budget was exceeded: an error result, never retried.
+    BudgetExceeded,
+}
+
+/// A failure a tool shapes for the model.
+///
+/// ```
+/// let err = lovia::ToolError::new("db down").hint("retry in a minute");
+/// assert_eq!(err.to_string(), "db down\n  hint: retry in a minute");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError {
+    kind: ToolErrorKind,
+    message: String,
+    hint: Option<String>,
+}
+
+impl ToolError {
+    /// An ordinary tool failure with `message`.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self { kind: ToolErrorKind::Tool, message: message.into(), hint: None }
+    }
+
+    /// A failed semantic check of the arguments (never retried).
+    pub fn invalid_arguments(message: impl Into<String>) -> Self {
+        Self { kind: ToolErrorKind::InvalidArguments, ..Self::new(message) }
+    }
+
+    /// Asks the host to cancel the whole run, with `reason`.
+    pub fn cancel_run(reason: impl Into<String>) -> Self {
+        Self { kind: ToolErrorKind::CancelRun, ..Self::new(reason) }
+    }
+
+    /// Reports that a budget this tool manages was exceeded.
+    pub fn budget_exceeded(message: impl Into<String>) -> Self {
+        Self { kind: ToolErrorKind::BudgetExceeded, ..Self::new(message) }
+    }
+
+    /// Adds a hint the model sees on its own line after the message.
+    #[must_use]
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// The kind of failure.
+    pub fn kind(&self) -> ToolErrorKind {
+        self.kind
+    }
+
+    /// The message, without the hint.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl std::fmt::Display for ToolError {
+    /// Renders as the host does (spec §5): `<message>\n  hint: <hint>`, or
+    /// just the hint when the message is empty.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.hint, self.message.is_empty()) {
+            (Some(h), true) => f.write_str(h),
+            (Some(h), false) => write!(f, "{}\n  hint: {h}", self.message),
+            (None, _) => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+impl From<String> for ToolError {
+    fn from(message: String) -> Self {
+        Self::new(message)
+    }
+}
+
+impl From<&str> for ToolError {
+    fn from(message: &str) -> Self {
+        Self::new(message)
+    }
+}
+
+impl From<ToolError> for wit::CallError {
+    fn from(e: ToolError) -> Self {
+        match e.kind {
+            ToolErrorKind::Tool => {
+                wit::CallError::Tool(wit::ToolError { message: e.message, hint: e.hint })
+            }
+            // The other kinds carry one string: fold the hint in as the host would render it.
+            ToolErrorKind::InvalidArguments => wit::CallError::InvalidArguments(e.to_string()),
+            ToolErrorKind::CancelRun => wit::CallError::CancelRun(e.to_string()),
+            ToolErrorKind::BudgetExceeded => wit::CallError::BudgetExceeded(e.to_string()),
+        }
+    }
+}
