@@ -1,1 +1,35 @@
-//! lovia host
+//! lovia's host: loads tool plugins (WebAssembly components implementing
+//! `lovia:tools/tool-plugin`), validates the model's arguments against each
+//! tool's JSON Schema, runs every call in a fresh sandboxed instance, and turns
+//! every outcome into the exact string the model sees.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use lovia_host::{CallRequest, Host, HostConfig};
+//!
+//! let host = Host::new(HostConfig::default())?;
+//! let plugin = host.load_file("docs.wasm").await?;
+//! let outcome = plugin.invoke(&CallRequest::new("search_docs", r#"{"query": "timeouts"}"#)).await;
+//! println!("{}", outcome.model_output());
+//! # Ok(())
+//! # }
+//! ```
+
+mod bindings;
+pub mod engine;
+pub mod error;
+pub mod plugin;
+pub mod sandbox;
+pub mod tool;
+
+pub use engine::{Host, HostConfig};
+pub use error::{HostError, LoadError};
+pub use plugin::{Plugin, PluginInfo, manifest::Manifest};
+pub use sandbox::{CallContext, CallLimits, MemoryStore, SessionStore};
+pub use tool::{
+    ApprovalMode, ToolHints, ToolSpec,
+    args::{ArgumentError, ArgumentValidator},
+    outcome::{CallOutcome, CallRequest, Failure},
+    render::render_json,
+    truncate::{DEFAULT_MAX_OUTPUT_CHARS, truncate},
+};

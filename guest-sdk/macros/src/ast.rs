@@ -259,7 +259,7 @@ fn doc_comment(attrs: &[syn::Attribute]) -> Option<String> {
             },
             _ => None,
         })
-        .flat_map(|s| s.lines().map(str::to_owned).collect::<Vec<_>>())
+        .flat_map(|s| s.split('\n').map(str::to_owned).collect::<Vec<_>>())
         .collect();
     if lines.is_empty() {
         return None;

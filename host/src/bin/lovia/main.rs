@@ -1,1 +1,114 @@
-fn main() {}
+//! `lovia`: inspect, pack and call tool plugins from the command line.
+
+mod call;
+mod inspect;
+mod pack;
+
+use clap::{Parser, Subcommand};
+use lovia_host::{Host, HostConfig, LoadError};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Run LLM agent tools as sandboxed WebAssembly components.
+#[derive(Parser)]
+#[command(name = "lovia", version, about, long_about = None)]
+struct Cli {
+    /// Do not read or write the compiled-artifact cache.
+    #[arg(long, global = true)]
+    no_cache: bool,
+    /// Where compiled components are cached [default: $LOVIA_CACHE_DIR,
+    /// else $XDG_CACHE_HOME/lovia, else ~/.cache/lovia].
+    #[arg(long, global = true, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show a plugin's tools as the model sees them, without running its code.
+    Inspect(inspect::Args),
+    /// Call one tool and print exactly what the model would see.
+    ///
+    /// Exit status: 0 for a successful result, 1 for an error result (still
+    /// printed on stdout), 2 for usage or load errors (on stderr).
+    Call(call::Args),
+    /// Embed a plugin's manifest (info and tool specs) so that `inspect` can
+    /// read it without running the plugin. Runs `info` and `tools` once, in
+    /// a sandbox with nothing granted.
+    Pack(pack::Args),
+}
+
+/// A failure of the CLI itself: printed as one line plus a hint, exit status 2.
+#[derive(Debug)]
+pub(crate) struct CliError {
+    message: String,
+    hint: Option<String>,
+}
+
+impl CliError {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        Self { message: message.into(), hint: None }
+    }
+    pub(crate) fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+impl From<LoadError> for CliError {
+    fn from(e: LoadError) -> Self {
+        CliError { message: e.to_string(), hint: e.hint().map(Into::into) }
+    }
+}
+
+impl From<lovia_host::HostError> for CliError {
+    fn from(e: lovia_host::HostError) -> Self {
+        CliError::new(e.to_string())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LOVIA_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return report(&CliError::new(format!("cannot start the async runtime: {e}"))),
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Inspect(args) => inspect::run(args, || host(cli.no_cache, cli.cache_dir.clone())).await,
+            Command::Call(args) => call::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
+            Command::Pack(args) => pack::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => report(&e),
+    }
+}
+
+fn report(e: &CliError) -> ExitCode {
+    eprintln!("error: {}", e.message);
+    if let Some(h) = &e.hint {
+        eprintln!("  hint: {h}");
+    }
+    ExitCode::from(2)
+}
+
+fn host(no_cache: bool, cache_dir: Option<PathBuf>) -> Result<Host, CliError> {
+    let cache_dir = if no_cache { None } else { cache_dir.or_else(default_cache_dir) };
+    Ok(Host::new(HostConfig { cache_dir, ..HostConfig::default() })?)
+}
+
+fn default_cache_dir() -> Option<PathBuf> {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    env("LOVIA_CACHE_DIR")
+        .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("lovia")))
+        .or_else(|| env("HOME").map(|h| h.join(".cache").join("lovia")))
+}

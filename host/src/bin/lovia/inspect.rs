@@ -1,0 +1,139 @@
+//! `lovia inspect`.
+
+use crate::CliError;
+use lovia_host::plugin::{check_header, manifest};
+use lovia_host::{Host, LoadError, Manifest, ToolSpec};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// The plugin (.wasm component, packed with `lovia pack`).
+    plugin: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// Also instantiate the plugin (in a sandbox with nothing granted) and
+    /// check that its tools match the embedded manifest.
+    #[arg(long)]
+    verify: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Format {
+    /// A summary for people.
+    Table,
+    /// The list of tool specs.
+    Json,
+    /// OpenAI function tools: `[{"type":"function","function":{...}}]`.
+    Openai,
+    /// Anthropic tools: `[{name, description, input_schema}]`.
+    Anthropic,
+}
+
+pub(crate) async fn run(args: Args, host: impl FnOnce() -> Result<Host, CliError>) -> Result<ExitCode, CliError> {
+    let origin = args.plugin.display().to_string();
+    let bytes = std::fs::read(&args.plugin).map_err(|source| LoadError::Read { path: args.plugin.clone(), source })?;
+    check_header(&bytes, &origin)?;
+    let view = manifest::read_static(&bytes)
+        .map_err(|reason| LoadError::Invalid { origin: origin.clone(), reason })?;
+    let manifest = match view.manifest {
+        Some(Ok(m)) => m,
+        Some(Err(reason)) => return Err(LoadError::Manifest { origin, reason }.into()),
+        None => {
+            return Err(CliError::new(format!("{origin} has no embedded manifest (section `{}`)", manifest::SECTION))
+                .hint(format!("run `lovia pack {origin}` once after building it")));
+        }
+    };
+    if args.verify {
+        let plugin = host()?.load_bytes(&bytes, &origin).await?;
+        if plugin.manifest() != manifest {
+            return Err(CliError::new(format!("{origin}: the embedded manifest does not match the plugin's tools"))
+                .hint(format!("the manifest is stale or forged: run `lovia pack {origin}` again")));
+        }
+        eprintln!("verified: the manifest matches what the plugin declares");
+    }
+    let out = match args.format {
+        Format::Table => table(&manifest, &view.imports),
+        Format::Json => pretty(&json!(manifest.tools)),
+        Format::Openai => pretty(&Value::Array(manifest.tools.iter().map(openai).collect())),
+        Format::Anthropic => pretty(&Value::Array(manifest.tools.iter().map(anthropic).collect())),
+    };
+    println!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
+}
+
+fn openai(t: &ToolSpec) -> Value {
+    json!({"type": "function", "function": {
+        "name": t.name, "description": t.description, "parameters": t.parameters, "strict": t.strict,
+    }})
+}
+
+fn anthropic(t: &ToolSpec) -> Value {
+    json!({"name": t.name, "description": t.description, "input_schema": t.parameters})
+}
+
+fn table(m: &Manifest, imports: &[String]) -> String {
+    let mut out = format!("{} {}\n", m.info.name, m.info.version);
+    if let Some(i) = &m.info.instructions {
+        out += &format!("instructions: {i}\n");
+    }
+    out += &format!("imports: {}\n", if imports.is_empty() { "none".into() } else { imports.join(", ") });
+    for t in &m.tools {
+        let mut flags = Vec::new();
+        if t.strict {
+            flags.push("strict".to_owned());
+        }
+        if !t.parallel {
+            flags.push("barrier".to_owned());
+        }
+        if let Some(r) = t.retries {
+            flags.push(format!("retries={r}"));
+        }
+        if let Some(ms) = t.timeout_ms {
+            flags.push(format!("timeout={ms}ms"));
+        }
+        if let Some(c) = t.max_output_chars {
+            flags.push(format!("max_output_chars={c}"));
+        }
+        match t.approval {
+            lovia_host::ApprovalMode::Never => {}
+            lovia_host::ApprovalMode::Always => flags.push("needs approval".into()),
+            lovia_host::ApprovalMode::AskPlugin => flags.push("approval decided by plugin".into()),
+        }
+        out += &format!("\n{}{}\n", t.name, if flags.is_empty() { String::new() } else { format!("  [{}]", flags.join(", ")) });
+        if !t.description.is_empty() {
+            for line in t.description.lines() {
+                out += &format!("  {line}\n");
+            }
+        }
+        let required: Vec<&str> = t.parameters["required"].as_array().map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        if let Some(props) = t.parameters["properties"].as_object() {
+            for (name, schema) in props {
+                let kind = type_name(schema);
+                let req = if required.contains(&name.as_str()) { "required" } else { "optional" };
+                let desc = schema["description"].as_str().map(|d| format!(" — {d}")).unwrap_or_default();
+                out += &format!("    {name}: {kind} ({req}){desc}\n");
+            }
+        }
+    }
+    out.trim_end().to_owned()
+}
+
+fn type_name(schema: &Value) -> String {
+    if let Some(t) = schema["type"].as_str() {
+        return t.to_owned();
+    }
+    if let Some(r) = schema["$ref"].as_str() {
+        return r.rsplit('/').next().unwrap_or(r).to_owned();
+    }
+    if let Some(branches) = schema["anyOf"].as_array() {
+        return branches.iter().map(type_name).collect::<Vec<_>>().join(" | ");
+    }
+    "any".into()
+}

@@ -1,0 +1,134 @@
+//! Host errors. A tool's failure is not here: it is data for the model
+//! ([`crate::CallOutcome`]). These are failures of the host or of its input.
+
+use std::path::PathBuf;
+
+/// Creating the host failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// wasmtime refused the engine configuration.
+    #[error("cannot create the WebAssembly engine: {reason}")]
+    Engine {
+        /// wasmtime's explanation.
+        reason: String,
+    },
+    /// The compiled-artifact cache directory cannot be used.
+    #[error("cannot use the cache directory {path}: {source}")]
+    CacheDir {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// Loading a plugin failed. Each variant names the cause; `hint()` says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The path given.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The bytes are not WebAssembly at all.
+    #[error("{origin} is not a WebAssembly file (it does not start with \\0asm)")]
+    NotWasm {
+        /// Where the bytes came from.
+        origin: String,
+    },
+    /// A core module was given where a component is needed.
+    #[error("{origin} is a core WebAssembly module, not a component")]
+    CoreModule {
+        /// Where the bytes came from.
+        origin: String,
+    },
+    /// The component did not compile (truncated, corrupt, or unsupported).
+    #[error("{origin} is not a valid component: {reason}")]
+    Invalid {
+        /// Where the bytes came from.
+        origin: String,
+        /// wasmtime's explanation.
+        reason: String,
+    },
+    /// The component imports something the host does not provide.
+    #[error("{origin} imports {import}, which lovia does not provide")]
+    UnknownImport {
+        /// Where the bytes came from.
+        origin: String,
+        /// The import, as wasmtime names it.
+        import: String,
+    },
+    /// The component does not export the `lovia:tools/plugin` interface as the world says.
+    #[error("{origin} does not implement the lovia:tools/tool-plugin world: {reason}")]
+    WrongExports {
+        /// Where the bytes came from.
+        origin: String,
+        /// What is missing or mistyped.
+        reason: String,
+    },
+    /// Calling `info` or `tools` failed (trap, timeout, limit).
+    #[error("{origin}: `{function}` failed: {reason}")]
+    Describe {
+        /// Where the bytes came from.
+        origin: String,
+        /// `info` or `tools`.
+        function: &'static str,
+        /// The failure, as the model would read it.
+        reason: String,
+    },
+    /// A tool spec is unusable (name, schema, duplicate).
+    #[error("{origin}: tool `{tool}`: {reason}")]
+    InvalidSpec {
+        /// Where the bytes came from.
+        origin: String,
+        /// The tool's name as declared.
+        tool: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The embedded manifest is missing or unreadable.
+    #[error("{origin}: {reason}")]
+    Manifest {
+        /// Where the bytes came from.
+        origin: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The compiled-artifact cache failed while writing.
+    #[error("cannot write the compiled artifact {path}: {source}")]
+    Cache {
+        /// The artifact path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+impl LoadError {
+    /// What the user can do about it.
+    pub fn hint(&self) -> Option<&'static str> {
+        Some(match self {
+            LoadError::Read { .. } => "check the path; plugins are .wasm files built for wasm32-wasip2",
+            LoadError::NotWasm { .. } => "pass the .wasm file from target/wasm32-wasip2/release/, not a source or text file",
+            LoadError::CoreModule { .. } => {
+                "build the plugin with `cargo build --target wasm32-wasip2` (which produces a component), \
+                 or wrap the module with `wasm-tools component new`"
+            }
+            LoadError::Invalid { .. } => "the file may be truncated or corrupt: rebuild it",
+            LoadError::UnknownImport { .. } => {
+                "a plugin may import lovia:tools/context, lovia:tools/store and WASI 0.2 (wasi:cli, wasi:io, \
+                 wasi:clocks, wasi:random, wasi:filesystem, wasi:sockets); rebuild against wit/lovia.wit"
+            }
+            LoadError::WrongExports { .. } => {
+                "export the lovia:tools/plugin@0.1.0 interface, e.g. with the `lovia` guest SDK's `export!` macro"
+            }
+            LoadError::Describe { .. } => "the plugin's info()/tools() must return without side effects",
+            LoadError::InvalidSpec { .. } => "fix the tool's declaration in the plugin and rebuild it",
+            LoadError::Manifest { .. } => "run `lovia pack PLUGIN.wasm` to embed the manifest",
+            LoadError::Cache { .. } => "set a writable cache directory, or disable the cache",
+        })
+    }
+}

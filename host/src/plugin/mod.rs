@@ -1,0 +1,337 @@
+//! Loading a component into a [`Plugin`]: checks, compilation (cached),
+//! `InstancePre`, the plugin's info and tool specs, and calls.
+
+mod cache;
+pub mod manifest;
+
+use crate::bindings::{ToolPluginPre, guest, wit};
+use crate::engine::Host;
+use crate::error::LoadError;
+use crate::sandbox::{self, CallContext, StoreSpec};
+use crate::tool::args::{ArgumentError, ArgumentValidator};
+use crate::tool::outcome::{CallOutcome, CallRequest, Failure};
+use crate::tool::{ApprovalMode, ToolHints, ToolSpec, is_valid_name};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Who a plugin is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginInfo {
+    /// Its name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Extra instructions for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+}
+
+/// How long `info()` and `tools()` may take at load time.
+const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A loaded plugin: compiled, linked, described. Cheap to clone.
+#[derive(Clone)]
+pub struct Plugin {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    host: Host,
+    origin: String,
+    digest: String,
+    name: Arc<str>,
+    pre: ToolPluginPre<sandbox::SandboxState>,
+    info: PluginInfo,
+    tools: Vec<LoadedTool>,
+    imports: Vec<String>,
+}
+
+struct LoadedTool {
+    spec: ToolSpec,
+    name: Arc<str>,
+    validator: ArgumentValidator,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("origin", &self.inner.origin)
+            .field("info", &self.inner.info)
+            .field("tools", &self.inner.tools.iter().map(|t| &t.spec.name).collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// Loads the plugin at `path`.
+    pub async fn load_file(&self, path: impl AsRef<Path>) -> Result<Plugin, LoadError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: path.to_owned(), source })?;
+        self.load_bytes(&bytes, &path.display().to_string()).await
+    }
+
+    /// Loads a plugin from `bytes`; `origin` names it in errors.
+    pub async fn load_bytes(&self, bytes: &[u8], origin: &str) -> Result<Plugin, LoadError> {
+        check_header(bytes, origin)?;
+        let digest = hex::encode(Sha256::digest(bytes));
+        let component = cache::compile(&self.engine, bytes, &digest, origin, self.config.cache_dir.as_deref())?;
+        let view = manifest::read_static(bytes).map_err(|reason| LoadError::Invalid { origin: origin.into(), reason })?;
+        let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
+            let reason = cache::root_cause(&e);
+            let import = view
+                .imports
+                .iter()
+                .find(|i| reason.contains(i.as_str()))
+                .cloned()
+                .unwrap_or(reason);
+            LoadError::UnknownImport { origin: origin.into(), import }
+        })?;
+        let pre = ToolPluginPre::new(instance_pre)
+            .map_err(|e| LoadError::WrongExports { origin: origin.into(), reason: cache::root_cause(&e) })?;
+        let (info, specs) = describe(self, &pre, origin).await?;
+        let info = PluginInfo { name: info.name, version: info.version, instructions: info.instructions };
+        let mut tools: Vec<LoadedTool> = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let spec = convert_spec(spec, origin)?;
+            if tools.iter().any(|t| t.spec.name == spec.name) {
+                return Err(invalid_spec(origin, &spec.name, "the name is declared twice in this plugin"));
+            }
+            let validator = ArgumentValidator::new(&spec.name, &spec.parameters, spec.strict)
+                .map_err(|reason| invalid_spec(origin, &spec.name, &reason))?;
+            tools.push(LoadedTool { name: spec.name.as_str().into(), spec, validator });
+        }
+        Ok(Plugin {
+            inner: Arc::new(Inner {
+                host: self.clone(),
+                origin: origin.into(),
+                digest,
+                name: info.name.as_str().into(),
+                pre,
+                info,
+                tools,
+                imports: view.imports,
+            }),
+        })
+    }
+}
+
+impl Plugin {
+    /// The plugin's info.
+    pub fn info(&self) -> &PluginInfo {
+        &self.inner.info
+    }
+
+    /// Where it was loaded from.
+    pub fn origin(&self) -> &str {
+        &self.inner.origin
+    }
+
+    /// The SHA-256 of its bytes, hex.
+    pub fn digest(&self) -> &str {
+        &self.inner.digest
+    }
+
+    /// The component's imports (what it may use).
+    pub fn imports(&self) -> &[String] {
+        &self.inner.imports
+    }
+
+    /// Its tools, in declaration order.
+    pub fn tools(&self) -> impl ExactSizeIterator<Item = &ToolSpec> {
+        self.inner.tools.iter().map(|t| &t.spec)
+    }
+
+    /// One tool's spec.
+    pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
+        self.inner.tools.iter().find(|t| t.spec.name == name).map(|t| &t.spec)
+    }
+
+    /// The manifest `lovia pack` embeds.
+    pub fn manifest(&self) -> manifest::Manifest {
+        manifest::Manifest { manifest_version: 1, info: self.inner.info.clone(), tools: self.tools().cloned().collect() }
+    }
+
+    /// Checks the raw argument text of `tool` (spec §3, Part 0 D1–D4): the
+    /// object the tool would receive, or the rejection the model would read.
+    pub fn prepare_arguments(&self, tool: &str, arguments: &str) -> Result<serde_json::Value, CallOutcome> {
+        let Some(t) = self.loaded(tool) else { return Err(unavailable(tool)) };
+        t.validator.prepare(arguments).map_err(|e| match e {
+            ArgumentError::Invalid { .. } => CallOutcome::Rejected(format!("Tool error: {e}")),
+            other => CallOutcome::Rejected(other.to_string()),
+        })
+    }
+
+    /// Runs one call: lookup, argument checks, then the component in a fresh
+    /// sandbox. Every outcome, including traps and timeouts, is data.
+    pub async fn invoke(&self, request: &CallRequest) -> CallOutcome {
+        let args = match self.prepare_arguments(&request.tool, &request.arguments) {
+            Ok(args) => args,
+            Err(rejection) => return rejection,
+        };
+        self.run(request, &args.to_string()).await
+    }
+
+    /// Runs the component with already-validated arguments.
+    pub async fn run(&self, request: &CallRequest, arguments: &str) -> CallOutcome {
+        let Some(tool) = self.loaded(&request.tool) else { return unavailable(&request.tool) };
+        let timeout = request.timeout.or(tool.spec.timeout_ms.map(Duration::from_millis));
+        let limits = request.limits.as_ref().unwrap_or(&self.inner.host.config.limits);
+        let mut store = sandbox::new_store(
+            &self.inner.host.engine,
+            StoreSpec {
+                plugin: self.inner.name.clone(),
+                tool: tool.name.clone(),
+                call: request.context.clone(),
+                limits,
+                timeout,
+                session_store: request.session_store.clone(),
+            },
+        );
+        let result = async {
+            let instance = self.inner.pre.instantiate_async(&mut store).await?;
+            instance.lovia_tools_plugin().call_call(&mut store, &request.tool, arguments).await
+        }
+        .await;
+        match result {
+            Ok(Ok(wit::Output::Text(text))) => CallOutcome::Text(text),
+            Ok(Ok(wit::Output::Json(text))) => match serde_json::from_str(&text) {
+                Ok(value) => CallOutcome::Json(value),
+                Err(e) => CallOutcome::Failed(Failure::Trap(format!("the tool returned invalid JSON: {e}"))),
+            },
+            Ok(Err(error)) => call_error(error),
+            Err(err) => {
+                let failure = sandbox::classify(&err, &store);
+                tracing::debug!(plugin = %self.inner.name, tool = %request.tool, call = %request.context.call_id, %failure, "call failed");
+                CallOutcome::Failed(failure)
+            }
+        }
+    }
+
+    /// Asks the plugin's `needs-approval` export about one call (for tools
+    /// with [`ApprovalMode::AskPlugin`]). An error means the call is denied.
+    pub async fn needs_approval(&self, tool: &str, arguments: &str, context: &CallContext) -> Result<bool, String> {
+        let Some(t) = self.loaded(tool) else { return Err(format!("Tool '{tool}' is not available.")) };
+        let mut store = sandbox::new_store(
+            &self.inner.host.engine,
+            StoreSpec {
+                plugin: self.inner.name.clone(),
+                tool: t.name.clone(),
+                call: context.clone(),
+                limits: &self.inner.host.config.limits,
+                timeout: Some(DESCRIBE_TIMEOUT),
+                session_store: None,
+            },
+        );
+        let result = async {
+            let instance = self.inner.pre.instantiate_async(&mut store).await?;
+            instance.lovia_tools_plugin().call_needs_approval(&mut store, tool, arguments).await
+        }
+        .await;
+        match result {
+            Ok(answer) => answer,
+            Err(err) => Err(sandbox::classify(&err, &store).to_string()),
+        }
+    }
+
+    fn loaded(&self, name: &str) -> Option<&LoadedTool> {
+        self.inner.tools.iter().find(|t| t.spec.name == name)
+    }
+}
+
+fn unavailable(tool: &str) -> CallOutcome {
+    CallOutcome::Rejected(format!("Tool '{tool}' is not available."))
+}
+
+fn call_error(error: wit::CallError) -> CallOutcome {
+    match error {
+        wit::CallError::Tool(e) => CallOutcome::Failed(Failure::Tool { message: e.message, hint: e.hint }),
+        wit::CallError::InvalidArguments(m) => CallOutcome::Failed(Failure::InvalidArguments(m)),
+        wit::CallError::BudgetExceeded(m) => CallOutcome::Failed(Failure::BudgetExceeded(m)),
+        wit::CallError::CancelRun(reason) => CallOutcome::CancelRun(reason),
+    }
+}
+
+/// Checks that `bytes` look like a component: `\0asm`, then a version that
+/// is not the core-module version 1.
+pub fn check_header(bytes: &[u8], origin: &str) -> Result<(), LoadError> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(LoadError::NotWasm { origin: origin.into() });
+    }
+    if bytes[4..8] == [1, 0, 0, 0] {
+        return Err(LoadError::CoreModule { origin: origin.into() });
+    }
+    Ok(())
+}
+
+async fn describe(
+    host: &Host,
+    pre: &ToolPluginPre<sandbox::SandboxState>,
+    origin: &str,
+) -> Result<(guest::PluginInfo, Vec<wit::ToolSpec>), LoadError> {
+    let mut store = sandbox::new_store(
+        &host.engine,
+        StoreSpec {
+            plugin: origin.into(),
+            tool: "".into(),
+            call: CallContext::default(),
+            limits: &host.config.limits,
+            timeout: Some(DESCRIBE_TIMEOUT),
+            session_store: None,
+        },
+    );
+    let fail = |function: &'static str, err: &wasmtime::Error, store: &wasmtime::Store<sandbox::SandboxState>| {
+        LoadError::Describe { origin: origin.into(), function, reason: sandbox::classify(err, store).to_string() }
+    };
+    let instance = pre.instantiate_async(&mut store).await.map_err(|e| fail("instantiate", &e, &store))?;
+    let plugin = instance.lovia_tools_plugin();
+    let info = plugin.call_info(&mut store).await.map_err(|e| fail("info", &e, &store))?;
+    let tools = plugin.call_tools(&mut store).await.map_err(|e| fail("tools", &e, &store))?;
+    Ok((info, tools))
+}
+
+fn invalid_spec(origin: &str, tool: &str, reason: &str) -> LoadError {
+    LoadError::InvalidSpec { origin: origin.into(), tool: tool.into(), reason: reason.into() }
+}
+
+/// Largest parameters schema accepted, in bytes of JSON text.
+const MAX_SCHEMA_BYTES: usize = 256 << 10;
+
+fn convert_spec(spec: wit::ToolSpec, origin: &str) -> Result<ToolSpec, LoadError> {
+    if !is_valid_name(&spec.name) {
+        let shown: String = spec.name.chars().take(80).collect();
+        return Err(invalid_spec(origin, &shown, "a tool name must match ^[a-zA-Z0-9_-]{1,64}$"));
+    }
+    let parse = |text: &str, what: &str| -> Result<serde_json::Value, LoadError> {
+        if text.len() > MAX_SCHEMA_BYTES {
+            return Err(invalid_spec(origin, &spec.name, &format!("the {what} schema is {} bytes; the limit is {MAX_SCHEMA_BYTES}", text.len())));
+        }
+        serde_json::from_str(text).map_err(|e| invalid_spec(origin, &spec.name, &format!("the {what} schema is not JSON: {e}")))
+    };
+    let parameters = parse(&spec.parameters, "parameters")?;
+    let output_schema = spec.output_schema.as_deref().map(|s| parse(s, "output")).transpose()?;
+    Ok(ToolSpec {
+        parameters,
+        output_schema,
+        description: spec.description,
+        strict: spec.strict,
+        parallel: spec.parallel,
+        retries: spec.retries,
+        timeout_ms: spec.timeout_ms,
+        max_output_chars: spec.max_output_chars,
+        approval: match spec.approval {
+            wit::Approval::Never => ApprovalMode::Never,
+            wit::Approval::Always => ApprovalMode::Always,
+            wit::Approval::AskPlugin => ApprovalMode::AskPlugin,
+        },
+        hints: ToolHints {
+            read_only: spec.hints.read_only,
+            destructive: spec.hints.destructive,
+            idempotent: spec.hints.idempotent,
+            open_world: spec.hints.open_world,
+        },
+        name: spec.name,
+    })
+}

@@ -1,0 +1,109 @@
+//! One call's sandbox: a fresh `Store` with memory limits, an epoch deadline,
+//! WASI with nothing granted, captured stdout/stderr, and the host side of
+//! the `context` and `store` interfaces.
+
+mod context;
+mod limits;
+mod store;
+mod trap;
+
+pub use context::{CallContext, ProgressSink};
+pub use limits::CallLimits;
+pub use store::{MemoryStore, SessionStore};
+pub(crate) use trap::{DeadlineExceeded, classify};
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+/// The data of one call's store.
+pub struct SandboxState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) store_limits: StoreLimits,
+    pub(crate) limits: CallLimits,
+    pub(crate) call: CallContext,
+    pub(crate) plugin: Arc<str>,
+    pub(crate) tool: Arc<str>,
+    pub(crate) session_store: Option<Arc<dyn SessionStore>>,
+    pub(crate) stderr: MemoryOutputPipe,
+    events_left: u32,
+}
+
+impl WasiView for SandboxState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// The linker every plugin is instantiated with: WASI 0.2 plus `lovia:tools`.
+pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<SandboxState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    crate::bindings::ToolPlugin::add_to_linker::<SandboxState, HasSelf<SandboxState>>(&mut linker, |s| s)?;
+    Ok(linker)
+}
+
+/// What one store is for.
+pub(crate) struct StoreSpec<'a> {
+    pub(crate) plugin: Arc<str>,
+    pub(crate) tool: Arc<str>,
+    pub(crate) call: CallContext,
+    pub(crate) limits: &'a CallLimits,
+    /// The attempt's timeout; the wall-clock ceiling applies when it is longer or absent.
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) session_store: Option<Arc<dyn SessionStore>>,
+}
+
+/// A fresh store for one call. Nothing is granted: no directory, no
+/// environment, no network; stdout and stderr go to bounded memory pipes.
+pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxState> {
+    let stderr = MemoryOutputPipe::new(spec.limits.stderr_bytes);
+    let wasi = WasiCtxBuilder::new()
+        .stdout(MemoryOutputPipe::new(spec.limits.stdout_bytes))
+        .stderr(stderr.clone())
+        .allow_blocking_current_thread(false)
+        .build();
+    let store_limits = StoreLimitsBuilder::new()
+        .memory_size(spec.limits.memory_bytes)
+        .trap_on_grow_failure(true)
+        .instances(16)
+        .tables(16)
+        .memories(4)
+        .build();
+    let state = SandboxState {
+        wasi,
+        table: ResourceTable::new(),
+        store_limits,
+        limits: spec.limits.clone(),
+        events_left: spec.limits.events_per_call,
+        call: spec.call,
+        plugin: spec.plugin,
+        tool: spec.tool,
+        session_store: spec.session_store,
+        stderr,
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.store_limits);
+
+    let cap = spec.limits.max_wall_clock;
+    let (budget, from_timeout) = match spec.timeout {
+        Some(t) if t <= cap => (t, true),
+        _ => (cap, false),
+    };
+    let deadline = Instant::now() + budget;
+    // Yield on every tick so the call future can be dropped at any time, and
+    // fail once the wall-clock budget is spent (design §4, §5 "Epoch deadlines").
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if Instant::now() >= deadline {
+            Err(wasmtime::Error::new(DeadlineExceeded { budget, from_timeout }))
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+    store
+}

@@ -1,0 +1,160 @@
+//! What a call produced, and the exact string the model sees (spec §5, Part 0 D5, D6, D8).
+
+use crate::sandbox::{CallContext, CallLimits, SessionStore};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One call to run.
+#[derive(Clone, Default)]
+pub struct CallRequest {
+    /// The tool's name, as the model sent it.
+    pub tool: String,
+    /// The raw argument text, as the model sent it (may be empty or malformed).
+    pub arguments: String,
+    /// Ids and run data given to the call. Default: [`CallContext::default`].
+    pub context: CallContext,
+    /// Overrides the tool's declared timeout. Default: `None` (the tool's
+    /// `timeout_ms`, else no timeout; the host's wall-clock ceiling applies either way).
+    pub timeout: Option<Duration>,
+    /// Overrides the host's limits for this call. Default: `None`.
+    pub limits: Option<CallLimits>,
+    /// The session store granted to the call. Default: `None`, not granted.
+    pub session_store: Option<Arc<dyn SessionStore>>,
+}
+
+impl std::fmt::Debug for CallRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallRequest")
+            .field("tool", &self.tool)
+            .field("arguments", &self.arguments)
+            .field("context", &self.context)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CallRequest {
+    /// A call of `tool` with the raw `arguments` text and defaults otherwise.
+    pub fn new(tool: impl Into<String>, arguments: impl Into<String>) -> Self {
+        Self { tool: tool.into(), arguments: arguments.into(), ..Self::default() }
+    }
+}
+
+/// Why a call failed, as the model reads it after `Tool error: `.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The tool returned `tool-error`.
+    Tool {
+        /// The message (may be empty).
+        message: String,
+        /// The hint, if any.
+        hint: Option<String>,
+    },
+    /// The arguments failed the host's schema check or the tool's own check; never retried.
+    InvalidArguments(String),
+    /// A sub-run's budget inside the tool; never retried.
+    BudgetExceeded(String),
+    /// The attempt's timeout passed; the instance was interrupted.
+    TimedOut {
+        /// The timeout.
+        ms: u64,
+    },
+    /// The host's wall-clock ceiling passed.
+    WallClockCap {
+        /// The ceiling.
+        ms: u64,
+    },
+    /// The instance tried to grow memory past its limit; never retried.
+    OutOfMemory {
+        /// The limit in MiB.
+        limit_mib: usize,
+    },
+    /// The wasm or shadow stack overflowed; never retried.
+    StackOverflow,
+    /// The fuel budget ran out; never retried.
+    CpuBudget,
+    /// The guest panicked, with its message.
+    Panicked(String),
+    /// Any other trap, with wasmtime's description.
+    Trap(String),
+}
+
+impl Failure {
+    /// Deterministic resource-limit failures and argument errors are never
+    /// retried (spec §9, Part 0 D6).
+    pub fn is_retryable(&self) -> bool {
+        !matches!(
+            self,
+            Failure::InvalidArguments(_)
+                | Failure::BudgetExceeded(_)
+                | Failure::OutOfMemory { .. }
+                | Failure::StackOverflow
+                | Failure::CpuBudget
+        )
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            // An empty message falls back to the class name (spec §5).
+            Failure::Tool { message, hint: None } if message.is_empty() => f.write_str("ToolError"),
+            Failure::Tool { message, hint: None } => f.write_str(message),
+            Failure::Tool { message, hint: Some(h) } if message.is_empty() => f.write_str(h),
+            Failure::Tool { message, hint: Some(h) } => write!(f, "{message}\n  hint: {h}"),
+            Failure::InvalidArguments(m) | Failure::BudgetExceeded(m) => f.write_str(m),
+            Failure::TimedOut { ms } => write!(f, "timed out after {ms} ms"),
+            Failure::WallClockCap { ms } => write!(f, "timed out after {ms} ms (the host's wall-clock limit)"),
+            Failure::OutOfMemory { limit_mib } => write!(f, "out of memory (limit {limit_mib} MiB)"),
+            Failure::StackOverflow => f.write_str("stack overflow"),
+            Failure::CpuBudget => f.write_str("CPU budget exhausted"),
+            Failure::Panicked(m) => write!(f, "tool panicked: {m}"),
+            Failure::Trap(m) => write!(f, "trap: {m}"),
+        }
+    }
+}
+
+/// The outcome of one call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallOutcome {
+    /// Text, shown verbatim.
+    Text(String),
+    /// A JSON value, shown through the renderer.
+    Json(serde_json::Value),
+    /// The call ran and failed: `Tool error: <failure>`.
+    Failed(Failure),
+    /// Preflight refused the call before it ran (unknown tool, bad JSON, a
+    /// non-object). The text is final: never rendered or truncated.
+    Rejected(String),
+    /// The tool asked to cancel the whole run. It leaves no result in the
+    /// transcript; a runner answers the call with `Tool error: run cancelled` (Part 0 D8).
+    CancelRun(String),
+}
+
+impl CallOutcome {
+    /// True for everything but a successful result.
+    pub fn is_error(&self) -> bool {
+        !matches!(self, CallOutcome::Text(_) | CallOutcome::Json(_))
+    }
+
+    /// The string the model sees, before truncation.
+    pub fn model_output(&self) -> String {
+        match self {
+            CallOutcome::Text(t) => t.clone(),
+            CallOutcome::Json(v) => super::render::render_json(v),
+            CallOutcome::Failed(f) => format!("Tool error: {f}"),
+            CallOutcome::Rejected(r) => r.clone(),
+            CallOutcome::CancelRun(_) => "Tool error: run cancelled".into(),
+        }
+    }
+
+    /// The string the model sees, truncated to `limit` characters (spec §12)
+    /// unless it is a preflight rejection.
+    pub fn final_output(&self, limit: Option<u64>) -> String {
+        let text = self.model_output();
+        match (self, limit) {
+            (CallOutcome::Rejected(_), _) | (_, None) => text,
+            (_, Some(l)) => super::truncate::truncate(&text, l).unwrap_or(text),
+        }
+    }
+}
