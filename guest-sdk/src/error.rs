@@ -97,9 +97,7 @@ impl From<&str> for ToolError {
 impl From<ToolError> for wit::CallError {
     fn from(e: ToolError) -> Self {
         match e.kind {
-            ToolErrorKind::Tool => {
-                wit::CallError::Tool(wit::ToolError { message: e.message, hint: e.hint })
-            }
+            ToolErrorKind::Tool => wit::CallError::Tool(wit::ToolError { message: e.message, hint: e.hint }),
             // The other kinds carry one string: fold the hint in as the host would render it.
             ToolErrorKind::InvalidArguments => wit::CallError::InvalidArguments(e.to_string()),
             ToolErrorKind::CancelRun => wit::CallError::CancelRun(e.to_string()),

@@ -51,9 +51,8 @@ pub fn spec(name: &str, description: &str, parameters: String, flags: Flags) -> 
 /// guards direct callers and reports in the host's format (spec §3).
 pub fn parse_args<T: DeserializeOwned>(tool: &str, arguments: &str) -> Result<T, CallError> {
     let text = if arguments.trim().is_empty() { "{}" } else { arguments };
-    serde_json::from_str(text).map_err(|e| {
-        CallError::InvalidArguments(format!("Invalid arguments for tool '{tool}': arguments: {e}"))
-    })
+    serde_json::from_str(text)
+        .map_err(|e| CallError::InvalidArguments(format!("Invalid arguments for tool '{tool}': arguments: {e}")))
 }
 
 /// A `String` result passes to the model verbatim.

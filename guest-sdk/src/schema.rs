@@ -129,7 +129,13 @@ fn normalize(value: Value) -> Value {
             obj.remove("format");
         }
     }
-    let mut obj: Map<String, Value> = obj.into_iter().map(|(k, v)| { let v = normalize_child(&k, v); (k, v) }).collect();
+    let mut obj: Map<String, Value> = obj
+        .into_iter()
+        .map(|(k, v)| {
+            let v = normalize_child(&k, v);
+            (k, v)
+        })
+        .collect();
     // `{"type": ["T", "null"]}` becomes `{"anyOf": [{"type": "T"}, {"type": "null"}]}` (spec §2 rule 4).
     let nullable_type = match obj.get("type") {
         Some(Value::Array(types)) if types.len() == 2 && types.contains(&json!("null")) => {
@@ -277,6 +283,9 @@ mod tests {
         let s = one(meta, |b, m| {
             b.arg::<Vec<String>>(m);
         });
-        assert_eq!(s["properties"]["xs"], json!({"items": {"type": "string"}, "maxItems": 3, "minItems": 1, "type": "array"}));
+        assert_eq!(
+            s["properties"]["xs"],
+            json!({"items": {"type": "string"}, "maxItems": 3, "minItems": 1, "type": "array"})
+        );
     }
 }

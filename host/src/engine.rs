@@ -63,8 +63,8 @@ impl Host {
             Ok(engine) => (engine, true),
             Err(err) => {
                 tracing::warn!(%err, "pooling allocator unavailable; falling back to on-demand allocation");
-                let engine = Engine::new(&engine_config(None))
-                    .map_err(|e| HostError::Engine { reason: e.to_string() })?;
+                let engine =
+                    Engine::new(&engine_config(None)).map_err(|e| HostError::Engine { reason: e.to_string() })?;
                 (engine, false)
             }
         };

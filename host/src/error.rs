@@ -112,7 +112,9 @@ impl LoadError {
     pub fn hint(&self) -> Option<&'static str> {
         Some(match self {
             LoadError::Read { .. } => "check the path; plugins are .wasm files built for wasm32-wasip2",
-            LoadError::NotWasm { .. } => "pass the .wasm file from target/wasm32-wasip2/release/, not a source or text file",
+            LoadError::NotWasm { .. } => {
+                "pass the .wasm file from target/wasm32-wasip2/release/, not a source or text file"
+            }
             LoadError::CoreModule { .. } => {
                 "build the plugin with `cargo build --target wasm32-wasip2` (which produces a component), \
                  or wrap the module with `wasm-tools component new`"

@@ -1,1 +1,7 @@
-fn main(){}
+//! lovia's integration tests: one binary, one module per subsystem.
+
+mod args;
+mod cli;
+mod load;
+mod outcomes;
+mod schemas;

@@ -47,10 +47,8 @@ fn refund(
     #[arg(description = "Amount to refund, in cents", min = 1)] amount_cents: u64,
     #[arg(description = "Why the customer gets a refund")] reason: Option<String>,
 ) -> Result<String, lovia::ToolError> {
-    let order = ORDERS
-        .iter()
-        .find(|o| o.0 == order_id)
-        .ok_or_else(|| lovia::ToolError::new(format!("no order {order_id}")))?;
+    let order =
+        ORDERS.iter().find(|o| o.0 == order_id).ok_or_else(|| lovia::ToolError::new(format!("no order {order_id}")))?;
     if amount_cents > order.3 {
         return Err(lovia::ToolError::invalid_arguments(format!(
             "amount_cents {amount_cents} exceeds the order total {}",

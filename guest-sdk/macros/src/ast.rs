@@ -264,12 +264,8 @@ fn doc_comment(attrs: &[syn::Attribute]) -> Option<String> {
     if lines.is_empty() {
         return None;
     }
-    let indent = lines
-        .iter()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| l.len() - l.trim_start().len())
-        .min()
-        .unwrap_or(0);
+    let indent =
+        lines.iter().filter(|l| !l.trim().is_empty()).map(|l| l.len() - l.trim_start().len()).min().unwrap_or(0);
     let text = lines.iter().map(|l| l.get(indent..).unwrap_or("").trim_end()).collect::<Vec<_>>().join("\n");
     Some(text.trim().to_owned())
 }

@@ -50,9 +50,12 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
                             fn #default_fn() -> #ty { #value }
                         });
                         let path = default_fn.to_string();
-                        Some((quote!(#[serde(default = #path)]), quote!(::core::option::Option::Some(
-                            #p::serde_json::to_value(&#default_fn()).unwrap_or(#p::serde_json::Value::Null)
-                        ))))
+                        Some((
+                            quote!(#[serde(default = #path)]),
+                            quote!(::core::option::Option::Some(
+                                #p::serde_json::to_value(&#default_fn()).unwrap_or(#p::serde_json::Value::Null)
+                            )),
+                        ))
                     }
                     None if is_option => Some((quote!(#[serde(default)]), quote!(::core::option::Option::None))),
                     None => None,

@@ -10,7 +10,10 @@ pub(crate) fn check(tool: &Tool) -> syn::Result<()> {
         return Err(Error::new_spanned(a, "a lovia tool cannot be `async`; components run calls synchronously"));
     }
     if !sig.generics.params.is_empty() {
-        return Err(Error::new_spanned(&sig.generics, "a lovia tool cannot be generic: its schema needs concrete types"));
+        return Err(Error::new_spanned(
+            &sig.generics,
+            "a lovia tool cannot be generic: its schema needs concrete types",
+        ));
     }
     if let Some(u) = &sig.unsafety {
         return Err(Error::new_spanned(u, "a lovia tool cannot be `unsafe`"));
@@ -42,7 +45,10 @@ pub(crate) fn check(tool: &Tool) -> syn::Result<()> {
                     ));
                 }
                 if let Some(s) = arg_span {
-                    return Err(Error::new(*s, "`#[arg]` does not apply to the context parameter: it is not part of the schema"));
+                    return Err(Error::new(
+                        *s,
+                        "`#[arg]` does not apply to the context parameter: it is not part of the schema",
+                    ));
                 }
                 context_seen = true;
             }

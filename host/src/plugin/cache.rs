@@ -34,7 +34,8 @@ pub(crate) fn compile(
         }
     }
     let component = compile_fresh(engine, bytes, origin)?;
-    let serialized = component.serialize().map_err(|e| LoadError::Invalid { origin: origin.into(), reason: e.to_string() })?;
+    let serialized =
+        component.serialize().map_err(|e| LoadError::Invalid { origin: origin.into(), reason: e.to_string() })?;
     write_atomically(&path, &serialized).map_err(|source| LoadError::Cache { path: path.clone(), source })?;
     Ok(component)
 }

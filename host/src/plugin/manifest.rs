@@ -56,7 +56,8 @@ pub fn read_static(bytes: &[u8]) -> Result<StaticView, String> {
                 }
             }
             Payload::CustomSection(reader) if depth == 0 && reader.name() == SECTION => {
-                view.manifest = Some(serde_json::from_slice(reader.data()).map_err(|e| format!("unreadable manifest: {e}")));
+                view.manifest =
+                    Some(serde_json::from_slice(reader.data()).map_err(|e| format!("unreadable manifest: {e}")));
                 let encoded = encode_section(reader.data());
                 manifest_end = Some(reader.range().end);
                 view.trailing_manifest_at = (reader.range().end == bytes.len() && bytes.ends_with(&encoded))

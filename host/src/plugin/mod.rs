@@ -78,15 +78,11 @@ impl Host {
         check_header(bytes, origin)?;
         let digest = hex::encode(Sha256::digest(bytes));
         let component = cache::compile(&self.engine, bytes, &digest, origin, self.config.cache_dir.as_deref())?;
-        let view = manifest::read_static(bytes).map_err(|reason| LoadError::Invalid { origin: origin.into(), reason })?;
+        let view =
+            manifest::read_static(bytes).map_err(|reason| LoadError::Invalid { origin: origin.into(), reason })?;
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
             let reason = cache::root_cause(&e);
-            let import = view
-                .imports
-                .iter()
-                .find(|i| reason.contains(i.as_str()))
-                .cloned()
-                .unwrap_or(reason);
+            let import = view.imports.iter().find(|i| reason.contains(i.as_str())).cloned().unwrap_or(reason);
             LoadError::UnknownImport { origin: origin.into(), import }
         })?;
         let pre = ToolPluginPre::new(instance_pre)
@@ -151,7 +147,11 @@ impl Plugin {
 
     /// The manifest `lovia pack` embeds.
     pub fn manifest(&self) -> manifest::Manifest {
-        manifest::Manifest { manifest_version: 1, info: self.inner.info.clone(), tools: self.tools().cloned().collect() }
+        manifest::Manifest {
+            manifest_version: 1,
+            info: self.inner.info.clone(),
+            tools: self.tools().cloned().collect(),
+        }
     }
 
     /// Checks the raw argument text of `tool` (spec §3, Part 0 D1–D4): the
@@ -306,9 +306,14 @@ fn convert_spec(spec: wit::ToolSpec, origin: &str) -> Result<ToolSpec, LoadError
     }
     let parse = |text: &str, what: &str| -> Result<serde_json::Value, LoadError> {
         if text.len() > MAX_SCHEMA_BYTES {
-            return Err(invalid_spec(origin, &spec.name, &format!("the {what} schema is {} bytes; the limit is {MAX_SCHEMA_BYTES}", text.len())));
+            return Err(invalid_spec(
+                origin,
+                &spec.name,
+                &format!("the {what} schema is {} bytes; the limit is {MAX_SCHEMA_BYTES}", text.len()),
+            ));
         }
-        serde_json::from_str(text).map_err(|e| invalid_spec(origin, &spec.name, &format!("the {what} schema is not JSON: {e}")))
+        serde_json::from_str(text)
+            .map_err(|e| invalid_spec(origin, &spec.name, &format!("the {what} schema is not JSON: {e}")))
     };
     let parameters = parse(&spec.parameters, "parameters")?;
     let output_schema = spec.output_schema.as_deref().map(|s| parse(s, "output")).transpose()?;

@@ -39,7 +39,11 @@ impl SessionStore for MemoryStore {
     }
     fn set(&self, namespace: &str, key: &str, value: &[u8]) -> Result<(), String> {
         if value.len() > self.max_value_bytes {
-            return Err(format!("value of {} bytes exceeds the store's limit of {} bytes", value.len(), self.max_value_bytes));
+            return Err(format!(
+                "value of {} bytes exceeds the store's limit of {} bytes",
+                value.len(),
+                self.max_value_bytes
+            ));
         }
         let mut data = self.data.lock().unwrap_or_else(|p| p.into_inner());
         data.insert((namespace.to_owned(), key.to_owned()), value.to_vec());

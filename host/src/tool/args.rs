@@ -54,9 +54,20 @@ impl ArgumentValidator {
         if schema.get("type").and_then(Value::as_str) != Some("object") {
             return Err("the parameters schema must have \"type\": \"object\"".into());
         }
+        // Strict only changes the schema the model sees: an omitted argument
+        // that has a default still gets it (spec §2 rule 9).
+        let mut checked = schema.clone();
+        let defaulted: Vec<String> = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| p.iter().filter(|(_, s)| s.get("default").is_some()).map(|(k, _)| k.clone()).collect())
+            .unwrap_or_default();
+        if let Some(Value::Array(required)) = checked.get_mut("required") {
+            required.retain(|r| r.as_str().is_none_or(|r| !defaulted.iter().any(|d| d == r)));
+        }
         let validator = jsonschema::options()
             .with_draft(Draft::Draft202012)
-            .build(schema)
+            .build(&checked)
             .map_err(|e| format!("invalid parameters schema: {e}"))?;
         let order = schema
             .get("properties")
@@ -142,10 +153,18 @@ impl ArgumentValidator {
             ValidationErrorKind::Maximum { limit } => format!("Input should be less than or equal to {limit}"),
             ValidationErrorKind::ExclusiveMinimum { limit } => format!("Input should be greater than {limit}"),
             ValidationErrorKind::ExclusiveMaximum { limit } => format!("Input should be less than {limit}"),
-            ValidationErrorKind::MinLength { limit } => format!("String should have at least {limit} {}", plural(*limit, "character")),
-            ValidationErrorKind::MaxLength { limit } => format!("String should have at most {limit} {}", plural(*limit, "character")),
-            ValidationErrorKind::MinItems { limit } => format!("Array should have at least {limit} {}", plural(*limit, "item")),
-            ValidationErrorKind::MaxItems { limit } => format!("Array should have at most {limit} {}", plural(*limit, "item")),
+            ValidationErrorKind::MinLength { limit } => {
+                format!("String should have at least {limit} {}", plural(*limit, "character"))
+            }
+            ValidationErrorKind::MaxLength { limit } => {
+                format!("String should have at most {limit} {}", plural(*limit, "character"))
+            }
+            ValidationErrorKind::MinItems { limit } => {
+                format!("Array should have at least {limit} {}", plural(*limit, "item"))
+            }
+            ValidationErrorKind::MaxItems { limit } => {
+                format!("Array should have at most {limit} {}", plural(*limit, "item"))
+            }
             ValidationErrorKind::Pattern { pattern } => format!("String should match pattern '{pattern}'"),
             ValidationErrorKind::UniqueItems => "Array items should be unique".into(),
             ValidationErrorKind::MultipleOf { .. } => "Input should be a multiple of the allowed step".into(),
@@ -158,7 +177,8 @@ impl ArgumentValidator {
     /// branch as a standalone schema (with the root's `$defs` for references).
     fn single_non_null_branch(&self, schema_path: &str) -> Option<Value> {
         let node = self.schema.pointer(schema_path)?;
-        let branches: Vec<&Value> = node.as_array()?.iter().filter(|b| b.get("type") != Some(&Value::from("null"))).collect();
+        let branches: Vec<&Value> =
+            node.as_array()?.iter().filter(|b| b.get("type") != Some(&Value::from("null"))).collect();
         let [branch] = branches.as_slice() else { return None };
         let mut standalone = (*branch).clone();
         if let (Some(obj), Some(defs)) = (standalone.as_object_mut(), self.schema.get("$defs")) {
@@ -171,8 +191,7 @@ impl ArgumentValidator {
 /// Parses the argument text (spec §3A).
 pub(crate) fn parse_object(raw: &str) -> Result<Value, ArgumentError> {
     let text = if raw.is_empty() { "{}" } else { raw };
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| ArgumentError::InvalidJson { message: e.to_string() })?;
+    let value: Value = serde_json::from_str(text).map_err(|e| ArgumentError::InvalidJson { message: e.to_string() })?;
     if !value.is_object() {
         return Err(ArgumentError::NotObject { got: json_type(&value) });
     }
@@ -202,7 +221,6 @@ fn type_message(kind: &TypeKind, instance: &Value) -> String {
         ("integer", Value::Number(_)) => "Input should be a valid integer, got a number with a fractional part".into(),
         ("number", Value::String(_)) => "Input should be a valid number, unable to parse string as a number".into(),
         ("boolean", Value::String(_)) => "Input should be a valid boolean, unable to interpret input".into(),
-        (w, _) if w.starts_with(['a', 'e', 'i', 'o', 'u']) => format!("Input should be an {w}, got {}", json_type(instance)),
         (w, _) => format!("Input should be a valid {w}, got {}", json_type(instance)),
     }
 }
@@ -296,7 +314,9 @@ fn coerce(value: &mut Value, schema: &Value, root: &Value, drop_unknown: bool, d
         if let Value::String(s) = &*value {
             if let Ok(i) = s.parse::<i64>() {
                 *value = Value::from(i);
-            } else if let Some(n) = s.parse::<f64>().ok().filter(|f| f.is_finite()).and_then(serde_json::Number::from_f64) {
+            } else if let Some(n) =
+                s.parse::<f64>().ok().filter(|f| f.is_finite()).and_then(serde_json::Number::from_f64)
+            {
                 *value = Value::Number(n);
             }
         }

@@ -21,7 +21,8 @@ pub fn truncate(text: &str, limit: u64) -> Option<String> {
     let head = (l * 4 / 5).max(1);
     let tail = l.saturating_sub(head);
     let head_end = text.char_indices().nth(head).map_or(text.len(), |(i, _)| i);
-    let tail_start = if tail == 0 { text.len() } else { text.char_indices().nth(len - tail).map_or(text.len(), |(i, _)| i) };
+    let tail_start =
+        if tail == 0 { text.len() } else { text.char_indices().nth(len - tail).map_or(text.len(), |(i, _)| i) };
     Some(format!(
         "{}\n\n[... tool output truncated: kept {} of {} chars ...]\n\n{}",
         &text[..head_end],

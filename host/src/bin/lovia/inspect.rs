@@ -36,8 +36,7 @@ pub(crate) async fn run(args: Args, host: impl FnOnce() -> Result<Host, CliError
     let origin = args.plugin.display().to_string();
     let bytes = std::fs::read(&args.plugin).map_err(|source| LoadError::Read { path: args.plugin.clone(), source })?;
     check_header(&bytes, &origin)?;
-    let view = manifest::read_static(&bytes)
-        .map_err(|reason| LoadError::Invalid { origin: origin.clone(), reason })?;
+    let view = manifest::read_static(&bytes).map_err(|reason| LoadError::Invalid { origin: origin.clone(), reason })?;
     let manifest = match view.manifest {
         Some(Ok(m)) => m,
         Some(Err(reason)) => return Err(LoadError::Manifest { origin, reason }.into()),
@@ -106,13 +105,20 @@ fn table(m: &Manifest, imports: &[String]) -> String {
             lovia_host::ApprovalMode::Always => flags.push("needs approval".into()),
             lovia_host::ApprovalMode::AskPlugin => flags.push("approval decided by plugin".into()),
         }
-        out += &format!("\n{}{}\n", t.name, if flags.is_empty() { String::new() } else { format!("  [{}]", flags.join(", ")) });
+        out += &format!(
+            "\n{}{}\n",
+            t.name,
+            if flags.is_empty() { String::new() } else { format!("  [{}]", flags.join(", ")) }
+        );
         if !t.description.is_empty() {
             for line in t.description.lines() {
                 out += &format!("  {line}\n");
             }
         }
-        let required: Vec<&str> = t.parameters["required"].as_array().map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        let required: Vec<&str> = t.parameters["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
         if let Some(props) = t.parameters["properties"].as_object() {
             for (name, schema) in props {
                 let kind = type_name(schema);

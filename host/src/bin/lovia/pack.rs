@@ -20,9 +20,16 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     let bytes = std::fs::read(&args.plugin).map_err(|source| LoadError::Read { path: args.plugin.clone(), source })?;
     let plugin = host.load_bytes(&bytes, &origin).await?;
     let manifest = plugin.manifest();
-    let packed = manifest::embed(&bytes, &manifest).map_err(|reason| LoadError::Manifest { origin: origin.clone(), reason })?;
+    let packed =
+        manifest::embed(&bytes, &manifest).map_err(|reason| LoadError::Manifest { origin: origin.clone(), reason })?;
     let out = args.output.unwrap_or(args.plugin);
     std::fs::write(&out, packed).map_err(|e| CliError::new(format!("cannot write {}: {e}", out.display())))?;
-    eprintln!("packed {} {} ({} tools) into {}", manifest.info.name, manifest.info.version, manifest.tools.len(), out.display());
+    eprintln!(
+        "packed {} {} ({} tools) into {}",
+        manifest.info.name,
+        manifest.info.version,
+        manifest.tools.len(),
+        out.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,5 @@
+#[lovia::tool]
+async fn later() -> String {
+    String::new()
+}
+fn main() {}

@@ -1,0 +1,5 @@
+#[lovia::tool]
+fn generic<T: Default>() -> String {
+    String::new()
+}
+fn main() {}

@@ -1,0 +1,5 @@
+#[lovia::tool(name = "no spaces allowed")]
+fn named() -> String {
+    String::new()
+}
+fn main() {}

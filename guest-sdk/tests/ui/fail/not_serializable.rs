@@ -1,0 +1,7 @@
+struct Opaque;
+
+#[lovia::tool]
+fn opaque() -> Opaque {
+    Opaque
+}
+fn main() {}

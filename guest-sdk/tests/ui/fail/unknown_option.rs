@@ -1,0 +1,5 @@
+#[lovia::tool(paralel = false)]
+fn typo() -> String {
+    String::new()
+}
+fn main() {}

@@ -1,0 +1,60 @@
+//! Loading: every kind of bad input is a typed error that names the cause.
+
+use lovia_host::LoadError;
+use lovia_tests::{fixtures, host};
+
+async fn load_bytes(bytes: &[u8]) -> LoadError {
+    host().load_bytes(bytes, "input.wasm").await.expect_err("must not load")
+}
+
+#[tokio::test]
+async fn random_bytes_are_not_wasm() {
+    let err = load_bytes(b"this is not a component at all").await;
+    assert!(matches!(err, LoadError::NotWasm { .. }), "{err}");
+    assert_eq!(err.to_string(), "input.wasm is not a WebAssembly file (it does not start with \\0asm)");
+}
+
+#[tokio::test]
+async fn a_core_module_is_named_as_such() {
+    let err = load_bytes(b"\0asm\x01\0\0\0").await;
+    assert!(matches!(err, LoadError::CoreModule { .. }), "{err}");
+    assert!(err.hint().is_some_and(|h| h.contains("wasm32-wasip2")));
+}
+
+#[tokio::test]
+async fn a_truncated_component_is_invalid() {
+    let bytes = std::fs::read(fixtures::DIAGNOSTICS).expect("fixture");
+    let err = load_bytes(&bytes[..bytes.len() / 2]).await;
+    assert!(matches!(err, LoadError::Invalid { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn a_component_without_the_plugin_export_says_what_is_missing() {
+    // The smallest valid component: a header and nothing else.
+    let err = load_bytes(b"\0asm\x0d\0\x01\0").await;
+    assert!(matches!(err, LoadError::WrongExports { .. }), "{err}");
+    assert!(err.to_string().contains("lovia:tools/plugin"), "{err}");
+}
+
+#[tokio::test]
+async fn a_missing_file_is_a_read_error() {
+    let err = host().load_file("/no/such/plugin.wasm").await.expect_err("missing");
+    assert!(matches!(err, LoadError::Read { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn the_compiled_artifact_cache_is_reused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cached = lovia_host::Host::new(lovia_host::HostConfig {
+        cache_dir: Some(dir.path().to_owned()),
+        pool_slots: 4,
+        ..Default::default()
+    })
+    .expect("host");
+    let first = cached.load_file(fixtures::DOCS).await.expect("load");
+    let artifacts: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").collect();
+    assert_eq!(artifacts.len(), 1, "one artifact per component and engine");
+    let second = cached.load_file(fixtures::DOCS).await.expect("load from cache");
+    assert_eq!(first.digest(), second.digest());
+    assert_eq!(first.manifest(), second.manifest());
+}
