@@ -1,10 +1,10 @@
 //! The `lovia` binary, black-box: exit codes, output, and every bad-input case.
 
-use lovia_tests::{fixtures, lovia_bin, packed};
+use lovia_tests::{fixtures, packed};
 use std::process::{Command, Output};
 
 fn lovia(args: &[&str]) -> Output {
-    Command::new(lovia_bin())
+    Command::new(env!("CARGO_BIN_EXE_lovia"))
         .arg("--no-cache")
         .args(args)
         // User-facing output must never carry a backtrace, even with this set.

@@ -1,5 +1,5 @@
 //! The test harness: guest fixtures (built once by `build.rs`), a shared
-//! host, packed copies of the plugins, and the path of the `lovia` binary.
+//! host, and packed copies of the plugins.
 
 use lovia_host::plugin::manifest;
 use lovia_host::{Host, HostConfig, Plugin};
@@ -43,14 +43,4 @@ pub async fn packed(path: &str) -> PathBuf {
         std::fs::rename(&tmp, &out).expect("rename packed");
     }
     out
-}
-
-/// The `lovia` binary of this build (`cargo test --workspace` builds it next
-/// to the test binary's `deps/` directory).
-pub fn lovia_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("current exe");
-    let dir = exe.parent().and_then(Path::parent).expect("target profile dir");
-    let bin = dir.join(format!("lovia{}", std::env::consts::EXE_SUFFIX));
-    assert!(bin.exists(), "{} is missing: run the tests with `cargo test --workspace`", bin.display());
-    bin
 }
