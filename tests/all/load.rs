@@ -43,7 +43,7 @@ async fn a_missing_file_is_a_read_error() {
 }
 
 #[tokio::test]
-async fn the_compiled_artifact_cache_is_reused() {
+async fn the_compiled_artifact_cache_is_reused_and_a_damaged_artifact_rebuilt() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cached = lovia_host::Host::new(lovia_host::HostConfig {
         cache_dir: Some(dir.path().to_owned()),
@@ -52,9 +52,23 @@ async fn the_compiled_artifact_cache_is_reused() {
     })
     .expect("host");
     let first = cached.load_file(fixtures::DOCS).await.expect("load");
-    let artifacts: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").collect();
+    let artifacts: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").map(|e| e.expect("entry").path()).collect();
     assert_eq!(artifacts.len(), 1, "one artifact per component and engine");
+    let artifact = &artifacts[0];
+    assert!(artifact.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(first.digest())));
+
+    // A cache hit leaves the artifact untouched.
+    let written = std::fs::metadata(artifact).and_then(|m| m.modified()).expect("mtime");
+    std::thread::sleep(std::time::Duration::from_millis(20));
     let second = cached.load_file(fixtures::DOCS).await.expect("load from cache");
-    assert_eq!(first.digest(), second.digest());
+    assert_eq!(std::fs::metadata(artifact).and_then(|m| m.modified()).expect("mtime"), written, "not recompiled");
     assert_eq!(first.manifest(), second.manifest());
+
+    // A damaged artifact is never trusted: it is recompiled and replaced.
+    std::fs::write(artifact, b"garbage").expect("damage");
+    let third = cached.load_file(fixtures::DOCS).await.expect("load after damage");
+    assert_eq!(third.manifest(), first.manifest());
+    assert!(std::fs::metadata(artifact).expect("artifact").len() > 1000, "the artifact was rewritten");
+    let out = third.invoke(&lovia_host::CallRequest::new("search_docs", r#"{"query": "limits"}"#)).await;
+    assert_eq!(out.model_output(), r#"["Limits"]"#);
 }

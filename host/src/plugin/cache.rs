@@ -46,12 +46,17 @@ fn compile_fresh(engine: &Engine, bytes: &[u8], origin: &str) -> Result<Componen
 
 #[expect(unsafe_code, reason = "deserialising a precompiled artifact is unsafe by wasmtime's contract")]
 fn load_artifact(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
+    // Read, not mmap: a mapped artifact that someone truncates or rewrites in
+    // place (an operator clearing the cache, a second host) would kill this
+    // process with SIGBUS. The copy costs well under a millisecond for the
+    // artifacts of small plugins.
+    let bytes = std::fs::read(path)?;
     // SAFETY: the cache directory is the host's own (created by `Host::new`),
     // artifacts are written only by `write_atomically` below from components
     // this process compiled, and wasmtime checks the header and the engine
     // compatibility before using one. An attacker who can write the cache
     // directory can already replace the host binary.
-    unsafe { Component::deserialize_file(engine, path) }
+    unsafe { Component::deserialize(engine, &bytes) }
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -39,7 +39,6 @@ pub struct StaticView {
 pub fn read_static(bytes: &[u8]) -> Result<StaticView, String> {
     let mut view = StaticView::default();
     let mut depth = 0usize;
-    let mut manifest_end = None;
     for payload in Parser::new(0).parse_all(bytes) {
         let payload = payload.map_err(|e| e.to_string())?;
         match payload {
@@ -59,15 +58,11 @@ pub fn read_static(bytes: &[u8]) -> Result<StaticView, String> {
                 view.manifest =
                     Some(serde_json::from_slice(reader.data()).map_err(|e| format!("unreadable manifest: {e}")));
                 let encoded = encode_section(reader.data());
-                manifest_end = Some(reader.range().end);
                 view.trailing_manifest_at = (reader.range().end == bytes.len() && bytes.ends_with(&encoded))
                     .then(|| bytes.len() - encoded.len());
             }
             _ => {}
         }
-    }
-    if manifest_end.is_some_and(|end| end != bytes.len()) {
-        view.trailing_manifest_at = None;
     }
     Ok(view)
 }

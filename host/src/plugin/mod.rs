@@ -7,7 +7,7 @@ pub mod manifest;
 use crate::bindings::{ToolPluginPre, guest, wit};
 use crate::engine::Host;
 use crate::error::LoadError;
-use crate::sandbox::{self, CallContext, StoreSpec};
+use crate::sandbox::{self, CallContext, CallLimits, SessionStore, StoreSpec};
 use crate::tool::args::{ArgumentError, ArgumentValidator};
 use crate::tool::outcome::{CallOutcome, CallRequest, Failure};
 use crate::tool::{ApprovalMode, ToolHints, ToolSpec, is_valid_name};
@@ -29,8 +29,8 @@ pub struct PluginInfo {
     pub instructions: Option<String>,
 }
 
-/// How long `info()` and `tools()` may take at load time.
-const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long `info()`, `tools()` and `needs-approval` may take.
+const PLUGIN_QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A loaded plugin: compiled, linked, described. Cheap to clone.
 #[derive(Clone)]
@@ -158,41 +158,33 @@ impl Plugin {
     /// object the tool would receive, or the rejection the model would read.
     pub fn prepare_arguments(&self, tool: &str, arguments: &str) -> Result<serde_json::Value, CallOutcome> {
         let Some(t) = self.loaded(tool) else { return Err(unavailable(tool)) };
-        t.validator.prepare(arguments).map_err(|e| match e {
-            ArgumentError::Invalid { .. } => CallOutcome::Rejected(format!("Tool error: {e}")),
-            other => CallOutcome::Rejected(other.to_string()),
-        })
+        prepare(t, arguments)
     }
 
     /// Runs one call: lookup, argument checks, then the component in a fresh
     /// sandbox. Every outcome, including traps and timeouts, is data.
     pub async fn invoke(&self, request: &CallRequest) -> CallOutcome {
-        let args = match self.prepare_arguments(&request.tool, &request.arguments) {
-            Ok(args) => args,
-            Err(rejection) => return rejection,
-        };
-        self.run(request, &args.to_string()).await
+        let Some(tool) = self.loaded(&request.tool) else { return unavailable(&request.tool) };
+        match prepare(tool, &request.arguments) {
+            Ok(args) => self.execute(tool, request, &args.to_string()).await,
+            Err(rejection) => rejection,
+        }
     }
 
-    /// Runs the component with already-validated arguments.
+    /// Runs the component with arguments that [`Plugin::prepare_arguments`]
+    /// already accepted (as JSON text).
     pub async fn run(&self, request: &CallRequest, arguments: &str) -> CallOutcome {
         let Some(tool) = self.loaded(&request.tool) else { return unavailable(&request.tool) };
+        self.execute(tool, request, arguments).await
+    }
+
+    async fn execute(&self, tool: &LoadedTool, request: &CallRequest, arguments: &str) -> CallOutcome {
         let timeout = request.timeout.or(tool.spec.timeout_ms.map(Duration::from_millis));
         let limits = request.limits.as_ref().unwrap_or(&self.inner.host.config.limits);
-        let mut store = sandbox::new_store(
-            &self.inner.host.engine,
-            StoreSpec {
-                plugin: self.inner.name.clone(),
-                tool: tool.name.clone(),
-                call: request.context.clone(),
-                limits,
-                timeout,
-                session_store: request.session_store.clone(),
-            },
-        );
+        let mut store = self.store(tool, request.context.clone(), limits, timeout, request.session_store.clone());
         let result = async {
             let instance = self.inner.pre.instantiate_async(&mut store).await?;
-            instance.lovia_tools_plugin().call_call(&mut store, &request.tool, arguments).await
+            instance.lovia_tools_plugin().call_call(&mut store, &tool.spec.name, arguments).await
         }
         .await;
         match result {
@@ -204,7 +196,7 @@ impl Plugin {
             Ok(Err(error)) => call_error(error),
             Err(err) => {
                 let failure = sandbox::classify(&err, &store);
-                tracing::debug!(plugin = %self.inner.name, tool = %request.tool, call = %request.context.call_id, %failure, "call failed");
+                tracing::debug!(plugin = %self.inner.name, tool = %tool.name, call = %request.context.call_id, %failure, "call failed");
                 CallOutcome::Failed(failure)
             }
         }
@@ -214,17 +206,8 @@ impl Plugin {
     /// with [`ApprovalMode::AskPlugin`]). An error means the call is denied.
     pub async fn needs_approval(&self, tool: &str, arguments: &str, context: &CallContext) -> Result<bool, String> {
         let Some(t) = self.loaded(tool) else { return Err(format!("Tool '{tool}' is not available.")) };
-        let mut store = sandbox::new_store(
-            &self.inner.host.engine,
-            StoreSpec {
-                plugin: self.inner.name.clone(),
-                tool: t.name.clone(),
-                call: context.clone(),
-                limits: &self.inner.host.config.limits,
-                timeout: Some(DESCRIBE_TIMEOUT),
-                session_store: None,
-            },
-        );
+        let limits = &self.inner.host.config.limits;
+        let mut store = self.store(t, context.clone(), limits, Some(PLUGIN_QUERY_TIMEOUT), None);
         let result = async {
             let instance = self.inner.pre.instantiate_async(&mut store).await?;
             instance.lovia_tools_plugin().call_needs_approval(&mut store, tool, arguments).await
@@ -236,9 +219,37 @@ impl Plugin {
         }
     }
 
+    /// A fresh store for one call of `tool`.
+    fn store(
+        &self,
+        tool: &LoadedTool,
+        call: CallContext,
+        limits: &CallLimits,
+        timeout: Option<Duration>,
+        session_store: Option<Arc<dyn SessionStore>>,
+    ) -> wasmtime::Store<sandbox::SandboxState> {
+        let spec = StoreSpec {
+            plugin: self.inner.name.clone(),
+            tool: tool.name.clone(),
+            call,
+            limits,
+            timeout,
+            session_store,
+        };
+        sandbox::new_store(&self.inner.host.engine, spec)
+    }
+
     fn loaded(&self, name: &str) -> Option<&LoadedTool> {
         self.inner.tools.iter().find(|t| t.spec.name == name)
     }
+}
+
+fn prepare(tool: &LoadedTool, arguments: &str) -> Result<serde_json::Value, CallOutcome> {
+    tool.validator.prepare(arguments).map_err(|e| match e {
+        // Schema-invalid arguments read as the reference's execution error (Part 0 D1, D4).
+        ArgumentError::Invalid { .. } => CallOutcome::Rejected(format!("Tool error: {e}")),
+        other => CallOutcome::Rejected(other.to_string()),
+    })
 }
 
 fn unavailable(tool: &str) -> CallOutcome {
@@ -278,7 +289,7 @@ async fn describe(
             tool: "".into(),
             call: CallContext::default(),
             limits: &host.config.limits,
-            timeout: Some(DESCRIBE_TIMEOUT),
+            timeout: Some(PLUGIN_QUERY_TIMEOUT),
             session_store: None,
         },
     );

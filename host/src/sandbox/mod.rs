@@ -62,11 +62,8 @@ pub(crate) struct StoreSpec<'a> {
 /// environment, no network; stdout and stderr go to bounded memory pipes.
 pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxState> {
     let stderr = MemoryOutputPipe::new(spec.limits.stderr_bytes);
-    let wasi = WasiCtxBuilder::new()
-        .stdout(MemoryOutputPipe::new(spec.limits.stdout_bytes))
-        .stderr(stderr.clone())
-        .allow_blocking_current_thread(false)
-        .build();
+    let wasi =
+        WasiCtxBuilder::new().stdout(MemoryOutputPipe::new(spec.limits.stdout_bytes)).stderr(stderr.clone()).build();
     let store_limits = StoreLimitsBuilder::new()
         .memory_size(spec.limits.memory_bytes)
         .trap_on_grow_failure(true)
