@@ -15,21 +15,32 @@
 //! # }
 //! ```
 
+pub mod approval;
 mod bindings;
 pub mod engine;
 pub mod error;
+pub mod exec;
 pub mod plugin;
+pub mod policy;
 pub mod sandbox;
 pub mod tool;
 
+pub use approval::{ApprovalChannel, ApprovalDecision, ApprovalHandler, ApprovalRequest, HandlerAnswer, NeedsApproval};
 pub use engine::{Host, HostConfig};
 pub use error::{HostError, LoadError};
+pub use exec::{
+    CancelToken, EventSink, ExecSettings, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError,
+};
 pub use plugin::{Plugin, PluginInfo, manifest::Manifest};
+pub use policy::{Next, Policy, RateLimit, Redact, ResultCache};
 pub use sandbox::{CallContext, CallLimits, MemoryStore, SessionStore};
 pub use tool::{
     ApprovalMode, ToolHints, ToolSpec,
     args::{ArgumentError, ArgumentValidator},
+    def::{Tool, ToolOutput},
     outcome::{CallOutcome, CallRequest, Failure},
+    registry::{NameConflict, ToolSource, Toolset},
     render::render_json,
+    render::{Rendered, Renderer},
     truncate::{DEFAULT_MAX_OUTPUT_CHARS, truncate},
 };

@@ -52,7 +52,7 @@ struct Inner {
 struct LoadedTool {
     spec: ToolSpec,
     name: Arc<str>,
-    validator: ArgumentValidator,
+    validator: Arc<ArgumentValidator>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -97,7 +97,7 @@ impl Host {
             }
             let validator = ArgumentValidator::new(&spec.name, &spec.parameters, spec.strict)
                 .map_err(|reason| invalid_spec(origin, &spec.name, &reason))?;
-            tools.push(LoadedTool { name: spec.name.as_str().into(), spec, validator });
+            tools.push(LoadedTool { name: spec.name.as_str().into(), spec, validator: Arc::new(validator) });
         }
         Ok(Plugin {
             inner: Arc::new(Inner {
@@ -143,6 +143,11 @@ impl Plugin {
     /// One tool's spec.
     pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
         self.inner.tools.iter().find(|t| t.spec.name == name).map(|t| &t.spec)
+    }
+
+    /// The compiled argument validator of `tool`.
+    pub fn validator(&self, tool: &str) -> Option<Arc<ArgumentValidator>> {
+        self.loaded(tool).map(|t| t.validator.clone())
     }
 
     /// The manifest `lovia pack` embeds.

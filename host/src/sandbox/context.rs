@@ -22,6 +22,8 @@ pub struct CallContext {
     pub call_id: String,
     /// The requesting agent's name.
     pub agent: String,
+    /// The tenant the run belongs to, for per-tenant limits.
+    pub tenant: Option<String>,
     /// The 1-based turn (0 outside a run).
     pub turn: u32,
     /// JSON values granted to the plugin, by key.

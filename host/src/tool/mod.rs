@@ -2,7 +2,9 @@
 //! outcomes, rendering and truncation.
 
 pub mod args;
+pub mod def;
 pub mod outcome;
+pub mod registry;
 pub mod render;
 pub mod truncate;
 

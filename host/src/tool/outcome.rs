@@ -77,6 +77,9 @@ pub enum Failure {
     Panicked(String),
     /// Any other trap, with wasmtime's description.
     Trap(String),
+    /// The tool asked to end the whole run (`cancel-run`). The executor never
+    /// shows it to the model: the run ends, and the call leaves no result.
+    RunCancelled(String),
 }
 
 impl Failure {
@@ -90,6 +93,7 @@ impl Failure {
                 | Failure::OutOfMemory { .. }
                 | Failure::StackOverflow
                 | Failure::CpuBudget
+                | Failure::RunCancelled(_)
         )
     }
 }
@@ -110,6 +114,7 @@ impl std::fmt::Display for Failure {
             Failure::CpuBudget => f.write_str("CPU budget exhausted"),
             Failure::Panicked(m) => write!(f, "tool panicked: {m}"),
             Failure::Trap(m) => write!(f, "trap: {m}"),
+            Failure::RunCancelled(_) => f.write_str("run cancelled"),
         }
     }
 }

@@ -35,3 +35,27 @@ impl Formatter for SpacedFormatter {
         CompactFormatter.write_f64(writer, value)
     }
 }
+
+/// What a renderer returns: text is final; a value goes through the
+/// default renderer (spec §11 rule 3).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rendered {
+    /// The final text.
+    Text(String),
+    /// A value for the default renderer (`null` for nothing).
+    Value(serde_json::Value),
+}
+
+/// Turns a successful result into the model's text. An `Err` becomes
+/// `Tool error: result rendering failed: <message>`.
+pub type Renderer = std::sync::Arc<
+    dyn Fn(&crate::tool::def::ToolOutput, &crate::sandbox::CallContext) -> Result<Rendered, String> + Send + Sync,
+>;
+
+/// The default renderer: text verbatim, JSON through [`render_json`].
+pub fn render_default(output: &crate::tool::def::ToolOutput) -> String {
+    match output {
+        crate::tool::def::ToolOutput::Text(t) => t.clone(),
+        crate::tool::def::ToolOutput::Json(v) => render_json(v),
+    }
+}
