@@ -2,6 +2,7 @@
 
 mod args;
 mod cli;
+mod exec;
 mod load;
 mod outcomes;
 mod schemas;

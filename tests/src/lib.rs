@@ -44,3 +44,162 @@ pub async fn packed(path: &str) -> PathBuf {
     }
     out
 }
+
+pub mod turn {
+    //! Runs one turn and records its events as a consumer would see them.
+
+    use lovia_host::{ApprovalRequest, EventSink, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError};
+    use std::time::Instant;
+
+    /// One event, flattened for assertions.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Seen {
+        /// `approval_required`, `started`, `failed`, `completed` or `progress`.
+        pub kind: &'static str,
+        /// The call id.
+        pub call: String,
+        /// Output (completed), error (failed), message (progress).
+        pub text: String,
+        /// Whether a completed call is an error result.
+        pub is_error: bool,
+        /// Milliseconds since the turn started.
+        pub t_ms: f64,
+    }
+
+    /// The outcome of a turn and the events it produced.
+    #[derive(Debug)]
+    pub struct Turn {
+        /// What `run_turn` returned.
+        pub result: Result<Vec<ToolResultEntry>, TurnError>,
+        /// Every event in the order received.
+        pub events: Vec<Seen>,
+    }
+
+    impl Turn {
+        /// The results (panics on a turn error).
+        pub fn results(&self) -> &[ToolResultEntry] {
+            self.result.as_ref().expect("the turn succeeded")
+        }
+
+        /// Call ids of the results, in completion order.
+        pub fn order(&self) -> Vec<&str> {
+            self.results().iter().map(|r| r.call_id.as_str()).collect()
+        }
+
+        /// The output of `call`.
+        pub fn output(&self, call: &str) -> &str {
+            self.results().iter().find(|r| r.call_id == call).map(|r| r.output.as_str()).expect("a result")
+        }
+
+        /// `kind:call` for every event.
+        pub fn trace(&self) -> Vec<String> {
+            self.events.iter().map(|e| format!("{}:{}", e.kind, e.call)).collect()
+        }
+
+        /// When the first event of `kind` for `call` arrived.
+        pub fn at(&self, kind: &str, call: &str) -> f64 {
+            self.events.iter().find(|e| e.kind == kind && e.call == call).map(|e| e.t_ms).expect("event")
+        }
+    }
+
+    /// Runs `calls`; the consumer decides approvals with `decide` (`None`:
+    /// moves on undecided, leaving the call to the handler).
+    pub async fn run(
+        exec: &Executor,
+        calls: Vec<ToolCall>,
+        run: &RunState,
+        decide: impl Fn(&ApprovalRequest) -> Option<bool> + Send + 'static,
+    ) -> Turn {
+        let (sink, mut rx) = EventSink::channel();
+        let start = Instant::now();
+        let consumer = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while let Some(event) = rx.recv().await {
+                let t_ms = start.elapsed().as_secs_f64() * 1000.0;
+                let call = event.call().id.clone();
+                let (kind, text, is_error) = match event {
+                    ToolEvent::ApprovalRequired { ticket, .. } => {
+                        match decide(ticket.request()) {
+                            Some(true) => {
+                                ticket.approve();
+                            }
+                            Some(false) => {
+                                ticket.reject();
+                            }
+                            None => drop(ticket),
+                        }
+                        ("approval_required", String::new(), false)
+                    }
+                    ToolEvent::ToolCallStarted { .. } => ("started", String::new(), false),
+                    ToolEvent::ToolCallFailed { error, .. } => ("failed", error, false),
+                    ToolEvent::ToolCallCompleted { output, is_error, .. } => ("completed", output, is_error),
+                    ToolEvent::ToolProgress { message, .. } => ("progress", message, false),
+                };
+                seen.push(Seen { kind, call, text, is_error, t_ms });
+            }
+            seen
+        });
+        let result = exec.run_turn(&calls, run, &sink).await;
+        drop(sink);
+        Turn { result, events: consumer.await.expect("consumer") }
+    }
+
+    /// A call with id `id`.
+    pub fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
+        ToolCall::new(id, name, arguments)
+    }
+}
+
+pub mod native {
+    //! Host-native tools for executor tests.
+
+    use lovia_host::{Failure, Tool, ToolOutput};
+    use serde_json::json;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    fn ms_schema() -> serde_json::Value {
+        json!({"properties": {"ms": {"type": "integer", "minimum": 0}}, "required": ["ms"], "type": "object", "additionalProperties": false})
+    }
+
+    /// Sleeps `ms`, then returns `"<name> done"`.
+    pub fn sleeper(name: &str) -> Tool {
+        let label = name.to_owned();
+        Tool::builder(name)
+            .parameters(ms_schema())
+            .invoke(move |args, _| {
+                let label = label.clone();
+                async move {
+                    tokio::time::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(0))).await;
+                    Ok(ToolOutput::Text(format!("{label} done")))
+                }
+            })
+            .expect("tool")
+    }
+
+    /// Fails the first `failures` calls with `"failure N"`, then returns `"ok"`; counts calls in `counter`.
+    pub fn flaky(name: &str, failures: u32, counter: Arc<AtomicU32>) -> Tool {
+        Tool::builder(name)
+            .invoke(move |_, _| {
+                let counter = counter.clone();
+                async move {
+                    let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+                    if n <= failures {
+                        Err(Failure::Tool { message: format!("failure {n}"), hint: None })
+                    } else {
+                        Ok(ToolOutput::Text("ok".into()))
+                    }
+                }
+            })
+            .expect("tool")
+    }
+
+    /// Returns its arguments as JSON.
+    pub fn echo_json(name: &str) -> Tool {
+        Tool::builder(name)
+            .parameters(json!({"properties": {"n": {"type": "integer"}, "m": {"type": "integer", "default": 5}}, "type": "object", "additionalProperties": false}))
+            .invoke(|args, _| async move { Ok(ToolOutput::Json(args)) })
+            .expect("tool")
+    }
+}

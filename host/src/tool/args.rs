@@ -89,6 +89,7 @@ impl ArgumentValidator {
             self.describe(&error, path, &value, &mut problems);
         }
         if problems.is_empty() {
+            self.apply_defaults(&mut value);
             return Ok(value);
         }
         let rank = |path: &str| {
@@ -98,6 +99,22 @@ impl ArgumentValidator {
         problems.sort_by_key(|(p, _)| rank(p));
         problems.dedup();
         Err(ArgumentError::Invalid { tool: self.tool.clone(), problems })
+    }
+
+    /// Omitted arguments receive their declared default (spec §3B).
+    fn apply_defaults(&self, value: &mut Value) {
+        let (Some(props), Some(obj)) =
+            (self.schema.get("properties").and_then(Value::as_object), value.as_object_mut())
+        else {
+            return;
+        };
+        for (name, schema) in props {
+            if let Some(default) = schema.get("default") {
+                if !obj.contains_key(name) {
+                    obj.insert(name.clone(), default.clone());
+                }
+            }
+        }
     }
 
     fn describe(
