@@ -133,9 +133,79 @@ async fn pack_embeds_a_manifest_that_verify_accepts() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in ["inspect", "call", "pack"] {
+    for sub in ["inspect", "call", "pack", "run"] {
         let o = lovia(&[sub, "--help"]);
         assert_eq!(o.status.code(), Some(0));
         assert!(stdout(&o).contains("Usage: lovia"), "{sub}");
     }
+}
+
+fn run_script(script: &str, extra: &[&str]) -> (Output, Vec<serde_json::Value>) {
+    let mut args = vec![
+        "run",
+        "--plugin",
+        fixtures::ORDERS,
+        "--plugin",
+        fixtures::DOCS,
+        "--plugin",
+        fixtures::DIAGNOSTICS,
+        "--script",
+        script,
+    ];
+    args.extend_from_slice(extra);
+    let o = lovia(&args);
+    let events = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"))).collect();
+    (o, events)
+}
+
+#[tokio::test]
+async fn run_plays_the_example_script() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/support-turns.json");
+    let (o, events) = run_script(script, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let kinds: Vec<&str> = events.iter().map(|e| e["event"].as_str().expect("event")).collect();
+    assert_eq!(kinds.first(), Some(&"turn_started"));
+    assert_eq!(kinds.last(), Some(&"run_completed"));
+    assert!(events.iter().all(|e| e["t_ms"].is_f64()), "every event has t_ms");
+    let find = |kind: &str, id: &str| {
+        events.iter().find(|e| e["event"] == kind && e["call_id"] == id).unwrap_or_else(|| panic!("{kind} {id}"))
+    };
+    assert_eq!(find("tool_call_completed", "call_unknown")["output"], "Tool 'delete_everything' is not available.");
+    assert_eq!(find("approval_required", "call_refund_big")["decision"], "approve");
+    assert_eq!(find("tool_call_completed", "call_refund_big")["output"], "Refunded 6000 cents on A-1002 (late)");
+    assert_eq!(find("tool_call_completed", "call_refund_other")["output"], "Tool refund was not approved.");
+    assert_eq!(find("tool_call_completed", "call_spin")["output"], "Tool error: timed out after 100 ms");
+    let turn1 = events.iter().find(|e| e["event"] == "tool_messages" && e["turn"] == 1).expect("turn 1 messages");
+    assert_eq!(turn1["messages"].as_array().map(Vec::len), Some(4), "one message per call id");
+}
+
+#[tokio::test]
+async fn run_answers_every_call_id_when_the_budget_trips() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("budget.json");
+    std::fs::write(
+        &script,
+        r#"{"agent": {"max_tool_calls": 1}, "turns": [{"tool_calls": [
+            {"id": "a", "name": "echo", "arguments": "{\"text\": \"x\"}"},
+            {"id": "b", "name": "echo", "arguments": "{\"text\": \"y\"}"}]}]}"#,
+    )
+    .expect("write");
+    let (o, events) = run_script(script.to_str().expect("utf8"), &[]);
+    assert_eq!(o.status.code(), Some(1));
+    let messages = &events.iter().find(|e| e["event"] == "tool_messages").expect("messages")["messages"];
+    assert_eq!(messages[0]["content"], "x");
+    assert_eq!(messages[1]["tool_call_id"], "b");
+    assert_eq!(messages[1]["content"], "Tool error: not run: budget exceeded");
+    let failed = events.last().expect("last");
+    assert_eq!(failed["event"], "run_failed");
+    assert_eq!(failed["error"]["message"], "tool call count 2 exceeds budget 1");
+}
+
+#[tokio::test]
+async fn run_rejects_a_bad_script_with_a_hint() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("bad.json");
+    std::fs::write(&script, r#"{"agent": {"retries": 1}, "turns": []}"#).expect("write");
+    let (o, _) = run_script(script.to_str().expect("utf8"), &[]);
+    assert_usage_error(&o, "is not a valid script: unknown field `retries`");
 }

@@ -3,6 +3,7 @@
 mod call;
 mod inspect;
 mod pack;
+mod run;
 
 use clap::{Parser, Subcommand};
 use lovia_host::{Host, HostConfig, LoadError};
@@ -37,6 +38,13 @@ enum Command {
     /// read it without running the plugin. Runs `info` and `tools` once, in
     /// a sandbox with nothing granted.
     Pack(pack::Args),
+    /// Run a scripted model's turns through the executor and print every
+    /// event as one JSON object per line.
+    ///
+    /// Exit status: 0 when the script ends with a text turn, 1 when the run
+    /// fails (cancelled, budget exceeded, or the script ran out), 2 for usage,
+    /// script or load errors.
+    Run(run::Args),
 }
 
 /// A failure of the CLI itself: printed as one line plus a hint, exit status 2.
@@ -83,6 +91,7 @@ fn main() -> ExitCode {
             Command::Inspect(args) => inspect::run(args, || host(cli.no_cache, cli.cache_dir.clone())).await,
             Command::Call(args) => call::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
             Command::Pack(args) => pack::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
+            Command::Run(args) => run::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
         }
     });
     match result {
