@@ -42,6 +42,7 @@ pub(crate) struct ArgOptions {
 }
 
 /// One parameter of the function.
+#[expect(clippy::large_enum_variant, reason = "a handful per function, at compile time")]
 pub(crate) enum Param {
     /// A model-visible argument.
     Arg { ident: Ident, ty: Type, options: ArgOptions },
@@ -228,21 +229,20 @@ pub(crate) fn option_inner(ty: &Type) -> Option<&Type> {
 }
 
 fn classify(ty: &Type) -> Output {
-    if let Type::Tuple(t) = ty {
-        if t.elems.is_empty() {
-            return Output::Unit;
-        }
+    if let Type::Tuple(t) = ty
+        && t.elems.is_empty()
+    {
+        return Output::Unit;
     }
     let Some(seg) = last_segment(ty) else { return Output::Json };
     if seg.ident == "String" {
         return Output::Text;
     }
-    if seg.ident == "Result" {
-        if let syn::PathArguments::AngleBracketed(a) = &seg.arguments {
-            if let Some(syn::GenericArgument::Type(ok)) = a.args.first() {
-                return Output::Result(Box::new(classify(ok)));
-            }
-        }
+    if seg.ident == "Result"
+        && let syn::PathArguments::AngleBracketed(a) = &seg.arguments
+        && let Some(syn::GenericArgument::Type(ok)) = a.args.first()
+    {
+        return Output::Result(Box::new(classify(ok)));
     }
     Output::Json
 }

@@ -59,10 +59,10 @@ pub(crate) fn check(tool: &Tool) -> syn::Result<()> {
                 for lit in [&options.min_length, &options.max_length].into_iter().flatten() {
                     lit.base10_parse::<u64>()?;
                 }
-                if let Some(p) = &options.pattern {
-                    if p.value().is_empty() {
-                        return Err(Error::new_spanned(p, "an empty pattern matches everything; remove it"));
-                    }
+                if let Some(p) = &options.pattern
+                    && p.value().is_empty()
+                {
+                    return Err(Error::new_spanned(p, "an empty pattern matches everything; remove it"));
                 }
             }
         }

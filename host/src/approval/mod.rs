@@ -8,6 +8,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
+/// A host predicate deciding, from the raw arguments, whether a call needs approval.
+pub type ApprovalPredicate = Arc<dyn Fn(&Value, &CallContext) -> Result<bool, String> + Send + Sync>;
+
 /// When a tool's calls need approval.
 #[derive(Clone, Default)]
 pub enum NeedsApproval {
@@ -17,7 +20,7 @@ pub enum NeedsApproval {
     /// Always.
     Always,
     /// A host predicate over the raw arguments; an `Err` denies the call.
-    Predicate(Arc<dyn Fn(&Value, &CallContext) -> Result<bool, String> + Send + Sync>),
+    Predicate(ApprovalPredicate),
     /// The component's own `needs-approval` export decides.
     Plugin,
 }

@@ -13,6 +13,7 @@ use serde_json::Value;
 use std::sync::atomic::Ordering;
 use tokio::sync::oneshot;
 
+#[expect(clippy::large_enum_variant, reason = "one short-lived value per call, never stored")]
 pub(super) enum Preflight {
     /// The call may run.
     Ready { tool: Tool, raw_args: Value, prepared: Value },
@@ -38,10 +39,10 @@ pub(super) async fn preflight(
     }
     // Every requested call counts, including ones rejected below; strictly greater trips (spec §7).
     let count = run.tool_calls.fetch_add(1, Ordering::SeqCst) + 1;
-    if let Some(max) = exec.settings.max_tool_calls {
-        if count > max {
-            return Preflight::Budget(format!("tool call count {count} exceeds budget {max}"));
-        }
+    if let Some(max) = exec.settings.max_tool_calls
+        && count > max
+    {
+        return Preflight::Budget(format!("tool call count {count} exceeds budget {max}"));
     }
     let Some(tool) = exec.tools.get(&call.name) else {
         reject(results, events, call, format!("Tool '{}' is not available.", call.name));

@@ -41,10 +41,10 @@ impl ResultCache {
         if entries.len() >= self.max_entries {
             entries.retain(|_, (at, _)| at.elapsed() < self.ttl);
         }
-        if entries.len() >= self.max_entries {
-            if let Some(oldest) = entries.iter().min_by_key(|(_, (at, _))| *at).map(|(k, _)| k.clone()) {
-                entries.remove(&oldest);
-            }
+        if entries.len() >= self.max_entries
+            && let Some(oldest) = entries.iter().min_by_key(|(_, (at, _))| *at).map(|(k, _)| k.clone())
+        {
+            entries.remove(&oldest);
         }
         entries.insert(key, (Instant::now(), output));
     }

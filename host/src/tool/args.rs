@@ -86,7 +86,7 @@ impl ArgumentValidator {
         let mut problems: Vec<(String, String)> = Vec::new();
         for error in self.validator.iter_errors(&value) {
             let path = pointer_to_path(error.instance_path().as_str());
-            self.describe(&error, path, &value, &mut problems);
+            self.describe(&error, path, &mut problems);
         }
         if problems.is_empty() {
             self.apply_defaults(&mut value);
@@ -109,21 +109,15 @@ impl ArgumentValidator {
             return;
         };
         for (name, schema) in props {
-            if let Some(default) = schema.get("default") {
-                if !obj.contains_key(name) {
-                    obj.insert(name.clone(), default.clone());
-                }
+            if let Some(default) = schema.get("default")
+                && !obj.contains_key(name)
+            {
+                obj.insert(name.clone(), default.clone());
             }
         }
     }
 
-    fn describe(
-        &self,
-        error: &jsonschema::ValidationError<'_>,
-        path: Vec<String>,
-        root_value: &Value,
-        out: &mut Vec<(String, String)>,
-    ) {
+    fn describe(&self, error: &jsonschema::ValidationError<'_>, path: Vec<String>, out: &mut Vec<(String, String)>) {
         let join = |mut p: Vec<String>, extra: Option<&str>| {
             if let Some(e) = extra {
                 p.push(e.to_owned());
@@ -145,17 +139,17 @@ impl ArgumentValidator {
             }
             ValidationErrorKind::AnyOf { .. } | ValidationErrorKind::OneOfNotValid { .. } => {
                 // `Option<T>` is `anyOf [T, null]`: report why the value is not a T.
-                if let Some(branch) = self.single_non_null_branch(error.schema_path().as_str()) {
-                    if let Ok(sub) = jsonschema::options().with_draft(Draft::Draft202012).build(&branch) {
-                        let before = out.len();
-                        for e in sub.iter_errors(instance) {
-                            let mut p = path.clone();
-                            p.extend(pointer_to_path(e.instance_path().as_str()));
-                            self.describe(&e, p, root_value, out);
-                        }
-                        if out.len() > before {
-                            return;
-                        }
+                if let Some(branch) = self.single_non_null_branch(error.schema_path().as_str())
+                    && let Ok(sub) = jsonschema::options().with_draft(Draft::Draft202012).build(&branch)
+                {
+                    let before = out.len();
+                    for e in sub.iter_errors(instance) {
+                        let mut p = path.clone();
+                        p.extend(pointer_to_path(e.instance_path().as_str()));
+                        self.describe(&e, p, out);
+                    }
+                    if out.len() > before {
+                        return;
                     }
                 }
                 "Input does not match any allowed shape".to_owned()
@@ -362,10 +356,11 @@ fn coerce(value: &mut Value, schema: &Value, root: &Value, drop_unknown: bool, d
 fn coerce_object(obj: &mut Map<String, Value>, schema: &Value, root: &Value, drop_unknown: bool, depth: usize) {
     let properties = schema.get("properties").and_then(Value::as_object);
     let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-    if drop_unknown && additional.is_none() {
-        if let Some(props) = properties {
-            obj.retain(|k, _| props.contains_key(k));
-        }
+    if drop_unknown
+        && additional.is_none()
+        && let Some(props) = properties
+    {
+        obj.retain(|k, _| props.contains_key(k));
     }
     for (key, item) in obj.iter_mut() {
         match (properties.and_then(|p| p.get(key)), additional) {

@@ -8,7 +8,7 @@ pub const DEFAULT_MAX_OUTPUT_CHARS: u64 = 200_000;
 /// when `text` fits.
 ///
 /// ```
-/// let out = lovia_host::truncate(&"x".repeat(10_000), 1_000).unwrap();
+/// let out = lovia_host::truncate(&"x".repeat(10_000), 1_000).expect("truncated");
 /// assert!(out.contains("[... tool output truncated: kept 1,000 of 10,000 chars ...]"));
 /// ```
 pub fn truncate(text: &str, limit: u64) -> Option<String> {
@@ -36,7 +36,7 @@ fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -51,11 +51,11 @@ mod tests {
     #[test]
     fn splits_per_spec_examples() {
         let text: String = "0123456789".repeat(2);
-        let t = truncate(&text, 9).unwrap();
+        let t = truncate(&text, 9).expect("truncated");
         assert_eq!(t, "0123456\n\n[... tool output truncated: kept 9 of 20 chars ...]\n\n89");
-        let t = truncate(&text, 2).unwrap();
+        let t = truncate(&text, 2).expect("truncated");
         assert_eq!(t, "0\n\n[... tool output truncated: kept 2 of 20 chars ...]\n\n9");
-        let t = truncate(&text, 1).unwrap();
+        let t = truncate(&text, 1).expect("truncated");
         assert_eq!(t, "0\n\n[... tool output truncated: kept 1 of 20 chars ...]\n\n");
         assert_eq!(truncate(&text, 0), truncate(&text, 1));
         assert_eq!(truncate(&text, 20), None);
@@ -64,7 +64,7 @@ mod tests {
     #[test]
     fn counts_code_points_and_groups_thousands() {
         let text = "é".repeat(250_000);
-        let t = truncate(&text, 200_000).unwrap();
+        let t = truncate(&text, 200_000).expect("truncated");
         assert!(t.starts_with(&"é".repeat(160_000)));
         assert!(t.contains("kept 200,000 of 250,000 chars"));
         assert!(t.ends_with(&format!("\n\n{}", "é".repeat(40_000))));

@@ -30,11 +30,11 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     let arguments = args.arguments.unwrap_or_default();
-    if !arguments.is_empty() {
-        if let Err(e) = serde_json::from_str::<serde_json::Value>(&arguments) {
-            return Err(CliError::new(format!("ARGS_JSON is not valid JSON: {e}"))
-                .hint("pass one JSON object in single quotes, e.g. '{\"query\": \"limits\"}'"));
-        }
+    if !arguments.is_empty()
+        && let Err(e) = serde_json::from_str::<serde_json::Value>(&arguments)
+    {
+        return Err(CliError::new(format!("ARGS_JSON is not valid JSON: {e}"))
+            .hint("pass one JSON object in single quotes, e.g. '{\"query\": \"limits\"}'"));
     }
     let plugin = host.load_file(&args.plugin).await?;
     let Some(spec) = plugin.tool(&args.tool) else {
