@@ -209,3 +209,46 @@ async fn run_rejects_a_bad_script_with_a_hint() {
     let (o, _) = run_script(script.to_str().expect("utf8"), &[]);
     assert_usage_error(&o, "is not a valid script: unknown field `retries`");
 }
+
+#[tokio::test]
+async fn run_scripts_reach_overrides_policies_and_cancellation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("overrides.json");
+    std::fs::write(
+        &script,
+        r#"{"agent": {"tools": {
+              "echo": {"policies": [{"redact": {"patterns": ["sk-[a-z0-9]+"]}}, {"cache": {"ttl_ms": 60000}}]},
+              "sleep_ms": {"parallel": false}}},
+            "turns": [
+              {"tool_calls": [
+                {"id": "s1", "name": "sleep_ms", "arguments": "{\"ms\": 10}"},
+                {"id": "s2", "name": "sleep_ms", "arguments": "{\"ms\": 10}"},
+                {"id": "e", "name": "echo", "arguments": "{\"text\": \"key sk-abc1\"}"}]},
+              {"tool_calls": [{"id": "long", "name": "sleep_ms", "arguments": "{\"ms\": 30000}"}], "cancel_after_ms": 100}]}"#,
+    )
+    .expect("write");
+    let (o, events) = run_script(script.to_str().expect("utf8"), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let seq: Vec<String> = events
+        .iter()
+        .filter(|e| e["call_id"] == "s1" || e["call_id"] == "s2")
+        .map(|e| format!("{}:{}", e["event"].as_str().unwrap_or(""), e["call_id"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        seq,
+        ["tool_call_started:s1", "tool_call_completed:s1", "tool_call_started:s2", "tool_call_completed:s2"],
+        "the override made sleep_ms a barrier"
+    );
+    let echo = events.iter().find(|e| e["event"] == "tool_call_completed" && e["call_id"] == "e").expect("echo");
+    assert_eq!(echo["output"], "key [REDACTED]");
+    let last = events.last().expect("last");
+    assert_eq!(last["event"], "run_failed");
+    assert_eq!(last["error"]["message"], "cancelled by the script");
+    let messages = events.iter().rev().find(|e| e["event"] == "tool_messages").expect("messages");
+    assert_eq!(messages["messages"][0]["content"], "Tool error: run cancelled");
+    assert!(last["t_ms"].as_f64().expect("t_ms") < 5_000.0, "the 30 s sleep was interrupted");
+
+    let unknown = dir.path().join("unknown.json");
+    std::fs::write(&unknown, r#"{"agent": {"tools": {"nope": {"retries": 1}}}, "turns": []}"#).expect("write");
+    assert_usage_error(&run_script(unknown.to_str().expect("utf8"), &[]).0, "configures tool `nope`");
+}

@@ -3,8 +3,9 @@
 
 use crate::CliError;
 use lovia_host::{
-    ApprovalRequest, CallContext, EventSink, ExecSettings, Executor, HandlerAnswer, Host, MemoryStore, RunState,
-    SessionStore, Tool, ToolCall, ToolEvent, ToolResultEntry, ToolSource, Toolset, TurnError,
+    ApprovalRequest, CallContext, EventSink, ExecSettings, Executor, HandlerAnswer, Host, MemoryStore, NeedsApproval,
+    RateLimit, Redact, ResultCache, RunState, SessionStore, Tool, ToolCall, ToolEvent, ToolResultEntry, ToolSource,
+    Toolset, TurnError,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -66,6 +67,68 @@ struct AgentScript {
     /// Decisions the stream consumer makes, by call id: `approve` or `deny`.
     #[serde(default)]
     approvals: HashMap<String, Decision>,
+    /// Settings over what a tool declared, by tool name.
+    #[serde(default)]
+    tools: HashMap<String, ToolOverride>,
+}
+
+/// What the application may set over a tool's declaration.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolOverride {
+    parallel: Option<bool>,
+    retries: Option<u32>,
+    timeout_ms: Option<u64>,
+    max_output_chars: Option<u64>,
+    /// `true`: always ask; `false`: never ask.
+    needs_approval: Option<bool>,
+    /// Outermost first.
+    #[serde(default)]
+    policies: Vec<PolicyScript>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum PolicyScript {
+    Cache { ttl_ms: u64 },
+    RateLimit { per_second: f64, burst: u32 },
+    Redact { patterns: Vec<String>, replacement: Option<String> },
+}
+
+impl ToolOverride {
+    fn apply(&self, mut tool: Tool) -> Result<Tool, CliError> {
+        if let Some(p) = self.parallel {
+            tool = tool.with_parallel(p);
+        }
+        if let Some(r) = self.retries {
+            tool = tool.with_retries(r);
+        }
+        if let Some(ms) = self.timeout_ms {
+            tool = tool.with_timeout(Duration::from_millis(ms));
+        }
+        if let Some(c) = self.max_output_chars {
+            tool = tool.with_max_output_chars(c);
+        }
+        if let Some(ask) = self.needs_approval {
+            tool = tool.with_approval(if ask { NeedsApproval::Always } else { NeedsApproval::Never });
+        }
+        for policy in &self.policies {
+            let policy: Arc<dyn lovia_host::Policy> = match policy {
+                PolicyScript::Cache { ttl_ms } => Arc::new(ResultCache::new(Duration::from_millis(*ttl_ms))),
+                PolicyScript::RateLimit { per_second, burst } => Arc::new(RateLimit::new(*per_second, *burst)),
+                PolicyScript::Redact { patterns, replacement } => {
+                    let redact =
+                        Redact::new(patterns).map_err(|e| CliError::new(format!("invalid redaction pattern: {e}")))?;
+                    Arc::new(match replacement {
+                        Some(r) => redact.replacement(r.clone()),
+                        None => redact,
+                    })
+                }
+            };
+            tool = tool.with_policy(policy);
+        }
+        Ok(tool)
+    }
 }
 
 fn default_cap() -> Option<u64> {
@@ -82,8 +145,14 @@ enum Decision {
 #[derive(Debug, Deserialize)]
 #[serde(untagged, deny_unknown_fields)]
 enum Turn {
-    Calls { tool_calls: Vec<ToolCall> },
-    Text { text: String },
+    Calls {
+        tool_calls: Vec<ToolCall>,
+        /// Cancels the run this long after the turn's calls start.
+        cancel_after_ms: Option<u64>,
+    },
+    Text {
+        text: String,
+    },
 }
 
 pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
@@ -97,9 +166,20 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     let mut tools = Toolset::new();
     for path in &args.plugins {
         let plugin = host.load_file(path).await?;
-        tools.add(ToolSource::Plugin, Tool::from_plugin_with_store(&plugin, store.clone())).map_err(|e| {
+        let plugin_tools = Tool::from_plugin_with_store(&plugin, store.clone())
+            .into_iter()
+            .map(|t| match script.agent.tools.get(t.name()) {
+                Some(o) => o.apply(t),
+                None => Ok(t),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        tools.add(ToolSource::Plugin, plugin_tools).map_err(|e| {
             CliError::new(e.to_string().replace("\n  hint: ", " — ")).hint("load plugins whose tool names differ")
         })?;
+    }
+    if let Some(name) = script.agent.tools.keys().find(|n| tools.get(n).is_none()) {
+        return Err(CliError::new(format!("the script configures tool `{name}`, which no plugin provides"))
+            .hint(format!("available tools: {}", tools.iter().map(Tool::name).collect::<Vec<_>>().join(", "))));
     }
     let handler_answer = script.agent.approval_handler.as_deref().map(HandlerAnswer::parse);
     let settings = ExecSettings {
@@ -122,14 +202,21 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     for (i, turn) in script.turns.iter().enumerate() {
         state.turn = u32::try_from(i + 1).unwrap_or(u32::MAX);
         printer.print(json!({"event": "turn_started", "turn": state.turn}));
-        let calls = match turn {
+        let (calls, cancel_after) = match turn {
             Turn::Text { text } => {
                 printer.print(json!({"event": "turn_ended", "turn": state.turn}));
                 printer.print(json!({"event": "run_completed", "output": text}));
                 return Ok(ExitCode::SUCCESS);
             }
-            Turn::Calls { tool_calls } => tool_calls,
+            Turn::Calls { tool_calls, cancel_after_ms } => (tool_calls, *cancel_after_ms),
         };
+        if let Some(ms) = cancel_after {
+            let token = state.cancel.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                token.cancel(Some("cancelled by the script"));
+            });
+        }
         let (sink, mut rx) = EventSink::channel();
         let consumer = {
             let printer = printer.clone();
