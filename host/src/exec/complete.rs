@@ -27,6 +27,18 @@ pub(super) fn reject(results: &Results, events: &EventSink, call: &ToolCall, tex
     record(results, events, call, entry, Value::String(text));
 }
 
+/// An execution error outside the attempt loop (a panicking native body).
+pub(super) fn record_error(results: &Results, events: &EventSink, call: &ToolCall, failure: &Failure) {
+    let text = format!("Tool error: {failure}");
+    let entry = ToolResultEntry {
+        call_id: call.id.clone(),
+        output: text.clone(),
+        raw: Some(Value::String(text.clone())),
+        is_error: true,
+    };
+    record(results, events, call, entry, Value::String(text));
+}
+
 /// The end of an executed call.
 pub(super) fn finish(
     results: &Results,

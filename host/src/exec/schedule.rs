@@ -9,6 +9,7 @@ use crate::sandbox::CallContext;
 use crate::tool::def::Tool;
 use crate::tool::outcome::Failure;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::task::JoinSet;
 
@@ -26,28 +27,39 @@ pub(super) async fn run_turn(
     events: &EventSink,
 ) -> Result<Vec<ToolResultEntry>, TurnError> {
     let results: Results = Arc::new(Mutex::new(Vec::with_capacity(calls.len())));
-    let mut in_flight: JoinSet<CallEnd> = JoinSet::new();
+    let mut in_flight =
+        InFlight { set: JoinSet::new(), calls: HashMap::new(), results: results.clone(), events: events.clone() };
     let mut handoff = None;
     let mut budget = None;
     let end = async {
         for call in calls {
             // Sweep: calls that already finished may have asked to cancel the run.
-            while let Some(done) = in_flight.try_join_next() {
-                check(done, run)?;
+            while let Some(done) = in_flight.set.try_join_next_with_id() {
+                in_flight.settle(done, run)?;
             }
             let ctx = call_context(exec, run, call, events);
             match preflight(exec, call, &ctx, run, events, &results, &mut handoff).await {
-                Preflight::Ready { tool, raw_args, prepared } if tool.is_barrier() => {
-                    drain(&mut in_flight, run).await?;
-                    let end = tokio::select! {
-                        biased;
-                        () = run.cancel.cancelled() => return Err(run.cancel.reason()),
-                        end = execute(exec.clone(), tool, call.clone(), raw_args, prepared, ctx, events.clone(), results.clone()) => end,
-                    };
-                    check_end(end, run)?;
-                }
                 Preflight::Ready { tool, raw_args, prepared } => {
-                    in_flight.spawn(execute(exec.clone(), tool, call.clone(), raw_args, prepared, ctx, events.clone(), results.clone()));
+                    let barrier = tool.is_barrier();
+                    if barrier {
+                        in_flight.drain(run).await?;
+                    }
+                    let task = execute(
+                        exec.clone(),
+                        tool,
+                        call.clone(),
+                        raw_args,
+                        prepared,
+                        ctx,
+                        events.clone(),
+                        results.clone(),
+                    );
+                    let handle = in_flight.set.spawn(task);
+                    in_flight.calls.insert(handle.id(), call.clone());
+                    // A barrier runs alone: nothing else starts until it ends.
+                    if barrier {
+                        in_flight.drain(run).await?;
+                    }
                 }
                 Preflight::Rejected => {}
                 Preflight::Budget(message) => {
@@ -58,12 +70,12 @@ pub(super) async fn run_turn(
                 Preflight::Cancelled => return Err(run.cancel.reason()),
             }
         }
-        drain(&mut in_flight, run).await
+        in_flight.drain(run).await
     }
     .await;
     // Whatever ended the turn, nothing of it keeps running.
-    in_flight.abort_all();
-    while in_flight.join_next().await.is_some() {}
+    in_flight.set.abort_all();
+    while in_flight.set.join_next().await.is_some() {}
     let results = std::mem::take(&mut *results.lock().unwrap_or_else(|p| p.into_inner()));
     match (end, budget) {
         (Err(reason), _) => Err(TurnError::Cancelled { reason, results }),
@@ -72,40 +84,67 @@ pub(super) async fn run_turn(
     }
 }
 
-/// Waits for every call in flight; a cancellation aborts them at once.
-async fn drain(in_flight: &mut JoinSet<CallEnd>, run: &RunState) -> Result<(), String> {
-    loop {
-        tokio::select! {
-            biased;
-            () = run.cancel.cancelled() => return Err(run.cancel.reason()),
-            next = in_flight.join_next() => match next {
-                None => return Ok(()),
-                Some(done) => check(done, run)?,
-            },
+/// The calls running now, by task.
+struct InFlight {
+    set: JoinSet<CallEnd>,
+    calls: HashMap<tokio::task::Id, ToolCall>,
+    results: Results,
+    events: EventSink,
+}
+
+impl InFlight {
+    /// Waits for every call in flight; a cancellation aborts them at once.
+    async fn drain(&mut self, run: &RunState) -> Result<(), String> {
+        loop {
+            tokio::select! {
+                biased;
+                () = run.cancel.cancelled() => return Err(run.cancel.reason()),
+                next = self.set.join_next_with_id() => match next {
+                    None => return Ok(()),
+                    Some(done) => self.settle(done, run)?,
+                },
+            }
+        }
+    }
+
+    fn settle(
+        &mut self,
+        done: Result<(tokio::task::Id, CallEnd), tokio::task::JoinError>,
+        run: &RunState,
+    ) -> Result<(), String> {
+        match done {
+            Ok((id, CallEnd::Recorded)) => {
+                self.calls.remove(&id);
+                Ok(())
+            }
+            Ok((id, CallEnd::CancelRun(reason))) => {
+                self.calls.remove(&id);
+                run.cancel.cancel(Some(&reason));
+                Err(run.cancel.reason())
+            }
+            Err(e) => {
+                // A host-native body that panicked: its call still gets its one result.
+                if let Some(call) = self.calls.remove(&e.id()) {
+                    if e.is_panic() {
+                        let message = panic_text(e.into_panic());
+                        tracing::error!(call = %call.id, tool = %call.name, "tool body panicked: {message}");
+                        let failure = Failure::Panicked(message);
+                        self.events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error: failure.to_string() });
+                        complete::record_error(&self.results, &self.events, &call, &failure);
+                    }
+                }
+                Ok(())
+            }
         }
     }
 }
 
-fn check(done: Result<CallEnd, tokio::task::JoinError>, run: &RunState) -> Result<(), String> {
-    match done {
-        Ok(end) => check_end(end, run),
-        // A panicking task is a host bug: it must not take the run down silently.
-        Err(e) if e.is_panic() => {
-            tracing::error!("a tool call task panicked: {e}");
-            Ok(())
-        }
-        Err(_) => Ok(()),
-    }
-}
-
-fn check_end(end: CallEnd, run: &RunState) -> Result<(), String> {
-    match end {
-        CallEnd::Recorded => Ok(()),
-        CallEnd::CancelRun(reason) => {
-            run.cancel.cancel(Some(&reason));
-            Err(run.cancel.reason())
-        }
-    }
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 fn call_context(exec: &Executor, run: &RunState, call: &ToolCall, events: &EventSink) -> CallContext {

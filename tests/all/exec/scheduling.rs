@@ -64,3 +64,27 @@ async fn calls_after_a_barrier_are_not_preflighted_until_it_ends() {
     let turn = run(&exec, calls, &RunState::default(), |_| Some(true)).await;
     assert!(turn.at("approval_required", "x") >= turn.at("completed", "B1"));
 }
+
+#[tokio::test]
+async fn a_panicking_native_body_still_answers_its_call() {
+    let panicking = |name: &str, message: &'static str| {
+        Tool::builder(name)
+            .invoke(move |_, _| async move {
+                if std::hint::black_box(true) {
+                    panic!("{message}");
+                }
+                Ok(lovia_host::ToolOutput::Text(String::new()))
+            })
+            .expect("tool")
+    };
+    let exec = executor(
+        vec![panicking("bomb", "boom"), panicking("bomb_barrier", "barrier boom").with_parallel(false), sleeper("p")],
+        ExecSettings::default(),
+    );
+    let calls = vec![call("a", "bomb", ""), call("b", "bomb_barrier", ""), call("c", "p", r#"{"ms": 0}"#)];
+    let turn = run(&exec, calls, &RunState::default(), |_| None).await;
+    assert_eq!(turn.output("a"), "Tool error: tool panicked: boom");
+    assert_eq!(turn.output("b"), "Tool error: tool panicked: barrier boom");
+    assert_eq!(turn.output("c"), "p done");
+    assert_eq!(turn.results().len(), 3, "every call id answered exactly once");
+}
