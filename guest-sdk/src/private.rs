@@ -7,6 +7,9 @@ use serde::{Serialize, de::DeserializeOwned};
 pub use crate::schema::{ArgMeta, ParametersBuilder};
 pub use {schemars, serde, serde_json};
 
+/// An approval predicate over the argument text: an `Err` denies the call.
+pub type Predicate = fn(&str) -> Result<bool, String>;
+
 /// One tool as the `#[tool]` macro describes it.
 pub struct ToolDef {
     /// The name the model calls.
@@ -16,7 +19,7 @@ pub struct ToolDef {
     /// Parses the arguments and runs the function.
     pub call: fn(&str) -> Result<Output, CallError>,
     /// The approval predicate, for `needs_approval = path`.
-    pub needs_approval: Option<fn(&str) -> Result<bool, String>>,
+    pub needs_approval: Option<Predicate>,
 }
 
 /// The flags of a tool, as the macro collected them.

@@ -124,14 +124,14 @@ impl InFlight {
             }
             Err(e) => {
                 // A host-native body that panicked: its call still gets its one result.
-                if let Some(call) = self.calls.remove(&e.id()) {
-                    if e.is_panic() {
-                        let message = panic_text(e.into_panic());
-                        tracing::error!(call = %call.id, tool = %call.name, "tool body panicked: {message}");
-                        let failure = Failure::Panicked(message);
-                        self.events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error: failure.to_string() });
-                        complete::record_error(&self.results, &self.events, &call, &failure);
-                    }
+                if let Some(call) = self.calls.remove(&e.id())
+                    && e.is_panic()
+                {
+                    let message = panic_text(e.into_panic());
+                    tracing::error!(call = %call.id, tool = %call.name, "tool body panicked: {message}");
+                    let failure = Failure::Panicked(message);
+                    self.events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error: failure.to_string() });
+                    complete::record_error(&self.results, &self.events, &call, &failure);
                 }
                 Ok(())
             }
