@@ -27,11 +27,29 @@ pub struct HostConfig {
     /// Limits of every call unless a plugin or call sets tighter ones.
     /// Default: [`CallLimits::default`].
     pub limits: CallLimits,
+    /// Counts fuel (deterministic CPU) in every call, so that
+    /// [`CallLimits::fuel`] and `tenant_fuel` apply. Costs some speed.
+    /// Default: false.
+    pub fuel_metering: bool,
+    /// Fuel each tenant may burn over the host's lifetime, across all its
+    /// calls; a tenant past it gets `CPU budget exhausted`. Needs
+    /// `fuel_metering`. Default: none.
+    pub tenant_fuel: Option<u64>,
+    /// Size of the wasm call stack. Default: 512 KiB (wasmtime's). Past it
+    /// the model sees `Tool error: stack overflow`.
+    pub max_wasm_stack: usize,
 }
 
 impl Default for HostConfig {
     fn default() -> Self {
-        Self { cache_dir: None, pool_slots: 128, limits: CallLimits::default() }
+        Self {
+            cache_dir: None,
+            pool_slots: 128,
+            limits: CallLimits::default(),
+            fuel_metering: false,
+            tenant_fuel: None,
+            max_wasm_stack: 512 << 10,
+        }
     }
 }
 
@@ -42,6 +60,7 @@ pub struct Host {
     pub(crate) engine: Engine,
     pub(crate) linker: Arc<Linker<SandboxState>>,
     pub(crate) config: Arc<HostConfig>,
+    pub(crate) tenant_fuel: Arc<crate::sandbox::FuelLedger>,
     pooled: bool,
     _ticker: Arc<Ticker>,
 }
@@ -59,18 +78,26 @@ impl Host {
         if let Some(dir) = &config.cache_dir {
             std::fs::create_dir_all(dir).map_err(|source| HostError::CacheDir { path: dir.clone(), source })?;
         }
-        let (engine, pooled) = match Engine::new(&engine_config(Some(&config))) {
+        let (engine, pooled) = match Engine::new(&engine_config(&config, true)) {
             Ok(engine) => (engine, true),
             Err(err) => {
                 tracing::warn!(%err, "pooling allocator unavailable; falling back to on-demand allocation");
-                let engine =
-                    Engine::new(&engine_config(None)).map_err(|e| HostError::Engine { reason: e.to_string() })?;
+                let engine = Engine::new(&engine_config(&config, false))
+                    .map_err(|e| HostError::Engine { reason: e.to_string() })?;
                 (engine, false)
             }
         };
         let linker = crate::sandbox::linker(&engine).map_err(|e| HostError::Engine { reason: e.to_string() })?;
         let ticker = Ticker::start(engine.clone());
-        Ok(Host { engine, linker: Arc::new(linker), config: Arc::new(config), pooled, _ticker: Arc::new(ticker) })
+        let tenant_fuel = Arc::new(crate::sandbox::FuelLedger::new(config.tenant_fuel));
+        Ok(Host {
+            engine,
+            linker: Arc::new(linker),
+            config: Arc::new(config),
+            tenant_fuel,
+            pooled,
+            _ticker: Arc::new(ticker),
+        })
     }
 
     /// The settings this host was created with.
@@ -84,11 +111,13 @@ impl Host {
     }
 }
 
-fn engine_config(pool: Option<&HostConfig>) -> Config {
+fn engine_config(host: &HostConfig, pooled: bool) -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
     config.wasm_component_model(true);
-    if let Some(host) = pool {
+    config.consume_fuel(host.fuel_metering);
+    config.max_wasm_stack(host.max_wasm_stack);
+    if pooled {
         let mut pooling = PoolingAllocationConfig::default();
         let slots = host.pool_slots.max(1);
         pooling.total_component_instances(slots);

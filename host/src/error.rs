@@ -97,6 +97,14 @@ pub enum LoadError {
         /// What is wrong.
         reason: String,
     },
+    /// The plugin's config file is unreadable or invalid.
+    #[error("{path}: {reason}")]
+    Config {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// The compiled-artifact cache failed while writing.
     #[error("cannot write the compiled artifact {path}: {source}")]
     Cache {
@@ -131,6 +139,10 @@ impl LoadError {
             LoadError::InvalidSpec { .. } => "fix the tool's declaration in the plugin and rebuild it",
             LoadError::Manifest { .. } => "run `lovia pack PLUGIN.wasm` to embed the manifest",
             LoadError::Cache { .. } => "set a writable cache directory, or disable the cache",
+            LoadError::Config { .. } => {
+                "the config has [grants] (dirs, env, secrets) and [limits] (memory_mib, max_wall_clock_ms, fuel, \
+                 result_bytes); see the README's security model"
+            }
         })
     }
 }

@@ -33,7 +33,7 @@ pub use exec::{
 };
 pub use plugin::{Plugin, PluginInfo, manifest::Manifest};
 pub use policy::{Next, Policy, RateLimit, Redact, ResultCache};
-pub use sandbox::{CallContext, CallLimits, MemoryStore, SessionStore};
+pub use sandbox::{CallContext, CallLimits, MemoryStore, SessionStore, SqliteStore, StoreQuota};
 pub use tool::{
     ApprovalMode, ToolHints, ToolSpec,
     args::{ArgumentError, ArgumentValidator},

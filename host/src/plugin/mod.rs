@@ -2,6 +2,7 @@
 //! `InstancePre`, the plugin's info and tool specs, and calls.
 
 mod cache;
+pub mod config;
 pub mod manifest;
 
 use crate::bindings::{ToolPluginPre, guest, wit};
@@ -40,6 +41,8 @@ pub struct Plugin {
 
 struct Inner {
     host: Host,
+    config: config::PluginConfig,
+    limits: CallLimits,
     origin: String,
     digest: String,
     name: Arc<str>,
@@ -66,15 +69,37 @@ impl std::fmt::Debug for Plugin {
 }
 
 impl Host {
-    /// Loads the plugin at `path`.
+    /// Loads the plugin at `path`, with the config beside it (`tool.wasm` →
+    /// `tool.toml`) if there is one; without one nothing is granted.
     pub async fn load_file(&self, path: impl AsRef<Path>) -> Result<Plugin, LoadError> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: path.to_owned(), source })?;
-        self.load_bytes(&bytes, &path.display().to_string()).await
+        let config = config::PluginConfig::load_beside(path)?.unwrap_or_default();
+        self.load_file_with(path, config).await
     }
 
-    /// Loads a plugin from `bytes`; `origin` names it in errors.
+    /// Loads the plugin at `path` with `config` (the file beside it is not read).
+    pub async fn load_file_with(
+        &self,
+        path: impl AsRef<Path>,
+        config: config::PluginConfig,
+    ) -> Result<Plugin, LoadError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: path.to_owned(), source })?;
+        self.load_bytes_with(&bytes, &path.display().to_string(), config).await
+    }
+
+    /// Loads a plugin from `bytes` with nothing granted; `origin` names it in errors.
     pub async fn load_bytes(&self, bytes: &[u8], origin: &str) -> Result<Plugin, LoadError> {
+        self.load_bytes_with(bytes, origin, config::PluginConfig::default()).await
+    }
+
+    /// Loads a plugin from `bytes` with `config`.
+    pub async fn load_bytes_with(
+        &self,
+        bytes: &[u8],
+        origin: &str,
+        config: config::PluginConfig,
+    ) -> Result<Plugin, LoadError> {
         check_header(bytes, origin)?;
         let digest = hex::encode(Sha256::digest(bytes));
         let component = cache::compile(&self.engine, bytes, &digest, origin, self.config.cache_dir.as_deref())?;
@@ -101,6 +126,8 @@ impl Host {
         }
         Ok(Plugin {
             inner: Arc::new(Inner {
+                limits: config.limits.apply(&self.config.limits),
+                config,
                 host: self.clone(),
                 origin: origin.into(),
                 digest,
@@ -128,6 +155,16 @@ impl Plugin {
     /// The SHA-256 of its bytes, hex.
     pub fn digest(&self) -> &str {
         &self.inner.digest
+    }
+
+    /// What the plugin is granted and its limits.
+    pub fn config(&self) -> &config::PluginConfig {
+        &self.inner.config
+    }
+
+    /// The limits of its calls (the host's with the plugin's overrides).
+    pub fn limits(&self) -> &CallLimits {
+        &self.inner.limits
     }
 
     /// The component's imports (what it may use).
@@ -185,13 +222,32 @@ impl Plugin {
 
     async fn execute(&self, tool: &LoadedTool, request: &CallRequest, arguments: &str) -> CallOutcome {
         let timeout = request.timeout.or(tool.spec.timeout_ms.map(Duration::from_millis));
-        let limits = request.limits.as_ref().unwrap_or(&self.inner.host.config.limits);
-        let mut store = self.store(tool, request.context.clone(), limits, timeout, request.session_store.clone());
+        let limits = request.limits.as_ref().unwrap_or(&self.inner.limits);
+        let host = &self.inner.host;
+        let tenant = request.context.tenant.as_deref();
+        let fuel = match (limits.fuel, host.tenant_fuel.remaining(tenant)) {
+            (_, Some(0)) => return CallOutcome::Failed(Failure::CpuBudget),
+            (Some(call), Some(left)) => Some(call.min(left)),
+            (call, left) => call.or(left),
+        };
+        let mut store = self.store(tool, request.context.clone(), limits, timeout, fuel, request.session_store.clone());
         let result = async {
             let instance = self.inner.pre.instantiate_async(&mut store).await?;
             instance.lovia_tools_plugin().call_call(&mut store, &tool.spec.name, arguments).await
         }
         .await;
+        if let Ok(left) = store.get_fuel() {
+            host.tenant_fuel.charge(tenant, fuel.unwrap_or(u64::MAX).saturating_sub(left));
+        }
+        let too_large = |len: usize| {
+            (len > limits.result_bytes).then_some(Failure::ResultTooLarge { bytes: len, limit: limits.result_bytes })
+        };
+        if let Ok(Ok(wit::Output::Text(t) | wit::Output::Json(t))) = &result {
+            if let Some(failure) = too_large(t.len()) {
+                tracing::warn!(plugin = %self.inner.name, tool = %tool.name, call = %request.context.call_id, %failure, "limit hit");
+                return CallOutcome::Failed(failure);
+            }
+        }
         match result {
             Ok(Ok(wit::Output::Text(text))) => CallOutcome::Text(text),
             Ok(Ok(wit::Output::Json(text))) => match serde_json::from_str(&text) {
@@ -201,7 +257,12 @@ impl Plugin {
             Ok(Err(error)) => call_error(error),
             Err(err) => {
                 let failure = sandbox::classify(&err, &store);
-                tracing::debug!(plugin = %self.inner.name, tool = %tool.name, call = %request.context.call_id, %failure, "call failed");
+                if failure.is_retryable() {
+                    tracing::debug!(plugin = %self.inner.name, tool = %tool.name, call = %request.context.call_id, %failure, "call failed");
+                } else {
+                    // Resource limits are an operator's business: say which plugin, tool and call hit one.
+                    tracing::warn!(plugin = %self.inner.name, tool = %tool.name, call = %request.context.call_id, %failure, "limit hit");
+                }
                 CallOutcome::Failed(failure)
             }
         }
@@ -211,8 +272,8 @@ impl Plugin {
     /// with [`ApprovalMode::AskPlugin`]). An error means the call is denied.
     pub async fn needs_approval(&self, tool: &str, arguments: &str, context: &CallContext) -> Result<bool, String> {
         let Some(t) = self.loaded(tool) else { return Err(format!("Tool '{tool}' is not available.")) };
-        let limits = &self.inner.host.config.limits;
-        let mut store = self.store(t, context.clone(), limits, Some(PLUGIN_QUERY_TIMEOUT), None);
+        let limits = &self.inner.limits;
+        let mut store = self.store(t, context.clone(), limits, Some(PLUGIN_QUERY_TIMEOUT), limits.fuel, None);
         let result = async {
             let instance = self.inner.pre.instantiate_async(&mut store).await?;
             instance.lovia_tools_plugin().call_needs_approval(&mut store, tool, arguments).await
@@ -231,6 +292,7 @@ impl Plugin {
         call: CallContext,
         limits: &CallLimits,
         timeout: Option<Duration>,
+        fuel: Option<u64>,
         session_store: Option<Arc<dyn SessionStore>>,
     ) -> wasmtime::Store<sandbox::SandboxState> {
         let spec = StoreSpec {
@@ -238,6 +300,8 @@ impl Plugin {
             tool: tool.name.clone(),
             call,
             limits,
+            fuel,
+            grants: &self.inner.config.grants,
             timeout,
             session_store,
         };
@@ -295,6 +359,8 @@ async fn describe(
             call: CallContext::default(),
             limits: &host.config.limits,
             timeout: Some(PLUGIN_QUERY_TIMEOUT),
+            fuel: host.config.limits.fuel,
+            grants: &crate::sandbox::Grants::default(),
             session_store: None,
         },
     );

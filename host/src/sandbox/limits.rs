@@ -20,6 +20,13 @@ pub struct CallLimits {
     pub events_per_call: u32,
     /// Bytes of one progress message or log line; longer ones are cut. Default: 4 KiB.
     pub event_bytes: usize,
+    /// Bytes of a result crossing the boundary; a larger one is an error
+    /// result, `result too large`. Default: 4 MiB.
+    pub result_bytes: usize,
+    /// Fuel (deterministic CPU) one call may burn: `CPU budget exhausted`
+    /// past it. Default: none. Takes effect only on a host created with
+    /// [`crate::HostConfig::fuel_metering`].
+    pub fuel: Option<u64>,
 }
 
 impl Default for CallLimits {
@@ -31,6 +38,8 @@ impl Default for CallLimits {
             stdout_bytes: 64 << 10,
             events_per_call: 1_000,
             event_bytes: 4 << 10,
+            result_bytes: 4 << 20,
+            fuel: None,
         }
     }
 }

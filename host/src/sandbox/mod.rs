@@ -3,13 +3,19 @@
 //! the `context` and `store` interfaces.
 
 mod context;
+mod fuel;
+mod grants;
 mod limits;
+mod sqlite;
 mod store;
 mod trap;
 
 pub use context::{CallContext, ProgressSink};
+pub use fuel::FuelLedger;
+pub use grants::{DirGrant, DirMode, Grants, SecretSource};
 pub use limits::CallLimits;
-pub use store::{MemoryStore, SessionStore};
+pub use sqlite::{SqliteStore, StoreOpenError};
+pub use store::{MemoryStore, SessionStore, StoreQuota};
 pub(crate) use trap::{DeadlineExceeded, classify};
 
 use std::sync::Arc;
@@ -55,15 +61,24 @@ pub(crate) struct StoreSpec<'a> {
     pub(crate) limits: &'a CallLimits,
     /// The attempt's timeout; the wall-clock ceiling applies when it is longer or absent.
     pub(crate) timeout: Option<Duration>,
+    /// Fuel for the call when the engine meters it (`None`: as much as possible).
+    pub(crate) fuel: Option<u64>,
+    /// What the plugin is granted.
+    pub(crate) grants: &'a Grants,
     pub(crate) session_store: Option<Arc<dyn SessionStore>>,
 }
 
-/// A fresh store for one call. Nothing is granted: no directory, no
-/// environment, no network; stdout and stderr go to bounded memory pipes.
+/// A fresh store for one call, with exactly the plugin's grants (by
+/// default: no directory, no environment, no network); stdout and stderr go
+/// to bounded memory pipes.
 pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxState> {
     let stderr = MemoryOutputPipe::new(spec.limits.stderr_bytes);
-    let wasi =
-        WasiCtxBuilder::new().stdout(MemoryOutputPipe::new(spec.limits.stdout_bytes)).stderr(stderr.clone()).build();
+    let wasi = {
+        let mut builder = WasiCtxBuilder::new();
+        builder.stdout(MemoryOutputPipe::new(spec.limits.stdout_bytes)).stderr(stderr.clone());
+        spec.grants.apply(&mut builder, &spec.plugin);
+        builder.build()
+    };
     let store_limits = StoreLimitsBuilder::new()
         .memory_size(spec.limits.memory_bytes)
         .trap_on_grow_failure(true)
@@ -85,6 +100,8 @@ pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxSt
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.store_limits);
+    // Fails harmlessly on an engine that does not meter fuel.
+    let _ = store.set_fuel(spec.fuel.unwrap_or(u64::MAX));
 
     let cap = spec.limits.max_wall_clock;
     let (budget, from_timeout) = match spec.timeout {

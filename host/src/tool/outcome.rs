@@ -73,6 +73,13 @@ pub enum Failure {
     StackOverflow,
     /// The fuel budget ran out; never retried.
     CpuBudget,
+    /// The result was larger than the boundary allows; never retried.
+    ResultTooLarge {
+        /// Its size in bytes.
+        bytes: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
     /// The guest panicked, with its message.
     Panicked(String),
     /// Any other trap, with wasmtime's description.
@@ -93,6 +100,7 @@ impl Failure {
                 | Failure::OutOfMemory { .. }
                 | Failure::StackOverflow
                 | Failure::CpuBudget
+                | Failure::ResultTooLarge { .. }
                 | Failure::RunCancelled(_)
         )
     }
@@ -112,6 +120,9 @@ impl std::fmt::Display for Failure {
             Failure::OutOfMemory { limit_mib } => write!(f, "out of memory (limit {limit_mib} MiB)"),
             Failure::StackOverflow => f.write_str("stack overflow"),
             Failure::CpuBudget => f.write_str("CPU budget exhausted"),
+            Failure::ResultTooLarge { bytes, limit } => {
+                write!(f, "result too large ({bytes} bytes; the limit is {limit} bytes)")
+            }
             Failure::Panicked(m) => write!(f, "tool panicked: {m}"),
             Failure::Trap(m) => write!(f, "trap: {m}"),
             Failure::RunCancelled(_) => f.write_str("run cancelled"),

@@ -1,7 +1,9 @@
 //! `lovia call`.
 
 use crate::CliError;
-use lovia_host::{CallContext, CallLimits, CallRequest, DEFAULT_MAX_OUTPUT_CHARS, Host};
+use lovia_host::plugin::config::PluginConfig;
+use lovia_host::sandbox::{DirGrant, DirMode, Grants};
+use lovia_host::{CallContext, CallLimits, CallRequest, DEFAULT_MAX_OUTPUT_CHARS, Host, SessionStore, SqliteStore};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -23,9 +25,48 @@ pub(crate) struct Args {
     /// The session id the call runs in [default: none].
     #[arg(long, value_name = "ID")]
     session: Option<String>,
-    /// Linear-memory limit of the instance in MiB [default: 64].
+    /// Linear-memory limit of the instance in MiB [default: 64, or the plugin config's].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     memory_mib: Option<u32>,
+    /// Mount a host directory for this call: HOST[:GUEST][:ro|rw]
+    /// [default guest path: /data; default mode: ro] (repeatable).
+    #[arg(long, value_name = "SPEC", value_parser = parse_dir_grant)]
+    grant_dir: Vec<DirGrant>,
+    /// Pass a host environment variable through, by name (repeatable).
+    #[arg(long, value_name = "NAME")]
+    grant_env: Vec<String>,
+    /// Grant the session store, kept in this SQLite file (needs --session).
+    #[arg(long, value_name = "FILE", requires = "session")]
+    store: Option<PathBuf>,
+}
+
+/// `HOST[:GUEST][:ro|rw]`.
+fn parse_dir_grant(spec: &str) -> Result<DirGrant, String> {
+    let mut parts: Vec<&str> = spec.split(':').collect();
+    let mode = match parts.last() {
+        Some(&"ro") => {
+            parts.pop();
+            DirMode::Ro
+        }
+        Some(&"rw") => {
+            parts.pop();
+            DirMode::Rw
+        }
+        _ => DirMode::Ro,
+    };
+    let (host, guest) = match parts.as_slice() {
+        [host] => (*host, "/data"),
+        [host, guest] => (*host, *guest),
+        _ => return Err("expected HOST[:GUEST][:ro|rw], e.g. ./data:/data:ro".into()),
+    };
+    let host = std::fs::canonicalize(host).map_err(|e| format!("{host}: {e}"))?;
+    if !host.is_dir() {
+        return Err(format!("{} is not a directory", host.display()));
+    }
+    if !guest.starts_with('/') {
+        return Err(format!("guest path {guest:?} must be absolute, like /data"));
+    }
+    Ok(DirGrant { host, guest: guest.into(), mode })
 }
 
 pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
@@ -36,14 +77,23 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         return Err(CliError::new(format!("ARGS_JSON is not valid JSON: {e}"))
             .hint("pass one JSON object in single quotes, e.g. '{\"query\": \"limits\"}'"));
     }
-    let plugin = host.load_file(&args.plugin).await?;
+    let mut config = PluginConfig::load_beside(&args.plugin)?.unwrap_or_default();
+    config.grants.extend(Grants { dirs: args.grant_dir, env: args.grant_env, secrets: Default::default() });
+    let plugin = host.load_file_with(&args.plugin, config).await?;
+    let session_store: Option<Arc<dyn SessionStore>> = match &args.store {
+        Some(path) => Some(Arc::new(
+            SqliteStore::open(path)
+                .map_err(|e| CliError::new(e.to_string()).hint("pass a writable file path to --store"))?,
+        )),
+        None => None,
+    };
     let Some(spec) = plugin.tool(&args.tool) else {
         let names: Vec<&str> = plugin.tools().map(|t| t.name.as_str()).collect();
         return Err(CliError::new(format!("{} has no tool named `{}`", args.plugin.display(), args.tool))
             .hint(format!("available tools: {}", names.join(", "))));
     };
     let limit = spec.max_output_chars.unwrap_or(DEFAULT_MAX_OUTPUT_CHARS);
-    let mut limits = host.config().limits.clone();
+    let mut limits = plugin.limits().clone();
     if let Some(mib) = args.memory_mib {
         limits = CallLimits { memory_bytes: (mib as usize) << 20, ..limits };
     }
@@ -58,6 +108,7 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         },
         timeout: args.timeout_ms.map(Duration::from_millis),
         limits: Some(limits),
+        session_store,
         ..CallRequest::new(args.tool, arguments)
     };
     let outcome = plugin.invoke(&request).await;

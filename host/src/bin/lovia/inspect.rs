@@ -53,8 +53,9 @@ pub(crate) async fn run(args: Args, host: impl FnOnce() -> Result<Host, CliError
         }
         eprintln!("verified: the manifest matches what the plugin declares");
     }
+    let grants = lovia_host::plugin::config::PluginConfig::load_beside(&args.plugin)?.unwrap_or_default().grants;
     let out = match args.format {
-        Format::Table => table(&manifest, &view.imports),
+        Format::Table => table(&manifest, &view.imports, &grants),
         Format::Json => pretty(&json!(manifest.tools)),
         Format::Openai => pretty(&Value::Array(manifest.tools.iter().map(openai).collect())),
         Format::Anthropic => pretty(&Value::Array(manifest.tools.iter().map(anthropic).collect())),
@@ -77,12 +78,14 @@ fn anthropic(t: &ToolSpec) -> Value {
     json!({"name": t.name, "description": t.description, "input_schema": t.parameters})
 }
 
-fn table(m: &Manifest, imports: &[String]) -> String {
+fn table(m: &Manifest, imports: &[String], grants: &lovia_host::sandbox::Grants) -> String {
     let mut out = format!("{} {}\n", m.info.name, m.info.version);
     if let Some(i) = &m.info.instructions {
         out += &format!("instructions: {i}\n");
     }
     out += &format!("imports: {}\n", if imports.is_empty() { "none".into() } else { imports.join(", ") });
+    let granted = grants.describe();
+    out += &format!("granted: {}\n", if granted.is_empty() { "nothing".into() } else { granted.join("; ") });
     for t in &m.tools {
         let mut flags = Vec::new();
         if t.strict {

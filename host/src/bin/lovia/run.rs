@@ -28,8 +28,11 @@ pub(crate) struct Args {
     #[arg(long, value_enum, default_value_t = EventFormat::Jsonl)]
     events: EventFormat,
     /// Grant the plugins an in-memory session store for this run [default: no store].
-    #[arg(long)]
+    #[arg(long, conflicts_with = "store")]
     memory_store: bool,
+    /// Grant the plugins the session store kept in this SQLite file [default: no store].
+    #[arg(long, value_name = "FILE")]
+    store: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -162,7 +165,14 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         CliError::new(format!("{} is not a valid script: {e}", args.script.display()))
             .hint("see the README, section \"lovia run\", for the script format")
     })?;
-    let store: Option<Arc<dyn SessionStore>> = args.memory_store.then(|| Arc::new(MemoryStore::default()) as _);
+    let store: Option<Arc<dyn SessionStore>> = match (&args.store, args.memory_store) {
+        (Some(path), _) => Some(Arc::new(
+            lovia_host::SqliteStore::open(path)
+                .map_err(|e| CliError::new(e.to_string()).hint("pass a writable file path to --store"))?,
+        )),
+        (None, true) => Some(Arc::new(MemoryStore::default())),
+        (None, false) => None,
+    };
     let mut tools = Toolset::new();
     for path in &args.plugins {
         let plugin = host.load_file(path).await?;

@@ -1,0 +1,110 @@
+//! A plugin's configuration: grants and limits, from a TOML file beside the
+//! `.wasm` (`tool.wasm` → `tool.toml`) or from the host application.
+//!
+//! ```toml
+//! [grants]
+//! env = ["LANG"]
+//! dirs = [{ host = "data", guest = "/data", mode = "ro" }]
+//! secrets = { API_TOKEN = { env = "LOVIA_SECRET_API_TOKEN" } }
+//!
+//! [limits]
+//! memory_mib = 32
+//! max_wall_clock_ms = 10000
+//! fuel = 50000000
+//! result_bytes = 1048576
+//! ```
+
+use crate::error::LoadError;
+use crate::sandbox::{CallLimits, Grants};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Grants and limits of one plugin. Default: nothing granted, the host's limits.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginConfig {
+    /// What the plugin may touch.
+    #[serde(default)]
+    pub grants: Grants,
+    /// Limits over the host's.
+    #[serde(default)]
+    pub limits: LimitOverrides,
+}
+
+/// Per-plugin limits; each absent one keeps the host's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitOverrides {
+    /// Linear memory in MiB.
+    pub memory_mib: Option<u32>,
+    /// Wall-clock ceiling of one attempt in ms.
+    pub max_wall_clock_ms: Option<u64>,
+    /// Fuel per call (needs a host with fuel metering).
+    pub fuel: Option<u64>,
+    /// Bytes of a result crossing the boundary.
+    pub result_bytes: Option<usize>,
+}
+
+impl LimitOverrides {
+    /// `base` with these overrides applied.
+    pub fn apply(&self, base: &CallLimits) -> CallLimits {
+        let mut out = base.clone();
+        if let Some(m) = self.memory_mib {
+            out.memory_bytes = (m as usize) << 20;
+        }
+        if let Some(ms) = self.max_wall_clock_ms {
+            out.max_wall_clock = Duration::from_millis(ms);
+        }
+        if self.fuel.is_some() {
+            out.fuel = self.fuel;
+        }
+        if let Some(b) = self.result_bytes {
+            out.result_bytes = b;
+        }
+        out
+    }
+}
+
+impl PluginConfig {
+    /// The config file of the plugin at `wasm`: the same path with `.toml`.
+    pub fn path_beside(wasm: &Path) -> PathBuf {
+        wasm.with_extension("toml")
+    }
+
+    /// Reads the config beside `wasm`, if there is one. Relative directory
+    /// grants are resolved against the file's directory and must exist.
+    pub fn load_beside(wasm: &Path) -> Result<Option<PluginConfig>, LoadError> {
+        let path = Self::path_beside(wasm);
+        if !path.exists() {
+            return Ok(None);
+        }
+        Self::load(&path).map(Some)
+    }
+
+    /// Reads the config at `path`.
+    pub fn load(path: &Path) -> Result<PluginConfig, LoadError> {
+        let err = |reason: String| LoadError::Config { path: path.to_owned(), reason };
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let mut config: PluginConfig = toml::from_str(&text).map_err(|e| err(e.message().to_owned()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        config.resolve(base).map_err(err)?;
+        Ok(config)
+    }
+
+    /// Makes relative directory grants absolute against `base` and checks them.
+    pub fn resolve(&mut self, base: &Path) -> Result<(), String> {
+        for dir in &mut self.grants.dirs {
+            if dir.host.is_relative() {
+                dir.host = base.join(&dir.host);
+            }
+            if !dir.host.is_dir() {
+                return Err(format!("granted directory {} does not exist", dir.host.display()));
+            }
+            if !dir.guest.starts_with('/') {
+                return Err(format!("guest path {:?} must be absolute, like /data", dir.guest));
+            }
+        }
+        Ok(())
+    }
+}
