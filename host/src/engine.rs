@@ -105,6 +105,11 @@ impl Host {
         &self.config
     }
 
+    /// The fuel `tenant` may still burn (`None`: unlimited).
+    pub fn tenant_fuel_remaining(&self, tenant: Option<&str>) -> Option<u64> {
+        self.tenant_fuel.remaining(tenant)
+    }
+
     /// Whether the pooling allocator is in use (false after a fallback).
     pub fn is_pooled(&self) -> bool {
         self.pooled

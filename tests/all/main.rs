@@ -5,4 +5,5 @@ mod cli;
 mod exec;
 mod load;
 mod outcomes;
+mod sandbox;
 mod schemas;

@@ -1,0 +1,143 @@
+//! Hostile plugins: each attack ends in a precise error, the host keeps
+//! serving, and well-behaved calls running at the same time are unaffected.
+
+use crate::exec::executor;
+use lovia_host::{CallOutcome, CallRequest, ExecSettings, Failure, LoadError, RunState, Tool};
+use lovia_tests::turn::{call, run};
+use lovia_tests::{fixtures, host, load};
+use std::time::Duration;
+
+async fn attack(tool: &str, args: &str, timeout_ms: Option<u64>) -> CallOutcome {
+    let hostile = load(fixtures::HOSTILE).await;
+    let req = CallRequest { timeout: timeout_ms.map(Duration::from_millis), ..CallRequest::new(tool, args) };
+    hostile.invoke(&req).await
+}
+
+#[tokio::test]
+async fn every_attack_gets_a_precise_error() {
+    let cases: &[(&str, &str, Option<u64>, Failure)] = &[
+        ("loop_forever", "{}", Some(50), Failure::TimedOut { ms: 50 }),
+        ("hammer_import", "{}", Some(50), Failure::TimedOut { ms: 50 }),
+        ("memory_bomb", "{}", None, Failure::OutOfMemory { limit_mib: 64 }),
+        ("shadow_stack_overflow", "{}", None, Failure::StackOverflow),
+        ("wasm_stack_overflow", "{}", None, Failure::StackOverflow),
+        ("huge_result", r#"{"mib": 100}"#, None, Failure::OutOfMemory { limit_mib: 64 }),
+        ("panic_now", "{}", None, Failure::Panicked("the plugin gave up: secret plans".into())),
+    ];
+    for (tool, args, timeout, want) in cases {
+        assert_eq!(attack(tool, args, *timeout).await, CallOutcome::Failed(want.clone()), "{tool}");
+    }
+    assert_eq!(
+        attack("huge_result", r#"{"mib": 5}"#, None).await,
+        CallOutcome::Failed(Failure::ResultTooLarge { bytes: 5 << 20, limit: 4 << 20 }),
+        "a result over the boundary limit (4 MiB) is refused"
+    );
+    let flood = attack("flood_stdout", r#"{"kib": 200}"#, None).await.model_output();
+    assert!(flood.starts_with("Tool error: tool panicked: failed printing to stdout"), "{flood}");
+}
+
+#[tokio::test]
+async fn the_host_keeps_serving_and_neighbours_are_unaffected() {
+    let hostile = load(fixtures::HOSTILE).await;
+    let diag = load(fixtures::DIAGNOSTICS).await;
+    let mut tools = Tool::from_plugin(&hostile);
+    tools.extend(Tool::from_plugin(&diag));
+    let settings = ExecSettings { default_timeout: Some(Duration::from_millis(300)), ..ExecSettings::default() };
+    let exec = executor(tools, settings);
+    let mut calls = Vec::new();
+    for (i, (tool, args)) in [
+        ("loop_forever", "{}"),
+        ("memory_bomb", "{}"),
+        ("shadow_stack_overflow", "{}"),
+        ("wasm_stack_overflow", "{}"),
+        ("panic_now", "{}"),
+        ("hammer_import", "{}"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        calls.push(call(&format!("bad{i}"), tool, args));
+        calls.push(call(&format!("good{i}"), "echo", &format!(r#"{{"text": "hello {i}"}}"#)));
+    }
+    let turn = run(&exec, calls, &RunState::default(), |_| None).await;
+    assert_eq!(turn.results().len(), 12, "every call answered once");
+    for i in 0..6 {
+        assert_eq!(turn.output(&format!("good{i}")), format!("hello {i}"));
+        assert!(turn.output(&format!("bad{i}")).starts_with("Tool error: "));
+    }
+    // And afterwards, the same host serves a normal call.
+    let after = diag.invoke(&CallRequest::new("echo", r#"{"text": "still here"}"#)).await;
+    assert_eq!(after.model_output(), "still here");
+}
+
+#[tokio::test]
+async fn bad_plugins_are_refused_at_load_with_the_cause() {
+    let cases: &[(&str, &str)] = &[
+        (fixtures::TRAP_INFO, "`info` failed: tool panicked: info exploded"),
+        (fixtures::TRAP_TOOLS, "`tools` failed: tool panicked: tools exploded"),
+        (fixtures::SCHEMA_INVALID, "tool `bad_schema`: invalid parameters schema"),
+        (fixtures::SCHEMA_HUGE, "tool `huge_schema`: the parameters schema is 10485794 bytes; the limit is 262144"),
+        (fixtures::DUP_NAME, "tool `twin`: the name is declared twice in this plugin"),
+        (fixtures::BAD_NAME, "tool `rm -rf /`: a tool name must match ^[a-zA-Z0-9_-]{1,64}$"),
+    ];
+    for (path, want) in cases {
+        let err = host().load_file(path).await.expect_err(path);
+        assert!(matches!(err, LoadError::Describe { .. } | LoadError::InvalidSpec { .. }), "{err}");
+        assert!(err.to_string().contains(want), "{err} lacks {want}");
+    }
+    // The host still loads and runs a good plugin afterwards.
+    let docs = load(fixtures::DOCS).await;
+    assert!(!docs.invoke(&CallRequest::new("search_docs", r#"{"query": "limits"}"#)).await.is_error());
+}
+
+/// Resident memory is only meaningful with nothing else running in the
+/// process, so the 1,000 calls run in a child process of this test binary.
+#[test]
+fn a_thousand_hostile_calls_leave_memory_near_its_baseline() {
+    let out = std::process::Command::new(std::env::current_exe().expect("exe"))
+        .args(["--exact", "sandbox::hostile::memory_probe", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("LOVIA_MEMORY_PROBE", "1")
+        .output()
+        .expect("run the probe");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "probe failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("1 passed"), "the probe did not run:\n{stdout}");
+}
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by a_thousand_hostile_calls_leave_memory_near_its_baseline in its own process"]
+async fn memory_probe() {
+    if std::env::var_os("LOVIA_MEMORY_PROBE").is_none() {
+        return;
+    }
+    let hostile = load(fixtures::HOSTILE).await;
+    let kinds = [
+        ("panic_now", "{}", None),
+        ("memory_bomb", "{}", None),
+        ("loop_forever", "{}", Some(2)),
+        ("shadow_stack_overflow", "{}", None),
+    ];
+    // Warm up: the first calls fault in the pool's slots and the runtime.
+    for (tool, args, ms) in kinds {
+        let req = CallRequest { timeout: ms.map(Duration::from_millis), ..CallRequest::new(tool, args) };
+        assert!(hostile.invoke(&req).await.is_error());
+    }
+    let baseline = rss_kib();
+    for i in 0..1000 {
+        let (tool, args, ms) = kinds[i % kinds.len()];
+        let req = CallRequest { timeout: ms.map(Duration::from_millis), ..CallRequest::new(tool, args) };
+        assert!(hostile.invoke(&req).await.is_error(), "{tool}");
+    }
+    let after = rss_kib();
+    println!("resident memory: {baseline} KiB before, {after} KiB after 1,000 hostile calls");
+    assert!(after < baseline + 64 * 1024, "grew from {baseline} KiB to {after} KiB");
+}

@@ -1,0 +1,62 @@
+//! Limits: memory per plugin, fuel per call and per tenant, wall-clock ceiling.
+
+use lovia_host::plugin::config::{LimitOverrides, PluginConfig};
+use lovia_host::{CallContext, CallLimits, CallOutcome, CallRequest, Failure, Host, HostConfig};
+use lovia_tests::{fixtures, load};
+use std::time::{Duration, Instant};
+
+#[tokio::test]
+async fn a_plugin_config_lowers_the_memory_limit() {
+    let config =
+        PluginConfig { limits: LimitOverrides { memory_mib: Some(16), ..Default::default() }, ..Default::default() };
+    let hostile = lovia_tests::host().load_file_with(fixtures::HOSTILE, config).await.expect("load");
+    let out = hostile.invoke(&CallRequest::new("memory_bomb", "{}")).await;
+    assert_eq!(out.model_output(), "Tool error: out of memory (limit 16 MiB)");
+}
+
+#[tokio::test]
+async fn the_wall_clock_ceiling_applies_without_a_timeout() {
+    let diag = load(fixtures::DIAGNOSTICS).await;
+    let limits = CallLimits { max_wall_clock: Duration::from_millis(100), ..CallLimits::default() };
+    let start = Instant::now();
+    let out =
+        diag.invoke(&CallRequest { limits: Some(limits), ..CallRequest::new("spin_ms", r#"{"ms": 60000}"#) }).await;
+    assert_eq!(out, CallOutcome::Failed(Failure::WallClockCap { ms: 100 }));
+    assert!(start.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test]
+async fn fuel_bounds_a_call_and_a_tenant() {
+    let host = Host::new(HostConfig {
+        fuel_metering: true,
+        tenant_fuel: Some(30_000_000),
+        limits: CallLimits { fuel: Some(10_000_000), ..CallLimits::default() },
+        pool_slots: 8,
+        ..HostConfig::default()
+    })
+    .expect("host");
+    let hostile = host.load_file(fixtures::HOSTILE).await.expect("load");
+    let diag = host.load_file(fixtures::DIAGNOSTICS).await.expect("load");
+    let tenant = |t: &str| CallContext { tenant: Some(t.into()), ..CallContext::default() };
+    let spin = |t: &str| CallRequest { context: tenant(t), ..CallRequest::new("loop_forever", "{}") };
+    assert_eq!(hostile.invoke(&spin("acme")).await, CallOutcome::Failed(Failure::CpuBudget), "the per-call budget");
+    assert_eq!(
+        diag.invoke(&CallRequest { context: tenant("acme"), ..CallRequest::new("echo", r#"{"text": "cheap"}"#) }).await,
+        CallOutcome::Text("cheap".into()),
+        "a cheap call fits"
+    );
+    for _ in 0..2 {
+        hostile.invoke(&spin("acme")).await;
+    }
+    assert_eq!(host.tenant_fuel_remaining(Some("acme")), Some(0), "three exhausted calls spent the tenant's total");
+    assert_eq!(
+        diag.invoke(&CallRequest { context: tenant("acme"), ..CallRequest::new("echo", r#"{"text": "x"}"#) }).await,
+        CallOutcome::Failed(Failure::CpuBudget),
+        "the tenant is out of fuel"
+    );
+    assert_eq!(
+        diag.invoke(&CallRequest { context: tenant("globex"), ..CallRequest::new("echo", r#"{"text": "x"}"#) }).await,
+        CallOutcome::Text("x".into()),
+        "another tenant is not"
+    );
+}

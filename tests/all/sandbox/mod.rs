@@ -1,0 +1,6 @@
+//! The sandbox: limits, grants, the store, and plugins that attack the host.
+
+mod grants;
+mod hostile;
+mod limits;
+mod store;
