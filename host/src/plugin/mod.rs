@@ -242,11 +242,11 @@ impl Plugin {
         let too_large = |len: usize| {
             (len > limits.result_bytes).then_some(Failure::ResultTooLarge { bytes: len, limit: limits.result_bytes })
         };
-        if let Ok(Ok(wit::Output::Text(t) | wit::Output::Json(t))) = &result {
-            if let Some(failure) = too_large(t.len()) {
-                tracing::warn!(plugin = %self.inner.name, tool = %tool.name, call = %request.context.call_id, %failure, "limit hit");
-                return CallOutcome::Failed(failure);
-            }
+        if let Ok(Ok(wit::Output::Text(t) | wit::Output::Json(t))) = &result
+            && let Some(failure) = too_large(t.len())
+        {
+            tracing::warn!(plugin = %self.inner.name, tool = %tool.name, call = %request.context.call_id, %failure, "limit hit");
+            return CallOutcome::Failed(failure);
         }
         match result {
             Ok(Ok(wit::Output::Text(text))) => CallOutcome::Text(text),
