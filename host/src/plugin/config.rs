@@ -67,19 +67,19 @@ impl LimitOverrides {
 }
 
 impl PluginConfig {
-    /// The config file of the plugin at `wasm`: the same path with `.toml`.
-    pub fn path_beside(wasm: &Path) -> PathBuf {
-        wasm.with_extension("toml")
+    /// The config file of the plugin at `wasm`: the same path with `.toml`
+    /// instead of `.wasm`. Only a `.wasm` file has one.
+    pub fn path_beside(wasm: &Path) -> Option<PathBuf> {
+        (wasm.extension()? == "wasm").then(|| wasm.with_extension("toml"))
     }
 
     /// Reads the config beside `wasm`, if there is one. Relative directory
     /// grants are resolved against the file's directory and must exist.
     pub fn load_beside(wasm: &Path) -> Result<Option<PluginConfig>, LoadError> {
-        let path = Self::path_beside(wasm);
-        if !path.exists() {
-            return Ok(None);
+        match Self::path_beside(wasm) {
+            Some(path) if path.exists() => Self::load(&path).map(Some),
+            _ => Ok(None),
         }
-        Self::load(&path).map(Some)
     }
 
     /// Reads the config at `path`.
