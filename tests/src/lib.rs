@@ -45,6 +45,21 @@ pub async fn packed(path: &str) -> PathBuf {
     out
 }
 
+/// Runs the ignored test `name` of the current test binary alone in a child
+/// process with `env_flag` set, and panics unless it passed. Process-wide
+/// figures (CPU time, resident memory) mean nothing while other tests run
+/// in the same process.
+pub fn run_probe(name: &str, env_flag: &str) {
+    let out = std::process::Command::new(std::env::current_exe().expect("exe"))
+        .args(["--exact", name, "--ignored", "--nocapture", "--test-threads=1"])
+        .env(env_flag, "1")
+        .output()
+        .expect("run the probe");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "probe {name} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("1 passed"), "probe {name} did not run:\n{stdout}");
+}
+
 pub mod turn {
     //! Runs one turn and records its events as a consumer would see them.
 

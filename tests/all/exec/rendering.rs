@@ -71,6 +71,14 @@ async fn renderers_never_see_errors_and_a_failing_renderer_is_an_error_result() 
     assert_eq!(turn.output("c"), r#"{"wrapped": true}"#, "a non-string goes through the default renderer");
 }
 
+/// `1234567` → `1,234,567`, written out independently of the host's formatter.
+fn grouped(n: usize) -> String {
+    let digits = n.to_string();
+    let chunks: Vec<&str> =
+        digits.as_bytes().rchunks(3).rev().map(|c| std::str::from_utf8(c).expect("ascii")).collect();
+    chunks.join(",")
+}
+
 #[tokio::test]
 async fn truncation_at_the_spec_limits() {
     let diag = load(fixtures::DIAGNOSTICS).await;
@@ -91,24 +99,8 @@ async fn truncation_at_the_spec_limits() {
             })
             .await;
         let out = turn.output("c");
-        let marker = format!(
-            "\n\n[... tool output truncated: kept {} of {} chars ...]\n\n",
-            (head + tail)
-                .to_string()
-                .as_bytes()
-                .rchunks(3)
-                .rev()
-                .map(|c| std::str::from_utf8(c).expect("ascii"))
-                .collect::<Vec<_>>()
-                .join(","),
-            len.to_string()
-                .as_bytes()
-                .rchunks(3)
-                .rev()
-                .map(|c| std::str::from_utf8(c).expect("ascii"))
-                .collect::<Vec<_>>()
-                .join(","),
-        );
+        let marker =
+            format!("\n\n[... tool output truncated: kept {} of {} chars ...]\n\n", grouped(head + tail), grouped(len));
         assert_eq!(out, format!("{}{marker}{}", "x".repeat(head), "x".repeat(tail)), "limit {limit}");
         assert_eq!(turn.results()[0].raw, None, "truncation drops the raw value");
     }

@@ -19,14 +19,7 @@ fn process_cpu() -> Duration {
 /// process, so the measurement runs in a child process of this test binary.
 #[test]
 fn a_spinning_component_stops_at_its_timeout_and_burns_no_more_cpu() {
-    let out = std::process::Command::new(std::env::current_exe().expect("exe"))
-        .args(["--exact", "exec::timeouts::cpu_probe", "--ignored", "--nocapture", "--test-threads=1"])
-        .env("LOVIA_CPU_PROBE", "1")
-        .output()
-        .expect("run the probe");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "probe failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("1 passed"), "the probe did not run:\n{stdout}");
+    lovia_tests::run_probe("exec::timeouts::cpu_probe", "LOVIA_CPU_PROBE");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

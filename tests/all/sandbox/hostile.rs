@@ -94,14 +94,7 @@ async fn bad_plugins_are_refused_at_load_with_the_cause() {
 /// process, so the 1,000 calls run in a child process of this test binary.
 #[test]
 fn a_thousand_hostile_calls_leave_memory_near_its_baseline() {
-    let out = std::process::Command::new(std::env::current_exe().expect("exe"))
-        .args(["--exact", "sandbox::hostile::memory_probe", "--ignored", "--nocapture", "--test-threads=1"])
-        .env("LOVIA_MEMORY_PROBE", "1")
-        .output()
-        .expect("run the probe");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "probe failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("1 passed"), "the probe did not run:\n{stdout}");
+    lovia_tests::run_probe("sandbox::hostile::memory_probe", "LOVIA_MEMORY_PROBE");
 }
 
 fn rss_kib() -> u64 {
