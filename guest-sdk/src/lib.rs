@@ -32,6 +32,7 @@
 pub mod bindings;
 mod context;
 mod error;
+pub mod http;
 mod schema;
 
 #[doc(hidden)]

@@ -33,7 +33,10 @@ pub use exec::{
 };
 pub use plugin::{Plugin, PluginInfo, manifest::Manifest};
 pub use policy::{Next, Policy, RateLimit, Redact, ResultCache};
-pub use sandbox::{CallContext, CallLimits, MemoryStore, SessionStore, SqliteStore, StoreQuota};
+pub use sandbox::{
+    CallContext, CallLimits, HttpOrigin, InvalidOrigin, MemoryStore, SessionStore, SqliteStore, StoreQuota,
+    is_special_address,
+};
 pub use tool::{
     ApprovalMode, ToolHints, ToolSpec,
     args::{ArgumentError, ArgumentValidator},

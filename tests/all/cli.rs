@@ -57,6 +57,23 @@ async fn a_timeout_interrupts_the_call() {
     assert_eq!(stdout(&o), "Tool error: timed out after 50 ms\n");
 }
 
+// Multi-threaded: the server answers on one worker while this one blocks on the child.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_http_grants_one_origin_for_one_call() {
+    let server = lovia_tests::http::Server::start().await;
+    let url = format!("{}/ping", server.origin());
+    let args = serde_json::json!({ "url": url }).to_string();
+    let o = lovia(&["call", fixtures::HOSTILE, "fetch", &args, "--allow-http", &server.origin()]);
+    assert_eq!((o.status.code(), stdout(&o)), (Some(0), "200 GET /ping \n".to_owned()), "{}", stderr(&o));
+    let o = lovia(&["call", fixtures::HOSTILE, "fetch", &args]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stdout(&o), format!("Tool error: HTTP request to {url} denied: origin not granted to this plugin\n"));
+    assert_eq!(server.seen().len(), 1, "the refused call never reached the server");
+    let o = lovia(&["call", fixtures::HOSTILE, "fetch", &args, "--allow-http", "ftp://example.com"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("expected http:// or https:// followed by a host"), "{}", stderr(&o));
+}
+
 #[tokio::test]
 async fn bad_input_is_one_clear_line_with_a_hint() {
     assert_usage_error(&lovia(&["call", "/no/such.wasm", "x"]), "cannot read /no/such.wasm");

@@ -6,6 +6,8 @@ use lovia_host::{Host, HostConfig, Plugin};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+pub mod http;
+
 /// Paths of the guest fixtures.
 pub mod fixtures {
     include!(concat!(env!("OUT_DIR"), "/fixtures.rs"));

@@ -231,11 +231,15 @@ impl Plugin {
             (call, left) => call.or(left),
         };
         let mut store = self.store(tool, request.context.clone(), limits, timeout, fuel, request.session_store.clone());
-        let result = async {
+        let deadline = sandbox::deadline_of(limits, timeout);
+        let call = async {
             let instance = self.inner.pre.instantiate_async(&mut store).await?;
             instance.lovia_tools_plugin().call_call(&mut store, &tool.spec.name, arguments).await
-        }
-        .await;
+        };
+        let result = match tokio::time::timeout(deadline.budget, call).await {
+            Ok(result) => result,
+            Err(_) => Err(wasmtime::Error::new(deadline)),
+        };
         if let Ok(left) = store.get_fuel() {
             host.tenant_fuel.charge(tenant, fuel.unwrap_or(u64::MAX).saturating_sub(left));
         }

@@ -1,6 +1,7 @@
 //! Capability grants: what a plugin may touch beyond its own memory.
 //! Everything defaults to nothing.
 
+use super::HttpOrigin;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,6 +23,11 @@ pub struct Grants {
     /// Values are never logged or shown by `lovia inspect`.
     #[serde(default)]
     pub secrets: BTreeMap<String, SecretSource>,
+    /// Origins reachable through `wasi:http`, as `scheme://host[:port]`
+    /// patterns (see [`HttpOrigin`]). Special addresses (loopback, private,
+    /// link-local, metadata) only through an exactly written host.
+    #[serde(default)]
+    pub http: Vec<HttpOrigin>,
 }
 
 /// One mounted directory.
@@ -59,7 +65,7 @@ pub struct SecretSource {
 impl Grants {
     /// Whether nothing is granted.
     pub fn is_empty(&self) -> bool {
-        self.dirs.is_empty() && self.env.is_empty() && self.secrets.is_empty()
+        self.dirs.is_empty() && self.env.is_empty() && self.secrets.is_empty() && self.http.is_empty()
     }
 
     /// Adds `other`'s grants to these.
@@ -67,6 +73,7 @@ impl Grants {
         self.dirs.extend(other.dirs);
         self.env.extend(other.env);
         self.secrets.extend(other.secrets);
+        self.http.extend(other.http);
     }
 
     /// One line per grant, secret values omitted.
@@ -81,6 +88,7 @@ impl Grants {
             .collect();
         out.extend(self.env.iter().map(|e| format!("env {e}")));
         out.extend(self.secrets.iter().map(|(name, src)| format!("secret {name} (from ${})", src.env)));
+        out.extend(self.http.iter().map(|origin| format!("http {origin}")));
         out
     }
 

@@ -5,6 +5,7 @@
 mod context;
 mod fuel;
 mod grants;
+mod http;
 mod limits;
 mod sqlite;
 mod store;
@@ -13,6 +14,8 @@ mod trap;
 pub use context::{CallContext, ProgressSink};
 pub use fuel::FuelLedger;
 pub use grants::{DirGrant, DirMode, Grants, SecretSource};
+pub(crate) use http::HttpHooks;
+pub use http::{HttpOrigin, InvalidOrigin, is_special_address};
 pub use limits::CallLimits;
 pub use sqlite::{SqliteStore, StoreOpenError};
 pub use store::{MemoryStore, SessionStore, StoreQuota};
@@ -24,10 +27,13 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 /// The data of one call's store.
 pub struct SandboxState {
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    http_hooks: HttpHooks,
     table: ResourceTable,
     pub(crate) store_limits: StoreLimits,
     pub(crate) limits: CallLimits,
@@ -45,10 +51,18 @@ impl WasiView for SandboxState {
     }
 }
 
-/// The linker every plugin is instantiated with: WASI 0.2 plus `lovia:tools`.
+impl WasiHttpView for SandboxState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.http_hooks }
+    }
+}
+
+/// The linker every plugin is instantiated with: WASI 0.2, `wasi:http`
+/// (outgoing requests, refused unless granted) and `lovia:tools`.
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<SandboxState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     crate::bindings::ToolPlugin::add_to_linker::<SandboxState, HasSelf<SandboxState>>(&mut linker, |s| s)?;
     Ok(linker)
 }
@@ -86,8 +100,16 @@ pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxSt
         .tables(16)
         .memories(4)
         .build();
+    let http_hooks = HttpHooks {
+        origins: spec.grants.http.clone().into(),
+        plugin: spec.plugin.clone(),
+        tool: spec.tool.clone(),
+        call_id: spec.call.call_id.as_str().into(),
+    };
     let state = SandboxState {
         wasi,
+        http: WasiHttpCtx::new(),
+        http_hooks,
         table: ResourceTable::new(),
         store_limits,
         limits: spec.limits.clone(),
@@ -103,11 +125,7 @@ pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxSt
     // Fails harmlessly on an engine that does not meter fuel.
     let _ = store.set_fuel(spec.fuel.unwrap_or(u64::MAX));
 
-    let cap = spec.limits.max_wall_clock;
-    let (budget, from_timeout) = match spec.timeout {
-        Some(t) if t <= cap => (t, true),
-        _ => (cap, false),
-    };
+    let DeadlineExceeded { budget, from_timeout } = deadline_of(spec.limits, spec.timeout);
     let deadline = Instant::now() + budget;
     // Yield on every tick so the call future can be dropped at any time, and
     // fail once the wall-clock budget is spent (design §4, §5 "Epoch deadlines").
@@ -120,4 +138,16 @@ pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxSt
         }
     });
     store
+}
+
+/// The wall-clock budget of one attempt: its timeout, or the host's ceiling
+/// when there is none or it is longer. The epoch callback enforces it while
+/// guest code runs; the caller enforces it while the guest waits on the host
+/// (a sleep, an HTTP response).
+pub(crate) fn deadline_of(limits: &CallLimits, timeout: Option<Duration>) -> DeadlineExceeded {
+    let cap = limits.max_wall_clock;
+    match timeout {
+        Some(t) if t <= cap => DeadlineExceeded { budget: t, from_timeout: true },
+        _ => DeadlineExceeded { budget: cap, from_timeout: false },
+    }
 }

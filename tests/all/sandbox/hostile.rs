@@ -52,6 +52,7 @@ async fn the_host_keeps_serving_and_neighbours_are_unaffected() {
         ("wasm_stack_overflow", "{}"),
         ("panic_now", "{}"),
         ("hammer_import", "{}"),
+        ("fetch", r#"{"url": "http://169.254.169.254/latest/meta-data/"}"#),
     ]
     .iter()
     .enumerate()
@@ -60,8 +61,8 @@ async fn the_host_keeps_serving_and_neighbours_are_unaffected() {
         calls.push(call(&format!("good{i}"), "echo", &format!(r#"{{"text": "hello {i}"}}"#)));
     }
     let turn = run(&exec, calls, &RunState::default(), |_| None).await;
-    assert_eq!(turn.results().len(), 12, "every call answered once");
-    for i in 0..6 {
+    assert_eq!(turn.results().len(), 14, "every call answered once");
+    for i in 0..7 {
         assert_eq!(turn.output(&format!("good{i}")), format!("hello {i}"));
         assert!(turn.output(&format!("bad{i}")).starts_with("Tool error: "));
     }

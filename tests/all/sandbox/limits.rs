@@ -26,6 +26,19 @@ async fn the_wall_clock_ceiling_applies_without_a_timeout() {
 }
 
 #[tokio::test]
+async fn the_wall_clock_ceiling_also_stops_a_call_waiting_on_the_host() {
+    // A sleeping guest runs no wasm, so no epoch tick can stop it: the
+    // ceiling must also hold while the guest waits on a host import.
+    let diag = load(fixtures::DIAGNOSTICS).await;
+    let limits = CallLimits { max_wall_clock: Duration::from_millis(100), ..CallLimits::default() };
+    let start = Instant::now();
+    let out =
+        diag.invoke(&CallRequest { limits: Some(limits), ..CallRequest::new("sleep_ms", r#"{"ms": 60000}"#) }).await;
+    assert_eq!(out, CallOutcome::Failed(Failure::WallClockCap { ms: 100 }));
+    assert!(start.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test]
 async fn fuel_bounds_a_call_and_a_tenant() {
     let host = Host::new(HostConfig {
         fuel_metering: true,

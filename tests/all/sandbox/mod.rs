@@ -3,4 +3,5 @@
 mod grants;
 mod hostile;
 mod limits;
+mod network;
 mod store;

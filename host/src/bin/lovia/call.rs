@@ -3,7 +3,9 @@
 use crate::CliError;
 use lovia_host::plugin::config::PluginConfig;
 use lovia_host::sandbox::{DirGrant, DirMode, Grants};
-use lovia_host::{CallContext, CallLimits, CallRequest, DEFAULT_MAX_OUTPUT_CHARS, Host, SessionStore, SqliteStore};
+use lovia_host::{
+    CallContext, CallLimits, CallRequest, DEFAULT_MAX_OUTPUT_CHARS, Host, HttpOrigin, SessionStore, SqliteStore,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -35,9 +37,20 @@ pub(crate) struct Args {
     /// Pass a host environment variable through, by name (repeatable).
     #[arg(long, value_name = "NAME")]
     grant_env: Vec<String>,
+    /// Allow outbound HTTP to an origin for this call: scheme://host[:port],
+    /// host may be *.domain or *; port * for any (repeatable). Loopback,
+    /// private and metadata addresses need the host written out exactly,
+    /// e.g. http://127.0.0.1:8080 [default: no network].
+    #[arg(long, value_name = "ORIGIN", value_parser = parse_origin)]
+    allow_http: Vec<HttpOrigin>,
     /// Grant the session store, kept in this SQLite file (needs --session).
     #[arg(long, value_name = "FILE", requires = "session")]
     store: Option<PathBuf>,
+}
+
+fn parse_origin(spec: &str) -> Result<HttpOrigin, String> {
+    spec.parse::<HttpOrigin>()
+        .map_err(|e| format!("{}; e.g. https://api.example.com or http://127.0.0.1:8080", e.reason))
 }
 
 /// `HOST[:GUEST][:ro|rw]`.
@@ -78,7 +91,12 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
             .hint("pass one JSON object in single quotes, e.g. '{\"query\": \"limits\"}'"));
     }
     let mut config = PluginConfig::load_beside(&args.plugin)?.unwrap_or_default();
-    config.grants.extend(Grants { dirs: args.grant_dir, env: args.grant_env, secrets: Default::default() });
+    config.grants.extend(Grants {
+        dirs: args.grant_dir,
+        env: args.grant_env,
+        secrets: Default::default(),
+        http: args.allow_http,
+    });
     let plugin = host.load_file_with(&args.plugin, config).await?;
     let session_store: Option<Arc<dyn SessionStore>> = match &args.store {
         Some(path) => Some(Arc::new(
