@@ -11,9 +11,11 @@ pub struct CallLimits {
     /// Wall-clock ceiling of one attempt, even when the tool declares no
     /// timeout. Default: 60 s.
     pub max_wall_clock: Duration,
-    /// Bytes of the guest's stderr kept (for panic messages). Default: 64 KiB.
+    /// Bytes of the guest's stderr kept, the last ones written (panic
+    /// messages come from here); earlier bytes are dropped. Default: 64 KiB.
     pub stderr_bytes: usize,
-    /// Bytes of the guest's stdout kept. Default: 64 KiB.
+    /// Bytes of the guest's stdout kept, the last ones written; a guest may
+    /// print any amount. Default: 64 KiB.
     pub stdout_bytes: usize,
     /// Progress messages and log lines accepted per call; later ones are
     /// dropped. Default: 1,000.

@@ -7,6 +7,7 @@ mod fuel;
 mod grants;
 mod http;
 mod limits;
+mod output;
 mod sqlite;
 mod store;
 mod trap;
@@ -21,11 +22,11 @@ pub use sqlite::{SqliteStore, StoreOpenError};
 pub use store::{MemoryStore, SessionStore, StoreQuota};
 pub(crate) use trap::{DeadlineExceeded, classify};
 
+use output::OutputRing;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
@@ -41,7 +42,7 @@ pub struct SandboxState {
     pub(crate) plugin: Arc<str>,
     pub(crate) tool: Arc<str>,
     pub(crate) session_store: Option<Arc<dyn SessionStore>>,
-    pub(crate) stderr: MemoryOutputPipe,
+    pub(crate) stderr: OutputRing,
     events_left: u32,
 }
 
@@ -86,10 +87,10 @@ pub(crate) struct StoreSpec<'a> {
 /// default: no directory, no environment, no network); stdout and stderr go
 /// to bounded memory pipes.
 pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxState> {
-    let stderr = MemoryOutputPipe::new(spec.limits.stderr_bytes);
+    let stderr = OutputRing::new(spec.limits.stderr_bytes);
     let wasi = {
         let mut builder = WasiCtxBuilder::new();
-        builder.stdout(MemoryOutputPipe::new(spec.limits.stdout_bytes)).stderr(stderr.clone());
+        builder.stdout(OutputRing::new(spec.limits.stdout_bytes)).stderr(stderr.clone());
         spec.grants.apply(&mut builder, &spec.plugin);
         builder.build()
     };
