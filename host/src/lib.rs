@@ -31,7 +31,7 @@ pub use error::{HostError, LoadError};
 pub use exec::{
     CancelToken, EventSink, ExecSettings, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError,
 };
-pub use plugin::{Plugin, PluginInfo, manifest::Manifest};
+pub use plugin::{InstanceMode, Plugin, PluginInfo, manifest::Manifest};
 pub use policy::{Next, Policy, RateLimit, Redact, ResultCache};
 pub use sandbox::{
     CallContext, CallLimits, HttpOrigin, InvalidOrigin, MemoryStore, SessionStore, SqliteStore, StoreQuota,

@@ -60,4 +60,12 @@ fn progress(ctx: &lovia::Context, #[arg(min = 1, max = 1000)] steps: u32) -> Str
     format!("done in {steps} steps")
 }
 
-lovia::export!(echo, sleep_ms, spin_ms, fail_times, emit_chars, progress);
+/// Counts its own calls in instance memory: always 1 with a fresh instance
+/// per call, 1, 2, 3, … within a session when the plugin runs in session mode.
+#[lovia::tool(read_only)]
+fn count_calls() -> u64 {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+}
+
+lovia::export!(echo, sleep_ms, spin_ms, fail_times, emit_chars, progress, count_calls);

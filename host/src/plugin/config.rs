@@ -2,6 +2,8 @@
 //! `.wasm` (`tool.wasm` → `tool.toml`) or from the host application.
 //!
 //! ```toml
+//! instance = "fresh"   # or "session": one warm instance per session
+//!
 //! [grants]
 //! env = ["LANG"]
 //! dirs = [{ host = "data", guest = "/data", mode = "ro" }]
@@ -14,16 +16,21 @@
 //! result_bytes = 1048576
 //! ```
 
+use super::warm::InstanceMode;
 use crate::error::LoadError;
 use crate::sandbox::{CallLimits, Grants};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Grants and limits of one plugin. Default: nothing granted, the host's limits.
+/// Grants and limits of one plugin. Default: nothing granted, the host's
+/// limits, a fresh instance per call.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginConfig {
+    /// Fresh instance per call (the default) or one per session.
+    #[serde(default)]
+    pub instance: InstanceMode,
     /// What the plugin may touch.
     #[serde(default)]
     pub grants: Grants,

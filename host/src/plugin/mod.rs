@@ -4,6 +4,9 @@
 mod cache;
 pub mod config;
 pub mod manifest;
+mod warm;
+
+pub use warm::{InstanceMode, WARM_INSTANCES};
 
 use crate::bindings::{ToolPluginPre, guest, wit};
 use crate::engine::Host;
@@ -50,6 +53,7 @@ struct Inner {
     info: PluginInfo,
     tools: Vec<LoadedTool>,
     imports: Vec<String>,
+    warm: warm::WarmInstances,
 }
 
 struct LoadedTool {
@@ -136,6 +140,7 @@ impl Host {
                 info,
                 tools,
                 imports: view.imports,
+                warm: warm::WarmInstances::default(),
             }),
         })
     }
@@ -230,19 +235,65 @@ impl Plugin {
             (Some(call), Some(left)) => Some(call.min(left)),
             (call, left) => call.or(left),
         };
-        let mut store = self.store(tool, request.context.clone(), limits, timeout, fuel, request.session_store.clone());
         let deadline = sandbox::deadline_of(limits, timeout);
+        let spec = self.store_spec(tool, request.context.clone(), limits, timeout, fuel, request.session_store.clone());
+        // Session mode: take the session's warm instance (if any) out of its
+        // slot for the call; it goes back only if the call ends cleanly.
+        let slot = match (&self.inner.config.instance, &request.context.session_id) {
+            (InstanceMode::Session, Some(session)) => Some(self.inner.warm.slot(tenant, session)),
+            _ => None,
+        };
+        let mut guard = match &slot {
+            Some(slot) => Some(slot.lock().await),
+            None => None,
+        };
+        let (mut store, warm_instance) = match guard.as_mut().and_then(|g| g.take()) {
+            Some(mut warm) => {
+                sandbox::reuse_store(&mut warm.store, spec);
+                (warm.store, Some(warm.instance))
+            }
+            None => (sandbox::new_store(&host.engine, spec), None),
+        };
         let call = async {
-            let instance = self.inner.pre.instantiate_async(&mut store).await?;
-            instance.lovia_tools_plugin().call_call(&mut store, &tool.spec.name, arguments).await
+            let instance = match warm_instance {
+                Some(instance) => instance,
+                None => self.inner.pre.instantiate_async(&mut store).await?,
+            };
+            let output = instance.lovia_tools_plugin().call_call(&mut store, &tool.spec.name, arguments).await?;
+            wasmtime::Result::Ok((output, instance))
         };
         let result = match tokio::time::timeout(deadline.budget, call).await {
-            Ok(result) => result,
+            Ok(Ok((output, instance))) => {
+                if let Some(guard) = guard.as_mut() {
+                    // Only a call that returned (even with a tool error) leaves a usable instance.
+                    let fuel_left = store.get_fuel().ok();
+                    if let Some(left) = fuel_left {
+                        host.tenant_fuel.charge(tenant, fuel.unwrap_or(u64::MAX).saturating_sub(left));
+                    }
+                    **guard = Some(warm::Warm { store, instance });
+                    return self.finish(tool, request, limits, Ok(output), None);
+                }
+                Ok(output)
+            }
+            Ok(Err(e)) => Err(e),
             Err(_) => Err(wasmtime::Error::new(deadline)),
         };
         if let Ok(left) = store.get_fuel() {
             host.tenant_fuel.charge(tenant, fuel.unwrap_or(u64::MAX).saturating_sub(left));
         }
+        self.finish(tool, request, limits, result, Some(&store))
+    }
+
+    /// The outcome of a call from what the component returned, or from the
+    /// error that ended it (classified with the help of its `store`).
+    fn finish(
+        &self,
+        tool: &LoadedTool,
+        request: &CallRequest,
+        limits: &CallLimits,
+        result: wasmtime::Result<Result<wit::Output, wit::CallError>>,
+        store: Option<&wasmtime::Store<sandbox::SandboxState>>,
+    ) -> CallOutcome {
         let too_large = |len: usize| {
             (len > limits.result_bytes).then_some(Failure::ResultTooLarge { bytes: len, limit: limits.result_bytes })
         };
@@ -260,7 +311,10 @@ impl Plugin {
             },
             Ok(Err(error)) => call_error(error),
             Err(err) => {
-                let failure = sandbox::classify(&err, &store);
+                let failure = match store {
+                    Some(store) => sandbox::classify(&err, store),
+                    None => Failure::Trap(err.to_string()),
+                };
                 if failure.is_retryable() {
                     tracing::debug!(plugin = %self.inner.name, tool = %tool.name, call = %request.context.call_id, %failure, "call failed");
                 } else {
@@ -272,12 +326,24 @@ impl Plugin {
         }
     }
 
+    /// Drops the warm instance of a session (session mode); true if there
+    /// was one. The session's next call starts a fresh instance.
+    pub fn end_session(&self, tenant: Option<&str>, session: &str) -> bool {
+        self.inner.warm.end(tenant, session)
+    }
+
+    /// How many sessions hold a warm instance (session mode).
+    pub fn warm_sessions(&self) -> usize {
+        self.inner.warm.len()
+    }
+
     /// Asks the plugin's `needs-approval` export about one call (for tools
     /// with [`ApprovalMode::AskPlugin`]). An error means the call is denied.
     pub async fn needs_approval(&self, tool: &str, arguments: &str, context: &CallContext) -> Result<bool, String> {
         let Some(t) = self.loaded(tool) else { return Err(format!("Tool '{tool}' is not available.")) };
         let limits = &self.inner.limits;
-        let mut store = self.store(t, context.clone(), limits, Some(PLUGIN_QUERY_TIMEOUT), limits.fuel, None);
+        let spec = self.store_spec(t, context.clone(), limits, Some(PLUGIN_QUERY_TIMEOUT), limits.fuel, None);
+        let mut store = sandbox::new_store(&self.inner.host.engine, spec);
         let result = async {
             let instance = self.inner.pre.instantiate_async(&mut store).await?;
             instance.lovia_tools_plugin().call_needs_approval(&mut store, tool, arguments).await
@@ -289,17 +355,17 @@ impl Plugin {
         }
     }
 
-    /// A fresh store for one call of `tool`.
-    fn store(
-        &self,
+    /// What one call's store is for.
+    fn store_spec<'a>(
+        &'a self,
         tool: &LoadedTool,
         call: CallContext,
-        limits: &CallLimits,
+        limits: &'a CallLimits,
         timeout: Option<Duration>,
         fuel: Option<u64>,
         session_store: Option<Arc<dyn SessionStore>>,
-    ) -> wasmtime::Store<sandbox::SandboxState> {
-        let spec = StoreSpec {
+    ) -> StoreSpec<'a> {
+        StoreSpec {
             plugin: self.inner.name.clone(),
             tool: tool.name.clone(),
             call,
@@ -308,8 +374,7 @@ impl Plugin {
             grants: &self.inner.config.grants,
             timeout,
             session_store,
-        };
-        sandbox::new_store(&self.inner.host.engine, spec)
+        }
     }
 
     fn loaded(&self, name: &str) -> Option<&LoadedTool> {

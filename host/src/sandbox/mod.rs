@@ -123,10 +123,32 @@ pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxSt
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.store_limits);
-    // Fails harmlessly on an engine that does not meter fuel.
-    let _ = store.set_fuel(spec.fuel.unwrap_or(u64::MAX));
+    arm(&mut store, spec.limits, spec.timeout, spec.fuel);
+    store
+}
 
-    let DeadlineExceeded { budget, from_timeout } = deadline_of(spec.limits, spec.timeout);
+/// Readies a warm store (session mode) for its next call: the call's
+/// context, tool, limits, fuel and deadline replace the previous call's. The
+/// grants and the memory limit stay those the instance was created with.
+pub(crate) fn reuse_store(store: &mut Store<SandboxState>, spec: StoreSpec<'_>) {
+    let state = store.data_mut();
+    state.http_hooks.tool = spec.tool.clone();
+    state.http_hooks.call_id = spec.call.call_id.as_str().into();
+    state.limits = spec.limits.clone();
+    state.events_left = spec.limits.events_per_call;
+    state.call = spec.call;
+    state.tool = spec.tool;
+    state.session_store = spec.session_store;
+    // A panic message must come from this call, not an earlier one.
+    state.stderr.clear();
+    arm(store, spec.limits, spec.timeout, spec.fuel);
+}
+
+/// Sets a call's fuel and wall-clock deadline on `store`.
+fn arm(store: &mut Store<SandboxState>, limits: &CallLimits, timeout: Option<Duration>, fuel: Option<u64>) {
+    // Fails harmlessly on an engine that does not meter fuel.
+    let _ = store.set_fuel(fuel.unwrap_or(u64::MAX));
+    let DeadlineExceeded { budget, from_timeout } = deadline_of(limits, timeout);
     let deadline = Instant::now() + budget;
     // Yield on every tick so the call future can be dropped at any time, and
     // fail once the wall-clock budget is spent (design §4, §5 "Epoch deadlines").
@@ -138,7 +160,6 @@ pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxSt
             Ok(UpdateDeadline::Yield(1))
         }
     });
-    store
 }
 
 /// The wall-clock budget of one attempt: its timeout, or the host's ceiling

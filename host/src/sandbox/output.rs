@@ -38,6 +38,13 @@ impl OutputRing {
         self.lock().bytes.iter().copied().collect()
     }
 
+    /// Forgets everything kept so far.
+    pub(crate) fn clear(&self) {
+        let mut ring = self.lock();
+        ring.bytes.clear();
+        ring.dropped = 0;
+    }
+
     /// How many earlier bytes were overwritten.
     #[cfg(test)]
     pub(crate) fn dropped(&self) -> u64 {

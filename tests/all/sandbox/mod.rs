@@ -5,3 +5,4 @@ mod hostile;
 mod limits;
 mod network;
 mod store;
+mod warm;
