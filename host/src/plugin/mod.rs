@@ -270,6 +270,7 @@ impl Plugin {
                     if let Some(left) = fuel_left {
                         host.tenant_fuel.charge(tenant, fuel.unwrap_or(u64::MAX).saturating_sub(left));
                     }
+                    sandbox::park_store(&mut store);
                     **guard = Some(warm::Warm { store, instance });
                     return self.finish(tool, request, limits, Ok(output), None);
                 }

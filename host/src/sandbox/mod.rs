@@ -144,6 +144,15 @@ pub(crate) fn reuse_store(store: &mut Store<SandboxState>, spec: StoreSpec<'_>) 
     arm(store, spec.limits, spec.timeout, spec.fuel);
 }
 
+/// Lets go of everything a finished call lent its warm store: its context
+/// (whose progress sink keeps the run's event stream open) and its session
+/// store.
+pub(crate) fn park_store(store: &mut Store<SandboxState>) {
+    let state = store.data_mut();
+    state.call = CallContext::default();
+    state.session_store = None;
+}
+
 /// Sets a call's fuel and wall-clock deadline on `store`.
 fn arm(store: &mut Store<SandboxState>, limits: &CallLimits, timeout: Option<Duration>, fuel: Option<u64>) {
     // Fails harmlessly on an engine that does not meter fuel.

@@ -80,3 +80,18 @@ async fn calls_of_one_session_take_turns_on_its_instance() {
     seen.sort_unstable();
     assert_eq!(seen, (1..=20).collect::<Vec<u64>>(), "every call saw the one instance, one at a time");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_of_calls_in_one_session_runs_through_the_executor() {
+    use lovia_host::{ExecSettings, RunState, Tool};
+    use lovia_tests::turn::{call, run};
+    let plugin = session_mode().await;
+    let exec = crate::exec::executor(Tool::from_plugin(&plugin), ExecSettings::default());
+    let calls = (0..20).map(|i| call(&format!("c{i}"), "count_calls", "{}")).collect();
+    let state = RunState { session_id: Some("turn".into()), ..RunState::default() };
+    let turn =
+        tokio::time::timeout(Duration::from_secs(20), run(&exec, calls, &state, |_| None)).await.expect("no hang");
+    let mut seen: Vec<u64> = turn.results().iter().map(|r| r.output.parse().expect("number")).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (1..=20).collect::<Vec<u64>>());
+}

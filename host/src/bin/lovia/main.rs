@@ -1,5 +1,6 @@
 //! `lovia`: inspect, pack and call tool plugins from the command line.
 
+mod bench;
 mod call;
 mod inspect;
 mod pack;
@@ -45,6 +46,10 @@ enum Command {
     /// fails (cancelled, budget exceeded, or the script ran out), 2 for usage,
     /// script or load errors.
     Run(run::Args),
+    /// Measure per-call overhead, latency, throughput, cold start, timeout
+    /// enforcement and memory through the full executor (build with
+    /// --release for meaningful figures).
+    Bench(bench::Args),
 }
 
 /// A failure of the CLI itself: printed as one line plus a hint, exit status 2.
@@ -92,6 +97,7 @@ fn main() -> ExitCode {
             Command::Call(args) => call::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
             Command::Pack(args) => pack::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
             Command::Run(args) => run::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
+            Command::Bench(args) => bench::run(args).await,
         }
     });
     match result {

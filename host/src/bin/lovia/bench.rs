@@ -1,0 +1,447 @@
+//! `lovia bench`: the figures of the README's Performance table, measured
+//! through the full executor (preflight, validation, scheduling,
+//! instantiation, call, rendering, events) on this machine.
+
+use crate::CliError;
+use lovia_host::plugin::config::PluginConfig;
+use lovia_host::{
+    EventSink, ExecSettings, Executor, Host, HostConfig, InstanceMode, Plugin, RunState, Tool, ToolCall, ToolSource,
+    Toolset,
+};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// The diagnostics example plugin (its `echo`, `spin_ms` and `sleep_ms`
+    /// tools are what is measured); `scripts/demo` and `bench/run` build it.
+    #[arg(long, value_name = "WASM", default_value = "target/plugins/diagnostics.wasm")]
+    plugin: PathBuf,
+    /// More components whose cold start (compile vs cached load) to measure
+    /// besides the plugin's (repeatable).
+    #[arg(long = "cold-start", value_name = "WASM")]
+    cold_start: Vec<PathBuf>,
+    /// `echo` calls in the overhead turn.
+    #[arg(long, value_name = "N", default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    calls: u32,
+    /// `sleep_ms` calls in flight at once for the memory figure.
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    concurrent: u32,
+    /// Run only these, comma-separated [default: all].
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    only: Vec<Bench>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Bench {
+    Overhead,
+    Latency,
+    Throughput,
+    ColdStart,
+    Timeout,
+    Memory,
+}
+
+#[derive(Serialize, Default)]
+struct Report {
+    machine: Machine,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    overhead: Vec<Overhead>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    latency: Option<Latency>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    throughput: Option<Throughput>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    cold_start: Vec<ColdStart>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeout: Option<TimeoutFigure>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory: Option<Memory>,
+}
+
+#[derive(Serialize, Default)]
+struct Machine {
+    cpus: usize,
+    cpu_model: String,
+    memory_gib: f64,
+    lovia: &'static str,
+    optimized: bool,
+    pooling_allocator: bool,
+}
+
+#[derive(Serialize)]
+struct Overhead {
+    mode: &'static str,
+    calls: u32,
+    turn_ms: f64,
+    us_per_call: f64,
+}
+
+#[derive(Serialize)]
+struct Latency {
+    samples: usize,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+#[derive(Serialize)]
+struct Throughput {
+    workers: usize,
+    seconds: f64,
+    calls: u64,
+    calls_per_second: f64,
+}
+
+#[derive(Serialize)]
+struct ColdStart {
+    component: String,
+    mib: f64,
+    compile_ms: f64,
+    cached_load_ms: f64,
+}
+
+#[derive(Serialize)]
+struct TimeoutFigure {
+    timeout_ms: u64,
+    returned_after_ms: f64,
+    cpu_ms_in_next_second: f64,
+    idle_cpu_ms_per_second: f64,
+}
+
+#[derive(Serialize)]
+struct Memory {
+    concurrent_calls: u32,
+    all_answered: bool,
+    baseline_mib: f64,
+    peak_mib: f64,
+}
+
+pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
+    let wants = |b: Bench| args.only.is_empty() || args.only.contains(&b);
+    let bytes = std::fs::read(&args.plugin).map_err(|e| {
+        CliError::new(format!("cannot read {}: {e}", args.plugin.display()))
+            .hint("build the example plugins first: scripts/demo (or bench/run), or pass --plugin PATH")
+    })?;
+    // Enough pool slots for every sleeping call plus headroom, so the memory
+    // figure measures the pooling allocator as a server would size it.
+    let config = HostConfig { pool_slots: args.concurrent + 64, ..HostConfig::default() };
+    let host = Host::new(config)?;
+    let origin = args.plugin.display().to_string();
+    let fresh = host.load_bytes(&bytes, &origin).await?;
+    let for_tool = |plugin: &Plugin, tool: &str| -> Result<(), CliError> {
+        match plugin.tool(tool) {
+            Some(_) => Ok(()),
+            None => Err(CliError::new(format!("{origin} has no `{tool}` tool"))
+                .hint("pass the diagnostics example plugin (example-tools/diagnostics)")),
+        }
+    };
+    for tool in ["echo", "spin_ms", "sleep_ms"] {
+        for_tool(&fresh, tool)?;
+    }
+    let mut report = Report { machine: machine(&host), ..Report::default() };
+    let exec = executor(&fresh);
+
+    if wants(Bench::Overhead) {
+        report.overhead.push(overhead(&exec, args.calls, None).await);
+        let session = PluginConfig { instance: InstanceMode::Session, ..PluginConfig::default() };
+        let warm = host.load_bytes_with(&bytes, &origin, session).await?;
+        report.overhead.push(overhead(&executor(&warm), args.calls, Some("bench")).await);
+    }
+    if wants(Bench::Latency) {
+        report.latency = Some(latency(&exec).await);
+    }
+    if wants(Bench::Throughput) {
+        report.throughput = Some(throughput(&exec).await);
+    }
+    if wants(Bench::ColdStart) {
+        let mut paths = vec![args.plugin.clone()];
+        paths.extend(args.cold_start.iter().cloned());
+        for path in paths {
+            report.cold_start.push(cold_start(&path).await?);
+        }
+    }
+    if wants(Bench::Timeout) {
+        report.timeout = Some(timeout(&exec).await);
+    }
+    if wants(Bench::Memory) {
+        report.memory = Some(memory(&exec, args.concurrent).await);
+    }
+
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| CliError::new(e.to_string()))?);
+    } else {
+        print!("{}", table(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn executor(plugin: &Plugin) -> Executor {
+    // Names are unique within one plugin, so this cannot conflict.
+    let tools = Toolset::new().with(ToolSource::Plugin, Tool::from_plugin(plugin)).unwrap_or_default();
+    Executor::new(tools, ExecSettings::default())
+}
+
+/// Runs one turn, draining its events as a consumer would.
+async fn turn(exec: &Executor, calls: &[ToolCall], run: &RunState) -> (Duration, usize) {
+    let (sink, mut rx) = EventSink::channel();
+    let drain = tokio::spawn(async move {
+        let mut n = 0;
+        while rx.recv().await.is_some() {
+            n += 1;
+        }
+        n
+    });
+    let start = Instant::now();
+    let answered = exec.run_turn(calls, run, &sink).await.map(|r| r.len()).unwrap_or(0);
+    let elapsed = start.elapsed();
+    drop(sink);
+    let _ = drain.await;
+    (elapsed, answered)
+}
+
+fn echo_calls(n: u32) -> Vec<ToolCall> {
+    (0..n).map(|i| ToolCall::new(format!("call_{i}"), "echo", r#"{"text": "hi"}"#)).collect()
+}
+
+async fn overhead(exec: &Executor, n: u32, session: Option<&str>) -> Overhead {
+    let calls = echo_calls(n);
+    let run = RunState { session_id: session.map(str::to_owned), ..RunState::default() };
+    for _ in 0..5 {
+        turn(exec, &calls, &run).await;
+    }
+    let mut times: Vec<f64> = Vec::new();
+    for _ in 0..25 {
+        times.push(turn(exec, &calls, &run).await.0.as_secs_f64());
+    }
+    let median = percentile(&mut times, 50.0);
+    Overhead {
+        mode: if session.is_some() { "session" } else { "fresh" },
+        calls: n,
+        turn_ms: median * 1e3,
+        us_per_call: median * 1e6 / f64::from(n),
+    }
+}
+
+async fn latency(exec: &Executor) -> Latency {
+    let calls = echo_calls(1);
+    let run = RunState::default();
+    for _ in 0..200 {
+        turn(exec, &calls, &run).await;
+    }
+    let mut times: Vec<f64> = Vec::new();
+    for _ in 0..5_000 {
+        times.push(turn(exec, &calls, &run).await.0.as_secs_f64());
+    }
+    Latency {
+        samples: times.len(),
+        p50_us: percentile(&mut times, 50.0) * 1e6,
+        p99_us: percentile(&mut times, 99.0) * 1e6,
+    }
+}
+
+async fn throughput(exec: &Executor) -> Throughput {
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()) * 2;
+    let window = Duration::from_secs(3);
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..workers {
+        let exec = exec.clone();
+        tasks.spawn(async move {
+            let calls = echo_calls(50);
+            let run = RunState::default();
+            let mut done = 0u64;
+            while start.elapsed() < window {
+                done += turn(&exec, &calls, &run).await.1 as u64;
+            }
+            done
+        });
+    }
+    let mut calls = 0;
+    while let Some(done) = tasks.join_next().await {
+        calls += done.unwrap_or(0);
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    Throughput { workers, seconds, calls, calls_per_second: calls as f64 / seconds }
+}
+
+async fn cold_start(path: &Path) -> Result<ColdStart, CliError> {
+    let bytes = std::fs::read(path).map_err(|e| CliError::new(format!("cannot read {}: {e}", path.display())))?;
+    let origin = path.display().to_string();
+    let mut compile = Vec::new();
+    for _ in 0..3 {
+        let host = Host::new(HostConfig { pool_slots: 16, ..HostConfig::default() })?;
+        let start = Instant::now();
+        host.load_bytes(&bytes, &origin).await?;
+        compile.push(start.elapsed().as_secs_f64());
+    }
+    let cache = std::env::temp_dir().join(format!("lovia-bench-cache-{}", std::process::id()));
+    let host = Host::new(HostConfig { pool_slots: 16, cache_dir: Some(cache.clone()), ..HostConfig::default() })?;
+    host.load_bytes(&bytes, &origin).await?;
+    let mut cached = Vec::new();
+    for _ in 0..30 {
+        let start = Instant::now();
+        host.load_file(path).await?;
+        cached.push(start.elapsed().as_secs_f64());
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+    Ok(ColdStart {
+        component: path.file_name().map_or(origin.clone(), |n| n.to_string_lossy().into_owned()),
+        mib: bytes.len() as f64 / f64::from(1 << 20),
+        compile_ms: percentile(&mut compile, 50.0) * 1e3,
+        cached_load_ms: percentile(&mut cached, 50.0) * 1e3,
+    })
+}
+
+async fn timeout(exec: &Executor) -> TimeoutFigure {
+    let idle_before = cpu_time();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle = cpu_time() - idle_before;
+    let timeout_ms = 50;
+    let calls = [ToolCall::new("spin", "spin_ms", r#"{"ms": 10000}"#)];
+    let exec = {
+        let settings =
+            ExecSettings { default_timeout: Some(Duration::from_millis(timeout_ms)), ..exec.settings().clone() };
+        Executor::new(exec.tools().clone(), settings)
+    };
+    let mut returned = Vec::new();
+    let mut after = Vec::new();
+    for _ in 0..5 {
+        returned.push(turn(&exec, &calls, &RunState::default()).await.0.as_secs_f64());
+        let before = cpu_time();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        after.push((cpu_time() - before).as_secs_f64());
+    }
+    TimeoutFigure {
+        timeout_ms,
+        returned_after_ms: percentile(&mut returned, 100.0) * 1e3,
+        cpu_ms_in_next_second: percentile(&mut after, 100.0) * 1e3,
+        idle_cpu_ms_per_second: idle.as_secs_f64() * 1e3,
+    }
+}
+
+async fn memory(exec: &Executor, n: u32) -> Memory {
+    let baseline = rss_mib();
+    let calls: Vec<ToolCall> =
+        (0..n).map(|i| ToolCall::new(format!("sleep_{i}"), "sleep_ms", r#"{"ms": 2000}"#)).collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut peak: f64 = 0.0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(rss_mib());
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            peak
+        })
+    };
+    let (_, answered) = turn(exec, &calls, &RunState::default()).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = sampler.await.unwrap_or(0.0).max(rss_mib());
+    Memory { concurrent_calls: n, all_answered: answered == n as usize, baseline_mib: baseline, peak_mib: peak }
+}
+
+/// The `p`th percentile (nearest rank) of `values`.
+fn percentile(values: &mut [f64], p: f64) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * values.len() as f64).ceil() as usize;
+    values[rank.clamp(1, values.len()) - 1]
+}
+
+/// CPU time (user + system) of this process so far, from /proc/self/stat.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<u64> = rest.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect();
+    // utime and stime are fields 14 and 15, in clock ticks (100 per second on Linux).
+    let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+/// Resident memory of this process in MiB, from /proc/self/status.
+fn rss_mib() -> f64 {
+    proc_kib("/proc/self/status", "VmRSS:") / 1024.0
+}
+
+fn proc_kib(file: &str, key: &str) -> f64 {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn machine(host: &Host) -> Machine {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        .unwrap_or_else(|| "unknown".into());
+    Machine {
+        cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        cpu_model,
+        memory_gib: (proc_kib("/proc/meminfo", "MemTotal:") / f64::from(1 << 20) * 10.0).round() / 10.0,
+        lovia: env!("CARGO_PKG_VERSION"),
+        optimized: !cfg!(debug_assertions),
+        pooling_allocator: host.is_pooled(),
+    }
+}
+
+fn table(r: &Report) -> String {
+    let m = &r.machine;
+    let mut out = format!("lovia {} bench on {} CPUs ({}), {} GiB RAM\n", m.lovia, m.cpus, m.cpu_model, m.memory_gib);
+    if !m.optimized {
+        out += "warning: a debug build; figures mean little (cargo build --release -p lovia-host)\n";
+    }
+    for o in &r.overhead {
+        out += &format!(
+            "overhead    {} echo calls in one turn, {:<7} {:>8.2} ms per turn  {:>7.1} µs per call\n",
+            o.calls, o.mode, o.turn_ms, o.us_per_call
+        );
+    }
+    if let Some(l) = &r.latency {
+        out += &format!(
+            "latency     one call through the executor      p50 {:>7.1} µs   p99 {:>7.1} µs\n",
+            l.p50_us, l.p99_us
+        );
+    }
+    if let Some(t) = &r.throughput {
+        out += &format!(
+            "throughput  {} workers for {:.1} s                {:>9.0} calls/s ({} calls)\n",
+            t.workers, t.seconds, t.calls_per_second, t.calls
+        );
+    }
+    for c in &r.cold_start {
+        out += &format!(
+            "cold start  {} ({:.1} MiB)   compile {:>8.1} ms   cached load {:>6.2} ms\n",
+            c.component, c.mib, c.compile_ms, c.cached_load_ms
+        );
+    }
+    if let Some(t) = &r.timeout {
+        out += &format!(
+            "timeout     spin_ms with a {} ms timeout         returned after {:.1} ms; CPU in the next second {:.0} ms (idle host: {:.0} ms/s)\n",
+            t.timeout_ms, t.returned_after_ms, t.cpu_ms_in_next_second, t.idle_cpu_ms_per_second
+        );
+    }
+    if let Some(m) = &r.memory {
+        out += &format!(
+            "memory      {} concurrent sleep_ms calls         peak {:.0} MiB resident (baseline {:.0} MiB){}\n",
+            m.concurrent_calls,
+            m.peak_mib,
+            m.baseline_mib,
+            if m.all_answered { "" } else { "; NOT every call was answered" }
+        );
+    }
+    out
+}
