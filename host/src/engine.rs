@@ -4,7 +4,7 @@ use crate::error::HostError;
 use crate::sandbox::{CallLimits, SandboxState};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -62,7 +62,7 @@ pub struct Host {
     pub(crate) config: Arc<HostConfig>,
     pub(crate) tenant_fuel: Arc<crate::sandbox::FuelLedger>,
     pooled: bool,
-    _ticker: Arc<Ticker>,
+    pub(crate) ticker: Arc<Ticker>,
 }
 
 impl std::fmt::Debug for Host {
@@ -96,7 +96,7 @@ impl Host {
             config: Arc::new(config),
             tenant_fuel,
             pooled,
-            _ticker: Arc::new(ticker),
+            ticker: Arc::new(ticker),
         })
     }
 
@@ -122,6 +122,14 @@ fn engine_config(host: &HostConfig, pooled: bool) -> Config {
     config.wasm_component_model(true);
     config.consume_fuel(host.fuel_metering);
     config.max_wasm_stack(host.max_wasm_stack);
+    // Wasm-level backtraces and their address maps are for debugging guests;
+    // traps are classified by their codes. Leaving them out makes artifacts
+    // smaller and cached loads faster.
+    config.generate_address_map(false);
+    config.wasm_backtrace_max_frames(None);
+    // Native unwind tables only serve host debuggers and profilers walking
+    // through guest frames; registering them dominated cached loads.
+    config.native_unwind_info(false);
     if pooled {
         let mut pooling = PoolingAllocationConfig::default();
         let slots = host.pool_slots.max(1);
@@ -131,35 +139,87 @@ fn engine_config(host: &HostConfig, pooled: bool) -> Config {
         pooling.total_tables(slots.saturating_mul(4));
         pooling.total_stacks(slots);
         pooling.max_memory_size(host.limits.memory_bytes);
+        // Resetting a slot with madvise shoots down TLBs on every core on
+        // every call (it dominated profiles: design §5). Instead keep the
+        // first pages of each memory and table resident and reset only the
+        // dirty ones with memset (PAGEMAP_SCAN, Linux 6.7+; plain memset of
+        // the kept bytes before that), and batch what must still be decommitted.
+        pooling.linear_memory_keep_resident(KEEP_RESIDENT_BYTES);
+        pooling.table_keep_resident(64 << 10);
+        pooling.pagemap_scan(wasmtime::Enabled::Auto);
+        pooling.decommit_batch_size(DECOMMIT_BATCH);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
     }
     config
 }
 
-/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
-struct Ticker {
-    stop: Arc<AtomicBool>,
+/// Bytes of each pooled linear memory kept resident between instances.
+const KEEP_RESIDENT_BYTES: usize = 2 << 20;
+/// Slots decommitted together.
+const DECOMMIT_BATCH: usize = 32;
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] while any store is
+/// live, and sleeps otherwise: an idle host burns no CPU on ticks.
+pub(crate) struct Ticker {
+    shared: Arc<TickerShared>,
+    thread: Option<std::thread::Thread>,
+}
+
+struct TickerShared {
+    stop: AtomicBool,
+    /// Stores alive now (calls, `info`/`tools`, approvals).
+    active: AtomicUsize,
+}
+
+/// Keeps the ticker running while alive; one per live store.
+pub(crate) struct Ticking {
+    shared: Arc<TickerShared>,
+}
+
+impl Drop for Ticking {
+    fn drop(&mut self) {
+        self.shared.active.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Ticker {
     fn start(engine: Engine) -> Ticker {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        std::thread::Builder::new()
+        let shared = Arc::new(TickerShared { stop: AtomicBool::new(false), active: AtomicUsize::new(0) });
+        let state = shared.clone();
+        let thread = std::thread::Builder::new()
             .name("lovia-epoch".into())
             .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
+                while !state.stop.load(Ordering::Acquire) {
+                    if state.active.load(Ordering::Acquire) == 0 {
+                        // `Ticker::enter` unparks; a wake-up that comes first is not lost.
+                        std::thread::park();
+                        continue;
+                    }
                     std::thread::sleep(EPOCH_TICK);
                     engine.increment_epoch();
                 }
             })
-            .map_or_else(|e| tracing::error!(%e, "cannot start the epoch ticker; deadlines will not fire"), drop);
-        Ticker { stop }
+            .map_err(|e| tracing::error!(%e, "cannot start the epoch ticker; deadlines will not fire"))
+            .ok();
+        Ticker { shared, thread: thread.map(|t| t.thread().clone()) }
+    }
+
+    /// Marks a store live until the guard drops, waking the ticker.
+    pub(crate) fn enter(&self) -> Ticking {
+        if self.shared.active.fetch_add(1, Ordering::AcqRel) == 0
+            && let Some(t) = &self.thread
+        {
+            t.unpark();
+        }
+        Ticking { shared: self.shared.clone() }
     }
 }
 
 impl Drop for Ticker {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(t) = &self.thread {
+            t.unpark();
+        }
     }
 }

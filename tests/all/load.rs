@@ -52,9 +52,16 @@ async fn the_compiled_artifact_cache_is_reused_and_a_damaged_artifact_rebuilt() 
     })
     .expect("host");
     let first = cached.load_file(fixtures::DOCS).await.expect("load");
-    let artifacts: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").map(|e| e.expect("entry").path()).collect();
-    assert_eq!(artifacts.len(), 1, "one artifact per component and engine");
+    let files: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").map(|e| e.expect("entry").path()).collect();
+    let named = |suffix: &str| -> Vec<std::path::PathBuf> {
+        files.iter().filter(|p| p.to_string_lossy().ends_with(suffix)).cloned().collect()
+    };
+    let artifacts = named(".cwasm");
+    assert_eq!(artifacts.len(), 1, "one artifact per component and engine: {files:?}");
+    assert_eq!(named(".manifest.json").len(), 1, "and its checked description: {files:?}");
+    assert_eq!(files.len(), 2, "{files:?}");
     let artifact = &artifacts[0];
+    let described = named(".manifest.json").remove(0);
     assert!(artifact.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(first.digest())));
 
     // A cache hit leaves the artifact untouched.
@@ -64,11 +71,14 @@ async fn the_compiled_artifact_cache_is_reused_and_a_damaged_artifact_rebuilt() 
     assert_eq!(std::fs::metadata(artifact).and_then(|m| m.modified()).expect("mtime"), written, "not recompiled");
     assert_eq!(first.manifest(), second.manifest());
 
-    // A damaged artifact is never trusted: it is recompiled and replaced.
+    // A damaged artifact or description is never trusted: it is rebuilt and replaced.
     std::fs::write(artifact, b"garbage").expect("damage");
+    std::fs::write(&described, b"{not json").expect("damage");
     let third = cached.load_file(fixtures::DOCS).await.expect("load after damage");
     assert_eq!(third.manifest(), first.manifest());
     assert!(std::fs::metadata(artifact).expect("artifact").len() > 1000, "the artifact was rewritten");
+    let rewritten: serde_json::Value = serde_json::from_slice(&std::fs::read(&described).expect("read")).expect("json");
+    assert_eq!(rewritten["manifest"]["tools"][0]["name"], "search_docs", "the description was rewritten");
     let out = third.invoke(&lovia_host::CallRequest::new("search_docs", r#"{"query": "limits"}"#)).await;
     assert_eq!(out.model_output(), r#"["Limits"]"#);
 }

@@ -3,6 +3,7 @@
 //! (a precompiled artifact is only valid for the engine settings it was
 //! compiled with, design §5).
 
+use super::manifest::Manifest;
 use crate::error::LoadError;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -57,6 +58,44 @@ fn load_artifact(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
     // compatibility before using one. An attacker who can write the cache
     // directory can already replace the host binary.
     unsafe { Component::deserialize(engine, &bytes) }
+}
+
+/// Where the checked manifest of `digest` is cached. The key includes
+/// lovia's version, so a host that checks specs differently never trusts an
+/// older host's verdict.
+fn described_path(dir: &Path, engine: &Engine, digest: &str) -> PathBuf {
+    let artifact = artifact_path(dir, engine, digest);
+    artifact.with_extension(format!("lovia-{}.manifest.json", env!("CARGO_PKG_VERSION")))
+}
+
+/// What a first load learnt about a component: its checked manifest and its imports.
+#[derive(serde::Deserialize)]
+pub(crate) struct Described {
+    pub(crate) manifest: Manifest,
+    pub(crate) imports: Vec<String>,
+}
+
+#[derive(serde::Serialize)]
+struct DescribedRef<'a> {
+    manifest: &'a Manifest,
+    imports: &'a [String],
+}
+
+/// The cached, already checked description of `digest`, if there is a usable one.
+pub(crate) fn load_described(dir: &Path, engine: &Engine, digest: &str) -> Option<Described> {
+    let text = std::fs::read(described_path(dir, engine, digest)).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// Caches a description; a failure only costs the next load a describe.
+pub(crate) fn store_described(dir: &Path, engine: &Engine, digest: &str, manifest: &Manifest, imports: &[String]) {
+    let path = described_path(dir, engine, digest);
+    let written = serde_json::to_vec(&DescribedRef { manifest, imports })
+        .map_err(std::io::Error::other)
+        .and_then(|b| write_atomically(&path, &b));
+    if let Err(err) = written {
+        tracing::warn!(path = %path.display(), %err, "cannot cache the plugin's manifest");
+    }
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

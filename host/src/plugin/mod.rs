@@ -107,23 +107,50 @@ impl Host {
         check_header(bytes, origin)?;
         let digest = hex::encode(Sha256::digest(bytes));
         let component = cache::compile(&self.engine, bytes, &digest, origin, self.config.cache_dir.as_deref())?;
-        let view =
-            manifest::read_static(bytes).map_err(|reason| LoadError::Invalid { origin: origin.into(), reason })?;
+        // What `info()` and `tools()` said, checked, and the imports are
+        // cached beside the artifact: a cached load runs none of the
+        // plugin's code and parses none of its bytes.
+        let cache_dir = self.config.cache_dir.as_deref();
+        let cached = cache_dir.and_then(|dir| cache::load_described(dir, &self.engine, &digest));
+        let (cached, imports) = match cached {
+            Some(described) => (Some(described.manifest), described.imports),
+            None => {
+                let imports = manifest::read_static(bytes)
+                    .map_err(|reason| LoadError::Invalid { origin: origin.into(), reason })?
+                    .imports;
+                (None, imports)
+            }
+        };
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
             let reason = cache::root_cause(&e);
-            let import = view.imports.iter().find(|i| reason.contains(i.as_str())).cloned().unwrap_or(reason);
+            let import = imports.iter().find(|i| reason.contains(i.as_str())).cloned().unwrap_or(reason);
             LoadError::UnknownImport { origin: origin.into(), import }
         })?;
         let pre = ToolPluginPre::new(instance_pre)
             .map_err(|e| LoadError::WrongExports { origin: origin.into(), reason: cache::root_cause(&e) })?;
-        let (info, specs) = describe(self, &pre, origin).await?;
-        let info = PluginInfo { name: info.name, version: info.version, instructions: info.instructions };
+        let described = match cached {
+            Some(manifest) => manifest,
+            None => {
+                let (info, specs) = describe(self, &pre, origin).await?;
+                let info = PluginInfo { name: info.name, version: info.version, instructions: info.instructions };
+                let mut tools: Vec<ToolSpec> = Vec::with_capacity(specs.len());
+                for spec in specs {
+                    let spec = convert_spec(spec, origin)?;
+                    if tools.iter().any(|t| t.name == spec.name) {
+                        return Err(invalid_spec(origin, &spec.name, "the name is declared twice in this plugin"));
+                    }
+                    tools.push(spec);
+                }
+                let manifest = manifest::Manifest { manifest_version: 1, info, tools };
+                if let Some(dir) = cache_dir {
+                    cache::store_described(dir, &self.engine, &digest, &manifest, &imports);
+                }
+                manifest
+            }
+        };
+        let manifest::Manifest { info, tools: specs, .. } = described;
         let mut tools: Vec<LoadedTool> = Vec::with_capacity(specs.len());
         for spec in specs {
-            let spec = convert_spec(spec, origin)?;
-            if tools.iter().any(|t| t.spec.name == spec.name) {
-                return Err(invalid_spec(origin, &spec.name, "the name is declared twice in this plugin"));
-            }
             let validator = ArgumentValidator::new(&spec.name, &spec.parameters, spec.strict)
                 .map_err(|reason| invalid_spec(origin, &spec.name, &reason))?;
             tools.push(LoadedTool { name: spec.name.as_str().into(), spec, validator: Arc::new(validator) });
@@ -139,7 +166,7 @@ impl Host {
                 pre,
                 info,
                 tools,
-                imports: view.imports,
+                imports,
                 warm: warm::WarmInstances::default(),
             }),
         })
@@ -373,6 +400,7 @@ impl Plugin {
             limits,
             fuel,
             grants: &self.inner.config.grants,
+            ticker: &self.inner.host.ticker,
             timeout,
             session_store,
         }
@@ -431,6 +459,7 @@ async fn describe(
             timeout: Some(PLUGIN_QUERY_TIMEOUT),
             fuel: host.config.limits.fuel,
             grants: &crate::sandbox::Grants::default(),
+            ticker: &host.ticker,
             session_store: None,
         },
     );

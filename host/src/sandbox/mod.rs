@@ -22,6 +22,7 @@ pub use sqlite::{SqliteStore, StoreOpenError};
 pub use store::{MemoryStore, SessionStore, StoreQuota};
 pub(crate) use trap::{DeadlineExceeded, classify};
 
+use crate::engine::{Ticker, Ticking};
 use output::OutputRing;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,6 +45,8 @@ pub struct SandboxState {
     pub(crate) session_store: Option<Arc<dyn SessionStore>>,
     pub(crate) stderr: OutputRing,
     events_left: u32,
+    /// Keeps the epoch ticker running while a call uses this store.
+    ticking: Option<Ticking>,
 }
 
 impl WasiView for SandboxState {
@@ -80,6 +83,8 @@ pub(crate) struct StoreSpec<'a> {
     pub(crate) fuel: Option<u64>,
     /// What the plugin is granted.
     pub(crate) grants: &'a Grants,
+    /// The host's epoch ticker, kept running while the call lasts.
+    pub(crate) ticker: &'a Ticker,
     pub(crate) session_store: Option<Arc<dyn SessionStore>>,
 }
 
@@ -120,6 +125,7 @@ pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxSt
         tool: spec.tool,
         session_store: spec.session_store,
         stderr,
+        ticking: Some(spec.ticker.enter()),
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.store_limits);
@@ -139,6 +145,7 @@ pub(crate) fn reuse_store(store: &mut Store<SandboxState>, spec: StoreSpec<'_>) 
     state.call = spec.call;
     state.tool = spec.tool;
     state.session_store = spec.session_store;
+    state.ticking = Some(spec.ticker.enter());
     // A panic message must come from this call, not an earlier one.
     state.stderr.clear();
     arm(store, spec.limits, spec.timeout, spec.fuel);
@@ -151,6 +158,8 @@ pub(crate) fn park_store(store: &mut Store<SandboxState>) {
     let state = store.data_mut();
     state.call = CallContext::default();
     state.session_store = None;
+    // An idle warm instance must not keep the ticker (and a core) awake.
+    state.ticking = None;
 }
 
 /// Sets a call's fuel and wall-clock deadline on `store`.

@@ -146,6 +146,10 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     let mut report = Report { machine: machine(&host), ..Report::default() };
     let exec = executor(&fresh);
 
+    // Memory first: the baseline is then this process before any other work.
+    if wants(Bench::Memory) {
+        report.memory = Some(memory(&exec, args.concurrent).await);
+    }
     if wants(Bench::Overhead) {
         report.overhead.push(overhead(&exec, args.calls, None).await);
         let session = PluginConfig { instance: InstanceMode::Session, ..PluginConfig::default() };
@@ -158,18 +162,16 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     if wants(Bench::Throughput) {
         report.throughput = Some(throughput(&exec).await);
     }
+    if wants(Bench::Timeout) {
+        report.timeout = Some(timeout(&exec).await);
+    }
+    // Cold start last: compiling large components grows this process.
     if wants(Bench::ColdStart) {
         let mut paths = vec![args.plugin.clone()];
         paths.extend(args.cold_start.iter().cloned());
         for path in paths {
             report.cold_start.push(cold_start(&path).await?);
         }
-    }
-    if wants(Bench::Timeout) {
-        report.timeout = Some(timeout(&exec).await);
-    }
-    if wants(Bench::Memory) {
-        report.memory = Some(memory(&exec, args.concurrent).await);
     }
 
     if args.json {
