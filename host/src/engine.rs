@@ -159,7 +159,8 @@ const KEEP_RESIDENT_BYTES: usize = 2 << 20;
 const DECOMMIT_BATCH: usize = 32;
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] while any store is
-/// live, and sleeps otherwise: an idle host burns no CPU on ticks.
+/// live, and parks 100 ms after the last one ends: an idle host burns no
+/// CPU on ticks.
 pub(crate) struct Ticker {
     shared: Arc<TickerShared>,
     thread: Option<std::thread::Thread>,
@@ -169,6 +170,8 @@ struct TickerShared {
     stop: AtomicBool,
     /// Stores alive now (calls, `info`/`tools`, approvals).
     active: AtomicUsize,
+    /// Whether the ticker thread is parked (or about to park).
+    parked: AtomicBool,
 }
 
 /// Keeps the ticker running while alive; one per live store.
@@ -182,18 +185,38 @@ impl Drop for Ticking {
     }
 }
 
+/// Ticks without any live store before the ticker parks: back-to-back calls
+/// then cost no wake-up.
+const IDLE_TICKS_BEFORE_PARKING: u32 = 100;
+
 impl Ticker {
     fn start(engine: Engine) -> Ticker {
-        let shared = Arc::new(TickerShared { stop: AtomicBool::new(false), active: AtomicUsize::new(0) });
+        let shared = Arc::new(TickerShared {
+            stop: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
+            parked: AtomicBool::new(false),
+        });
         let state = shared.clone();
         let thread = std::thread::Builder::new()
             .name("lovia-epoch".into())
             .spawn(move || {
+                let mut idle = 0;
                 while !state.stop.load(Ordering::Acquire) {
                     if state.active.load(Ordering::Acquire) == 0 {
-                        // `Ticker::enter` unparks; a wake-up that comes first is not lost.
-                        std::thread::park();
-                        continue;
+                        idle += 1;
+                        if idle >= IDLE_TICKS_BEFORE_PARKING {
+                            state.parked.store(true, Ordering::Release);
+                            // Re-check after announcing: a store that started in between
+                            // either sees `parked` and unparks us, or is counted here.
+                            if state.active.load(Ordering::Acquire) == 0 && !state.stop.load(Ordering::Acquire) {
+                                std::thread::park();
+                            }
+                            state.parked.store(false, Ordering::Release);
+                            idle = 0;
+                            continue;
+                        }
+                    } else {
+                        idle = 0;
                     }
                     std::thread::sleep(EPOCH_TICK);
                     engine.increment_epoch();
@@ -204,9 +227,10 @@ impl Ticker {
         Ticker { shared, thread: thread.map(|t| t.thread().clone()) }
     }
 
-    /// Marks a store live until the guard drops, waking the ticker.
+    /// Marks a store live until the guard drops, waking the ticker if it sleeps.
     pub(crate) fn enter(&self) -> Ticking {
-        if self.shared.active.fetch_add(1, Ordering::AcqRel) == 0
+        self.shared.active.fetch_add(1, Ordering::AcqRel);
+        if self.shared.parked.load(Ordering::Acquire)
             && let Some(t) = &self.thread
         {
             t.unpark();
