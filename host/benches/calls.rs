@@ -1,3 +1,4 @@
+#![allow(missing_docs, reason = "criterion_group! generates an undocumented function")]
 //! Criterion benchmarks of the per-call paths: one model turn of 200 `echo`
 //! calls through the full executor (fresh instances and session mode), a
 //! single call, and a cached plugin load.
@@ -37,17 +38,14 @@ fn calls(c: &mut Criterion) {
     let mut group = c.benchmark_group("executor");
     group.measurement_time(Duration::from_secs(5));
     let fresh = executor(&host, &rt, InstanceMode::Fresh);
-    group.bench_function("turn_of_200_echo_calls/fresh", |b| {
-        b.to_async(&rt).iter(|| turn(&fresh, &echo, &RunState::default()))
-    });
+    let no_session = RunState::default();
+    group.bench_function("turn_of_200_echo_calls/fresh", |b| b.to_async(&rt).iter(|| turn(&fresh, &echo, &no_session)));
     let session = executor(&host, &rt, InstanceMode::Session);
     let in_session = RunState { session_id: Some("bench".into()), ..RunState::default() };
     group.bench_function("turn_of_200_echo_calls/session", |b| {
         b.to_async(&rt).iter(|| turn(&session, &echo, &in_session))
     });
-    group.bench_function("single_call/fresh", |b| {
-        b.to_async(&rt).iter(|| turn(&fresh, &echo[..1], &RunState::default()))
-    });
+    group.bench_function("single_call/fresh", |b| b.to_async(&rt).iter(|| turn(&fresh, &echo[..1], &no_session)));
     group.finish();
 
     let cache = tempfile::tempdir().expect("tempdir");
@@ -59,5 +57,9 @@ fn calls(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, calls);
+criterion_group! {
+    name = benches;
+    config = Criterion::default();
+    targets = calls
+}
 criterion_main!(benches);

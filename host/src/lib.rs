@@ -23,6 +23,7 @@ pub mod exec;
 pub mod plugin;
 pub mod policy;
 pub mod sandbox;
+pub mod serve;
 pub mod tool;
 
 pub use approval::{ApprovalChannel, ApprovalDecision, ApprovalHandler, ApprovalRequest, HandlerAnswer, NeedsApproval};

@@ -150,11 +150,33 @@ async fn pack_embeds_a_manifest_that_verify_accepts() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in ["inspect", "call", "pack", "run"] {
+    for sub in ["inspect", "call", "pack", "run", "bench", "serve"] {
         let o = lovia(&[sub, "--help"]);
         assert_eq!(o.status.code(), Some(0));
         assert!(stdout(&o).contains("Usage: lovia"), "{sub}");
     }
+}
+
+#[test]
+fn serve_hash_key_prints_what_api_keys_hold() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lovia"))
+        .args(["serve", "--hash-key"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child.stdin.take().expect("stdin").write_all(b"demo-key\n").expect("write");
+    let o = child.wait_with_output().expect("wait");
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(stdout(&o), format!("{}\n", lovia_host::serve::hash_key("demo-key")));
+    let o = lovia(&["serve", "--config", "/no/such/serve.toml"]);
+    assert_usage_error(&o, "cannot read /no/such/serve.toml");
+}
+
+#[test]
+fn bench_without_the_plugin_says_how_to_build_it() {
+    assert_usage_error(&lovia(&["bench", "--plugin", "/no/such.wasm"]), "cannot read /no/such.wasm");
 }
 
 fn run_script(script: &str, extra: &[&str]) -> (Output, Vec<serde_json::Value>) {

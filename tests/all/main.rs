@@ -7,3 +7,4 @@ mod load;
 mod outcomes;
 mod sandbox;
 mod schemas;
+mod serve;

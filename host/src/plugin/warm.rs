@@ -37,10 +37,13 @@ pub(crate) struct Warm {
 /// runs, so that a call abandoned half-way never hands its instance on.
 pub(crate) type Slot = Arc<tokio::sync::Mutex<Option<Warm>>>;
 
-/// The warm instances of one plugin, by (tenant, session).
+/// (tenant, session).
+type SessionKey = (Option<String>, String);
+
+/// The warm instances of one plugin, by (tenant, session), with when each was last used.
 #[derive(Default)]
 pub(crate) struct WarmInstances {
-    slots: Mutex<HashMap<(Option<String>, String), (Slot, u64)>>,
+    slots: Mutex<HashMap<SessionKey, (Slot, u64)>>,
     clock: std::sync::atomic::AtomicU64,
 }
 

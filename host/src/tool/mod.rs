@@ -36,6 +36,21 @@ pub struct ToolHints {
     pub open_world: bool,
 }
 
+impl ToolSpec {
+    /// The tool in OpenAI's function-calling format:
+    /// `{"type":"function","function":{name,description,parameters,strict}}`.
+    pub fn openai_function(&self) -> serde_json::Value {
+        serde_json::json!({"type": "function", "function": {
+            "name": self.name, "description": self.description, "parameters": self.parameters, "strict": self.strict,
+        }})
+    }
+
+    /// The tool in Anthropic's format: `{name,description,input_schema}`.
+    pub fn anthropic_tool(&self) -> serde_json::Value {
+        serde_json::json!({"name": self.name, "description": self.description, "input_schema": self.parameters})
+    }
+}
+
 /// One tool as its plugin declares it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {

@@ -57,8 +57,8 @@ pub(crate) async fn run(args: Args, host: impl FnOnce() -> Result<Host, CliError
     let out = match args.format {
         Format::Table => table(&manifest, &view.imports, &grants),
         Format::Json => pretty(&json!(manifest.tools)),
-        Format::Openai => pretty(&Value::Array(manifest.tools.iter().map(openai).collect())),
-        Format::Anthropic => pretty(&Value::Array(manifest.tools.iter().map(anthropic).collect())),
+        Format::Openai => pretty(&Value::Array(manifest.tools.iter().map(ToolSpec::openai_function).collect())),
+        Format::Anthropic => pretty(&Value::Array(manifest.tools.iter().map(ToolSpec::anthropic_tool).collect())),
     };
     println!("{out}");
     Ok(ExitCode::SUCCESS)
@@ -66,16 +66,6 @@ pub(crate) async fn run(args: Args, host: impl FnOnce() -> Result<Host, CliError
 
 fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default()
-}
-
-fn openai(t: &ToolSpec) -> Value {
-    json!({"type": "function", "function": {
-        "name": t.name, "description": t.description, "parameters": t.parameters, "strict": t.strict,
-    }})
-}
-
-fn anthropic(t: &ToolSpec) -> Value {
-    json!({"name": t.name, "description": t.description, "input_schema": t.parameters})
 }
 
 fn table(m: &Manifest, imports: &[String], grants: &lovia_host::sandbox::Grants) -> String {

@@ -5,6 +5,7 @@ mod call;
 mod inspect;
 mod pack;
 mod run;
+mod serve;
 
 use clap::{Parser, Subcommand};
 use lovia_host::{Host, HostConfig, LoadError};
@@ -50,6 +51,9 @@ enum Command {
     /// enforcement and memory through the full executor (build with
     /// --release for meaningful figures).
     Bench(bench::Args),
+    /// Serve the tools of many tenants over HTTP: health, metrics, tool
+    /// listing and direct calls, each behind a tenant's API key.
+    Serve(serve::Args),
 }
 
 /// A failure of the CLI itself: printed as one line plus a hint, exit status 2.
@@ -98,6 +102,7 @@ fn main() -> ExitCode {
             Command::Pack(args) => pack::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
             Command::Run(args) => run::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
             Command::Bench(args) => bench::run(args).await,
+            Command::Serve(args) => serve::run(args, || host(cli.no_cache, cli.cache_dir.clone())).await,
         }
     });
     match result {

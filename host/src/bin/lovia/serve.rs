@@ -1,0 +1,61 @@
+//! `lovia serve`.
+
+use crate::CliError;
+use lovia_host::Host;
+use lovia_host::serve::{ServeConfig, Service, hash_key};
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// The service config (TOML: listen, tenants with hashed API keys,
+    /// plugins, grants, limits, quotas); see examples/serve.toml.
+    #[arg(long, value_name = "FILE", default_value = "examples/serve.toml")]
+    config: PathBuf,
+    /// Listen here instead of the config's `listen` (e.g. 127.0.0.1:0 for any free port).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
+    /// Read an API key from stdin, print the SHA-256 that goes into
+    /// `api_keys`, and exit.
+    #[arg(long)]
+    hash_key: bool,
+}
+
+pub(crate) async fn run(args: Args, host: impl FnOnce() -> Result<Host, CliError>) -> Result<ExitCode, CliError> {
+    if args.hash_key {
+        let mut key = String::new();
+        std::io::stdin().lock().read_line(&mut key).map_err(|e| CliError::new(format!("reading stdin: {e}")))?;
+        let key = key.trim_end_matches(['\n', '\r']);
+        if key.is_empty() {
+            return Err(CliError::new("no key on stdin").hint("echo -n 'my-secret-key' | lovia serve --hash-key"));
+        }
+        println!("{}", hash_key(key));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let config = ServeConfig::load(&args.config)
+        .map_err(|e| CliError::new(e.to_string()).hint("see examples/serve.toml for a working config"))?;
+    let host = host()?;
+    let service = Service::new(&host, &config).await.map_err(|e| CliError::new(e.to_string()))?;
+    let addr = args.listen.unwrap_or(config.listen);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| CliError::new(format!("cannot listen on {addr}: {e}")).hint("pick another port with --listen"))?;
+    let local = listener.local_addr().map_err(|e| CliError::new(e.to_string()))?;
+    let tenants: Vec<&str> = config.tenants.iter().map(|t| t.name.as_str()).collect();
+    println!("lovia serve listening on http://{local} (tenants: {})", tenants.join(", "));
+    println!("  curl http://{local}/healthz");
+    println!("  curl -H 'Authorization: Bearer <key>' http://{local}/api/tools");
+    println!(
+        "  curl -H 'Authorization: Bearer <key>' -d '{{\"order_id\": \"A-1001\"}}' http://{local}/api/tools/lookup_order/call"
+    );
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+        eprintln!("shutting down: finishing calls in flight");
+    };
+    axum::serve(listener, service.router())
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| CliError::new(format!("server error: {e}")))?;
+    Ok(ExitCode::SUCCESS)
+}

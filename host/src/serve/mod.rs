@@ -1,0 +1,224 @@
+//! `lovia serve`: the tool host as a multi-tenant HTTP service (axum).
+//!
+//! Every `/api` route needs `Authorization: Bearer <key>`; the key's
+//! SHA-256 picks the tenant. A tenant sees and calls only its own tools:
+//! another tenant's tool is a 404, exactly like a tool that does not exist.
+//!
+//! - `GET /healthz` → `ok`
+//! - `GET /metrics` → Prometheus text (calls, errors, latency, in flight, refusals)
+//! - `GET /api/tools` → the tenant's tools in OpenAI's function format
+//! - `POST /api/tools/{name}/call`, body = the arguments as JSON →
+//!   `{"output": "...", "is_error": false}`: the string the model would see,
+//!   after the executor's checks, timeout, rendering and truncation.
+//!
+//! The model-driven routes (`/api/chat` and approvals) need the agent
+//! runner and are not here yet.
+
+mod auth;
+mod config;
+mod metrics;
+
+pub use auth::hash_key;
+pub use config::{PluginEntry, ServeConfig, ServeConfigError, TenantConfig};
+
+use crate::Host;
+use crate::error::LoadError;
+use crate::exec::{EventSink, ExecSettings, Executor, RunState, ToolCall};
+use crate::tool::def::Tool;
+use crate::tool::registry::{ToolSource, Toolset};
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::Semaphore;
+
+/// The body of `POST /api/tools/{name}/call` is limited to this many bytes.
+pub const MAX_ARGUMENTS_BYTES: usize = 1 << 20;
+
+/// A running service's state: the tenants with their loaded plugins.
+#[derive(Clone)]
+pub struct Service {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    tenants: Vec<Tenant>,
+    /// Key hash → index into `tenants`.
+    keys: HashMap<String, usize>,
+    metrics: metrics::Metrics,
+    calls: AtomicU64,
+}
+
+struct Tenant {
+    name: String,
+    executor: Executor,
+    slots: Arc<Semaphore>,
+    max_concurrent: usize,
+    per_minute: u32,
+    /// (minute since start, calls started in it).
+    window: Mutex<(u64, u32)>,
+    started: Instant,
+}
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A plugin failed to load.
+    #[error("tenant {tenant}: {source}")]
+    Load {
+        /// The tenant whose plugin it is.
+        tenant: String,
+        /// The load error.
+        source: LoadError,
+    },
+    /// Two plugins of one tenant declare the same tool name.
+    #[error("tenant {tenant}: {reason}")]
+    Conflict {
+        /// The tenant.
+        tenant: String,
+        /// Which name.
+        reason: String,
+    },
+}
+
+impl Service {
+    /// Loads every tenant's plugins on `host`.
+    pub async fn new(host: &Host, config: &ServeConfig) -> Result<Service, ServeError> {
+        let mut tenants = Vec::new();
+        let mut keys = HashMap::new();
+        for (index, t) in config.tenants.iter().enumerate() {
+            let mut tools = Toolset::new();
+            for entry in &t.plugins {
+                let plugin = host
+                    .load_file_with(&entry.path, entry.plugin_config())
+                    .await
+                    .map_err(|source| ServeError::Load { tenant: t.name.clone(), source })?;
+                tools
+                    .add(ToolSource::Plugin, Tool::from_plugin(&plugin))
+                    .map_err(|e| ServeError::Conflict { tenant: t.name.clone(), reason: e.to_string() })?;
+            }
+            let settings = ExecSettings { agent: "lovia-serve".into(), ..ExecSettings::default() };
+            for key in &t.api_keys {
+                keys.insert(key.clone(), index);
+            }
+            let max_concurrent = t.max_concurrent_calls as usize;
+            tenants.push(Tenant {
+                name: t.name.clone(),
+                executor: Executor::new(tools, settings),
+                slots: Arc::new(Semaphore::new(max_concurrent)),
+                max_concurrent,
+                per_minute: t.calls_per_minute,
+                window: Mutex::new((0, 0)),
+                started: Instant::now(),
+            });
+        }
+        Ok(Service {
+            inner: Arc::new(Inner { tenants, keys, metrics: metrics::Metrics::default(), calls: AtomicU64::new(0) }),
+        })
+    }
+
+    /// The routes.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/healthz", get(|| async { "ok\n" }))
+            .route("/metrics", get(metrics_text))
+            .route("/api/tools", get(list_tools))
+            .route("/api/tools/{name}/call", post(call_tool))
+            .fallback(|| async { error(StatusCode::NOT_FOUND, "no such route") })
+            .layer(axum::extract::DefaultBodyLimit::max(MAX_ARGUMENTS_BYTES))
+            .with_state(self.clone())
+    }
+
+    /// The tenant a request's key belongs to.
+    fn tenant(&self, headers: &HeaderMap) -> Option<&Tenant> {
+        let key = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(auth::bearer)?;
+        self.inner.keys.get(&hash_key(key)).map(|&i| &self.inner.tenants[i])
+    }
+}
+
+fn unauthorized() -> Response {
+    let mut response = error(StatusCode::UNAUTHORIZED, "missing or unknown API key");
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+    response
+}
+
+fn error(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({ "error": message }))).into_response()
+}
+
+async fn metrics_text(State(service): State<Service>) -> Response {
+    let in_flight: Vec<(String, usize)> = service
+        .inner
+        .tenants
+        .iter()
+        .map(|t| (t.name.clone(), t.max_concurrent - t.slots.available_permits()))
+        .collect();
+    let body = service.inner.metrics.render(&in_flight);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+}
+
+async fn list_tools(State(service): State<Service>, headers: HeaderMap) -> Response {
+    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+    let tools: Vec<serde_json::Value> = tenant.executor.tools().iter().map(|t| t.spec().openai_function()).collect();
+    Json(tools).into_response()
+}
+
+async fn call_tool(
+    State(service): State<Service>,
+    UrlPath(name): UrlPath<String>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+    if tenant.executor.tools().get(&name).is_none() {
+        return error(StatusCode::NOT_FOUND, &format!("no tool named {name}"));
+    }
+    if !tenant.admit() {
+        service.inner.metrics.refuse(&tenant.name, "calls_per_minute");
+        return error(StatusCode::TOO_MANY_REQUESTS, "calls per minute quota exceeded");
+    }
+    let Ok(_slot) = tenant.slots.clone().try_acquire_owned() else {
+        service.inner.metrics.refuse(&tenant.name, "max_concurrent_calls");
+        return error(StatusCode::TOO_MANY_REQUESTS, "too many calls in flight for this tenant");
+    };
+    let n = service.inner.calls.fetch_add(1, Ordering::Relaxed);
+    let call =
+        ToolCall::new(format!("http_{n}"), name.clone(), if body.trim().is_empty() { "{}".into() } else { body });
+    let run = RunState {
+        run_id: format!("serve_{n}"),
+        session_id: headers.get("x-lovia-session").and_then(|v| v.to_str().ok()).map(str::to_owned),
+        tenant: Some(tenant.name.clone()),
+        ..RunState::default()
+    };
+    let started = Instant::now();
+    let results = tenant.executor.run_turn(std::slice::from_ref(&call), &run, &EventSink::none()).await;
+    let (output, is_error) = match results.ok().and_then(|r| r.into_iter().next()) {
+        Some(entry) => (entry.output, entry.is_error),
+        // A tool that cancels the run leaves no result (Part 0 D8 answers it so).
+        None => ("Tool error: run cancelled".to_owned(), true),
+    };
+    service.inner.metrics.record(&tenant.name, &name, started.elapsed(), is_error);
+    Json(json!({ "output": output, "is_error": is_error })).into_response()
+}
+
+impl Tenant {
+    /// Counts a call against the per-minute quota; false when it is spent.
+    fn admit(&self) -> bool {
+        let minute = self.started.elapsed().as_secs() / 60;
+        let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        if window.0 != minute {
+            *window = (minute, 0);
+        }
+        if window.1 >= self.per_minute {
+            return false;
+        }
+        window.1 += 1;
+        true
+    }
+}

@@ -1,0 +1,177 @@
+//! `lovia serve`: real HTTP over a loopback socket. Every `/api` route needs
+//! a tenant's key, and a tenant sees and touches only its own tools.
+
+use lovia_host::plugin::config::LimitOverrides;
+use lovia_host::serve::{PluginEntry, ServeConfig, Service, TenantConfig, hash_key};
+use lovia_tests::{fixtures, host};
+use std::net::SocketAddr;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn plugin(path: &str) -> PluginEntry {
+    PluginEntry {
+        path: path.into(),
+        instance: Default::default(),
+        grants: Default::default(),
+        limits: LimitOverrides::default(),
+    }
+}
+
+fn tenant(name: &str, key: &str, plugins: &[&str]) -> TenantConfig {
+    TenantConfig {
+        name: name.into(),
+        api_keys: vec![hash_key(key)],
+        max_concurrent_calls: 16,
+        calls_per_minute: 600,
+        plugins: plugins.iter().map(|p| plugin(p)).collect(),
+    }
+}
+
+/// Starts the service on a free loopback port.
+async fn start(tenants: Vec<TenantConfig>) -> SocketAddr {
+    let mut config = ServeConfig { listen: "127.0.0.1:0".parse().expect("addr"), tenants };
+    config.resolve(std::path::Path::new(".")).expect("valid config");
+    let service = Service::new(&host(), &config).await.expect("service");
+    let listener = tokio::net::TcpListener::bind(config.listen).await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, service.router()).await.expect("serve") });
+    addr
+}
+
+/// One HTTP/1.1 request on a fresh connection: (status, body).
+async fn request(addr: SocketAddr, method: &str, path: &str, key: Option<&str>, body: &str) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let auth = key.map(|k| format!("Authorization: Bearer {k}\r\n")).unwrap_or_default();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    stream.write_all(body.as_bytes()).await.expect("write");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.expect("read");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status line");
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+#[tokio::test]
+async fn every_api_route_needs_a_tenant_key() {
+    let addr = start(vec![tenant("acme", "acme-key", &[fixtures::ORDERS])]).await;
+    assert_eq!(request(addr, "GET", "/healthz", None, "").await, (200, "ok\n".into()));
+    for key in [None, Some("wrong-key"), Some("")] {
+        let (status, body) = request(addr, "GET", "/api/tools", key, "").await;
+        assert_eq!((status, json(&body)["error"].as_str()), (401, Some("missing or unknown API key")));
+        let (status, _) = request(addr, "POST", "/api/tools/lookup_order/call", key, r#"{"order_id": "A-1001"}"#).await;
+        assert_eq!(status, 401);
+    }
+    assert_eq!(request(addr, "GET", "/nope", Some("acme-key"), "").await.0, 404);
+}
+
+#[tokio::test]
+async fn a_tenant_sees_and_calls_only_its_own_tools() {
+    let addr =
+        start(vec![tenant("acme", "acme-key", &[fixtures::ORDERS]), tenant("globex", "globex-key", &[fixtures::DOCS])])
+            .await;
+    let names = |body: &str| -> Vec<String> {
+        json(body)
+            .as_array()
+            .expect("list")
+            .iter()
+            .map(|t| t["function"]["name"].as_str().expect("name").to_owned())
+            .collect()
+    };
+    let (status, body) = request(addr, "GET", "/api/tools", Some("acme-key"), "").await;
+    assert_eq!((status, names(&body)), (200, vec!["lookup_order".into(), "refund".into(), "top_customers".into()]));
+    assert_eq!(json(&body)[0]["type"], "function");
+    let (_, body) = request(addr, "GET", "/api/tools", Some("globex-key"), "").await;
+    assert_eq!(names(&body), vec!["search_docs".to_owned()]);
+
+    let (status, body) =
+        request(addr, "POST", "/api/tools/lookup_order/call", Some("acme-key"), r#"{"order_id": "A-1001"}"#).await;
+    assert_eq!(status, 200);
+    assert_eq!(json(&body)["is_error"], false);
+    assert!(json(&body)["output"].as_str().expect("output").contains("\"customer\": \"ada\""), "{body}");
+
+    // Another tenant's tool reads exactly like one that does not exist.
+    let theirs =
+        request(addr, "POST", "/api/tools/lookup_order/call", Some("globex-key"), r#"{"order_id": "A-1001"}"#).await;
+    let missing = request(addr, "POST", "/api/tools/no_such_tool/call", Some("globex-key"), "{}").await;
+    assert_eq!((theirs.0, missing.0), (404, 404));
+    assert_eq!(json(&theirs.1)["error"], "no tool named lookup_order");
+    assert_eq!(json(&missing.1)["error"], "no tool named no_such_tool");
+}
+
+#[tokio::test]
+async fn a_direct_call_answers_what_the_model_would_read() {
+    let addr = start(vec![tenant("acme", "acme-key", &[fixtures::DOCS])]).await;
+    let call = |body: &'static str| request(addr, "POST", "/api/tools/search_docs/call", Some("acme-key"), body);
+    let (status, body) = call(r#"{"query": "timeouts"}"#).await;
+    assert_eq!((status, json(&body)), (200, serde_json::json!({"output": "[\"Timeouts\"]", "is_error": false})));
+    let (status, body) = call(r#"{"limit": 99}"#).await;
+    assert_eq!(status, 200);
+    assert_eq!(json(&body)["is_error"], true);
+    assert!(
+        json(&body)["output"]
+            .as_str()
+            .expect("output")
+            .starts_with("Tool error: Invalid arguments for tool 'search_docs'")
+    );
+    let (_, body) = call("{query: nope").await;
+    assert!(json(&body)["output"].as_str().expect("output").starts_with("Invalid JSON in tool arguments:"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quotas_refuse_with_429_and_show_in_metrics() {
+    let mut limited = tenant("acme", "acme-key", &[fixtures::DIAGNOSTICS]);
+    limited.max_concurrent_calls = 1;
+    limited.calls_per_minute = 3;
+    let addr = start(vec![limited]).await;
+    let sleeper = tokio::spawn(request(addr, "POST", "/api/tools/sleep_ms/call", Some("acme-key"), r#"{"ms": 1500}"#));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (status, body) = request(addr, "POST", "/api/tools/echo/call", Some("acme-key"), r#"{"text": "hi"}"#).await;
+    assert_eq!((status, json(&body)["error"].as_str()), (429, Some("too many calls in flight for this tenant")));
+    assert_eq!(sleeper.await.expect("join").0, 200);
+    assert_eq!(request(addr, "POST", "/api/tools/echo/call", Some("acme-key"), r#"{"text": "hi"}"#).await.0, 200);
+    let (status, body) = request(addr, "POST", "/api/tools/echo/call", Some("acme-key"), r#"{"text": "hi"}"#).await;
+    assert_eq!((status, json(&body)["error"].as_str()), (429, Some("calls per minute quota exceeded")));
+
+    let (status, metrics) = request(addr, "GET", "/metrics", None, "").await;
+    assert_eq!(status, 200);
+    for line in [
+        "lovia_calls_total{tenant=\"acme\",tool=\"echo\"} 1",
+        "lovia_calls_total{tenant=\"acme\",tool=\"sleep_ms\"} 1",
+        "lovia_refused_total{tenant=\"acme\",reason=\"max_concurrent_calls\"} 1",
+        "lovia_refused_total{tenant=\"acme\",reason=\"calls_per_minute\"} 1",
+        "lovia_calls_in_flight{tenant=\"acme\"} 0",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} not in\n{metrics}");
+    }
+}
+
+#[test]
+fn bad_configs_are_refused_with_the_reason() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("serve.toml");
+    for (text, needle) in [
+        ("listen = \"127.0.0.1:1\"\ntenants = []\nport = 3\n", "unknown field `port`"),
+        ("[[tenants]]\nname = \"a\"\napi_keys = [\"demo-key\"]\n", "lower-case hex SHA-256"),
+        ("[[tenants]]\nname = \"a b\"\napi_keys = []\n", "must be letters, digits"),
+        (
+            "[[tenants]]\nname = \"a\"\napi_keys = [\"c48a01f49fd0f2cc404bc3cbbc80e91457a3d41bb429a695243de4c61794155c\"]\n[[tenants]]\nname = \"a\"\napi_keys = [\"580843d03d2216ff1a275d0991bad66e4d1af871171d929e9de604b7959f9bca\"]\n",
+            "is used twice",
+        ),
+    ] {
+        std::fs::write(&path, text).expect("write");
+        let err = ServeConfig::load(&path).expect_err("refused").to_string();
+        assert!(err.contains(needle), "{err:?} lacks {needle:?}");
+    }
+    // The shipped example is valid.
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/serve.toml");
+    let config = ServeConfig::load(&example).expect("examples/serve.toml");
+    assert_eq!(config.tenants[0].api_keys[0], hash_key("demo-key"));
+}
