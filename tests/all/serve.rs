@@ -175,3 +175,69 @@ fn bad_configs_are_refused_with_the_reason() {
     let config = ServeConfig::load(&example).expect("examples/serve.toml");
     assert_eq!(config.tenants[0].api_keys[0], hash_key("demo-key"));
 }
+
+/// A load test on loopback, bounded in count and time: 400 direct calls from
+/// 16 clients, one in ten hostile (spinning past the plugin's 200 ms wall-clock
+/// limit, bombing memory, panicking). Every call is answered exactly once, with
+/// the right result; the figures are printed (`--nocapture`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_test_with_hostile_calls_loses_no_result() {
+    let mut hostile = plugin(fixtures::HOSTILE);
+    hostile.limits.max_wall_clock_ms = Some(200);
+    let mut acme = tenant("acme", "acme-key", &[fixtures::DIAGNOSTICS]);
+    acme.plugins.push(hostile);
+    acme.max_concurrent_calls = 64;
+    acme.calls_per_minute = 100_000;
+    let addr = start(vec![acme]).await;
+
+    let total = 400usize;
+    let clients = 16usize;
+    let started = std::time::Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for client in 0..clients {
+        tasks.spawn(async move {
+            let mut seen = Vec::new();
+            for i in (client..total).step_by(clients) {
+                let (tool, args, want): (&str, String, Option<String>) = match i % 10 {
+                    0 => ("loop_forever", "{}".into(), None),
+                    5 if i % 20 == 5 => ("memory_bomb", "{}".into(), None),
+                    5 => ("panic_now", "{}".into(), None),
+                    _ => ("echo", format!(r#"{{"text": "call {i}"}}"#), Some(format!("call {i}"))),
+                };
+                let t = std::time::Instant::now();
+                let (status, body) =
+                    request(addr, "POST", &format!("/api/tools/{tool}/call"), Some("acme-key"), &args).await;
+                seen.push((i, status, json(&body), want, t.elapsed()));
+            }
+            seen
+        });
+    }
+    let mut answered = vec![0u32; total];
+    let mut latencies = Vec::new();
+    let mut errors = 0;
+    while let Some(done) = tasks.join_next().await {
+        for (i, status, body, want, elapsed) in done.expect("client") {
+            answered[i] += 1;
+            assert_eq!(status, 200, "call {i}: {body}");
+            match want {
+                Some(text) => assert_eq!(body, serde_json::json!({"output": text, "is_error": false}), "call {i}"),
+                None => {
+                    errors += 1;
+                    assert_eq!(body["is_error"], true, "call {i}: {body}");
+                    assert!(body["output"].as_str().expect("output").starts_with("Tool error: "), "call {i}: {body}");
+                }
+            }
+            latencies.push(elapsed.as_secs_f64());
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    assert!(answered.iter().all(|n| *n == 1), "every call answered exactly once");
+    latencies.sort_by(f64::total_cmp);
+    let p99 = latencies[(latencies.len() * 99).div_ceil(100) - 1];
+    println!(
+        "load: {total} calls ({errors} hostile) from {clients} clients in {seconds:.2} s = {:.0} calls/s; p99 {:.1} ms",
+        total as f64 / seconds,
+        p99 * 1e3
+    );
+    assert!(seconds < 60.0, "bounded in time");
+}
