@@ -22,6 +22,7 @@ pub mod error;
 pub mod exec;
 pub mod plugin;
 pub mod policy;
+pub mod runner;
 pub mod sandbox;
 pub mod serve;
 pub mod tool;

@@ -5,6 +5,7 @@ mod cli;
 mod exec;
 mod load;
 mod outcomes;
+mod runner;
 mod sandbox;
 mod schemas;
 mod serve;

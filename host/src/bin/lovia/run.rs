@@ -2,6 +2,7 @@
 //! event is printed as one JSON object per line.
 
 use crate::CliError;
+use lovia_host::runner::{Message, answer_every_call};
 use lovia_host::{
     ApprovalRequest, CallContext, EventSink, ExecSettings, Executor, HandlerAnswer, Host, MemoryStore, NeedsApproval,
     RateLimit, Redact, ResultCache, RunState, SessionStore, Tool, ToolCall, ToolEvent, ToolResultEntry, ToolSource,
@@ -265,19 +266,18 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     Ok(ExitCode::from(1))
 }
 
-/// The tool messages of the next model request: one per call id, in
-/// completion order, then (after an abort) the unanswered calls in request order.
+/// The tool messages of the next model request: one per call id (Part 0 D8).
 fn messages(calls: &[ToolCall], results: &[ToolResultEntry], filler: Option<&str>) -> Vec<Value> {
-    let mut out: Vec<Value> =
-        results.iter().map(|r| json!({"role": "tool", "tool_call_id": r.call_id, "content": r.output})).collect();
-    if let Some(text) = filler {
-        for call in calls {
-            if !results.iter().any(|r| r.call_id == call.id) {
-                out.push(json!({"role": "tool", "tool_call_id": call.id, "content": text}));
+    // Without an abort every call already has its result.
+    answer_every_call(calls, results, filler.unwrap_or("Tool error: no result"))
+        .into_iter()
+        .filter_map(|m| match m {
+            Message::Tool { tool_call_id, content, .. } => {
+                Some(json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}))
             }
-        }
-    }
-    out
+            _ => None,
+        })
+        .collect()
 }
 
 #[derive(Clone)]
