@@ -177,7 +177,7 @@ fn bad_configs_are_refused_with_the_reason() {
 }
 
 /// A load test on loopback, bounded in count and time: 400 direct calls from
-/// 16 clients, one in ten hostile (spinning past the plugin's 200 ms wall-clock
+/// 16 clients, one in five hostile (spinning past the plugin's 200 ms wall-clock
 /// limit, bombing memory, panicking). Every call is answered exactly once, with
 /// the right result; the figures are printed (`--nocapture`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
