@@ -66,7 +66,9 @@ fn default_per_minute() -> u32 {
     600
 }
 
-/// One plugin of a tenant.
+/// One plugin of a tenant: its path plus the fields of a [`PluginConfig`].
+/// (Spelled out rather than `#[serde(flatten)]`ed: serde cannot deny
+/// unknown keys through a flattened struct.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginEntry {
