@@ -205,13 +205,17 @@ impl Ticker {
                     if state.active.load(Ordering::Acquire) == 0 {
                         idle += 1;
                         if idle >= IDLE_TICKS_BEFORE_PARKING {
-                            state.parked.store(true, Ordering::Release);
+                            // SeqCst on `parked` and `active`, here and in `enter`: each side
+                            // writes one and then reads the other, and weaker orderings would
+                            // let both read stale values, parking the ticker under a running
+                            // call whose deadline then never fires.
+                            state.parked.store(true, Ordering::SeqCst);
                             // Re-check after announcing: a store that started in between
                             // either sees `parked` and unparks us, or is counted here.
-                            if state.active.load(Ordering::Acquire) == 0 && !state.stop.load(Ordering::Acquire) {
+                            if state.active.load(Ordering::SeqCst) == 0 && !state.stop.load(Ordering::Acquire) {
                                 std::thread::park();
                             }
-                            state.parked.store(false, Ordering::Release);
+                            state.parked.store(false, Ordering::SeqCst);
                             idle = 0;
                             continue;
                         }
@@ -229,8 +233,8 @@ impl Ticker {
 
     /// Marks a store live until the guard drops, waking the ticker if it sleeps.
     pub(crate) fn enter(&self) -> Ticking {
-        self.shared.active.fetch_add(1, Ordering::AcqRel);
-        if self.shared.parked.load(Ordering::Acquire)
+        self.shared.active.fetch_add(1, Ordering::SeqCst);
+        if self.shared.parked.load(Ordering::SeqCst)
             && let Some(t) = &self.thread
         {
             t.unpark();
