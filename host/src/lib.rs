@@ -31,7 +31,8 @@ pub use approval::{ApprovalChannel, ApprovalDecision, ApprovalHandler, ApprovalR
 pub use engine::{Host, HostConfig};
 pub use error::{HostError, LoadError};
 pub use exec::{
-    CancelToken, EventSink, ExecSettings, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError,
+    Budget, BudgetMeter, CancelToken, EventSink, ExecSettings, Executor, RunState, ToolCall, ToolEvent,
+    ToolResultEntry, TurnError, Usage,
 };
 pub use plugin::{InstanceMode, Plugin, PluginInfo, manifest::Manifest};
 pub use policy::{Next, Policy, RateLimit, Redact, ResultCache};

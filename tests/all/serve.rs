@@ -16,24 +16,28 @@ fn plugin(path: &str) -> PluginEntry {
     }
 }
 
-fn tenant(name: &str, key: &str, plugins: &[&str]) -> TenantConfig {
-    TenantConfig {
-        name: name.into(),
-        api_keys: vec![hash_key(key)],
-        max_concurrent_calls: 16,
-        calls_per_minute: 600,
-        plugins: plugins.iter().map(|p| plugin(p)).collect(),
-    }
+pub(crate) fn tenant(name: &str, key: &str, plugins: &[&str]) -> TenantConfig {
+    let mut t = TenantConfig::new(name, vec![hash_key(key)]);
+    t.plugins = plugins.iter().map(|p| plugin(p)).collect();
+    t
 }
 
-/// Starts the service on a free loopback port.
+/// Starts the service on a free loopback port, with its session store in a
+/// fresh temporary directory.
 async fn start(tenants: Vec<TenantConfig>) -> SocketAddr {
-    let mut config = ServeConfig { listen: "127.0.0.1:0".parse().expect("addr"), tenants };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = ServeConfig::new(tenants);
+    config.listen = "127.0.0.1:0".parse().expect("addr");
+    config.store = Some(dir.path().join("sessions.db"));
     config.resolve(std::path::Path::new(".")).expect("valid config");
     let service = Service::new(&host(), &config).await.expect("service");
     let listener = tokio::net::TcpListener::bind(config.listen).await.expect("bind");
     let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(listener, service.router()).await.expect("serve") });
+    tokio::spawn(async move {
+        // The store's directory lives as long as the server.
+        let _dir = dir;
+        axum::serve(listener, service.router()).await.expect("serve")
+    });
     addr
 }
 

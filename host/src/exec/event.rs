@@ -5,6 +5,7 @@
 use super::ToolCall;
 use crate::approval::ApprovalTicket;
 use serde_json::Value;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// One event.
@@ -66,16 +67,28 @@ impl ToolEvent {
 
 /// Where events go. Without a receiver they are dropped, and an
 /// `ApprovalRequired` is then left to the handler at once.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct EventSink {
-    tx: Option<mpsc::UnboundedSender<ToolEvent>>,
+    tx: Option<Arc<dyn Fn(ToolEvent) + Send + Sync>>,
+}
+
+impl std::fmt::Debug for EventSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventSink").field("connected", &self.tx.is_some()).finish()
+    }
 }
 
 impl EventSink {
     /// Events go to the returned receiver.
     pub fn channel() -> (EventSink, mpsc::UnboundedReceiver<ToolEvent>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (EventSink { tx: Some(tx) }, rx)
+        (EventSink::from_fn(move |event| drop(tx.send(event))), rx)
+    }
+
+    /// Events go to `f`, called on whichever task emits them. Dropping an
+    /// `ApprovalRequired` there hands the call to the approval handler.
+    pub fn from_fn(f: impl Fn(ToolEvent) + Send + Sync + 'static) -> EventSink {
+        EventSink { tx: Some(Arc::new(f)) }
     }
 
     /// Events are dropped.
@@ -85,7 +98,7 @@ impl EventSink {
 
     pub(crate) fn emit(&self, event: ToolEvent) {
         if let Some(tx) = &self.tx {
-            let _ = tx.send(event);
+            tx(event);
         }
     }
 }

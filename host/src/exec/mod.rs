@@ -4,12 +4,14 @@
 //! approvals, cancellation, budget and events.
 
 mod attempt;
+mod budget;
 mod cancel;
 mod complete;
 mod event;
 mod preflight;
 mod schedule;
 
+pub use budget::{Budget, BudgetMeter, Usage};
 pub use cancel::CancelToken;
 pub use event::{EventSink, ToolEvent};
 
@@ -75,6 +77,7 @@ pub struct ExecSettings {
     /// undecided calls are denied.
     pub approval_handler: Option<Arc<dyn ApprovalHandler>>,
     /// Requested calls allowed per run (rejected calls count). Default: none.
+    /// Checked with the run's other limits in [`RunState::meter`].
     pub max_tool_calls: Option<u64>,
 }
 
@@ -123,6 +126,13 @@ pub struct RunState {
     pub tool_calls: Arc<AtomicU64>,
     /// JSON values granted to tools, by key.
     pub dependencies: Arc<HashMap<String, String>>,
+    /// Tokens and time spent, against the run's token and time limits.
+    /// Default: unconstrained.
+    pub meter: Arc<BudgetMeter>,
+    /// The model's reply that asked for this turn's calls was cut off at its
+    /// output token limit (`finish_reason=length`): argument text that does
+    /// not parse is reported as incomplete (spec §3).
+    pub cut_off: bool,
 }
 
 /// Why a turn ended early. Results surfaced before the end are kept.

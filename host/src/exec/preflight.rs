@@ -44,6 +44,9 @@ pub(super) async fn preflight(
     {
         return Preflight::Budget(format!("tool call count {count} exceeds budget {max}"));
     }
+    if let Err(message) = run.meter.check(count) {
+        return Preflight::Budget(message);
+    }
     let Some(tool) = exec.tools.get(&call.name) else {
         reject(results, events, call, format!("Tool '{}' is not available.", call.name));
         return Preflight::Rejected;
@@ -61,6 +64,14 @@ pub(super) async fn preflight(
     }
     let raw_args = match parse_object(&call.arguments) {
         Ok(v) => v,
+        Err(ArgumentError::InvalidJson { .. }) if run.cut_off => {
+            let message = format!(
+                "Tool {} arguments are incomplete: the response was cut off at the output token limit (finish_reason=length) mid-call.",
+                call.name
+            );
+            reject(results, events, call, message);
+            return Preflight::Rejected;
+        }
         Err(e) => {
             reject(results, events, call, e.to_string());
             return Preflight::Rejected;

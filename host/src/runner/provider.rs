@@ -1,7 +1,8 @@
 //! What a model provider is to the runner: a request of messages and tool
 //! specs in, one assistant reply out.
 
-use crate::exec::ToolCall;
+use super::agent::ModelSettings;
+use crate::exec::{ToolCall, Usage};
 use crate::tool::ToolSpec;
 use crate::tool::def::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -42,12 +43,14 @@ pub enum Message {
 /// One request to the model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelRequest {
-    /// The conversation so far.
+    /// The model; `None` is the provider's default.
+    pub model: Option<String>,
+    /// The conversation so far, the system message first if there is one.
     pub messages: Vec<Message>,
     /// The tools the model may call.
     pub tools: Vec<ToolSpec>,
-    /// Whether the model may ask for several calls at once.
-    pub parallel_tool_calls: bool,
+    /// Sampling and parallelism settings.
+    pub settings: ModelSettings,
 }
 
 /// The model's reply.
@@ -58,17 +61,24 @@ pub struct ModelReply {
     /// Tool calls, if any; none ends the run with `content` as its output.
     #[serde(default)]
     pub tool_calls: Vec<ToolCall>,
+    /// Tokens the reply cost, when the provider reports them.
+    #[serde(default)]
+    pub usage: Option<Usage>,
+    /// Why the model stopped, in the provider's words (`length` means the
+    /// output token limit cut the reply off).
+    #[serde(default)]
+    pub finish_reason: Option<String>,
 }
 
 impl ModelReply {
     /// A reply with text only: the run's final answer.
     pub fn text(content: impl Into<String>) -> Self {
-        Self { content: Some(content.into()), tool_calls: Vec::new() }
+        Self { content: Some(content.into()), ..Self::default() }
     }
 
     /// A reply asking for `calls`.
     pub fn calls(calls: impl IntoIterator<Item = ToolCall>) -> Self {
-        Self { content: None, tool_calls: calls.into_iter().collect() }
+        Self { tool_calls: calls.into_iter().collect(), ..Self::default() }
     }
 }
 
@@ -80,13 +90,30 @@ pub struct ProviderError {
     pub provider: String,
     /// What went wrong.
     pub message: String,
+    /// The HTTP status, when the API answered with an error.
+    pub status: Option<u16>,
 }
+
+impl ProviderError {
+    /// An error of `provider` with no HTTP status.
+    pub fn new(provider: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { provider: provider.into(), message: message.into(), status: None }
+    }
+}
+
+/// Receives text as the model streams it.
+pub type TextSink = dyn Fn(&str) + Send + Sync;
 
 /// A model behind some API (or a script).
 pub trait ModelProvider: Send + Sync {
     /// A short name for errors and logs.
     fn name(&self) -> &str;
 
-    /// Answers one request.
-    fn respond<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<ModelReply, ProviderError>>;
+    /// Answers one request; streaming providers pass text to `on_text` as
+    /// it arrives, before the reply is complete.
+    fn respond<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+        on_text: &'a TextSink,
+    ) -> BoxFuture<'a, Result<ModelReply, ProviderError>>;
 }

@@ -1,7 +1,7 @@
 //! A provider that replays canned replies: the model of tests, of
 //! `lovia run`, and of offline evaluations.
 
-use super::provider::{ModelProvider, ModelReply, ModelRequest, ProviderError};
+use super::provider::{ModelProvider, ModelReply, ModelRequest, ProviderError, TextSink};
 use crate::tool::def::BoxFuture;
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -25,6 +25,21 @@ impl ScriptedProvider {
         Self { replies: Mutex::new(replies.into_iter().collect()), seen: Mutex::default() }
     }
 
+    /// Reads the replies from a JSON file: an array of `{"content": "…"}`
+    /// and `{"tool_calls": [{"id", "name", "arguments"}]}` objects.
+    pub fn from_file(path: &std::path::Path) -> Result<Self, ProviderError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ProviderError::new("scripted", format!("cannot read {}: {e}", path.display())))?;
+        let replies: Vec<ModelReply> = serde_json::from_str(&text)
+            .map_err(|e| ProviderError::new("scripted", format!("{}: {e}", path.display())))?;
+        Ok(Self::new(replies))
+    }
+
+    /// Replies not used yet.
+    pub fn remaining(&self) -> usize {
+        self.replies.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// The requests received so far.
     pub fn requests(&self) -> Vec<ModelRequest> {
         self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -36,14 +51,17 @@ impl ModelProvider for ScriptedProvider {
         "scripted"
     }
 
-    fn respond<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<ModelReply, ProviderError>> {
+    fn respond<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+        on_text: &'a TextSink,
+    ) -> BoxFuture<'a, Result<ModelReply, ProviderError>> {
         self.seen.lock().unwrap_or_else(|e| e.into_inner()).push(request.clone());
         let next = self.replies.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
-        Box::pin(async move {
-            next.ok_or_else(|| ProviderError {
-                provider: "scripted".into(),
-                message: "the script has no more replies".into(),
-            })
-        })
+        // The scripted text streams as one delta, as a real provider's would in pieces.
+        if let Some(text) = next.as_ref().and_then(|r| r.content.as_deref()).filter(|t| !t.is_empty()) {
+            on_text(text);
+        }
+        Box::pin(async move { next.ok_or_else(|| ProviderError::new("scripted", "the script has no more replies")) })
     }
 }

@@ -364,7 +364,7 @@ trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'sta
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> Stream for T {}
 
 /// TLS with the webpki roots and ring, built once.
-fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
+pub(crate) fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
     static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
     CONFIG
         .get_or_init(|| {

@@ -15,7 +15,7 @@ mod trap;
 pub use context::{CallContext, ProgressSink};
 pub use fuel::FuelLedger;
 pub use grants::{DirGrant, DirMode, Grants, SecretSource};
-pub(crate) use http::HttpHooks;
+pub(crate) use http::{HttpHooks, tls_config};
 pub use http::{HttpOrigin, InvalidOrigin, is_special_address};
 pub use limits::CallLimits;
 pub use sqlite::{SqliteStore, StoreOpenError};

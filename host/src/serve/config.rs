@@ -2,6 +2,9 @@
 //!
 //! ```toml
 //! listen = "127.0.0.1:8700"          # default
+//! store = "lovia.db"                 # default: ./lovia.db (sessions, checkpoints)
+//! approval_timeout_secs = 600        # default; an undecided approval is then denied
+//! max_plugin_bytes = 33554432        # default (32 MiB) for POST /api/plugins
 //!
 //! [[tenants]]
 //! name = "acme"
@@ -9,6 +12,9 @@
 //! api_keys = ["9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"]
 //! max_concurrent_calls = 16            # default; more at once get 429
 //! calls_per_minute = 600               # default; more get 429
+//! max_concurrent_runs = 4              # default; more chat runs at once get 429
+//! provider = { kind = "env" }          # default: OPENAI_API_KEY / ANTHROPIC_API_KEY …
+//! agent = { name = "assistant", instructions = "Be brief.", max_turns = 50 }
 //!
 //! [[tenants.plugins]]
 //! path = "target/plugins/orders.wasm"  # relative to this file
@@ -31,8 +37,28 @@ pub struct ServeConfig {
     /// Where to listen. Default: `127.0.0.1:8700` (loopback only).
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
+    /// The SQLite file of sessions, transcripts and checkpoints. Default:
+    /// `lovia.db` in the directory `lovia serve` starts in; a path set here
+    /// is relative to this file.
+    #[serde(default)]
+    pub store: Option<PathBuf>,
+    /// Seconds an approval waits for `POST /api/chat/approve` before it is
+    /// denied. Default: 600.
+    #[serde(default = "default_approval_timeout")]
+    pub approval_timeout_secs: u64,
+    /// The largest `.wasm` `POST /api/plugins` accepts. Default: 32 MiB.
+    #[serde(default = "default_max_plugin_bytes")]
+    pub max_plugin_bytes: usize,
     /// The tenants; each sees only its own tools.
     pub tenants: Vec<TenantConfig>,
+}
+
+fn default_approval_timeout() -> u64 {
+    600
+}
+
+fn default_max_plugin_bytes() -> usize {
+    32 << 20
 }
 
 fn default_listen() -> SocketAddr {
@@ -53,9 +79,112 @@ pub struct TenantConfig {
     /// Calls started per minute; beyond, 429. Default: 600.
     #[serde(default = "default_per_minute")]
     pub calls_per_minute: u32,
+    /// Chat runs at once; beyond, 429. Default: 4.
+    #[serde(default = "default_runs")]
+    pub max_concurrent_runs: u32,
+    /// The model behind `/api/chat`. Default: from the environment.
+    #[serde(default)]
+    pub provider: ProviderConfig,
+    /// The agent `/api/chat` runs.
+    #[serde(default)]
+    pub agent: AgentConfig,
     /// Its plugins.
     #[serde(default)]
     pub plugins: Vec<PluginEntry>,
+}
+
+fn default_runs() -> u32 {
+    4
+}
+
+/// Which model a tenant's chats use.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// `env` (default: `LOVIA_PROVIDER`, `OPENAI_API_KEY`, `OPENAI_BASE_URL`,
+    /// `ANTHROPIC_API_KEY`, `LOVIA_MODEL`, as the runner documents),
+    /// `openai-chat`, `openai-responses`, `anthropic`, or `scripted` (a
+    /// JSON file of replies, replayed from the start for every chat).
+    #[serde(default)]
+    pub kind: ProviderChoice,
+    /// The API's base URL. Default: the vendor's.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The environment variable holding the key. Default:
+    /// `OPENAI_API_KEY` or `ANTHROPIC_API_KEY`. Keys never go in this file.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// The model. Default: the provider's default.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Stream replies. Default: true.
+    #[serde(default)]
+    pub stream: Option<bool>,
+    /// For `scripted`: the replies file, relative to this config.
+    #[serde(default)]
+    pub script: Option<PathBuf>,
+}
+
+/// The provider kinds of [`ProviderConfig`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProviderChoice {
+    /// From the environment.
+    #[default]
+    Env,
+    /// OpenAI Chat Completions.
+    OpenaiChat,
+    /// OpenAI Responses.
+    OpenaiResponses,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Replies from a file.
+    Scripted,
+}
+
+/// The agent a tenant's chats run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Its name; `/api/chat`'s `agent` must match it. Default: `assistant`.
+    #[serde(default = "default_agent_name")]
+    pub name: String,
+    /// The system message. Default: none.
+    #[serde(default)]
+    pub instructions: Option<String>,
+    /// Model turns per run. Default: 50.
+    #[serde(default = "default_max_turns")]
+    pub max_turns: u32,
+    /// Token, tool-call and time limits per run. Default: unconstrained.
+    #[serde(default)]
+    pub budget: crate::exec::Budget,
+    /// Whether the model may ask for several calls at once. Default: true.
+    #[serde(default = "default_true")]
+    pub parallel_tool_calls: bool,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            name: default_agent_name(),
+            instructions: None,
+            max_turns: default_max_turns(),
+            budget: crate::exec::Budget::default(),
+            parallel_tool_calls: true,
+        }
+    }
+}
+
+fn default_agent_name() -> String {
+    "assistant".into()
+}
+
+fn default_max_turns() -> u32 {
+    crate::runner::DEFAULT_MAX_TURNS
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_concurrent() -> u32 {
@@ -106,7 +235,35 @@ pub enum ServeConfigError {
     },
 }
 
+impl TenantConfig {
+    /// A tenant with the keys whose hashes are `api_keys`, no plugins, and
+    /// every other field at its default.
+    pub fn new(name: impl Into<String>, api_keys: Vec<String>) -> Self {
+        Self {
+            name: name.into(),
+            api_keys,
+            max_concurrent_calls: default_concurrent(),
+            calls_per_minute: default_per_minute(),
+            max_concurrent_runs: default_runs(),
+            provider: ProviderConfig::default(),
+            agent: AgentConfig::default(),
+            plugins: Vec::new(),
+        }
+    }
+}
+
 impl ServeConfig {
+    /// A config of `tenants` with every other field at its default.
+    pub fn new(tenants: Vec<TenantConfig>) -> Self {
+        Self {
+            listen: default_listen(),
+            store: None,
+            approval_timeout_secs: default_approval_timeout(),
+            max_plugin_bytes: default_max_plugin_bytes(),
+            tenants,
+        }
+    }
+
     /// Reads and checks the config at `path`; relative plugin paths and
     /// directory grants are resolved against its directory.
     pub fn load(path: &Path) -> Result<ServeConfig, ServeConfigError> {
@@ -121,6 +278,11 @@ impl ServeConfig {
 
     /// Checks names, keys and quotas, and resolves relative paths against `base`.
     pub fn resolve(&mut self, base: &Path) -> Result<(), String> {
+        if let Some(store) = &mut self.store
+            && store.is_relative()
+        {
+            *store = base.join(&*store);
+        }
         let mut names = std::collections::HashSet::new();
         let mut keys = std::collections::HashSet::new();
         for tenant in &mut self.tenants {
@@ -145,7 +307,15 @@ impl ServeConfig {
                     return Err(format!("tenant {:?}: an API key is listed twice", tenant.name));
                 }
             }
-            if tenant.max_concurrent_calls == 0 || tenant.calls_per_minute == 0 {
+            if let Some(script) = &mut tenant.provider.script
+                && script.is_relative()
+            {
+                *script = base.join(&*script);
+            }
+            if tenant.provider.kind == ProviderChoice::Scripted && tenant.provider.script.is_none() {
+                return Err(format!("tenant {:?}: a scripted provider needs `script`", tenant.name));
+            }
+            if tenant.max_concurrent_calls == 0 || tenant.calls_per_minute == 0 || tenant.max_concurrent_runs == 0 {
                 return Err(format!("tenant {:?}: quotas must be at least 1", tenant.name));
             }
             for plugin in &mut tenant.plugins {

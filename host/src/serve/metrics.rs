@@ -1,4 +1,5 @@
-//! Prometheus metrics: calls, errors, latency, in-flight calls, refusals.
+//! Prometheus metrics: calls, errors by kind, traps, latency, in-flight
+//! calls, refusals, runs and pending approvals.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -16,15 +17,57 @@ struct Series {
     buckets: [u64; BUCKETS.len()],
 }
 
-/// Counters by (tenant, tool), and refusals by (tenant, reason).
+/// Counters by (tenant, tool), errors by (tenant, kind), refusals by
+/// (tenant, reason), finished runs by (tenant, outcome).
 #[derive(Default)]
 pub(crate) struct Metrics {
     calls: Mutex<BTreeMap<(String, String), Series>>,
+    errors: Mutex<BTreeMap<(String, &'static str), u64>>,
     refused: Mutex<BTreeMap<(String, &'static str), u64>>,
+    runs: Mutex<BTreeMap<(String, &'static str), u64>>,
+}
+
+/// The kind of an error result, from the string the model saw: `unknown_tool`,
+/// `invalid_arguments`, `denied`, `timeout`, `trap` (out of memory, stack
+/// overflow, CPU budget, panic, wasm trap), `cancelled`, or `tool_error`.
+pub(crate) fn error_kind(output: &str) -> &'static str {
+    let detail = output.strip_prefix("Tool error: ").unwrap_or(output);
+    if output.starts_with("Tool '") && output.ends_with("is not available.") {
+        "unknown_tool"
+    } else if output.starts_with("Invalid JSON in tool arguments")
+        || output.starts_with("Invalid tool arguments")
+        || detail.starts_with("Invalid arguments for tool")
+        || output.contains("arguments are incomplete")
+    {
+        "invalid_arguments"
+    } else if output.contains("was not approved") {
+        "denied"
+    } else if detail.starts_with("timed out after") {
+        "timeout"
+    } else if ["out of memory", "stack overflow", "CPU budget exhausted", "tool panicked", "trap:"]
+        .iter()
+        .any(|p| detail.starts_with(p))
+    {
+        "trap"
+    } else if detail.starts_with("run cancelled") || detail.starts_with("not run") {
+        "cancelled"
+    } else {
+        "tool_error"
+    }
 }
 
 impl Metrics {
-    pub(crate) fn record(&self, tenant: &str, tool: &str, elapsed: Duration, is_error: bool) {
+    /// One answered call; `error` is the error result's text.
+    pub(crate) fn record(&self, tenant: &str, tool: &str, elapsed: Duration, error: Option<&str>) {
+        let is_error = error.is_some();
+        if let Some(text) = error {
+            *self
+                .errors
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry((tenant.to_owned(), error_kind(text)))
+                .or_default() += 1;
+        }
         let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
         let series = calls.entry((tenant.to_owned(), tool.to_owned())).or_default();
         series.calls += 1;
@@ -42,8 +85,13 @@ impl Metrics {
         *self.refused.lock().unwrap_or_else(|e| e.into_inner()).entry((tenant.to_owned(), reason)).or_default() += 1;
     }
 
+    /// A chat run ended with `outcome` (`completed` or a run error kind).
+    pub(crate) fn run_ended(&self, tenant: &str, outcome: &'static str) {
+        *self.runs.lock().unwrap_or_else(|e| e.into_inner()).entry((tenant.to_owned(), outcome)).or_default() += 1;
+    }
+
     /// The text exposition format.
-    pub(crate) fn render(&self, in_flight: &[(String, usize)]) -> String {
+    pub(crate) fn render(&self, in_flight: &[(String, usize)], pending: &[(String, usize)]) -> String {
         let mut out = String::new();
         let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
         out += "# HELP lovia_calls_total Tool calls answered.\n# TYPE lovia_calls_total counter\n";
@@ -79,6 +127,24 @@ impl Metrics {
         out += "# HELP lovia_calls_in_flight Calls running now.\n# TYPE lovia_calls_in_flight gauge\n";
         for (tenant, n) in in_flight {
             let _ = writeln!(out, "lovia_calls_in_flight{{tenant=\"{tenant}\"}} {n}");
+        }
+        let errors = self.errors.lock().unwrap_or_else(|e| e.into_inner());
+        out += "# HELP lovia_tool_errors_total Error results by kind.\n# TYPE lovia_tool_errors_total counter\n";
+        for ((tenant, kind), n) in errors.iter() {
+            let _ = writeln!(out, "lovia_tool_errors_total{{tenant=\"{tenant}\",kind=\"{kind}\"}} {n}");
+        }
+        out += "# HELP lovia_traps_total Calls that trapped (memory, stack, CPU budget, panic, wasm trap).\n# TYPE lovia_traps_total counter\n";
+        for ((tenant, _), n) in errors.iter().filter(|((_, k), _)| *k == "trap") {
+            let _ = writeln!(out, "lovia_traps_total{{tenant=\"{tenant}\"}} {n}");
+        }
+        out += "# HELP lovia_runs_total Chat runs ended, by outcome.\n# TYPE lovia_runs_total counter\n";
+        for ((tenant, outcome), n) in self.runs.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            let _ = writeln!(out, "lovia_runs_total{{tenant=\"{tenant}\",outcome=\"{outcome}\"}} {n}");
+        }
+        out +=
+            "# HELP lovia_approvals_pending Approvals waiting for a decision.\n# TYPE lovia_approvals_pending gauge\n";
+        for (tenant, n) in pending {
+            let _ = writeln!(out, "lovia_approvals_pending{{tenant=\"{tenant}\"}} {n}");
         }
         out += "# HELP lovia_refused_total Requests refused by a quota.\n# TYPE lovia_refused_total counter\n";
         for ((tenant, reason), n) in self.refused.lock().unwrap_or_else(|e| e.into_inner()).iter() {

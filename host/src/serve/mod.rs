@@ -11,19 +11,37 @@
 //!   `{"output": "...", "is_error": false}`: the string the model would see,
 //!   after the executor's checks, timeout, rendering and truncation.
 //!
-//! The model-driven routes (`/api/chat` and approvals) need the agent
-//! runner and are not here yet.
+//! - `POST /api/chat`, body `{session_id?, input, agent?}` → an SSE stream
+//!   of the run: `run_started`, `text_delta`, `tool_call`, `tool_result`,
+//!   `tool_progress`, `approval_required`, `handoff`, `error`,
+//!   `run_completed`. Without `input`, it attaches to the session's run in
+//!   progress (re-emitting pending approvals) or resumes an interrupted one.
+//! - `POST /api/chat/approve`, `{session_id, call_id, decision}` →
+//!   `{"ok": true}` or 404 `no pending approval matches`.
+//! - `POST /api/chat/cancel`, `{session_id}` → cancels the session's run.
+//! - `GET /api/chat/{session_id}` → the session's transcript and status.
+//! - `POST /api/plugins`, body = a `.wasm` component → validated, compiled,
+//!   cached and added to the tenant, with nothing granted.
+//!
+//! Sessions are the tenant's own: another tenant's session id is a 404.
 
 mod auth;
+mod chat;
 mod config;
 mod metrics;
+mod model;
+mod sse;
+mod upload;
 
 pub use auth::hash_key;
-pub use config::{PluginEntry, ServeConfig, ServeConfigError, TenantConfig};
+pub use config::{
+    AgentConfig, PluginEntry, ProviderChoice, ProviderConfig, ServeConfig, ServeConfigError, TenantConfig,
+};
 
 use crate::Host;
 use crate::error::LoadError;
 use crate::exec::{EventSink, ExecSettings, Executor, RunState, ToolCall};
+use crate::runner::{RunStore, SqliteRunStore, StoreError};
 use crate::tool::def::Tool;
 use crate::tool::registry::{ToolSource, Toolset};
 use axum::extract::{Path as UrlPath, State};
@@ -34,8 +52,8 @@ use axum::{Json, Router};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
 /// The body of `POST /api/tools/{name}/call` is limited to this many bytes.
@@ -48,16 +66,27 @@ pub struct Service {
 }
 
 struct Inner {
+    host: Host,
     tenants: Vec<Tenant>,
     /// Key hash → index into `tenants`.
     keys: HashMap<String, usize>,
     metrics: metrics::Metrics,
     calls: AtomicU64,
+    store: Arc<dyn RunStore>,
+    /// Runs in progress by (tenant index, session id).
+    live: Mutex<HashMap<(usize, String), Arc<chat::LiveRun>>>,
+    approval_timeout: Duration,
+    max_plugin_bytes: usize,
 }
 
 struct Tenant {
+    index: usize,
     name: String,
-    executor: Executor,
+    /// Replaced whole when a plugin is uploaded.
+    executor: RwLock<Executor>,
+    model: model::TenantModel,
+    agent: config::AgentConfig,
+    runs: Arc<Semaphore>,
     slots: Arc<Semaphore>,
     max_concurrent: usize,
     per_minute: u32,
@@ -85,11 +114,28 @@ pub enum ServeError {
         /// Which name.
         reason: String,
     },
+    /// The session store could not be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 impl Service {
-    /// Loads every tenant's plugins on `host`.
+    /// Loads every tenant's plugins on `host`, opens the session store and
+    /// resumes the runs a previous process left unfinished.
     pub async fn new(host: &Host, config: &ServeConfig) -> Result<Service, ServeError> {
+        let path = config.store.clone().unwrap_or_else(|| "lovia.db".into());
+        let store: Arc<dyn RunStore> = Arc::new(SqliteRunStore::open(&path)?);
+        let service = Self::with_store(host, config, store).await?;
+        service.resume_unfinished();
+        Ok(service)
+    }
+
+    /// [`Service::new`] with any store, resuming nothing.
+    pub async fn with_store(
+        host: &Host,
+        config: &ServeConfig,
+        store: Arc<dyn RunStore>,
+    ) -> Result<Service, ServeError> {
         let mut tenants = Vec::new();
         let mut keys = HashMap::new();
         for (index, t) in config.tenants.iter().enumerate() {
@@ -109,8 +155,12 @@ impl Service {
             }
             let max_concurrent = t.max_concurrent_calls as usize;
             tenants.push(Tenant {
+                index,
                 name: t.name.clone(),
-                executor: Executor::new(tools, settings),
+                executor: RwLock::new(Executor::new(tools, settings)),
+                model: model::TenantModel::from_config(&t.provider),
+                agent: t.agent.clone(),
+                runs: Arc::new(Semaphore::new(t.max_concurrent_runs as usize)),
                 slots: Arc::new(Semaphore::new(max_concurrent)),
                 max_concurrent,
                 per_minute: t.calls_per_minute,
@@ -119,7 +169,17 @@ impl Service {
             });
         }
         Ok(Service {
-            inner: Arc::new(Inner { tenants, keys, metrics: metrics::Metrics::default(), calls: AtomicU64::new(0) }),
+            inner: Arc::new(Inner {
+                host: host.clone(),
+                tenants,
+                keys,
+                metrics: metrics::Metrics::default(),
+                calls: AtomicU64::new(0),
+                store,
+                live: Mutex::default(),
+                approval_timeout: Duration::from_secs(config.approval_timeout_secs),
+                max_plugin_bytes: config.max_plugin_bytes,
+            }),
         })
     }
 
@@ -130,6 +190,15 @@ impl Service {
             .route("/metrics", get(metrics_text))
             .route("/api/tools", get(list_tools))
             .route("/api/tools/{name}/call", post(call_tool))
+            .route("/api/chat", post(chat::chat))
+            .route("/api/chat/approve", post(chat::approve))
+            .route("/api/chat/cancel", post(chat::cancel))
+            .route("/api/chat/{session_id}", get(chat::transcript))
+            .route(
+                "/api/plugins",
+                post(upload::upload)
+                    .layer(axum::extract::DefaultBodyLimit::max(self.inner.max_plugin_bytes.saturating_add(1))),
+            )
             .fallback(|| async { error(StatusCode::NOT_FOUND, "no such route") })
             .layer(axum::extract::DefaultBodyLimit::max(MAX_ARGUMENTS_BYTES))
             .with_state(self.clone())
@@ -159,13 +228,14 @@ async fn metrics_text(State(service): State<Service>) -> Response {
         .iter()
         .map(|t| (t.name.clone(), t.max_concurrent - t.slots.available_permits()))
         .collect();
-    let body = service.inner.metrics.render(&in_flight);
+    let pending = service.pending_approvals();
+    let body = service.inner.metrics.render(&in_flight, &pending);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
 async fn list_tools(State(service): State<Service>, headers: HeaderMap) -> Response {
     let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
-    let tools: Vec<serde_json::Value> = tenant.executor.tools().iter().map(|t| t.spec().openai_function()).collect();
+    let tools: Vec<serde_json::Value> = tenant.executor().tools().iter().map(|t| t.spec().openai_function()).collect();
     Json(tools).into_response()
 }
 
@@ -176,7 +246,8 @@ async fn call_tool(
     body: String,
 ) -> Response {
     let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
-    if tenant.executor.tools().get(&name).is_none() {
+    let executor = tenant.executor();
+    if executor.tools().get(&name).is_none() {
         return error(StatusCode::NOT_FOUND, &format!("no tool named {name}"));
     }
     if !tenant.admit() {
@@ -197,17 +268,22 @@ async fn call_tool(
         ..RunState::default()
     };
     let started = Instant::now();
-    let results = tenant.executor.run_turn(std::slice::from_ref(&call), &run, &EventSink::none()).await;
+    let results = executor.run_turn(std::slice::from_ref(&call), &run, &EventSink::none()).await;
     let (output, is_error) = match results.ok().and_then(|r| r.into_iter().next()) {
         Some(entry) => (entry.output, entry.is_error),
         // A tool that cancels the run leaves no result (Part 0 D8 answers it so).
         None => ("Tool error: run cancelled".to_owned(), true),
     };
-    service.inner.metrics.record(&tenant.name, &name, started.elapsed(), is_error);
+    service.inner.metrics.record(&tenant.name, &name, started.elapsed(), is_error.then_some(output.as_str()));
     Json(json!({ "output": output, "is_error": is_error })).into_response()
 }
 
 impl Tenant {
+    /// The tenant's tools as they are now.
+    fn executor(&self) -> Executor {
+        self.executor.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// Counts a call against the per-minute quota; false when it is spent.
     fn admit(&self) -> bool {
         let minute = self.started.elapsed().as_secs() / 60;

@@ -1,36 +1,12 @@
-//! The runner with a scripted model: the loop, every call id answered before
-//! the next request (Part 0 D8), max_turns, budget, cancellation.
+//! The loop with a scripted model: every call id answered before the next
+//! request (Part 0 D8), max_turns, budgets, cancellation, provider errors.
 
-use lovia_host::exec::ToolCall;
-use lovia_host::runner::{Agent, Message, ModelReply, RunError, Runner, ScriptedProvider};
-use lovia_host::{RunState, Tool, ToolSource, Toolset};
-use lovia_tests::{fixtures, load};
-use std::sync::Arc;
+use super::{call, runner, tool_answers};
+use lovia_host::RunState;
+use lovia_host::exec::Usage;
+use lovia_host::runner::{Agent, Message, ModelReply, RunError};
+
 use std::time::Duration;
-
-async fn runner(agent: Agent, replies: Vec<ModelReply>) -> (Runner, Arc<ScriptedProvider>) {
-    let diag = load(fixtures::DIAGNOSTICS).await;
-    let orders = load(fixtures::ORDERS).await;
-    let mut tools = Toolset::new();
-    tools.add(ToolSource::Plugin, Tool::from_plugin(&diag)).expect("unique");
-    tools.add(ToolSource::Plugin, Tool::from_plugin(&orders)).expect("unique");
-    let model = Arc::new(ScriptedProvider::new(replies));
-    (Runner::new(agent, tools, model.clone()), model)
-}
-
-fn call(id: &str, name: &str, args: &str) -> ToolCall {
-    ToolCall::new(id, name, args)
-}
-
-fn tool_answers(messages: &[Message]) -> Vec<(String, String)> {
-    messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::Tool { tool_call_id, content, .. } => Some((tool_call_id.clone(), content.clone())),
-            _ => None,
-        })
-        .collect()
-}
 
 #[tokio::test]
 async fn the_model_sees_every_result_before_it_answers() {
@@ -79,7 +55,7 @@ async fn a_model_that_never_answers_hits_max_turns() {
 #[tokio::test]
 async fn a_budget_trip_still_answers_every_call_id() {
     let mut agent = Agent::new("budget");
-    agent.tool_settings.max_tool_calls = Some(1);
+    agent.budget.max_tool_calls = Some(1);
     let calls = [call("a", "echo", r#"{"text": "1"}"#), call("b", "echo", r#"{"text": "2"}"#)];
     let (runner, _) = runner(agent, vec![ModelReply::calls(calls), ModelReply::text("unreached")]).await;
     let err = runner.run("go").await.expect_err("budget");
@@ -105,7 +81,7 @@ async fn cancelling_interrupts_the_turn_and_answers_every_call_id() {
         token.cancel(Some("user pressed stop"));
     });
     let started = std::time::Instant::now();
-    let err = runner.run_with("go", state, &lovia_host::EventSink::none()).await.expect_err("cancelled");
+    let err = runner.run_with(Some("go"), state).await.expect_err("cancelled");
     assert!(started.elapsed() < Duration::from_secs(10));
     let RunError::Cancelled { reason, messages } = err else { panic!("not cancelled") };
     assert_eq!(reason, "user pressed stop");
@@ -118,4 +94,44 @@ async fn a_provider_failure_ends_the_run_with_its_reason() {
     let (runner, _) = runner(Agent::new("empty"), vec![]).await;
     let err = runner.run("go").await.expect_err("no replies");
     assert_eq!(err.to_string(), "scripted: the script has no more replies");
+}
+
+#[tokio::test]
+async fn token_budgets_trip_after_the_reply_and_leave_no_call_unanswered() {
+    let mut agent = Agent::new("tokens");
+    agent.budget.max_total_tokens = Some(100);
+    let mut costly = ModelReply::calls([call("t1", "echo", r#"{"text": "x"}"#)]);
+    costly.usage = Some(Usage { input_tokens: 80, output_tokens: 40 });
+    let (runner, model) = runner(agent, vec![costly, ModelReply::text("unreached")]).await;
+    let err = runner.run("go").await.expect_err("budget");
+    let RunError::BudgetExceeded { message, messages } = err else { panic!("not a budget error: {err:?}") };
+    assert_eq!(message, "total tokens 120 exceeds budget 100");
+    assert_eq!(tool_answers(&messages), [("t1".to_owned(), "Tool error: not run: budget exceeded".to_owned())]);
+    assert_eq!(model.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_reply_cut_off_at_the_token_limit_reports_incomplete_arguments() {
+    let mut cut = ModelReply::calls([call("c1", "echo", r#"{"text": "hel"#)]);
+    cut.finish_reason = Some("length".into());
+    let (runner, _) = runner(Agent::new("cut"), vec![cut, ModelReply::text("sorry")]).await;
+    let result = runner.run("go").await.expect("run");
+    assert_eq!(
+        tool_answers(&result.messages),
+        [(
+            "c1".to_owned(),
+            "Tool echo arguments are incomplete: the response was cut off at the output token limit (finish_reason=length) mid-call."
+                .to_owned()
+        )]
+    );
+}
+
+#[tokio::test]
+async fn a_name_clash_fails_before_anything_runs() {
+    let mut agent = super::agent("dup").await;
+    agent.tools.push(lovia_tests::native::echo_json("echo"));
+    let (runner, model) = runner(agent, vec![ModelReply::text("unreached")]).await;
+    let err = runner.run("go").await.expect_err("clash");
+    assert!(err.to_string().starts_with("Tool name conflict for 'echo' from plugin."), "{err}");
+    assert!(model.requests().is_empty());
 }

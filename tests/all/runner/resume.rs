@@ -1,0 +1,112 @@
+//! Kill and resume: a run whose process dies mid-turn resumes from its
+//! SQLite file. Completed calls are not re-run, never-started calls run,
+//! and a pending approval is asked again.
+
+use super::{agent, call, tool_answers};
+use lovia_host::exec::RunState;
+use lovia_host::runner::{Agent, ModelReply, RunEvent, RunStatus, RunStore, Runner, ScriptedProvider, SqliteRunStore};
+use lovia_host::{Tool, ToolEvent, ToolOutput};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A tool that counts its runs.
+fn counter(name: &str, runs: Arc<AtomicU32>) -> Tool {
+    Tool::builder(name)
+        .invoke(move |_, _| {
+            let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
+            async move { Ok(ToolOutput::Text(format!("run {n}"))) }
+        })
+        .expect("tool")
+}
+
+async fn desk(counts: &Arc<AtomicU32>, lasts: &Arc<AtomicU32>) -> Agent {
+    let mut desk = agent("desk").await;
+    desk.tools = vec![counter("count", counts.clone()), counter("last", lasts.clone())];
+    desk
+}
+
+fn session() -> RunState {
+    RunState { session_id: Some("s-1".into()), tenant: Some("acme".into()), ..RunState::default() }
+}
+
+#[test]
+fn a_run_killed_at_an_approval_resumes_from_sqlite_without_rerunning_completed_calls() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("runs.db");
+    let (counts, lasts) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let turn = [
+        call("c1", "count", "{}"),
+        call("c2", "echo", r#"{"text": "component"}"#),
+        call("c3", "refund", r#"{"order_id": "A-1002", "amount_cents": 9000}"#),
+        call("c4", "last", "{}"),
+    ];
+
+    // The first process: it dies (its runtime is dropped) while c3 waits for approval.
+    {
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(async {
+            let store = Arc::new(SqliteRunStore::open(&path).expect("store"));
+            let model = Arc::new(ScriptedProvider::new([ModelReply::calls(turn.clone())]));
+            let runner = Runner::new(desk(&counts, &lasts).await, model).with_store(store);
+            let mut handle = runner.stream_with(Some("refund A-1002".into()), session());
+            while let Some(event) = handle.next_event().await {
+                if let RunEvent::Tool(ToolEvent::ApprovalRequired { call, ticket }) = event {
+                    assert_eq!(call.id, "c3");
+                    // Hold the ticket and die here.
+                    std::mem::forget(ticket);
+                    break;
+                }
+            }
+        });
+        drop(rt);
+    }
+    assert_eq!(counts.load(Ordering::SeqCst), 1);
+    let store = Arc::new(SqliteRunStore::open(&path).expect("reopen"));
+    let saved = store.load("acme", "s-1").expect("load").expect("a checkpoint");
+    assert_eq!(saved.status, RunStatus::Running);
+    let pending: Vec<&str> = saved.pending_calls.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(pending, ["c3", "c4"]);
+    assert_eq!(saved.pending_approvals.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["c3"]);
+    assert_eq!(store.unfinished().expect("unfinished"), [("acme".to_owned(), "s-1".to_owned())]);
+
+    // The second process resumes with no new input.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let result = rt.block_on(async {
+        let model = Arc::new(ScriptedProvider::new([ModelReply::text("Refunded.")]));
+        let runner = Runner::new(desk(&counts, &lasts).await, model.clone()).with_store(store.clone());
+        let mut handle = runner.stream_with(None, session());
+        let mut asked = Vec::new();
+        while let Some(event) = handle.next_event().await {
+            if let RunEvent::Tool(ToolEvent::ApprovalRequired { call, ticket }) = event {
+                asked.push(call.id.clone());
+                assert!(ticket.approve());
+            }
+        }
+        assert_eq!(asked, ["c3"], "the pending approval is asked again");
+        // The model's one request sees all four calls answered.
+        let seen = tool_answers(&model.requests()[0].messages);
+        assert_eq!(seen.len(), 4, "{seen:?}");
+        handle.result().await.expect("resumed run")
+    });
+    assert_eq!(result.output, "Refunded.");
+    assert_eq!(counts.load(Ordering::SeqCst), 1, "a completed call is not re-run");
+    assert_eq!(lasts.load(Ordering::SeqCst), 1, "a never-started call runs once");
+    let answers = tool_answers(&result.messages);
+    assert!(answers.contains(&("c1".into(), "run 1".into())));
+    assert!(answers.contains(&("c2".into(), "component".into())));
+    assert!(answers.contains(&("c3".into(), "Refunded 9000 cents on A-1002".into())));
+    assert_eq!(store.load("acme", "s-1").expect("load").expect("saved").status, RunStatus::Completed);
+    assert!(store.unfinished().expect("unfinished").is_empty());
+}
+
+#[tokio::test]
+async fn a_session_continues_its_transcript_in_the_next_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SqliteRunStore::open(dir.path().join("runs.db")).expect("store"));
+    let model = Arc::new(ScriptedProvider::new([ModelReply::text("Hello."), ModelReply::text("Still here.")]));
+    let runner = Runner::new(Agent::new("chat"), model.clone()).with_store(store);
+    runner.run_with(Some("hi"), session()).await.expect("first");
+    let second = runner.run_with(Some("again"), session()).await.expect("second");
+    assert_eq!(second.messages.len(), 4, "{:?}", second.messages);
+    assert_eq!(model.requests()[1].messages.len(), 3);
+}
