@@ -5,6 +5,7 @@ mod cli;
 mod exec;
 mod load;
 mod outcomes;
+mod providers;
 mod runner;
 mod sandbox;
 mod schemas;

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 pub mod http;
+pub mod model_api;
 
 /// Paths of the guest fixtures.
 pub mod fixtures {

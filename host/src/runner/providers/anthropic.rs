@@ -4,7 +4,7 @@
 //! `disable_parallel_tool_use` when the agent forbids parallel calls;
 //! streamed as `content_block_*` and `message_delta` events.
 
-use super::http::{post_json, read_all};
+use super::http::{is_event_stream, post_json, read_all};
 use super::sse::SseParser;
 use super::{MAX_RESPONSE_BYTES, ProviderOptions};
 use crate::exec::{ToolCall, Usage};
@@ -98,7 +98,8 @@ impl Anthropic {
         }
         let response =
             post_json(NAME, &url, &headers, &self.body(request), &self.options.retry, self.options.timeout).await?;
-        if !self.options.stream {
+        // Some compatible servers answer a streaming request with plain JSON: read what came.
+        if !is_event_stream(&response) {
             let bytes = read_all(NAME, response, MAX_RESPONSE_BYTES).await?;
             let value: Value = serde_json::from_slice(&bytes)
                 .map_err(|e| ProviderError::new(NAME, format!("the response is not JSON: {e}")))?;

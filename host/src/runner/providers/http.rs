@@ -102,6 +102,15 @@ pub(crate) async fn post_json(
     }
 }
 
+/// Whether the response is an SSE stream (by its content type).
+pub(crate) fn is_event_stream(response: &http::Response<Incoming>) -> bool {
+    response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
+}
+
 /// The API's own error message when the body is `{"error": {"message"}}`.
 fn error_message(body: &str) -> String {
     serde_json::from_str::<serde_json::Value>(body)

@@ -3,7 +3,7 @@
 //! `tool_calls`, results as `role: "tool"` messages; streamed as SSE chunks
 //! whose `delta.tool_calls` arrive in pieces keyed by `index`.
 
-use super::http::{post_json, read_all};
+use super::http::{is_event_stream, post_json, read_all};
 use super::sse::SseParser;
 use super::{MAX_RESPONSE_BYTES, ProviderOptions};
 use crate::exec::{ToolCall, Usage};
@@ -75,7 +75,8 @@ impl OpenAiChat {
         }
         let body = self.body(request);
         let response = post_json(NAME, &url, &headers, &body, &self.options.retry, self.options.timeout).await?;
-        if !self.options.stream {
+        // Some compatible servers answer a streaming request with plain JSON: read what came.
+        if !is_event_stream(&response) {
             let bytes = read_all(NAME, response, MAX_RESPONSE_BYTES).await?;
             let value: Value = serde_json::from_slice(&bytes)
                 .map_err(|e| ProviderError::new(NAME, format!("the response is not JSON: {e}")))?;
