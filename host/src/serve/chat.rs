@@ -161,8 +161,9 @@ pub(crate) async fn chat(State(service): State<Service>, headers: HeaderMap, bod
             return error(StatusCode::BAD_REQUEST, "input is required (there is no run to resume in this session)");
         }
     }
-    match service.start_run(tenant, &session, input) {
-        Ok(live) => sse_response(live),
+    match service.start_run(tenant, &session, input, true) {
+        Ok(Some(live)) => sse_response(live),
+        Ok(None) => error(StatusCode::INTERNAL_SERVER_ERROR, "the run started without a reader"),
         Err(refusal) => refusal.into_response(),
     }
 }
@@ -262,15 +263,22 @@ impl Service {
         };
         for (tenant_name, session) in unfinished {
             let Some(tenant) = self.inner.tenants.iter().find(|t| t.name == tenant_name) else { continue };
-            match self.start_run(tenant, &session, None) {
+            match self.start_run(tenant, &session, None, false) {
                 Ok(_) => tracing::info!(tenant = %tenant.name, %session, "resumed an unfinished run"),
                 Err(_) => tracing::warn!(tenant = %tenant.name, %session, "cannot resume the run now"),
             }
         }
     }
 
-    /// Starts (or resumes) the session's run and returns a reader's stream.
-    fn start_run(&self, tenant: &Tenant, session: &str, input: Option<String>) -> Result<SseBody, ApiError> {
+    /// Starts (or resumes) the session's run; with `read`, returns a
+    /// reader's stream attached before the first event.
+    fn start_run(
+        &self,
+        tenant: &Tenant,
+        session: &str,
+        input: Option<String>,
+        read: bool,
+    ) -> Result<Option<SseBody>, ApiError> {
         let provider = tenant.model.provider().map_err(|reason| ApiError(StatusCode::SERVICE_UNAVAILABLE, reason))?;
         let Ok(permit) = tenant.runs.clone().try_acquire_owned() else {
             self.inner.metrics.refuse(&tenant.name, "max_concurrent_runs");
@@ -301,7 +309,7 @@ impl Service {
             }
             map.insert(key.clone(), live.clone());
         }
-        let reader = live.subscribe(Vec::new());
+        let reader = read.then(|| live.subscribe(Vec::new()));
         let mut handle = runner.stream_with(input, state);
         let service = self.clone();
         let (tenant_name, session) = (tenant.name.clone(), session.to_owned());

@@ -1,67 +1,9 @@
-//! `lovia serve`: real HTTP over a loopback socket. Every `/api` route needs
-//! a tenant's key, and a tenant sees and touches only its own tools.
+//! The tool routes: auth, isolation, direct calls, quotas, config errors,
+//! and a load test with hostile calls.
 
-use lovia_host::plugin::config::LimitOverrides;
-use lovia_host::serve::{PluginEntry, ServeConfig, Service, TenantConfig, hash_key};
-use lovia_tests::{fixtures, host};
-use std::net::SocketAddr;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-fn plugin(path: &str) -> PluginEntry {
-    PluginEntry {
-        path: path.into(),
-        instance: Default::default(),
-        grants: Default::default(),
-        limits: LimitOverrides::default(),
-    }
-}
-
-pub(crate) fn tenant(name: &str, key: &str, plugins: &[&str]) -> TenantConfig {
-    let mut t = TenantConfig::new(name, vec![hash_key(key)]);
-    t.plugins = plugins.iter().map(|p| plugin(p)).collect();
-    t
-}
-
-/// Starts the service on a free loopback port, with its session store in a
-/// fresh temporary directory.
-async fn start(tenants: Vec<TenantConfig>) -> SocketAddr {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut config = ServeConfig::new(tenants);
-    config.listen = "127.0.0.1:0".parse().expect("addr");
-    config.store = Some(dir.path().join("sessions.db"));
-    config.resolve(std::path::Path::new(".")).expect("valid config");
-    let service = Service::new(&host(), &config).await.expect("service");
-    let listener = tokio::net::TcpListener::bind(config.listen).await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        // The store's directory lives as long as the server.
-        let _dir = dir;
-        axum::serve(listener, service.router()).await.expect("serve")
-    });
-    addr
-}
-
-/// One HTTP/1.1 request on a fresh connection: (status, body).
-async fn request(addr: SocketAddr, method: &str, path: &str, key: Option<&str>, body: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let auth = key.map(|k| format!("Authorization: Bearer {k}\r\n")).unwrap_or_default();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.expect("write");
-    stream.write_all(body.as_bytes()).await.expect("write");
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.expect("read");
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status line");
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    (status, body)
-}
-
-fn json(body: &str) -> serde_json::Value {
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
-}
+use super::{json, plugin, request, start, tenant};
+use lovia_host::serve::{ServeConfig, hash_key};
+use lovia_tests::fixtures;
 
 #[tokio::test]
 async fn every_api_route_needs_a_tenant_key() {

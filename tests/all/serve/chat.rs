@@ -1,0 +1,287 @@
+//! `/api/chat` with a scripted model: SSE over a real socket, approvals
+//! round-trip (decided, timed out, denied by a disconnect, re-emitted on
+//! reconnect), cancel, transcripts, plugin upload, tenant isolation on
+//! every route, and a run resumed after its service died.
+
+use super::{Sse, json, request, start_with, tenant};
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use lovia_host::runner::SqliteRunStore;
+use lovia_host::serve::{ProviderChoice, ProviderConfig, ServeConfig, Service, TenantConfig};
+use lovia_tests::{fixtures, host};
+use serde_json::{Value, json as j};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tower::ServiceExt;
+
+const REFUND: &str = r#"{"order_id": "A-1002", "amount_cents": 9000}"#;
+
+/// Writes the model's replies where a scripted provider reads them.
+fn script(dir: &Path, replies: Value) -> PathBuf {
+    let path = dir.join(format!("script-{}.json", replies.to_string().len()));
+    std::fs::write(&path, replies.to_string()).expect("write script");
+    path
+}
+
+fn calls(list: &[(&str, &str, &str)]) -> Value {
+    j!({"tool_calls": list.iter().map(|(id, name, args)| j!({"id": id, "name": name, "arguments": args})).collect::<Vec<_>>()})
+}
+
+fn chat_tenant(name: &str, key: &str, script: PathBuf) -> TenantConfig {
+    let mut t = tenant(name, key, &[fixtures::ORDERS, fixtures::DIAGNOSTICS]);
+    t.provider = ProviderConfig { kind: ProviderChoice::Scripted, script: Some(script), ..ProviderConfig::default() };
+    t
+}
+
+fn names(events: &[(String, Value)]) -> Vec<&str> {
+    events.iter().map(|(n, _)| n.as_str()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_holds_an_approval_round_trip_over_sse() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replies = j!([
+        calls(&[("c1", "lookup_order", r#"{"order_id": "A-1002"}"#), ("c2", "refund", REFUND)]),
+        {"content": "Refunded 90 dollars."}
+    ]);
+    let addr = start_with(ServeConfig::new(vec![
+        chat_tenant("acme", "acme-key", script(dir.path(), replies.clone())),
+        chat_tenant("globex", "globex-key", script(dir.path(), replies)),
+    ]))
+    .await;
+    let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "s1", "input": "refund A-1002"}"#).await;
+    assert_eq!(sse.status, 200);
+    let first = sse.until("approval_required").await;
+    assert_eq!(first[0].0, "run_started");
+    assert_eq!(first[0].1["session_id"], "s1");
+    let (_, asked) = first.last().expect("approval");
+    assert_eq!(asked, &j!({"id": "c2", "name": "refund", "arguments": REFUND}));
+
+    // Only the session's tenant can decide, and only what is pending.
+    let approve = |key: &'static str, call: &'static str| {
+        let body = format!(r#"{{"session_id": "s1", "call_id": "{call}", "decision": "approve"}}"#);
+        async move { request(addr, "POST", "/api/chat/approve", Some(key), &body).await }
+    };
+    let (status, body) = approve("globex-key", "c2").await;
+    assert_eq!((status, json(&body)["detail"].as_str()), (404, Some("no pending approval matches")));
+    assert_eq!(approve("acme-key", "c9").await.0, 404);
+    let (status, body) = approve("acme-key", "c2").await;
+    assert_eq!((status, json(&body)), (200, j!({"ok": true})));
+    assert_eq!(approve("acme-key", "c2").await.0, 404, "a decision lands once");
+
+    // The parallel lookup's events may surface before or after the prompt (spec §8).
+    let rest = sse.rest().await;
+    let all: Vec<(String, Value)> = first.iter().chain(&rest).cloned().collect();
+    let results: Vec<&Value> = all.iter().filter(|(n, _)| n == "tool_result").map(|(_, d)| d).collect();
+    assert_eq!(results.len(), 2, "{all:?}");
+    assert!(
+        results.contains(
+            &&j!({"id": "c2", "name": "refund", "result": "Refunded 9000 cents on A-1002", "is_error": false})
+        )
+    );
+    assert_eq!(names(&rest)[rest.len() - 2..], ["text_delta", "run_completed"], "{rest:?}");
+    assert_eq!(rest.last().expect("end").1["output"], "Refunded 90 dollars.");
+
+    let (status, body) = request(addr, "GET", "/api/chat/s1", Some("acme-key"), "").await;
+    assert_eq!((status, json(&body)["status"].as_str()), (200, Some("completed")));
+    assert_eq!(json(&body)["messages"].as_array().expect("messages").len(), 5);
+    assert_eq!(request(addr, "GET", "/api/chat/s1", Some("globex-key"), "").await.0, 404);
+    let (_, metrics) = request(addr, "GET", "/metrics", None, "").await;
+    assert!(metrics.contains("lovia_runs_total{tenant=\"acme\",outcome=\"completed\"} 1"), "{metrics}");
+    assert!(metrics.contains("lovia_approvals_pending{tenant=\"acme\"} 0"), "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undecided_approvals_are_denied_by_timeout_and_by_disconnect_and_re_emitted_on_reconnect() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replies = j!([calls(&[("c1", "refund", REFUND)]), {"content": "Not refunded."}]);
+    let mut config = ServeConfig::new(vec![chat_tenant("acme", "acme-key", script(dir.path(), replies))]);
+    config.approval_timeout_secs = 1;
+    let addr = start_with(config).await;
+
+    // Nobody decides: denied after the timeout.
+    let started = Instant::now();
+    let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "t1", "input": "refund"}"#).await;
+    let events = sse.rest().await;
+    let result = events.iter().find(|(n, _)| n == "tool_result").expect("a result");
+    assert_eq!(result.1["result"], "Tool refund was not approved.");
+    assert!(started.elapsed() >= Duration::from_millis(900) && started.elapsed() < Duration::from_secs(20));
+
+    // A second reader attaching to the live run is shown the pending approval again.
+    let mut first = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "t2", "input": "refund"}"#).await;
+    first.until("approval_required").await;
+    let mut second = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "t2"}"#).await;
+    let (name, data) = second.next().await.expect("re-emitted");
+    assert_eq!((name.as_str(), data["id"].as_str()), ("approval_required", Some("c1")));
+    // Both readers leave: the pending approval is denied at once.
+    let left = Instant::now();
+    drop(first);
+    drop(second);
+    let status = loop {
+        let (_, body) = request(addr, "GET", "/api/chat/t2", Some("acme-key"), "").await;
+        if json(&body)["status"] == "completed" {
+            break json(&body);
+        }
+        assert!(left.elapsed() < Duration::from_secs(20), "the run never ended: {body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(left.elapsed() < Duration::from_millis(900), "denied by the disconnect, not the timeout");
+    assert_eq!(status["messages"][2]["content"], "Tool refund was not approved.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_the_run_and_its_call() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replies = j!([calls(&[("c1", "sleep_ms", r#"{"ms": 30000}"#)]), {"content": "unreached"}]);
+    let addr = start_with(ServeConfig::new(vec![
+        chat_tenant("acme", "acme-key", script(dir.path(), replies.clone())),
+        chat_tenant("globex", "globex-key", script(dir.path(), replies)),
+    ]))
+    .await;
+    let started = Instant::now();
+    let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "c", "input": "wait"}"#).await;
+    sse.until("tool_call").await;
+    let cancel = r#"{"session_id": "c"}"#;
+    assert_eq!(request(addr, "POST", "/api/chat/cancel", Some("globex-key"), cancel).await.0, 404);
+    let (status, body) = request(addr, "POST", "/api/chat/cancel", Some("acme-key"), cancel).await;
+    assert_eq!((status, json(&body)), (200, j!({"ok": true})));
+    let rest = sse.rest().await;
+    let (name, data) = rest.last().expect("an end");
+    assert_eq!(
+        (name.as_str(), data["type"].as_str(), data["fatal"].as_bool()),
+        ("error", Some("cancelled"), Some(true))
+    );
+    assert!(started.elapsed() < Duration::from_secs(10), "the 30 s call was interrupted");
+    assert_eq!(request(addr, "POST", "/api/chat/cancel", Some("acme-key"), cancel).await.0, 404, "nothing runs now");
+}
+
+#[tokio::test]
+async fn chat_routes_refuse_bad_requests_and_other_tenants_through_the_router() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replies = j!([{"content": "hi"}]);
+    let mut config = ServeConfig::new(vec![
+        chat_tenant("acme", "acme-key", script(dir.path(), replies.clone())),
+        chat_tenant("globex", "globex-key", script(dir.path(), replies)),
+    ]);
+    config.max_plugin_bytes = 4 << 20;
+    config.resolve(Path::new(".")).expect("config");
+    let store = Arc::new(SqliteRunStore::open(dir.path().join("s.db")).expect("store"));
+    let router = Service::with_store(&host(), &config, store).await.expect("service").router();
+    let send = |method: &str, path: &str, key: Option<&str>, body: Body| {
+        let mut r = Request::builder().method(method).uri(path);
+        if let Some(k) = key {
+            r = r.header("authorization", format!("Bearer {k}"));
+        }
+        let request = r.body(body).expect("request");
+        let router = router.clone();
+        async move {
+            let response = router.oneshot(request).await.expect("infallible");
+            let status = response.status();
+            let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body");
+            (status, String::from_utf8_lossy(&bytes).into_owned())
+        }
+    };
+    for (method, path) in [
+        ("POST", "/api/chat"),
+        ("POST", "/api/chat/approve"),
+        ("POST", "/api/chat/cancel"),
+        ("GET", "/api/chat/s1"),
+        ("POST", "/api/plugins"),
+    ] {
+        assert_eq!(send(method, path, None, Body::empty()).await.0, StatusCode::UNAUTHORIZED, "{path}");
+    }
+    // acme finishes a chat in session s1; globex cannot see or touch it.
+    let (status, body) =
+        send("POST", "/api/chat", Some("acme-key"), Body::from(r#"{"session_id": "s1", "input": "hi"}"#)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("event: run_completed"), "{body}");
+    assert_eq!(send("GET", "/api/chat/s1", Some("acme-key"), Body::empty()).await.0, StatusCode::OK);
+    assert_eq!(send("GET", "/api/chat/s1", Some("globex-key"), Body::empty()).await.0, StatusCode::NOT_FOUND);
+    let approve = r#"{"session_id": "s1", "call_id": "c1", "decision": "approve"}"#;
+    assert_eq!(
+        send("POST", "/api/chat/approve", Some("globex-key"), Body::from(approve)).await.0,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        send("POST", "/api/chat/cancel", Some("globex-key"), Body::from(r#"{"session_id": "s1"}"#)).await.0,
+        StatusCode::NOT_FOUND
+    );
+    // globex's own session s1 is another session: a fresh transcript.
+    send("POST", "/api/chat", Some("globex-key"), Body::from(r#"{"session_id": "s1", "input": "hello"}"#)).await;
+    let (_, theirs) = send("GET", "/api/chat/s1", Some("globex-key"), Body::empty()).await;
+    assert_eq!(json(&theirs)["messages"][0]["content"], "hello");
+    // Bad bodies say what is wrong.
+    let (status, body) = send("POST", "/api/chat", Some("acme-key"), Body::from(r#"{"input": 3}"#)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(json(&body)["error"].as_str().expect("error").starts_with("invalid request body"), "{body}");
+    let (status, body) = send("POST", "/api/chat", Some("acme-key"), Body::from(r#"{"session_id": "new"}"#)).await;
+    assert_eq!(
+        (status, json(&body)["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("input is required (there is no run to resume in this session)"))
+    );
+    let (status, _) =
+        send("POST", "/api/chat", Some("acme-key"), Body::from(r#"{"input": "x", "agent": "other"}"#)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Plugin upload: validated, added to the tenant only, granted nothing.
+    let notes = std::fs::read(fixtures::NOTES).expect("notes.wasm");
+    let (status, body) = send("POST", "/api/plugins", Some("globex-key"), Body::from(notes.clone())).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert!(json(&body)["tools"].as_array().expect("tools").iter().any(|t| t == "save_note"), "{body}");
+    let (_, tools) = send("GET", "/api/tools", Some("globex-key"), Body::empty()).await;
+    assert!(tools.contains("save_note"));
+    let (_, tools) = send("GET", "/api/tools", Some("acme-key"), Body::empty()).await;
+    assert!(!tools.contains("save_note"), "another tenant does not get it");
+    let (status, body) = send("POST", "/api/plugins", Some("globex-key"), Body::from(notes)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("Tool name conflict for 'save_note' from plugin."), "{body}");
+    let (status, _) = send("POST", "/api/plugins", Some("globex-key"), Body::from(vec![0u8; (4 << 20) + 10])).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    let (status, body) = send("POST", "/api/plugins", Some("globex-key"), Body::from("not wasm")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+}
+
+#[test]
+fn a_chat_killed_with_its_service_resumes_when_the_service_restarts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replies =
+        j!([calls(&[("c1", "echo", r#"{"text": "before"}"#), ("c2", "refund", REFUND)]), {"content": "Refunded."}]);
+    let script_path = script(dir.path(), replies);
+    let mut config = ServeConfig::new(vec![chat_tenant("acme", "acme-key", script_path.clone())]);
+    config.store = Some(dir.path().join("sessions.db"));
+    // The first service dies (its runtime is dropped) while the refund waits
+    // for approval and its reader is still connected (a reader that leaves
+    // would deny it).
+    {
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        let reader = rt.block_on(async {
+            let addr = start_with(config.clone()).await;
+            let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "k", "input": "refund"}"#).await;
+            sse.until("approval_required").await;
+            sse
+        });
+        drop(rt);
+        drop(reader);
+    }
+    // The model, asked again after the resumed calls, answers from where it was.
+    std::fs::write(&script_path, j!([{"content": "Refunded."}]).to_string()).expect("rewrite script");
+    // The second resumes the run at start; a reader attaching sees the approval asked again.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let addr = start_with(config).await;
+        let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "k"}"#).await;
+        let asked = sse.until("approval_required").await;
+        assert_eq!(asked.last().expect("asked").1["id"], "c2");
+        assert!(!asked.iter().any(|(n, d)| n == "tool_call" && d["id"] == "c1"), "c1 is not re-run: {asked:?}");
+        let body = r#"{"session_id": "k", "call_id": "c2", "decision": "approve"}"#;
+        assert_eq!(request(addr, "POST", "/api/chat/approve", Some("acme-key"), body).await.0, 200);
+        let rest = sse.rest().await;
+        assert_eq!(rest.last().expect("end").0, "run_completed", "{rest:?}");
+        let (_, transcript) = request(addr, "GET", "/api/chat/k", Some("acme-key"), "").await;
+        let messages = json(&transcript)["messages"].clone();
+        let answers: Vec<&str> =
+            messages.as_array().expect("messages").iter().filter_map(|m| m["tool_call_id"].as_str()).collect();
+        assert_eq!(answers, ["c1", "c2"], "each call answered exactly once: {messages}");
+    });
+}

@@ -1,0 +1,162 @@
+//! `lovia serve`: real HTTP over loopback sockets (and the router through
+//! `oneshot`). Every `/api` route needs a tenant's key, and a tenant sees
+//! and touches only its own tools, sessions and approvals.
+
+mod chat;
+mod tools;
+
+use lovia_host::plugin::config::LimitOverrides;
+use lovia_host::serve::{PluginEntry, ServeConfig, Service, TenantConfig, hash_key};
+use lovia_tests::host;
+use std::net::SocketAddr;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub(crate) fn plugin(path: &str) -> PluginEntry {
+    PluginEntry {
+        path: path.into(),
+        instance: Default::default(),
+        grants: Default::default(),
+        limits: LimitOverrides::default(),
+    }
+}
+
+pub(crate) fn tenant(name: &str, key: &str, plugins: &[&str]) -> TenantConfig {
+    let mut t = TenantConfig::new(name, vec![hash_key(key)]);
+    t.plugins = plugins.iter().map(|p| plugin(p)).collect();
+    t
+}
+
+/// Starts the service on a free loopback port, with its session store in a
+/// fresh temporary directory.
+pub(crate) async fn start(tenants: Vec<TenantConfig>) -> SocketAddr {
+    start_with(ServeConfig::new(tenants)).await
+}
+
+/// Starts the service of `config` on a free loopback port; without a store
+/// path, the store goes in a fresh temporary directory.
+pub(crate) async fn start_with(mut config: ServeConfig) -> SocketAddr {
+    let dir = tempfile::tempdir().expect("tempdir");
+    config.listen = "127.0.0.1:0".parse().expect("addr");
+    config.store.get_or_insert_with(|| dir.path().join("sessions.db"));
+    config.resolve(std::path::Path::new(".")).expect("valid config");
+    let service = Service::new(&host(), &config).await.expect("service");
+    let listener = tokio::net::TcpListener::bind(config.listen).await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        // The store's directory lives as long as the server.
+        let _dir = dir;
+        axum::serve(listener, service.router()).await.expect("serve")
+    });
+    addr
+}
+
+/// One HTTP/1.1 request on a fresh connection: (status, body).
+pub(crate) async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    key: Option<&str>,
+    body: &str,
+) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let auth = key.map(|k| format!("Authorization: Bearer {k}\r\n")).unwrap_or_default();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    stream.write_all(body.as_bytes()).await.expect("write");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.expect("read");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status line");
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+pub(crate) fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// A reader of an SSE response on its own connection (HTTP/1.0, so the
+/// body is plain bytes until the server closes).
+pub(crate) struct Sse {
+    reader: tokio::io::BufReader<tokio::net::TcpStream>,
+    /// The response status.
+    pub(crate) status: u16,
+}
+
+impl Sse {
+    /// POSTs `body` to `path` and reads the response head.
+    pub(crate) async fn post(addr: SocketAddr, path: &str, key: &str, body: &str) -> Sse {
+        use tokio::io::AsyncBufReadExt;
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let head = format!(
+            "POST {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.expect("write");
+        let mut reader = tokio::io::BufReader::new(stream);
+        let mut line = String::new();
+        reader.read_line(&mut line).await.expect("status line");
+        let status = line.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
+        loop {
+            line.clear();
+            reader.read_line(&mut line).await.expect("header");
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+        }
+        Sse { reader, status }
+    }
+
+    /// The next event as (name, data); `None` when the stream ends. Fails
+    /// the test after 30 s without one.
+    pub(crate) async fn next(&mut self) -> Option<(String, serde_json::Value)> {
+        use tokio::io::AsyncBufReadExt;
+        let read = async {
+            let (mut event, mut data) = (String::new(), String::new());
+            loop {
+                let mut line = String::new();
+                if self.reader.read_line(&mut line).await.expect("read") == 0 {
+                    return None;
+                }
+                let line = line.trim_end_matches(['\r', '\n']);
+                if line.is_empty() {
+                    if !event.is_empty() {
+                        return Some((event, serde_json::from_str(&data).expect("JSON data")));
+                    }
+                    continue;
+                }
+                if let Some(v) = line.strip_prefix("event: ") {
+                    event = v.to_owned();
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data = v.to_owned();
+                }
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(30), read).await.expect("an event within 30 s")
+    }
+
+    /// Events until (and including) the first named `name`.
+    pub(crate) async fn until(&mut self, name: &str) -> Vec<(String, serde_json::Value)> {
+        let mut seen = Vec::new();
+        while let Some(event) = self.next().await {
+            let done = event.0 == name;
+            seen.push(event);
+            if done {
+                return seen;
+            }
+        }
+        panic!("the stream ended before {name}: {seen:?}")
+    }
+
+    /// Every event until the stream ends.
+    pub(crate) async fn rest(&mut self) -> Vec<(String, serde_json::Value)> {
+        let mut seen = Vec::new();
+        while let Some(event) = self.next().await {
+            seen.push(event);
+        }
+        seen
+    }
+}
