@@ -291,3 +291,91 @@ async fn run_scripts_reach_overrides_policies_and_cancellation() {
     std::fs::write(&unknown, r#"{"agent": {"tools": {"nope": {"retries": 1}}}, "turns": []}"#).expect("write");
     assert_usage_error(&run_script(unknown.to_str().expect("utf8"), &[]).0, "configures tool `nope`");
 }
+
+/// `lovia serve` as a child process; returns it with the address it printed.
+async fn spawn_serve(
+    config: &std::path::Path,
+    store: &std::path::Path,
+) -> (tokio::process::Child, std::net::SocketAddr) {
+    use tokio::io::AsyncBufReadExt;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/chat-refund.json");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_lovia"))
+        .args(["--no-cache", "serve", "--listen", "127.0.0.1:0"])
+        .arg("--config")
+        .arg(config)
+        .arg("--store")
+        .arg(store)
+        .env("LOVIA_PROVIDER", "scripted")
+        .env("LOVIA_SCRIPT", script)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn lovia serve");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = lines.next_line().await.expect("read").expect("a first line");
+    let addr = first
+        .strip_prefix("lovia serve listening on http://")
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("unexpected first line: {first}"));
+    // Keep reading so the child never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, addr.parse().expect("address"))
+}
+
+// The README's main flow on the real binary: a chat asks for an approval,
+// the service is killed with SIGKILL, and the restarted service resumes the
+// run from its SQLite file, asks again, and finishes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_resumes_a_chat_after_a_kill_9() {
+    use crate::serve::{Sse, json, request};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[tenants]]\nname = \"demo\"\napi_keys = [\"{}\"]\nagent = {{ name = \"support\" }}\n\
+             [[tenants.plugins]]\npath = \"{}\"\n[[tenants.plugins]]\npath = \"{}\"\n",
+            lovia_host::serve::hash_key("demo-key"),
+            fixtures::ORDERS,
+            fixtures::DIAGNOSTICS
+        ),
+    )
+    .expect("config");
+    let store = dir.path().join("sessions.db");
+    let (mut first, addr) = spawn_serve(&config, &store).await;
+    let direct =
+        request(addr, "POST", "/api/tools/lookup_order/call", Some("demo-key"), r#"{"order_id": "A-1002"}"#).await;
+    assert_eq!(direct.0, 200, "{}", direct.1);
+    let body = r#"{"session_id": "s1", "input": "Refund 90 dollars on A-1002"}"#;
+    let mut sse = Sse::post(addr, "/api/chat", "demo-key", body).await;
+    let asked = sse.until("approval_required").await;
+    assert_eq!(asked.last().expect("asked").1["id"], "call_refund");
+    first.start_kill().expect("SIGKILL");
+    first.wait().await.expect("reaped");
+    drop(sse);
+
+    let (_second, addr) = spawn_serve(&config, &store).await;
+    let mut sse = Sse::post(addr, "/api/chat", "demo-key", r#"{"session_id": "s1"}"#).await;
+    let asked = sse.until("approval_required").await;
+    assert_eq!(asked.last().expect("asked again").1["id"], "call_refund");
+    let approve = r#"{"session_id": "s1", "call_id": "call_refund", "decision": "approve"}"#;
+    assert_eq!(request(addr, "POST", "/api/chat/approve", Some("demo-key"), approve).await.0, 200);
+    let rest = sse.rest().await;
+    let (name, data) = rest.last().expect("the end");
+    assert_eq!(name, "run_completed", "{rest:?}");
+    assert_eq!(data["output"], "I looked up A-1002 and refunded $90.00 for the damaged item.");
+    let (_, transcript) = request(addr, "GET", "/api/chat/s1", Some("demo-key"), "").await;
+    let messages = json(&transcript)["messages"].clone();
+    let answered: Vec<&str> =
+        messages.as_array().expect("messages").iter().filter_map(|m| m["tool_call_id"].as_str()).collect();
+    assert_eq!(answered.len(), 2, "each call answered exactly once: {messages}");
+    assert!(answered.contains(&"call_lookup") && answered.contains(&"call_refund"));
+}
+
+#[test]
+fn the_example_serve_config_is_valid() {
+    let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/serve.toml"));
+    let config = lovia_host::serve::ServeConfig::load(path).expect("examples/serve.toml loads");
+    assert_eq!(config.tenants.len(), 2);
+    assert_eq!(config.tenants[0].agent.name, "support");
+}

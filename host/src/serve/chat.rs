@@ -237,6 +237,18 @@ impl Service {
         self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).get(&(tenant.index, session.to_owned())).cloned()
     }
 
+    /// The tenants whose chats have no model, with the reason.
+    pub fn unconfigured_models(&self) -> Vec<(String, String)> {
+        self.inner
+            .tenants
+            .iter()
+            .filter_map(|t| match &t.model {
+                super::model::TenantModel::Missing(reason) => Some((t.name.clone(), reason.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Approvals waiting, by tenant name.
     pub(crate) fn pending_approvals(&self) -> Vec<(String, usize)> {
         let live = self.inner.live.lock().unwrap_or_else(|p| p.into_inner());

@@ -102,9 +102,12 @@ fn default_runs() -> u32 {
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
     /// `env` (default: `LOVIA_PROVIDER`, `OPENAI_API_KEY`, `OPENAI_BASE_URL`,
-    /// `ANTHROPIC_API_KEY`, `LOVIA_MODEL`, as the runner documents),
+    /// `ANTHROPIC_API_KEY`, `LOVIA_MODEL`, as
+    /// [`crate::runner::providers::from_env`] documents; also
+    /// `LOVIA_PROVIDER=scripted` with `LOVIA_SCRIPT=<file>`),
     /// `openai-chat`, `openai-responses`, `anthropic`, or `scripted` (a
-    /// JSON file of replies, replayed from the start for every chat).
+    /// JSON file of replies; a conversation with *n* assistant messages gets
+    /// reply *n*, so every chat replays it from the start).
     #[serde(default)]
     pub kind: ProviderChoice,
     /// The API's base URL. Default: the vendor's.

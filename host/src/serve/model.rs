@@ -10,8 +10,8 @@ use std::sync::Arc;
 pub(crate) enum TenantModel {
     /// One provider shared by every run.
     Shared(Arc<dyn ModelProvider>),
-    /// A script replayed from its start for every run.
-    Script(PathBuf),
+    /// A script: each conversation gets the reply for its position.
+    Script(Arc<ScriptedProvider>),
     /// None configured: chats answer 503 with this reason.
     Missing(String),
 }
@@ -20,6 +20,14 @@ impl TenantModel {
     pub(crate) fn from_config(config: &ProviderConfig) -> TenantModel {
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let kind = match config.kind {
+            ProviderChoice::Env if env("LOVIA_PROVIDER").as_deref() == Some("scripted") => {
+                return match env("LOVIA_SCRIPT") {
+                    Some(path) => Self::script(&PathBuf::from(path)),
+                    None => TenantModel::Missing(
+                        "LOVIA_PROVIDER=scripted needs LOVIA_SCRIPT (a JSON file of replies)".into(),
+                    ),
+                };
+            }
             ProviderChoice::Env => {
                 return match providers::from_env() {
                     Ok((_, provider)) => TenantModel::Shared(provider),
@@ -28,7 +36,7 @@ impl TenantModel {
             }
             ProviderChoice::Scripted => {
                 return match &config.script {
-                    Some(path) => TenantModel::Script(path.clone()),
+                    Some(path) => Self::script(path),
                     None => TenantModel::Missing("a scripted provider needs `script`".into()),
                 };
             }
@@ -51,13 +59,18 @@ impl TenantModel {
         TenantModel::Shared(providers::build(kind, options))
     }
 
+    fn script(path: &std::path::Path) -> TenantModel {
+        match ScriptedProvider::from_file(path) {
+            Ok(p) => TenantModel::Script(Arc::new(p)),
+            Err(e) => TenantModel::Missing(e.message),
+        }
+    }
+
     /// The provider for one run.
     pub(crate) fn provider(&self) -> Result<Arc<dyn ModelProvider>, String> {
         match self {
             TenantModel::Shared(p) => Ok(p.clone()),
-            TenantModel::Script(path) => ScriptedProvider::from_file(path)
-                .map(|p| Arc::new(p) as Arc<dyn ModelProvider>)
-                .map_err(|e| e.to_string()),
+            TenantModel::Script(p) => Ok(p.clone()),
             TenantModel::Missing(reason) => Err(reason.clone()),
         }
     }

@@ -16,6 +16,10 @@ pub(crate) struct Args {
     /// Listen here instead of the config's `listen` (e.g. 127.0.0.1:0 for any free port).
     #[arg(long, value_name = "ADDR")]
     listen: Option<std::net::SocketAddr>,
+    /// The SQLite file of sessions and checkpoints, instead of the config's
+    /// `store` (default: lovia.db in the current directory).
+    #[arg(long, value_name = "FILE")]
+    store: Option<PathBuf>,
     /// Read an API key from stdin, print the SHA-256 that goes into
     /// `api_keys`, and exit.
     #[arg(long)]
@@ -33,21 +37,38 @@ pub(crate) async fn run(args: Args, host: impl FnOnce() -> Result<Host, CliError
         println!("{}", hash_key(key));
         return Ok(ExitCode::SUCCESS);
     }
-    let config = ServeConfig::load(&args.config)
+    let mut config = ServeConfig::load(&args.config)
         .map_err(|e| CliError::new(e.to_string()).hint("see examples/serve.toml for a working config"))?;
+    if let Some(store) = args.store {
+        config.store = Some(store);
+    }
     let host = host()?;
     let service = Service::new(&host, &config).await.map_err(|e| CliError::new(e.to_string()))?;
+    for (tenant, reason) in service.unconfigured_models() {
+        eprintln!("note: tenant {tenant} has no model, so /api/chat answers 503: {reason}");
+    }
     let addr = args.listen.unwrap_or(config.listen);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| CliError::new(format!("cannot listen on {addr}: {e}")).hint("pick another port with --listen"))?;
     let local = listener.local_addr().map_err(|e| CliError::new(e.to_string()))?;
     let tenants: Vec<&str> = config.tenants.iter().map(|t| t.name.as_str()).collect();
-    println!("lovia serve listening on http://{local} (tenants: {})", tenants.join(", "));
+    let store = config.store.clone().unwrap_or_else(|| "lovia.db".into());
+    println!(
+        "lovia serve listening on http://{local} (tenants: {}; sessions in {})",
+        tenants.join(", "),
+        store.display()
+    );
     println!("  curl http://{local}/healthz");
     println!("  curl -H 'Authorization: Bearer <key>' http://{local}/api/tools");
     println!(
         "  curl -H 'Authorization: Bearer <key>' -d '{{\"order_id\": \"A-1001\"}}' http://{local}/api/tools/lookup_order/call"
+    );
+    println!(
+        "  curl -N -H 'Authorization: Bearer <key>' -d '{{\"session_id\": \"s1\", \"input\": \"Refund 90 dollars on A-1002\"}}' http://{local}/api/chat"
+    );
+    println!(
+        "  curl -H 'Authorization: Bearer <key>' -d '{{\"session_id\": \"s1\", \"call_id\": \"<id>\", \"decision\": \"approve\"}}' http://{local}/api/chat/approve"
     );
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
