@@ -110,6 +110,11 @@ impl Host {
         self.tenant_fuel.remaining(tenant)
     }
 
+    /// The per-tenant fuel accounts (needs `fuel_metering`).
+    pub fn tenant_fuel(&self) -> &crate::sandbox::FuelLedger {
+        &self.tenant_fuel
+    }
+
     /// Whether the pooling allocator is in use (false after a fallback).
     pub fn is_pooled(&self) -> bool {
         self.pooled

@@ -13,6 +13,7 @@
 //! max_concurrent_calls = 16            # default; more at once get 429
 //! calls_per_minute = 600               # default; more get 429
 //! max_concurrent_runs = 4              # default; more chat runs at once get 429
+//! fuel_per_minute = 5_000_000_000      # default: none
 //! provider = { kind = "env" }          # default: OPENAI_API_KEY / ANTHROPIC_API_KEY …
 //! agent = { name = "assistant", instructions = "Be brief.", max_turns = 50 }
 //!
@@ -79,6 +80,13 @@ pub struct TenantConfig {
     /// Calls started per minute; beyond, 429. Default: 600.
     #[serde(default = "default_per_minute")]
     pub calls_per_minute: u32,
+    /// Fuel (wasm instructions, roughly) the tenant's calls may burn per
+    /// minute; once spent, calls fail `CPU budget exhausted` until the
+    /// minute is over. Needs a host with fuel metering (`lovia serve` turns
+    /// it on when a tenant sets this). Default: none (calls are still bounded
+    /// by their own time and fuel limits).
+    #[serde(default)]
+    pub fuel_per_minute: Option<u64>,
     /// Chat runs at once; beyond, 429. Default: 4.
     #[serde(default = "default_runs")]
     pub max_concurrent_runs: u32,
@@ -248,6 +256,7 @@ impl TenantConfig {
             max_concurrent_calls: default_concurrent(),
             calls_per_minute: default_per_minute(),
             max_concurrent_runs: default_runs(),
+            fuel_per_minute: None,
             provider: ProviderConfig::default(),
             agent: AgentConfig::default(),
             plugins: Vec::new(),
@@ -256,6 +265,11 @@ impl TenantConfig {
 }
 
 impl ServeConfig {
+    /// Whether a tenant sets a fuel quota (the host then needs fuel metering).
+    pub fn needs_fuel_metering(&self) -> bool {
+        self.tenants.iter().any(|t| t.fuel_per_minute.is_some())
+    }
+
     /// A config of `tenants` with every other field at its default.
     pub fn new(tenants: Vec<TenantConfig>) -> Self {
         Self {

@@ -91,7 +91,12 @@ impl Metrics {
     }
 
     /// The text exposition format.
-    pub(crate) fn render(&self, in_flight: &[(String, usize)], pending: &[(String, usize)]) -> String {
+    pub(crate) fn render(
+        &self,
+        in_flight: &[(String, usize)],
+        pending: &[(String, usize)],
+        fuel: &[(String, u64)],
+    ) -> String {
         let mut out = String::new();
         let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
         out += "# HELP lovia_calls_total Tool calls answered.\n# TYPE lovia_calls_total counter\n";
@@ -145,6 +150,10 @@ impl Metrics {
             "# HELP lovia_approvals_pending Approvals waiting for a decision.\n# TYPE lovia_approvals_pending gauge\n";
         for (tenant, n) in pending {
             let _ = writeln!(out, "lovia_approvals_pending{{tenant=\"{tenant}\"}} {n}");
+        }
+        out += "# HELP lovia_fuel_used_total Fuel burned by the tenant's calls (0 without fuel metering).\n# TYPE lovia_fuel_used_total counter\n";
+        for (tenant, n) in fuel {
+            let _ = writeln!(out, "lovia_fuel_used_total{{tenant=\"{tenant}\"}} {n}");
         }
         out += "# HELP lovia_refused_total Requests refused by a quota.\n# TYPE lovia_refused_total counter\n";
         for ((tenant, reason), n) in self.refused.lock().unwrap_or_else(|e| e.into_inner()).iter() {

@@ -114,6 +114,12 @@ pub enum ServeError {
         /// Which name.
         reason: String,
     },
+    /// A tenant sets `fuel_per_minute` on a host that does not meter fuel.
+    #[error("tenant {tenant}: fuel_per_minute needs a host with fuel metering (HostConfig::fuel_metering)")]
+    FuelMetering {
+        /// The tenant.
+        tenant: String,
+    },
     /// The session store could not be opened.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -139,6 +145,12 @@ impl Service {
         let mut tenants = Vec::new();
         let mut keys = HashMap::new();
         for (index, t) in config.tenants.iter().enumerate() {
+            if let Some(fuel) = t.fuel_per_minute {
+                if !host.config().fuel_metering {
+                    return Err(ServeError::FuelMetering { tenant: t.name.clone() });
+                }
+                host.tenant_fuel().limit_per_period(&t.name, fuel, Duration::from_secs(60));
+            }
             let mut tools = Toolset::new();
             for entry in &t.plugins {
                 let plugin = host
@@ -229,7 +241,13 @@ async fn metrics_text(State(service): State<Service>) -> Response {
         .map(|t| (t.name.clone(), t.max_concurrent - t.slots.available_permits()))
         .collect();
     let pending = service.pending_approvals();
-    let body = service.inner.metrics.render(&in_flight, &pending);
+    let fuel: Vec<(String, u64)> = service
+        .inner
+        .tenants
+        .iter()
+        .map(|t| (t.name.clone(), service.inner.host.tenant_fuel().used(&t.name)))
+        .collect();
+    let body = service.inner.metrics.render(&in_flight, &pending, &fuel);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 

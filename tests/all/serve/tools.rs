@@ -187,3 +187,54 @@ async fn a_load_test_with_hostile_calls_loses_no_result() {
     );
     assert!(seconds < 60.0, "bounded in time");
 }
+
+#[tokio::test]
+async fn a_tenant_fuel_quota_stops_its_calls_and_no_one_elses() {
+    use axum::body::Body;
+    use tower::ServiceExt;
+    let mut hungry = tenant("hungry", "hungry-key", &[fixtures::DIAGNOSTICS]);
+    hungry.fuel_per_minute = Some(1_000_000);
+    let mut config = ServeConfig::new(vec![hungry, tenant("calm", "calm-key", &[fixtures::DIAGNOSTICS])]);
+    config.resolve(std::path::Path::new(".")).expect("config");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = std::sync::Arc::new(lovia_host::runner::SqliteRunStore::open(dir.path().join("s.db")).expect("store"));
+    // Without fuel metering the quota cannot be kept: refused at start.
+    let err = lovia_host::serve::Service::with_store(&lovia_tests::host(), &config, store.clone()).await.err();
+    assert_eq!(
+        err.expect("refused").to_string(),
+        "tenant hungry: fuel_per_minute needs a host with fuel metering (HostConfig::fuel_metering)"
+    );
+    let metered =
+        lovia_host::Host::new(lovia_host::HostConfig { fuel_metering: true, ..Default::default() }).expect("host");
+    let router = lovia_host::serve::Service::with_store(&metered, &config, store).await.expect("service").router();
+    let call = |key: &str, tool: &str, body: &'static str| {
+        let request = axum::http::Request::post(format!("/api/tools/{tool}/call"))
+            .header("authorization", format!("Bearer {key}"))
+            .body(Body::from(body))
+            .expect("request");
+        let router = router.clone();
+        async move {
+            let response = router.oneshot(request).await.expect("infallible");
+            json(&String::from_utf8_lossy(&axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body")))
+        }
+    };
+    let first = call("hungry-key", "spin_ms", r#"{"ms": 2000}"#).await;
+    assert_eq!(first["output"], "Tool error: CPU budget exhausted", "{first}");
+    let next = call("hungry-key", "echo", r#"{"text": "hi"}"#).await;
+    assert_eq!(next["output"], "Tool error: CPU budget exhausted", "the quota is spent for the minute");
+    assert_eq!(call("calm-key", "echo", r#"{"text": "hi"}"#).await["output"], "hi", "another tenant is untouched");
+    let metrics = router
+        .clone()
+        .oneshot(axum::http::Request::get("/metrics").body(Body::empty()).expect("request"))
+        .await
+        .expect("infallible");
+    let text =
+        String::from_utf8_lossy(&axum::body::to_bytes(metrics.into_body(), 1 << 20).await.expect("body")).into_owned();
+    let used: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("lovia_fuel_used_total{tenant=\"hungry\"} "))
+        .and_then(|n| n.parse().ok())
+        .expect("fuel metric");
+    assert!(used >= 1_000_000, "{text}");
+    assert!(text.contains("lovia_traps_total{tenant=\"hungry\"} 2"), "{text}");
+}

@@ -102,7 +102,14 @@ fn main() -> ExitCode {
             Command::Pack(args) => pack::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
             Command::Run(args) => run::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
             Command::Bench(args) => bench::run(args).await,
-            Command::Serve(args) => serve::run(args, || host(cli.no_cache, cli.cache_dir.clone())).await,
+            Command::Serve(args) => {
+                serve::run(args, |fuel_metering| {
+                    let mut config = host_config(cli.no_cache, cli.cache_dir.clone());
+                    config.fuel_metering = fuel_metering;
+                    Ok(Host::new(config)?)
+                })
+                .await
+            }
         }
     });
     match result {
@@ -120,8 +127,12 @@ fn report(e: &CliError) -> ExitCode {
 }
 
 fn host(no_cache: bool, cache_dir: Option<PathBuf>) -> Result<Host, CliError> {
+    Ok(Host::new(host_config(no_cache, cache_dir))?)
+}
+
+fn host_config(no_cache: bool, cache_dir: Option<PathBuf>) -> HostConfig {
     let cache_dir = if no_cache { None } else { cache_dir.or_else(default_cache_dir) };
-    Ok(Host::new(HostConfig { cache_dir, ..HostConfig::default() })?)
+    HostConfig { cache_dir, ..HostConfig::default() }
 }
 
 fn default_cache_dir() -> Option<PathBuf> {

@@ -26,7 +26,7 @@ pub(crate) struct Args {
     hash_key: bool,
 }
 
-pub(crate) async fn run(args: Args, host: impl FnOnce() -> Result<Host, CliError>) -> Result<ExitCode, CliError> {
+pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliError>) -> Result<ExitCode, CliError> {
     if args.hash_key {
         let mut key = String::new();
         std::io::stdin().lock().read_line(&mut key).map_err(|e| CliError::new(format!("reading stdin: {e}")))?;
@@ -42,7 +42,8 @@ pub(crate) async fn run(args: Args, host: impl FnOnce() -> Result<Host, CliError
     if let Some(store) = args.store {
         config.store = Some(store);
     }
-    let host = host()?;
+    // Fuel quotas need the engine to count fuel, which costs some speed: only then.
+    let host = host(config.needs_fuel_metering())?;
     let service = Service::new(&host, &config).await.map_err(|e| CliError::new(e.to_string()))?;
     for (tenant, reason) in service.unconfigured_models() {
         eprintln!("note: tenant {tenant} has no model, so /api/chat answers 503: {reason}");
