@@ -303,7 +303,9 @@ impl Service {
         agent.max_turns = config.max_turns;
         agent.budget = config.budget;
         agent.settings.parallel_tool_calls = config.parallel_tool_calls;
-        agent.plugin_tools = executor.tools().iter().cloned().collect();
+        // The tenant's call quotas hold inside chats too: a refused call is an error result.
+        let quota: Arc<dyn crate::policy::Policy> = Arc::new(super::quota::QuotaPolicy(tenant.quota.clone()));
+        agent.plugin_tools = executor.tools().iter().map(|t| t.clone().with_policy(quota.clone())).collect();
         agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.approval_timeout)));
         let runner = Runner::new(agent, provider).with_store(self.inner.store.clone());
         let state =

@@ -30,6 +30,7 @@ mod chat;
 mod config;
 mod metrics;
 mod model;
+mod quota;
 mod sse;
 mod upload;
 
@@ -70,7 +71,7 @@ struct Inner {
     tenants: Vec<Tenant>,
     /// Key hash → index into `tenants`.
     keys: HashMap<String, usize>,
-    metrics: metrics::Metrics,
+    metrics: Arc<metrics::Metrics>,
     calls: AtomicU64,
     store: Arc<dyn RunStore>,
     /// Runs in progress by (tenant index, session id).
@@ -87,12 +88,7 @@ struct Tenant {
     model: model::TenantModel,
     agent: config::AgentConfig,
     runs: Arc<Semaphore>,
-    slots: Arc<Semaphore>,
-    max_concurrent: usize,
-    per_minute: u32,
-    /// (minute since start, calls started in it).
-    window: Mutex<(u64, u32)>,
-    started: Instant,
+    quota: Arc<quota::Quota>,
 }
 
 /// Why the service could not start.
@@ -143,6 +139,7 @@ impl Service {
         store: Arc<dyn RunStore>,
     ) -> Result<Service, ServeError> {
         let mut tenants = Vec::new();
+        let metrics = Arc::new(metrics::Metrics::default());
         let mut keys = HashMap::new();
         for (index, t) in config.tenants.iter().enumerate() {
             if let Some(fuel) = t.fuel_per_minute {
@@ -165,7 +162,6 @@ impl Service {
             for key in &t.api_keys {
                 keys.insert(key.clone(), index);
             }
-            let max_concurrent = t.max_concurrent_calls as usize;
             tenants.push(Tenant {
                 index,
                 name: t.name.clone(),
@@ -173,11 +169,12 @@ impl Service {
                 model: model::TenantModel::from_config(&t.provider),
                 agent: t.agent.clone(),
                 runs: Arc::new(Semaphore::new(t.max_concurrent_runs as usize)),
-                slots: Arc::new(Semaphore::new(max_concurrent)),
-                max_concurrent,
-                per_minute: t.calls_per_minute,
-                window: Mutex::new((0, 0)),
-                started: Instant::now(),
+                quota: Arc::new(quota::Quota::new(
+                    &t.name,
+                    t.max_concurrent_calls,
+                    t.calls_per_minute,
+                    metrics.clone(),
+                )),
             });
         }
         Ok(Service {
@@ -185,7 +182,7 @@ impl Service {
                 host: host.clone(),
                 tenants,
                 keys,
-                metrics: metrics::Metrics::default(),
+                metrics,
                 calls: AtomicU64::new(0),
                 store,
                 live: Mutex::default(),
@@ -234,12 +231,8 @@ fn error(status: StatusCode, message: &str) -> Response {
 }
 
 async fn metrics_text(State(service): State<Service>) -> Response {
-    let in_flight: Vec<(String, usize)> = service
-        .inner
-        .tenants
-        .iter()
-        .map(|t| (t.name.clone(), t.max_concurrent - t.slots.available_permits()))
-        .collect();
+    let in_flight: Vec<(String, usize)> =
+        service.inner.tenants.iter().map(|t| (t.name.clone(), t.quota.in_flight())).collect();
     let pending = service.pending_approvals();
     let fuel: Vec<(String, u64)> = service
         .inner
@@ -268,13 +261,9 @@ async fn call_tool(
     if executor.tools().get(&name).is_none() {
         return error(StatusCode::NOT_FOUND, &format!("no tool named {name}"));
     }
-    if !tenant.admit() {
-        service.inner.metrics.refuse(&tenant.name, "calls_per_minute");
-        return error(StatusCode::TOO_MANY_REQUESTS, "calls per minute quota exceeded");
-    }
-    let Ok(_slot) = tenant.slots.clone().try_acquire_owned() else {
-        service.inner.metrics.refuse(&tenant.name, "max_concurrent_calls");
-        return error(StatusCode::TOO_MANY_REQUESTS, "too many calls in flight for this tenant");
+    let _slot = match tenant.quota.admit() {
+        Ok(slot) => slot,
+        Err(refusal) => return error(StatusCode::TOO_MANY_REQUESTS, refusal.message()),
     };
     let n = service.inner.calls.fetch_add(1, Ordering::Relaxed);
     let call =
@@ -300,19 +289,5 @@ impl Tenant {
     /// The tenant's tools as they are now.
     fn executor(&self) -> Executor {
         self.executor.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Counts a call against the per-minute quota; false when it is spent.
-    fn admit(&self) -> bool {
-        let minute = self.started.elapsed().as_secs() / 60;
-        let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
-        if window.0 != minute {
-            *window = (minute, 0);
-        }
-        if window.1 >= self.per_minute {
-            return false;
-        }
-        window.1 += 1;
-        true
     }
 }

@@ -283,3 +283,73 @@ fn a_chat_killed_with_its_service_resumes_when_the_service_restarts() {
         assert_eq!(answers, ["c1", "c2"], "each call answered exactly once: {messages}");
     });
 }
+
+// Bounded load through the model loop: 40 chats at once over SSE, each
+// asking for ten calls of which two are hostile (a loop past its 200 ms
+// limit, a panic). Every call id is answered exactly once, in the stream and
+// in the transcript.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_load_test_with_hostile_calls_answers_every_call_id_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut list: Vec<(String, &str, String)> =
+        (0..8).map(|i| (format!("e{i}"), "echo", format!(r#"{{"text": "call {i}"}}"#))).collect();
+    list.push(("h1".into(), "loop_forever", "{}".into()));
+    list.push(("h2".into(), "panic_now", "{}".into()));
+    let refs: Vec<(&str, &str, &str)> = list.iter().map(|(a, b, c)| (a.as_str(), *b, c.as_str())).collect();
+    let replies = j!([calls(&refs), {"content": "done"}]);
+    let mut acme = chat_tenant("acme", "acme-key", script(dir.path(), replies));
+    let mut hostile = super::plugin(fixtures::HOSTILE);
+    hostile.limits.max_wall_clock_ms = Some(200);
+    acme.plugins.push(hostile);
+    acme.max_concurrent_runs = 64;
+    acme.max_concurrent_calls = 400;
+    acme.calls_per_minute = 100_000;
+    let addr = start_with(ServeConfig::new(vec![acme])).await;
+
+    let chats = 40usize;
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in 0..chats {
+        tasks.spawn(async move {
+            let t = Instant::now();
+            let body = format!(r#"{{"session_id": "load-{n}", "input": "go"}}"#);
+            let mut sse = Sse::post(addr, "/api/chat", "acme-key", &body).await;
+            assert_eq!(sse.status, 200);
+            let events = sse.rest().await;
+            (n, events, t.elapsed())
+        });
+    }
+    let mut latencies = Vec::new();
+    let mut errors = 0;
+    while let Some(done) = tasks.join_next().await {
+        let (n, events, elapsed) = done.expect("chat");
+        assert_eq!(events.last().map(|e| e.0.as_str()), Some("run_completed"), "chat {n}: {events:?}");
+        for (id, _, _) in &list {
+            let results: Vec<&Value> = events
+                .iter()
+                .filter(|(name, d)| name == "tool_result" && d["id"] == id.as_str())
+                .map(|(_, d)| d)
+                .collect();
+            assert_eq!(results.len(), 1, "chat {n}, call {id}: {events:?}");
+            let is_error = results[0]["is_error"].as_bool().expect("is_error");
+            assert_eq!(is_error, id.starts_with('h'), "chat {n}, call {id}: {}", results[0]);
+            errors += usize::from(is_error);
+        }
+        latencies.push(elapsed.as_secs_f64());
+        let (_, transcript) = request(addr, "GET", &format!("/api/chat/load-{n}"), Some("acme-key"), "").await;
+        let answered =
+            json(&transcript)["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "tool").count();
+        assert_eq!(answered, list.len(), "chat {n}: the transcript answers each call once");
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    latencies.sort_by(f64::total_cmp);
+    let p99 = latencies[(latencies.len() * 99).div_ceil(100) - 1];
+    let calls = chats * list.len();
+    println!(
+        "chat load: {chats} chats, {calls} calls ({errors} hostile) in {seconds:.2} s = {:.0} calls/s; chat p99 {:.0} ms",
+        calls as f64 / seconds,
+        p99 * 1e3
+    );
+    assert_eq!(errors, chats * 2);
+    assert!(seconds < 90.0, "bounded in time");
+}
