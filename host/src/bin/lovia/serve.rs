@@ -45,8 +45,12 @@ pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliE
     // Fuel quotas need the engine to count fuel, which costs some speed: only then.
     let host = host(config.needs_fuel_metering())?;
     let service = Service::new(&host, &config).await.map_err(|e| CliError::new(e.to_string()))?;
-    for (tenant, reason) in service.unconfigured_models() {
+    let unconfigured = service.unconfigured_models();
+    for (tenant, reason) in &unconfigured {
         eprintln!("note: tenant {tenant} has no model, so /api/chat answers 503: {reason}");
+    }
+    if !unconfigured.is_empty() {
+        eprintln!("  hint: LOVIA_PROVIDER=scripted LOVIA_SCRIPT=examples/chat-refund.json plays a scripted model");
     }
     let addr = args.listen.unwrap_or(config.listen);
     let listener = tokio::net::TcpListener::bind(addr)
