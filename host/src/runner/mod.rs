@@ -7,6 +7,7 @@
 mod agent;
 mod checkpoint;
 mod event;
+mod postgres;
 mod provider;
 pub mod providers;
 mod scripted;
@@ -16,6 +17,7 @@ mod stream;
 pub use agent::{Agent, DEFAULT_MAX_TURNS, ModelSettings, tool_name};
 pub use checkpoint::{Checkpoint, PendingApproval, RunStatus, RunStore, StoreError};
 pub use event::RunEvent;
+pub use postgres::PostgresRunStore;
 pub use provider::{Message, ModelProvider, ModelReply, ModelRequest, ProviderError, TextSink};
 pub use scripted::ScriptedProvider;
 pub use sqlite::SqliteRunStore;

@@ -38,7 +38,8 @@ pub struct ServeConfig {
     /// Where to listen. Default: `127.0.0.1:8700` (loopback only).
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
-    /// The SQLite file of sessions, transcripts and checkpoints. Default:
+    /// Where sessions, transcripts and checkpoints go: a SQLite file, or a
+    /// PostgreSQL URL (`postgres://user@host/db`). Default: the SQLite file
     /// `lovia.db` in the directory `lovia serve` starts in; a path set here
     /// is relative to this file.
     #[serde(default)]
@@ -246,6 +247,11 @@ pub enum ServeConfigError {
     },
 }
 
+/// Whether `store` names a PostgreSQL database rather than a file.
+pub(crate) fn is_database_url(store: &str) -> bool {
+    store.starts_with("postgres://") || store.starts_with("postgresql://")
+}
+
 impl TenantConfig {
     /// A tenant with the keys whose hashes are `api_keys`, no plugins, and
     /// every other field at its default.
@@ -297,6 +303,7 @@ impl ServeConfig {
     pub fn resolve(&mut self, base: &Path) -> Result<(), String> {
         if let Some(store) = &mut self.store
             && store.is_relative()
+            && !store.to_str().is_some_and(is_database_url)
         {
             *store = base.join(&*store);
         }

@@ -42,7 +42,7 @@ pub use config::{
 use crate::Host;
 use crate::error::LoadError;
 use crate::exec::{EventSink, ExecSettings, Executor, RunState, ToolCall};
-use crate::runner::{RunStore, SqliteRunStore, StoreError};
+use crate::runner::{PostgresRunStore, RunStore, SqliteRunStore, StoreError};
 use crate::tool::def::Tool;
 use crate::tool::registry::{ToolSource, Toolset};
 use axum::extract::{Path as UrlPath, State};
@@ -126,7 +126,10 @@ impl Service {
     /// resumes the runs a previous process left unfinished.
     pub async fn new(host: &Host, config: &ServeConfig) -> Result<Service, ServeError> {
         let path = config.store.clone().unwrap_or_else(|| "lovia.db".into());
-        let store: Arc<dyn RunStore> = Arc::new(SqliteRunStore::open(&path)?);
+        let store: Arc<dyn RunStore> = match path.to_str().filter(|p| config::is_database_url(p)) {
+            Some(url) => Arc::new(PostgresRunStore::open(url)?),
+            None => Arc::new(SqliteRunStore::open(&path)?),
+        };
         let service = Self::with_store(host, config, store).await?;
         service.resume_unfinished();
         Ok(service)

@@ -1,10 +1,14 @@
 //! Kill and resume: a run whose process dies mid-turn resumes from its
-//! SQLite file. Completed calls are not re-run, never-started calls run,
-//! and a pending approval is asked again.
+//! store (SQLite, and PostgreSQL when a server is given). Completed calls
+//! are not re-run, never-started calls run, and a pending approval is asked
+//! again.
 
 use super::{agent, call, tool_answers};
 use lovia_host::exec::RunState;
-use lovia_host::runner::{Agent, ModelReply, RunEvent, RunStatus, RunStore, Runner, ScriptedProvider, SqliteRunStore};
+use lovia_host::runner::{
+    Agent, ModelReply, PostgresRunStore, RunEvent, RunStatus, RunStore, Runner, ScriptedProvider, SqliteRunStore,
+    new_id,
+};
 use lovia_host::{Tool, ToolEvent, ToolOutput};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -33,6 +37,25 @@ fn session() -> RunState {
 fn a_run_killed_at_an_approval_resumes_from_sqlite_without_rerunning_completed_calls() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("runs.db");
+    killed_and_resumed(&|| Arc::new(SqliteRunStore::open(&path).expect("store")), "acme");
+}
+
+/// The same against PostgreSQL, when `LOVIA_TEST_POSTGRES_URL` names a
+/// server (`.ci/run` starts one when the machine has PostgreSQL).
+#[test]
+fn a_run_killed_at_an_approval_resumes_from_postgres() {
+    let Ok(url) = std::env::var("LOVIA_TEST_POSTGRES_URL") else {
+        println!("skipped: LOVIA_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    // A tenant of its own, so that reruns against one database never meet.
+    let tenant = new_id("tenant");
+    killed_and_resumed(&|| Arc::new(PostgresRunStore::open(&url).expect("postgres store")), &tenant);
+}
+
+fn killed_and_resumed(open: &dyn Fn() -> Arc<dyn RunStore>, tenant: &str) {
+    let session =
+        || RunState { session_id: Some("s-1".into()), tenant: Some(tenant.to_owned()), ..RunState::default() };
     let (counts, lasts) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
     let turn = [
         call("c1", "count", "{}"),
@@ -45,7 +68,7 @@ fn a_run_killed_at_an_approval_resumes_from_sqlite_without_rerunning_completed_c
     {
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         rt.block_on(async {
-            let store = Arc::new(SqliteRunStore::open(&path).expect("store"));
+            let store = open();
             let model = Arc::new(ScriptedProvider::new([ModelReply::calls(turn.clone())]));
             let runner = Runner::new(desk(&counts, &lasts).await, model).with_store(store);
             let mut handle = runner.stream_with(Some("refund A-1002".into()), session());
@@ -61,13 +84,13 @@ fn a_run_killed_at_an_approval_resumes_from_sqlite_without_rerunning_completed_c
         drop(rt);
     }
     assert_eq!(counts.load(Ordering::SeqCst), 1);
-    let store = Arc::new(SqliteRunStore::open(&path).expect("reopen"));
-    let saved = store.load("acme", "s-1").expect("load").expect("a checkpoint");
+    let store = open();
+    let saved = store.load(tenant, "s-1").expect("load").expect("a checkpoint");
     assert_eq!(saved.status, RunStatus::Running);
     let pending: Vec<&str> = saved.pending_calls.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(pending, ["c3", "c4"]);
     assert_eq!(saved.pending_approvals.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["c3"]);
-    assert_eq!(store.unfinished().expect("unfinished"), [("acme".to_owned(), "s-1".to_owned())]);
+    assert!(store.unfinished().expect("unfinished").contains(&(tenant.to_owned(), "s-1".to_owned())));
 
     // The second process resumes with no new input.
     let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -95,8 +118,10 @@ fn a_run_killed_at_an_approval_resumes_from_sqlite_without_rerunning_completed_c
     assert!(answers.contains(&("c1".into(), "run 1".into())));
     assert!(answers.contains(&("c2".into(), "component".into())));
     assert!(answers.contains(&("c3".into(), "Refunded 9000 cents on A-1002".into())));
-    assert_eq!(store.load("acme", "s-1").expect("load").expect("saved").status, RunStatus::Completed);
-    assert!(store.unfinished().expect("unfinished").is_empty());
+    assert_eq!(store.load(tenant, "s-1").expect("load").expect("saved").status, RunStatus::Completed);
+    assert!(!store.unfinished().expect("unfinished").iter().any(|(t, _)| t == tenant));
+    assert!(store.delete(tenant, "s-1").expect("delete"));
+    assert_eq!(store.load(tenant, "s-1").expect("load"), None);
 }
 
 #[tokio::test]

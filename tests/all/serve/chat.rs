@@ -353,3 +353,24 @@ async fn a_chat_load_test_with_hostile_calls_answers_every_call_id_once() {
     assert_eq!(errors, chats * 2);
     assert!(seconds < 90.0, "bounded in time");
 }
+
+/// `store = "postgres://…"` keeps sessions in PostgreSQL, when
+/// `LOVIA_TEST_POSTGRES_URL` names a server (`.ci/run` starts one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_can_live_in_postgres() {
+    let Ok(url) = std::env::var("LOVIA_TEST_POSTGRES_URL") else {
+        println!("skipped: LOVIA_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tenant_name = lovia_host::runner::new_id("pg");
+    let replies = j!([calls(&[("c1", "echo", r#"{"text": "kept"}"#)]), {"content": "Kept."}]);
+    let mut config = ServeConfig::new(vec![chat_tenant(&tenant_name, "pg-key", script(dir.path(), replies))]);
+    config.store = Some(url.into());
+    let addr = start_with(config).await;
+    let mut sse = Sse::post(addr, "/api/chat", "pg-key", r#"{"session_id": "p1", "input": "keep it"}"#).await;
+    assert_eq!(sse.rest().await.last().expect("end").0, "run_completed");
+    let (status, body) = request(addr, "GET", "/api/chat/p1", Some("pg-key"), "").await;
+    assert_eq!((status, json(&body)["status"].as_str()), (200, Some("completed")), "{body}");
+    assert_eq!(json(&body)["messages"][2]["content"], "kept");
+}

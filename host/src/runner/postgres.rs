@@ -1,0 +1,190 @@
+//! The run store in PostgreSQL, for services that keep state outside the
+//! host. One row per (tenant, session), like the SQLite store. The client
+//! lives on its own thread (the `postgres` crate runs its own runtime, which
+//! must not nest inside the service's), and each call waits for its answer
+//! there, as a SQLite call waits for the disk.
+
+use super::checkpoint::{Checkpoint, RunStore, StoreError};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+type Job = Box<dyn FnOnce(&mut postgres::Client) + Send>;
+
+/// A [`RunStore`] in a PostgreSQL database given by URL, e.g.
+/// `postgres://lovia@db.internal/lovia`. TLS is not supported: use a local
+/// socket or a trusted network.
+#[derive(Debug)]
+pub struct PostgresRunStore {
+    jobs: Mutex<mpsc::Sender<Job>>,
+    /// The URL without its password, for errors.
+    location: Arc<str>,
+}
+
+// The advisory lock serialises the creation: two services starting at once
+// would otherwise race on CREATE TABLE IF NOT EXISTS.
+const SCHEMA: &str = "BEGIN;
+SELECT pg_advisory_xact_lock(7420611);
+CREATE TABLE IF NOT EXISTS lovia_runs (
+    tenant TEXT NOT NULL,
+    session TEXT NOT NULL,
+    status TEXT NOT NULL,
+    updated TIMESTAMPTZ NOT NULL DEFAULT now(),
+    checkpoint TEXT NOT NULL,
+    PRIMARY KEY (tenant, session)
+);
+COMMIT;";
+
+impl PostgresRunStore {
+    /// Connects to `url` and creates the table if it is missing.
+    pub fn open(url: &str) -> Result<Self, StoreError> {
+        let location: Arc<str> = redact(url).into();
+        let err = {
+            let location = location.clone();
+            move |e: &dyn std::fmt::Display| StoreError::Database {
+                location: location.to_string(),
+                message: e.to_string(),
+            }
+        };
+        let config: postgres::Config = url.parse().map_err(|e: postgres::Error| err(&e))?;
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let (ready, started) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("lovia-postgres".into())
+            .spawn(move || {
+                let connect = || -> Result<postgres::Client, postgres::Error> {
+                    let mut client = config.connect(postgres::NoTls)?;
+                    client.batch_execute(SCHEMA)?;
+                    Ok(client)
+                };
+                let mut client = match connect() {
+                    Ok(c) => {
+                        let _ = ready.send(Ok(()));
+                        c
+                    }
+                    Err(e) => {
+                        let _ = ready.send(Err(message(&e)));
+                        return;
+                    }
+                };
+                while let Ok(job) = queue.recv() {
+                    // A dropped connection is made again for the next job.
+                    if client.is_closed()
+                        && let Ok(c) = connect()
+                    {
+                        client = c;
+                    }
+                    job(&mut client);
+                }
+            })
+            .map_err(|e| err(&e))?;
+        match started.recv() {
+            Ok(Ok(())) => Ok(Self { jobs: Mutex::new(jobs), location }),
+            Ok(Err(message)) => Err(err(&message)),
+            Err(e) => Err(err(&e)),
+        }
+    }
+
+    fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let (reply, answer) = mpsc::channel();
+        let job: Job = Box::new(move |client| {
+            let _ = reply.send(f(client).map_err(|e| message(&e)));
+        });
+        let gone = || StoreError::Database {
+            location: self.location.to_string(),
+            message: "the connection thread stopped".into(),
+        };
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner()).send(job).map_err(|_| gone())?;
+        match answer.recv() {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(message)) => Err(StoreError::Database { location: self.location.to_string(), message }),
+            Err(_) => Err(gone()),
+        }
+    }
+}
+
+/// The server's own message when there is one (`postgres::Error` alone
+/// prints only `db error`), else the error and its cause.
+fn message(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{}: {}", db.severity(), db.message());
+    }
+    match std::error::Error::source(e) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
+}
+
+/// `url` with any password replaced by `***`.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+impl RunStore for PostgresRunStore {
+    fn load(&self, tenant: &str, session: &str) -> Result<Option<Checkpoint>, StoreError> {
+        let (t, s) = (tenant.to_owned(), session.to_owned());
+        let text: Option<String> = self.run(move |c| {
+            let row = c.query_opt("SELECT checkpoint FROM lovia_runs WHERE tenant = $1 AND session = $2", &[&t, &s])?;
+            Ok(row.map(|r| r.get(0)))
+        })?;
+        text.map(|t| {
+            serde_json::from_str(&t)
+                .map_err(|e| StoreError::Corrupt { session: session.to_owned(), message: e.to_string() })
+        })
+        .transpose()
+    }
+
+    fn save(&self, tenant: &str, session: &str, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        let text = serde_json::to_string(checkpoint)
+            .map_err(|e| StoreError::Database { location: self.location.to_string(), message: e.to_string() })?;
+        let status = serde_json::to_value(checkpoint.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let (t, s) = (tenant.to_owned(), session.to_owned());
+        self.run(move |c| {
+            c.execute(
+                "INSERT INTO lovia_runs (tenant, session, status, checkpoint) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (tenant, session) DO UPDATE SET status = $3, checkpoint = $4, updated = now()",
+                &[&t, &s, &status, &text],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn unfinished(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.run(|c| {
+            let rows = c.query(
+                "SELECT tenant, session FROM lovia_runs WHERE status IN ('running', 'interrupted') ORDER BY updated",
+                &[],
+            )?;
+            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        })
+    }
+
+    fn delete(&self, tenant: &str, session: &str) -> Result<bool, StoreError> {
+        let (t, s) = (tenant.to_owned(), session.to_owned());
+        self.run(move |c| Ok(c.execute("DELETE FROM lovia_runs WHERE tenant = $1 AND session = $2", &[&t, &s])? > 0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_never_reach_error_messages() {
+        assert_eq!(super::redact("postgres://lovia:s3cret@db/x"), "postgres://lovia:***@db/x");
+        assert_eq!(super::redact("postgres://lovia@db/x"), "postgres://lovia@db/x");
+        assert_eq!(super::redact("host=/tmp user=x"), "host=/tmp user=x");
+    }
+}
