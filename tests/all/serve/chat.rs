@@ -258,6 +258,16 @@ fn a_chat_killed_with_its_service_resumes_when_the_service_restarts() {
             let addr = start_with(config.clone()).await;
             let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "k", "input": "refund"}"#).await;
             sse.until("approval_required").await;
+            // Die only once the parallel c1 is saved, so that the resume has a completed call to skip.
+            let t = Instant::now();
+            loop {
+                let (_, body) = request(addr, "GET", "/api/chat/k", Some("acme-key"), "").await;
+                if json(&body)["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["tool_call_id"] == "c1")) {
+                    break;
+                }
+                assert!(t.elapsed() < Duration::from_secs(20), "c1 never completed: {body}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
             sse
         });
         drop(rt);
