@@ -289,7 +289,6 @@ impl Runner {
             let cp = saver.snapshot();
             state.turn = cp.turn;
             state.cut_off = cp.cut_off;
-            turns = 0;
             self.turn(&pending, state, agent, executor, saver, emit).await?;
         }
         if let Some(text) = input {
