@@ -23,9 +23,9 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
         return error(StatusCode::BAD_REQUEST, "the body must be a .wasm component");
     }
     let origin = format!("upload by {}", tenant.name);
-    let plugin = match service.inner.host.load_bytes(&body, &origin).await {
+    let plugin = match load_off_the_runtime(service.inner.host.clone(), body, origin).await {
         Ok(p) => p,
-        Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
+        Err(message) => return error(StatusCode::BAD_REQUEST, &message),
     };
     let tools = Tool::from_plugin(&plugin);
     let names: Vec<String> = tools.iter().map(|t| t.name().to_owned()).collect();
@@ -39,4 +39,21 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
     tracing::info!(tenant = %tenant.name, plugin = %plugin.info().name, digest = %plugin.digest(), "plugin uploaded");
     (StatusCode::CREATED, Json(json!({"plugin": plugin.info().name, "digest": plugin.digest(), "tools": names})))
         .into_response()
+}
+
+/// Compiling a component takes from milliseconds to seconds of CPU. It runs
+/// on a thread of its own, so that the service's workers keep answering.
+async fn load_off_the_runtime(host: crate::Host, bytes: Bytes, origin: String) -> Result<crate::Plugin, String> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new().name("lovia-upload".into()).spawn(move || {
+        let loaded = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt.block_on(host.load_bytes(&bytes, &origin)).map_err(|e| e.to_string()),
+            Err(e) => Err(format!("cannot start the compile thread's runtime: {e}")),
+        };
+        let _ = tx.send(loaded);
+    });
+    if let Err(e) = spawned {
+        return Err(format!("cannot start a compile thread: {e}"));
+    }
+    rx.await.unwrap_or_else(|_| Err("the compile thread stopped".into()))
 }
