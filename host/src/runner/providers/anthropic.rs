@@ -4,13 +4,11 @@
 //! `disable_parallel_tool_use` when the agent forbids parallel calls;
 //! streamed as `content_block_*` and `message_delta` events.
 
-use super::http::{is_event_stream, post_json, read_all};
-use super::sse::SseParser;
-use super::{MAX_RESPONSE_BYTES, ProviderOptions};
+use super::ProviderOptions;
+use super::http::{Answer, request as request_api};
 use crate::exec::{ToolCall, Usage};
 use crate::runner::provider::{Message, ModelProvider, ModelReply, ModelRequest, ProviderError, TextSink};
 use crate::tool::def::BoxFuture;
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
 const NAME: &str = "anthropic";
@@ -96,27 +94,14 @@ impl Anthropic {
         if let Some(key) = &self.options.api_key {
             headers.push(("x-api-key", key.clone()));
         }
-        let response =
-            post_json(NAME, &url, &headers, &self.body(request), &self.options.retry, self.options.timeout).await?;
-        // Some compatible servers answer a streaming request with plain JSON: read what came.
-        if !is_event_stream(&response) {
-            let bytes = read_all(NAME, response, MAX_RESPONSE_BYTES).await?;
-            let value: Value = serde_json::from_slice(&bytes)
-                .map_err(|e| ProviderError::new(NAME, format!("the response is not JSON: {e}")))?;
-            return parse_message(&value);
-        }
-        let mut parser = SseParser::default();
+        let mut events = match request_api(NAME, &url, &headers, &self.body(request), &self.options).await? {
+            Answer::Json(value) => return parse_message(&value),
+            Answer::Stream(events) => events,
+        };
         let mut reply = StreamedMessage::default();
-        let mut body = response.into_body();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| ProviderError::new(NAME, format!("the stream broke: {e}")))?;
-            let Ok(data) = frame.into_data() else { continue };
-            for event in parser.push(&data) {
-                let value: Value = serde_json::from_str(&event.data)
-                    .map_err(|e| ProviderError::new(NAME, format!("a stream event is not JSON: {e}")))?;
-                if reply.apply(&value, on_text)? {
-                    return Ok(reply.finish());
-                }
+        while let Some(event) = events.next().await? {
+            if reply.apply(&events.json(&event)?, on_text)? {
+                return Ok(reply.finish());
             }
         }
         Err(ProviderError::new(NAME, "the stream ended without message_stop"))

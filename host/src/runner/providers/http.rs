@@ -1,10 +1,13 @@
 //! The HTTP client of the model providers: JSON over HTTP/1.1 or HTTPS
 //! (rustls, webpki roots), with retries on 429 and 5xx.
 
+use super::sse::{SseEvent, SseParser};
+use super::{MAX_RESPONSE_BYTES, ProviderOptions};
 use crate::runner::ProviderError;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use std::collections::VecDeque;
 use std::time::Duration;
 use wasmtime_wasi_http::io::TokioIo;
 
@@ -54,7 +57,7 @@ fn retryable(status: u16) -> bool {
 /// Sends `body` as JSON to `url` with `headers`, retrying per `retry`; the
 /// response is returned once its status is a success. The body is left
 /// unread, for streaming.
-pub(crate) async fn post_json(
+async fn post_json(
     provider: &str,
     url: &str,
     headers: &[(&str, String)],
@@ -102,8 +105,73 @@ pub(crate) async fn post_json(
     }
 }
 
+/// What a model API answered: one JSON document, or a stream of events.
+pub(crate) enum Answer {
+    Json(serde_json::Value),
+    Stream(EventStream),
+}
+
+/// Posts `body` to `url` with the provider's options. Some compatible
+/// servers answer a streaming request with plain JSON: the answer is read as
+/// what came, not as what was asked.
+pub(crate) async fn request(
+    provider: &'static str,
+    url: &str,
+    headers: &[(&str, String)],
+    body: &serde_json::Value,
+    options: &ProviderOptions,
+) -> Result<Answer, ProviderError> {
+    let response = post_json(provider, url, headers, body, &options.retry, options.timeout).await?;
+    if is_event_stream(&response) {
+        return Ok(Answer::Stream(EventStream {
+            provider,
+            body: response.into_body(),
+            parser: SseParser::default(),
+            ready: VecDeque::new(),
+        }));
+    }
+    let bytes = read_all(provider, response, MAX_RESPONSE_BYTES).await?;
+    serde_json::from_slice(&bytes)
+        .map(Answer::Json)
+        .map_err(|e| ProviderError::new(provider, format!("the response is not JSON: {e}")))
+}
+
+/// The events of a streamed answer, as they arrive.
+pub(crate) struct EventStream {
+    provider: &'static str,
+    body: Incoming,
+    parser: SseParser,
+    ready: VecDeque<SseEvent>,
+}
+
+impl EventStream {
+    /// The next event; `None` when the server closed the stream.
+    pub(crate) async fn next(&mut self) -> Result<Option<SseEvent>, ProviderError> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Ok(Some(event));
+            }
+            match self.body.frame().await {
+                None => return Ok(None),
+                Some(Err(e)) => return Err(ProviderError::new(self.provider, format!("the stream broke: {e}"))),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.ready.extend(self.parser.push(&data));
+                    }
+                }
+            }
+        }
+    }
+
+    /// An event's data as JSON.
+    pub(crate) fn json(&self, event: &SseEvent) -> Result<serde_json::Value, ProviderError> {
+        serde_json::from_str(&event.data)
+            .map_err(|e| ProviderError::new(self.provider, format!("a stream event is not JSON: {e}")))
+    }
+}
+
 /// Whether the response is an SSE stream (by its content type).
-pub(crate) fn is_event_stream(response: &http::Response<Incoming>) -> bool {
+fn is_event_stream(response: &http::Response<Incoming>) -> bool {
     response
         .headers()
         .get(http::header::CONTENT_TYPE)
@@ -120,7 +188,7 @@ fn error_message(body: &str) -> String {
 }
 
 /// Up to `limit` bytes of the body as text.
-pub(crate) async fn read_text(response: http::Response<Incoming>, limit: usize) -> String {
+async fn read_text(response: http::Response<Incoming>, limit: usize) -> String {
     let mut body = response.into_body();
     let mut out = Vec::new();
     while out.len() < limit {
@@ -138,11 +206,7 @@ pub(crate) async fn read_text(response: http::Response<Incoming>, limit: usize) 
 }
 
 /// Reads the whole body, refusing more than `limit` bytes.
-pub(crate) async fn read_all(
-    provider: &str,
-    response: http::Response<Incoming>,
-    limit: usize,
-) -> Result<Bytes, ProviderError> {
+async fn read_all(provider: &str, response: http::Response<Incoming>, limit: usize) -> Result<Bytes, ProviderError> {
     let mut body = response.into_body();
     let mut out = Vec::new();
     while let Some(frame) = body.frame().await {

@@ -3,13 +3,11 @@
 //! `tool_calls`, results as `role: "tool"` messages; streamed as SSE chunks
 //! whose `delta.tool_calls` arrive in pieces keyed by `index`.
 
-use super::http::{is_event_stream, post_json, read_all};
-use super::sse::SseParser;
-use super::{MAX_RESPONSE_BYTES, ProviderOptions};
+use super::ProviderOptions;
+use super::http::{Answer, request as request_api};
 use crate::exec::{ToolCall, Usage};
 use crate::runner::provider::{Message, ModelProvider, ModelReply, ModelRequest, ProviderError, TextSink};
 use crate::tool::def::BoxFuture;
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
 const NAME: &str = "openai";
@@ -73,32 +71,20 @@ impl OpenAiChat {
         if let Some(key) = &self.options.api_key {
             headers.push(("authorization", format!("Bearer {key}")));
         }
-        let body = self.body(request);
-        let response = post_json(NAME, &url, &headers, &body, &self.options.retry, self.options.timeout).await?;
-        // Some compatible servers answer a streaming request with plain JSON: read what came.
-        if !is_event_stream(&response) {
-            let bytes = read_all(NAME, response, MAX_RESPONSE_BYTES).await?;
-            let value: Value = serde_json::from_slice(&bytes)
-                .map_err(|e| ProviderError::new(NAME, format!("the response is not JSON: {e}")))?;
-            return parse_completion(&value);
-        }
-        let mut parser = SseParser::default();
+        let mut events = match request_api(NAME, &url, &headers, &self.body(request), &self.options).await? {
+            Answer::Json(value) => return parse_completion(&value),
+            Answer::Stream(events) => events,
+        };
         let mut reply = StreamedReply::default();
-        let mut body = response.into_body();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| ProviderError::new(NAME, format!("the stream broke: {e}")))?;
-            let Ok(data) = frame.into_data() else { continue };
-            for event in parser.push(&data) {
-                if event.data == "[DONE]" {
-                    return Ok(reply.finish());
-                }
-                let chunk: Value = serde_json::from_str(&event.data)
-                    .map_err(|e| ProviderError::new(NAME, format!("a stream chunk is not JSON: {e}")))?;
-                if let Some(message) = chunk.pointer("/error/message").and_then(Value::as_str) {
-                    return Err(ProviderError::new(NAME, message));
-                }
-                reply.apply(&chunk, on_text);
+        while let Some(event) = events.next().await? {
+            if event.data == "[DONE]" {
+                return Ok(reply.finish());
             }
+            let chunk = events.json(&event)?;
+            if let Some(message) = chunk.pointer("/error/message").and_then(Value::as_str) {
+                return Err(ProviderError::new(NAME, message));
+            }
+            reply.apply(&chunk, on_text);
         }
         Err(ProviderError::new(NAME, "the stream ended without [DONE]"))
     }

@@ -3,13 +3,11 @@
 //! `function_call_output` items; streamed as typed SSE events, of which the
 //! text deltas are passed on and `response.completed` carries the reply.
 
-use super::http::{is_event_stream, post_json, read_all};
-use super::sse::SseParser;
-use super::{MAX_RESPONSE_BYTES, ProviderOptions};
+use super::ProviderOptions;
+use super::http::{Answer, request as request_api};
 use crate::exec::{ToolCall, Usage};
 use crate::runner::provider::{Message, ModelProvider, ModelReply, ModelRequest, ProviderError, TextSink};
 use crate::tool::def::BoxFuture;
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
 const NAME: &str = "openai-responses";
@@ -79,40 +77,28 @@ impl OpenAiResponses {
         if let Some(key) = &self.options.api_key {
             headers.push(("authorization", format!("Bearer {key}")));
         }
-        let response =
-            post_json(NAME, &url, &headers, &self.body(request), &self.options.retry, self.options.timeout).await?;
-        // Some compatible servers answer a streaming request with plain JSON: read what came.
-        if !is_event_stream(&response) {
-            let bytes = read_all(NAME, response, MAX_RESPONSE_BYTES).await?;
-            let value: Value = serde_json::from_slice(&bytes)
-                .map_err(|e| ProviderError::new(NAME, format!("the response is not JSON: {e}")))?;
-            return parse_response(&value);
-        }
-        let mut parser = SseParser::default();
-        let mut body = response.into_body();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| ProviderError::new(NAME, format!("the stream broke: {e}")))?;
-            let Ok(data) = frame.into_data() else { continue };
-            for event in parser.push(&data) {
-                let value: Value = serde_json::from_str(&event.data)
-                    .map_err(|e| ProviderError::new(NAME, format!("a stream event is not JSON: {e}")))?;
-                match value["type"].as_str().unwrap_or(&event.event) {
-                    "response.output_text.delta" => {
-                        if let Some(text) = value["delta"].as_str() {
-                            on_text(text);
-                        }
+        let mut events = match request_api(NAME, &url, &headers, &self.body(request), &self.options).await? {
+            Answer::Json(value) => return parse_response(&value),
+            Answer::Stream(events) => events,
+        };
+        while let Some(event) = events.next().await? {
+            let value = events.json(&event)?;
+            match value["type"].as_str().unwrap_or(&event.event) {
+                "response.output_text.delta" => {
+                    if let Some(text) = value["delta"].as_str() {
+                        on_text(text);
                     }
-                    "response.completed" | "response.incomplete" => return parse_response(&value["response"]),
-                    "response.failed" | "error" => {
-                        let message = value
-                            .pointer("/response/error/message")
-                            .or_else(|| value.get("message"))
-                            .and_then(Value::as_str)
-                            .unwrap_or("the response failed");
-                        return Err(ProviderError::new(NAME, message));
-                    }
-                    _ => {}
                 }
+                "response.completed" | "response.incomplete" => return parse_response(&value["response"]),
+                "response.failed" | "error" => {
+                    let message = value
+                        .pointer("/response/error/message")
+                        .or_else(|| value.get("message"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("the response failed");
+                    return Err(ProviderError::new(NAME, message));
+                }
+                _ => {}
             }
         }
         Err(ProviderError::new(NAME, "the stream ended without response.completed"))
