@@ -7,6 +7,9 @@ use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// How long Ctrl-C waits for requests in flight.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// The service config (TOML: listen, tenants with hashed API keys,
@@ -75,13 +78,22 @@ pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliE
     println!(
         "  curl -H 'Authorization: Bearer <key>' -d '{{\"session_id\": \"s1\", \"call_id\": \"<id>\", \"decision\": \"approve\"}}' http://{local}/api/chat/approve"
     );
-    let shutdown = async {
+    // Ctrl-C stops accepting connections and lets requests finish, but a chat
+    // can wait on an approval for minutes: after the grace period the process
+    // exits, and its unfinished runs resume from their checkpoints at the next start.
+    let stop = std::sync::Arc::new(tokio::sync::Notify::new());
+    let signalled = stop.clone();
+    let shutdown = async move {
         let _ = tokio::signal::ctrl_c().await;
-        eprintln!("shutting down: finishing calls in flight");
+        eprintln!("shutting down: finishing requests in flight (at most {} s)", SHUTDOWN_GRACE.as_secs());
+        signalled.notify_one();
     };
-    axum::serve(listener, service.router())
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| CliError::new(format!("server error: {e}")))?;
+    let server = axum::serve(listener, service.router()).with_graceful_shutdown(shutdown);
+    tokio::select! {
+        served = server => served.map_err(|e| CliError::new(format!("server error: {e}")))?,
+        () = async { stop.notified().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
+            eprintln!("stopped with runs in progress; they resume when lovia serve starts again");
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
