@@ -147,8 +147,9 @@ impl Saver {
         }
     }
 
-    fn snapshot(&self) -> Checkpoint {
-        self.checkpoint.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    /// The transcript so far (a copy: a model request owns its messages).
+    fn messages(&self) -> Vec<Message> {
+        self.checkpoint.lock().unwrap_or_else(|p| p.into_inner()).messages.clone()
     }
 }
 
@@ -283,19 +284,20 @@ impl Runner {
         emit: &Emit,
     ) -> Result<RunResult, RunError> {
         let mut turns = 0;
-        let pending = saver.snapshot().pending_calls;
+        let pending = {
+            let cp = saver.checkpoint.lock().unwrap_or_else(|p| p.into_inner());
+            (state.turn, state.cut_off) = (cp.turn, cp.cut_off);
+            cp.pending_calls.clone()
+        };
         if !pending.is_empty() {
             // Resume: finish the interrupted turn before anything else.
-            let cp = saver.snapshot();
-            state.turn = cp.turn;
-            state.cut_off = cp.cut_off;
             self.turn(&pending, state, agent, executor, saver, emit).await?;
         }
         if let Some(text) = input {
             saver.update(|cp| cp.messages.push(Message::User { content: text }))?;
         }
         loop {
-            let messages = saver.snapshot().messages;
+            let messages = saver.messages();
             if turns >= agent.max_turns {
                 return Err(RunError::MaxTurns { max: agent.max_turns, messages });
             }
@@ -324,7 +326,7 @@ impl Runner {
             let reply = tokio::select! {
                 biased;
                 () = state.cancel.cancelled() => {
-                    let messages = saver.snapshot().messages;
+                    let messages = saver.messages();
                     return Err(RunError::Cancelled { reason: state.cancel.reason(), messages });
                 }
                 reply = self.provider.respond(&request, &on_text) => reply?,
@@ -348,14 +350,14 @@ impl Runner {
                 emit(RunEvent::TurnEnded { agent: agent.name.clone(), turn: turns });
                 return Ok(RunResult {
                     output: reply.content.unwrap_or_default(),
-                    messages: saver.snapshot().messages,
+                    messages: saver.messages(),
                     turns,
                     agent: agent.name.clone(),
                     usage: state.meter.usage(),
                 });
             }
             if let Err(message) = state.meter.check(state.tool_calls.load(Ordering::SeqCst)) {
-                let mut messages = saver.snapshot().messages;
+                let mut messages = saver.messages();
                 messages.extend(answer_every_call(&calls, &[], "Tool error: not run: budget exceeded"));
                 return Err(RunError::BudgetExceeded { message, messages });
             }
@@ -412,12 +414,12 @@ impl Runner {
         let results = match outcome {
             Ok(results) => results,
             Err(TurnError::Cancelled { results, .. }) => {
-                let mut messages = saver.snapshot().messages;
+                let mut messages = saver.messages();
                 messages.extend(fillers(calls, &results, "Tool error: run cancelled"));
                 return Err(RunError::Cancelled { reason: state.cancel.reason(), messages });
             }
             Err(TurnError::BudgetExceeded { message, results }) => {
-                let mut messages = saver.snapshot().messages;
+                let mut messages = saver.messages();
                 messages.extend(fillers(calls, &results, "Tool error: not run: budget exceeded"));
                 return Err(RunError::BudgetExceeded { message, messages });
             }
