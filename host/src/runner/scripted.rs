@@ -46,11 +46,6 @@ impl ScriptedProvider {
         Ok(Self::by_position(replies))
     }
 
-    /// Replies not used yet.
-    pub fn remaining(&self) -> usize {
-        self.replies.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
     /// The requests received so far.
     pub fn requests(&self) -> Vec<ModelRequest> {
         self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()

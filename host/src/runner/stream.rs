@@ -32,11 +32,6 @@ impl RunHandle {
         &self.approvals
     }
 
-    /// The run's cancel token.
-    pub fn cancel_token(&self) -> &CancelToken {
-        &self.cancel
-    }
-
     /// Cancels the run: in-flight calls are interrupted and pending
     /// approvals denied.
     pub fn cancel(&self, reason: Option<&str>) {
