@@ -26,7 +26,7 @@ fn main() -> anyhow::Result<()> {
     let root = manifest_dir.parent().ok_or_else(|| anyhow::anyhow!("tests/ has no parent"))?;
     let target_dir = root.join("target").join("fixtures");
     for dir in
-        ["guest-sdk/src", "guest-sdk/macros/src", "guest-sdk/Cargo.toml", "wit", "example-tools", "tests/fixtures"]
+        ["guest-sdk/src", "guest-sdk/macros/src", "guest-sdk/Cargo.toml", "guest-sdk/wit", "example-tools", "tests/fixtures"]
     {
         rerun_tree(&root.join(dir))?;
     }

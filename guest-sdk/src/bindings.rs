@@ -5,7 +5,7 @@
 
 wit_bindgen::generate!({
     world: "tool-plugin",
-    path: "../wit",
+    path: "wit",
     pub_export_macro: true,
     default_bindings_module: "::lovia::bindings",
     export_macro_name: "__export_tool_plugin",

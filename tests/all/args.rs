@@ -1,6 +1,6 @@
 //! Arguments: parsing, coercion and validation (spec §3, Part 0 D1–D4).
 
-use lovia_host::{ArgumentError, ArgumentValidator, CallOutcome};
+use lovia_host::{ArgumentError, ArgumentValidator, CallOutcome, ErrorKind};
 use lovia_tests::{fixtures, load};
 use serde_json::{Value, json};
 
@@ -156,12 +156,16 @@ async fn plugin_rejections_are_final_strings() {
     };
     assert_eq!(
         reject(r#"{"query": "", "bogus": 1}"#).await,
-        CallOutcome::Rejected(
-            "Tool error: Invalid arguments for tool 'search_docs': query: String should have at least 1 character; \
+        CallOutcome::Rejected {
+            kind: ErrorKind::InvalidArguments,
+            text: "Tool error: Invalid arguments for tool 'search_docs': query: String should have at least 1 character; \
              bogus: Extra inputs are not permitted"
                 .into()
-        )
+        }
     );
     let unknown = docs.invoke(&lovia_host::CallRequest::new("nope", "garbage")).await;
-    assert_eq!(unknown, CallOutcome::Rejected("Tool 'nope' is not available.".into()));
+    assert_eq!(
+        unknown,
+        CallOutcome::Rejected { kind: ErrorKind::UnknownTool, text: "Tool 'nope' is not available.".into() }
+    );
 }

@@ -169,7 +169,7 @@ fn serve_hash_key_prints_what_api_keys_hold() {
     child.stdin.take().expect("stdin").write_all(b"demo-key\n").expect("write");
     let o = child.wait_with_output().expect("wait");
     assert_eq!(o.status.code(), Some(0));
-    assert_eq!(stdout(&o), format!("{}\n", lovia_host::serve::hash_key("demo-key")));
+    assert_eq!(stdout(&o), format!("{}\n", lovia_serve::hash_key("demo-key")));
     let o = lovia(&["serve", "--config", "/no/such/serve.toml"]);
     assert_usage_error(&o, "cannot read /no/such/serve.toml");
 }
@@ -199,7 +199,7 @@ fn run_script(script: &str, extra: &[&str]) -> (Output, Vec<serde_json::Value>) 
 
 #[tokio::test]
 async fn run_plays_the_example_script() {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/support-turns.json");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/support-turns.json");
     let (o, events) = run_script(script, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let kinds: Vec<&str> = events.iter().map(|e| e["event"].as_str().expect("event")).collect();
@@ -298,7 +298,7 @@ async fn spawn_serve(
     store: &std::path::Path,
 ) -> (tokio::process::Child, std::net::SocketAddr) {
     use tokio::io::AsyncBufReadExt;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/chat-refund.json");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/chat-refund.json");
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_lovia"))
         .args(["--no-cache", "serve", "--listen", "127.0.0.1:0"])
         .arg("--config")
@@ -335,7 +335,7 @@ async fn serve_resumes_a_chat_after_a_kill_9() {
         format!(
             "[[tenants]]\nname = \"demo\"\napi_keys = [\"{}\"]\nagent = {{ name = \"support\" }}\n\
              [[tenants.plugins]]\npath = \"{}\"\n[[tenants.plugins]]\npath = \"{}\"\n",
-            lovia_host::serve::hash_key("demo-key"),
+            lovia_serve::hash_key("demo-key"),
             fixtures::ORDERS,
             fixtures::DIAGNOSTICS
         ),
@@ -374,8 +374,8 @@ async fn serve_resumes_a_chat_after_a_kill_9() {
 
 #[test]
 fn the_example_serve_config_is_valid() {
-    let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/serve.toml"));
-    let config = lovia_host::serve::ServeConfig::load(path).expect("examples/serve.toml loads");
+    let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/serve.toml"));
+    let config = lovia_serve::ServeConfig::load(path).expect("examples/serve.toml loads");
     assert_eq!(config.tenants.len(), 2);
     assert_eq!(config.tenants[0].agent.name, "support");
 }

@@ -2,10 +2,10 @@
 //! format: the request it sends (tools, messages, settings, headers) and the
 //! replies it understands, streamed and not; retries; environment config.
 
-use lovia_host::runner::providers::{
+use lovia_runner::providers::{
     Anthropic, OpenAiChat, OpenAiResponses, ProviderKind, ProviderOptions, RetryPolicy, build, from_vars,
 };
-use lovia_host::runner::{Agent, ModelProvider, ModelReply, ModelRequest, RunEvent, Runner};
+use lovia_runner::{Agent, ModelProvider, ModelReply, ModelRequest, RunEvent, Runner};
 use lovia_tests::model_api::{Canned, ModelApi};
 use lovia_tests::{fixtures, load};
 use serde_json::{Value, json};

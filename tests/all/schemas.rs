@@ -8,7 +8,7 @@ async fn check(name: &str, path: &str) {
     let plugin = load(path).await;
     let tools: Vec<_> = plugin.tools().cloned().collect();
     let actual = serde_json::to_string_pretty(&tools).expect("serialise") + "\n";
-    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/golden").join(format!("{name}.json"));
+    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden").join(format!("{name}.json"));
     if std::env::var_os("LOVIA_BLESS").is_some() {
         std::fs::write(&golden, &actual).expect("write golden");
     }

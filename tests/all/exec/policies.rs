@@ -2,7 +2,7 @@
 
 use super::executor;
 use lovia_host::policy::AttemptResult;
-use lovia_host::tool::def::BoxFuture;
+use lovia_host::BoxFuture;
 use lovia_host::{
     CallContext, ExecSettings, Failure, Next, Policy, RateLimit, Redact, ResultCache, RunState, ToolOutput,
 };

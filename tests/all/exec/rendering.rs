@@ -17,7 +17,7 @@ fn returns(name: &str, output: ToolOutput) -> Tool {
 }
 
 fn renderer(tag: &'static str) -> Renderer {
-    Arc::new(move |out, _| Ok(Rendered::Text(format!("{tag}({})", lovia_host::tool::render::render_default(out)))))
+    Arc::new(move |out, _| Ok(Rendered::Text(format!("{tag}({})", lovia_host::call::render_default(out)))))
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 //! (`ask_<slug>`: a sub-run whose budget trip is an error result).
 
 use super::{agent, call, tool_answers};
-use lovia_host::runner::{Agent, Message, ModelReply, RunEvent, Runner, ScriptedProvider};
+use lovia_runner::{Agent, Message, ModelReply, RunEvent, Runner, ScriptedProvider};
 use std::sync::Arc;
 
 #[tokio::test]

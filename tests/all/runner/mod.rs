@@ -8,7 +8,7 @@ mod stream;
 mod turns;
 
 use lovia_host::exec::ToolCall;
-use lovia_host::runner::{Agent, Message, ModelReply, Runner, ScriptedProvider};
+use lovia_runner::{Agent, Message, ModelReply, Runner, ScriptedProvider};
 use lovia_tests::{fixtures, load};
 use std::sync::Arc;
 

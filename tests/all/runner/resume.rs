@@ -5,7 +5,7 @@
 
 use super::{agent, call, tool_answers};
 use lovia_host::exec::RunState;
-use lovia_host::runner::{
+use lovia_runner::{
     Agent, ModelReply, PostgresRunStore, RunEvent, RunStatus, RunStore, Runner, ScriptedProvider, SqliteRunStore,
     new_id,
 };

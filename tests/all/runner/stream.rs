@@ -3,7 +3,7 @@
 
 use super::{call, runner, tool_answers};
 use lovia_host::ToolEvent;
-use lovia_host::runner::{Agent, ModelReply, RunError, RunEvent};
+use lovia_runner::{Agent, ModelReply, RunError, RunEvent};
 use std::time::{Duration, Instant};
 
 fn label(event: &RunEvent) -> String {

@@ -4,7 +4,7 @@
 use super::{call, runner, tool_answers};
 use lovia_host::RunState;
 use lovia_host::exec::Usage;
-use lovia_host::runner::{Agent, Message, ModelReply, RunError};
+use lovia_runner::{Agent, Message, ModelReply, RunError};
 
 use std::time::Duration;
 

@@ -6,8 +6,8 @@
 use super::{Sse, json, request, start_with, tenant};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use lovia_host::runner::SqliteRunStore;
-use lovia_host::serve::{ProviderChoice, ProviderConfig, ServeConfig, Service, TenantConfig};
+use lovia_runner::SqliteRunStore;
+use lovia_serve::{ProviderChoice, ProviderConfig, ServeConfig, Service, TenantConfig};
 use lovia_tests::{fixtures, host};
 use serde_json::{Value, json as j};
 use std::path::{Path, PathBuf};
@@ -373,7 +373,7 @@ async fn sessions_can_live_in_postgres() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let tenant_name = lovia_host::runner::new_id("pg");
+    let tenant_name = lovia_runner::new_id("pg");
     let replies = j!([calls(&[("c1", "echo", r#"{"text": "kept"}"#)]), {"content": "Kept."}]);
     let mut config = ServeConfig::new(vec![chat_tenant(&tenant_name, "pg-key", script(dir.path(), replies))]);
     config.store = Some(url.into());

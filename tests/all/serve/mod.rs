@@ -6,7 +6,7 @@ mod chat;
 mod tools;
 
 use lovia_host::plugin::config::LimitOverrides;
-use lovia_host::serve::{PluginEntry, ServeConfig, Service, TenantConfig, hash_key};
+use lovia_serve::{PluginEntry, ServeConfig, Service, TenantConfig, hash_key};
 use lovia_tests::host;
 use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -2,7 +2,7 @@
 //! and a load test with hostile calls.
 
 use super::{json, plugin, request, start, tenant};
-use lovia_host::serve::{ServeConfig, hash_key};
+use lovia_serve::{ServeConfig, hash_key};
 use lovia_tests::fixtures;
 
 #[tokio::test]
@@ -117,7 +117,7 @@ fn bad_configs_are_refused_with_the_reason() {
         assert!(err.contains(needle), "{err:?} lacks {needle:?}");
     }
     // The shipped example is valid.
-    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/serve.toml");
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/serve.toml");
     let config = ServeConfig::load(&example).expect("examples/serve.toml");
     assert_eq!(config.tenants[0].api_keys[0], hash_key("demo-key"));
 }
@@ -197,16 +197,16 @@ async fn a_tenant_fuel_quota_stops_its_calls_and_no_one_elses() {
     let mut config = ServeConfig::new(vec![hungry, tenant("calm", "calm-key", &[fixtures::DIAGNOSTICS])]);
     config.resolve(std::path::Path::new(".")).expect("config");
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = std::sync::Arc::new(lovia_host::runner::SqliteRunStore::open(dir.path().join("s.db")).expect("store"));
+    let store = std::sync::Arc::new(lovia_runner::SqliteRunStore::open(dir.path().join("s.db")).expect("store"));
     // Without fuel metering the quota cannot be kept: refused at start.
-    let err = lovia_host::serve::Service::with_store(&lovia_tests::host(), &config, store.clone()).await.err();
+    let err = lovia_serve::Service::with_store(&lovia_tests::host(), &config, store.clone()).await.err();
     assert_eq!(
         err.expect("refused").to_string(),
         "tenant hungry: fuel_per_minute needs a host with fuel metering (HostConfig::fuel_metering)"
     );
     let metered =
         lovia_host::Host::new(lovia_host::HostConfig { fuel_metering: true, ..Default::default() }).expect("host");
-    let router = lovia_host::serve::Service::with_store(&metered, &config, store).await.expect("service").router();
+    let router = lovia_serve::Service::with_store(&metered, &config, store).await.expect("service").router();
     let call = |key: &str, tool: &str, body: &'static str| {
         let request = axum::http::Request::post(format!("/api/tools/{tool}/call"))
             .header("authorization", format!("Bearer {key}"))

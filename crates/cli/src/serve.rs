@@ -1,0 +1,99 @@
+//! `lovia serve`.
+
+use crate::CliError;
+use lovia_host::Host;
+use lovia_serve::{ServeConfig, Service, hash_key};
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// How long Ctrl-C waits for requests in flight.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// The service config (TOML: listen, tenants with hashed API keys,
+    /// plugins, grants, limits, quotas); see examples/serve.toml.
+    #[arg(long, value_name = "FILE", default_value = "examples/serve.toml")]
+    config: PathBuf,
+    /// Listen here instead of the config's `listen` (e.g. 127.0.0.1:0 for any free port).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
+    /// The SQLite file of sessions and checkpoints, instead of the config's
+    /// `store` (default: lovia.db in the current directory).
+    #[arg(long, value_name = "FILE")]
+    store: Option<PathBuf>,
+    /// Read an API key from stdin, print the SHA-256 that goes into
+    /// `api_keys`, and exit.
+    #[arg(long)]
+    hash_key: bool,
+}
+
+pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliError>) -> Result<ExitCode, CliError> {
+    if args.hash_key {
+        let mut key = String::new();
+        std::io::stdin().lock().read_line(&mut key).map_err(|e| CliError::new(format!("reading stdin: {e}")))?;
+        let key = key.trim_end_matches(['\n', '\r']);
+        if key.is_empty() {
+            return Err(CliError::new("no key on stdin").hint("echo -n 'my-secret-key' | lovia serve --hash-key"));
+        }
+        println!("{}", hash_key(key));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut config = ServeConfig::load(&args.config)
+        .map_err(|e| CliError::new(e.to_string()).hint("see examples/serve.toml for a working config"))?;
+    if let Some(store) = args.store {
+        config.store = Some(store);
+    }
+    // Fuel quotas need the engine to count fuel, which costs some speed: only then.
+    let host = host(config.needs_fuel_metering())?;
+    let service = Service::new(&host, &config).await.map_err(|e| CliError::new(e.to_string()))?;
+    let unconfigured = service.unconfigured_models();
+    for (tenant, reason) in &unconfigured {
+        eprintln!("note: tenant {tenant} has no model, so /api/chat answers 503: {reason}");
+    }
+    if !unconfigured.is_empty() {
+        eprintln!("  hint: LOVIA_PROVIDER=scripted LOVIA_SCRIPT=examples/chat-refund.json plays a scripted model");
+    }
+    let addr = args.listen.unwrap_or(config.listen);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| CliError::new(format!("cannot listen on {addr}: {e}")).hint("pick another port with --listen"))?;
+    let local = listener.local_addr().map_err(|e| CliError::new(e.to_string()))?;
+    let tenants: Vec<&str> = config.tenants.iter().map(|t| t.name.as_str()).collect();
+    let store = config.store.clone().unwrap_or_else(|| "lovia.db".into());
+    println!(
+        "lovia serve listening on http://{local} (tenants: {}; sessions in {})",
+        tenants.join(", "),
+        store.display()
+    );
+    println!("  curl http://{local}/healthz");
+    println!("  curl -H 'Authorization: Bearer <key>' http://{local}/api/tools");
+    println!(
+        "  curl -H 'Authorization: Bearer <key>' -d '{{\"order_id\": \"A-1001\"}}' http://{local}/api/tools/lookup_order/call"
+    );
+    println!(
+        "  curl -N -H 'Authorization: Bearer <key>' -d '{{\"session_id\": \"s1\", \"input\": \"Refund 90 dollars on A-1002\"}}' http://{local}/api/chat"
+    );
+    println!(
+        "  curl -H 'Authorization: Bearer <key>' -d '{{\"session_id\": \"s1\", \"call_id\": \"<id>\", \"decision\": \"approve\"}}' http://{local}/api/chat/approve"
+    );
+    // Ctrl-C stops accepting connections and lets requests finish, but a chat
+    // can wait on an approval for minutes: after the grace period the process
+    // exits, and its unfinished runs resume from their checkpoints at the next start.
+    let stop = std::sync::Arc::new(tokio::sync::Notify::new());
+    let signalled = stop.clone();
+    let shutdown = async move {
+        let _ = tokio::signal::ctrl_c().await;
+        eprintln!("shutting down: finishing requests in flight (at most {} s)", SHUTDOWN_GRACE.as_secs());
+        signalled.notify_one();
+    };
+    let server = axum::serve(listener, service.router()).with_graceful_shutdown(shutdown);
+    tokio::select! {
+        served = server => served.map_err(|e| CliError::new(format!("server error: {e}")))?,
+        () = async { stop.notified().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
+            eprintln!("stopped with runs in progress; they resume when lovia serve starts again");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,44 @@
+//! What the host tells a call about its run.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+/// Receives a call's progress messages (`ToolProgress` events).
+pub type ProgressSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// What the host tells a call about its run. Default: empty ids, agent
+/// `"lovia"`, turn 0, no session, no dependencies, never cancelled.
+#[derive(Clone, Default)]
+pub struct CallContext {
+    /// The run's id.
+    pub run_id: String,
+    /// The session, if the run has one.
+    pub session_id: Option<String>,
+    /// The model's id for this call.
+    pub call_id: String,
+    /// The requesting agent's name.
+    pub agent: String,
+    /// The tenant the run belongs to, for per-tenant limits.
+    pub tenant: Option<String>,
+    /// The 1-based turn (0 outside a run).
+    pub turn: u32,
+    /// JSON values granted to the plugin, by key.
+    pub dependencies: Arc<HashMap<String, String>>,
+    /// Set when the run is cancelled; the guest can poll it.
+    pub cancelled: Arc<AtomicBool>,
+    /// Where progress messages go. Default: nowhere.
+    pub progress: Option<ProgressSink>,
+}
+
+impl std::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallContext")
+            .field("run_id", &self.run_id)
+            .field("session_id", &self.session_id)
+            .field("call_id", &self.call_id)
+            .field("agent", &self.agent)
+            .field("turn", &self.turn)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,77 @@
+//! A tool as the model sees it: its name, description, schema and settings.
+
+use serde::{Deserialize, Serialize};
+
+/// When the host must ask for approval before running a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalMode {
+    /// Runs without asking. The default.
+    #[default]
+    Never,
+    /// Every call is approved first.
+    Always,
+    /// The plugin's `needs-approval` export decides per call.
+    AskPlugin,
+}
+
+/// Client hints (MCP annotations); never trusted for security.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ToolHints {
+    /// Does not change its environment.
+    pub read_only: bool,
+    /// May perform destructive updates.
+    pub destructive: bool,
+    /// Repeating a call has no further effect.
+    pub idempotent: bool,
+    /// Reaches an open world of external entities.
+    pub open_world: bool,
+}
+
+impl ToolSpec {
+    /// The tool in OpenAI's function-calling format:
+    /// `{"type":"function","function":{name,description,parameters,strict}}`.
+    pub fn openai_function(&self) -> serde_json::Value {
+        serde_json::json!({"type": "function", "function": {
+            "name": self.name, "description": self.description, "parameters": self.parameters, "strict": self.strict,
+        }})
+    }
+
+    /// The tool in Anthropic's format: `{name,description,input_schema}`.
+    pub fn anthropic_tool(&self) -> serde_json::Value {
+        serde_json::json!({"name": self.name, "description": self.description, "input_schema": self.parameters})
+    }
+}
+
+/// One tool as its plugin declares it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// `^[a-zA-Z0-9_-]{1,64}$`.
+    pub name: String,
+    /// The model's guidance.
+    pub description: String,
+    /// JSON Schema (2020-12) of the argument object.
+    pub parameters: serde_json::Value,
+    /// JSON Schema of a JSON result, if declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
+    /// Closed schema, every argument required, unknown keys rejected.
+    pub strict: bool,
+    /// False: every call is an execution barrier.
+    pub parallel: bool,
+    /// Retries after the first attempt; `None` inherits the host default (0).
+    pub retries: Option<u32>,
+    /// Per-attempt timeout in ms; `None` inherits the host default (none).
+    pub timeout_ms: Option<u64>,
+    /// Output cap in chars; `None` inherits the host default (200,000).
+    pub max_output_chars: Option<u64>,
+    /// Approval mode.
+    pub approval: ApprovalMode,
+    /// Client hints.
+    pub hints: ToolHints,
+}
+
+/// Whether `name` is a valid tool name (`^[a-zA-Z0-9_-]{1,64}$`, spec §18).
+pub fn is_valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}

@@ -1,0 +1,56 @@
+//! Every string the model can read that the host writes itself, in one place
+//! (docs/semantics.md §5, §7, §13 and D8). Each one is pinned by a test in
+//! `tests/all/outcomes.rs`; change one only together with the docs.
+
+/// The prefix of every execution error: `Tool error: <detail>`.
+pub const TOOL_ERROR_PREFIX: &str = "Tool error: ";
+
+/// `Tool error: <detail>`.
+pub fn tool_error(detail: impl std::fmt::Display) -> String {
+    format!("{TOOL_ERROR_PREFIX}{detail}")
+}
+
+/// A call of a tool the toolset does not have.
+pub fn unknown_tool(name: &str) -> String {
+    format!("Tool '{name}' is not available.")
+}
+
+/// A second handoff in one turn.
+pub fn handoff_not_performed(target: &str) -> String {
+    format!(
+        "Handoff not performed: this turn already transferred to '{target}'. Only the first handoff in a turn takes effect."
+    )
+}
+
+/// Arguments that do not parse in a reply cut off at the token limit.
+pub fn incomplete_arguments(name: &str) -> String {
+    format!(
+        "Tool {name} arguments are incomplete: the response was cut off at the output token limit (finish_reason=length) mid-call."
+    )
+}
+
+/// A call the approver denied.
+pub fn not_approved(name: &str) -> String {
+    format!("Tool {name} was not approved.")
+}
+
+/// A call whose approval check itself failed (denied, fail closed).
+pub fn approval_check_failed(name: &str) -> String {
+    format!("Tool {name} was not approved (approval check failed).")
+}
+
+/// A renderer that failed on a successful result.
+pub fn rendering_failed(message: &str) -> String {
+    tool_error(format_args!("result rendering failed: {message}"))
+}
+
+/// The answer to a call that a cancelled run never finished (D8).
+pub const RUN_CANCELLED: &str = "Tool error: run cancelled";
+
+/// The answer to a call left unrun when the run's budget tripped (D8).
+pub const NOT_RUN_BUDGET: &str = "Tool error: not run: budget exceeded";
+
+/// A budget that tripped: `<what> <used> exceeds budget <max>` (§7).
+pub fn exceeds_budget(what: &str, used: impl std::fmt::Display, max: impl std::fmt::Display) -> String {
+    format!("{what} {used} exceeds budget {max}")
+}

@@ -1,0 +1,160 @@
+//! The wasmtime engine and the [`Host`] that loads plugins.
+
+use crate::error::HostError;
+use crate::sandbox::{CallLimits, SandboxState, Ticker};
+use std::path::PathBuf;
+use std::sync::Arc;
+use wasmtime::component::Linker;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+pub use crate::sandbox::EPOCH_TICK;
+
+/// Host-wide settings. Every field documents its default.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// Where compiled components are cached, keyed by content digest and
+    /// engine configuration. Default: `None`, no cache (the `lovia` CLI uses
+    /// `$XDG_CACHE_HOME/lovia` or `~/.cache/lovia`).
+    pub cache_dir: Option<PathBuf>,
+    /// Instance slots reserved by the pooling allocator. Default: 128. Each
+    /// slot reserves address space, not memory; if the reservation fails the
+    /// host falls back to on-demand allocation.
+    pub pool_slots: u32,
+    /// Limits of every call unless a plugin or call sets tighter ones.
+    /// Default: [`CallLimits::default`].
+    pub limits: CallLimits,
+    /// Counts fuel (deterministic CPU) in every call, so that
+    /// [`CallLimits::fuel`] and `tenant_fuel` apply. Costs some speed.
+    /// Default: false.
+    pub fuel_metering: bool,
+    /// Fuel each tenant may burn over the host's lifetime, across all its
+    /// calls; a tenant past it gets `CPU budget exhausted`. Needs
+    /// `fuel_metering`. Default: none.
+    pub tenant_fuel: Option<u64>,
+    /// Size of the wasm call stack. Default: 512 KiB (wasmtime's). Past it
+    /// the model sees `Tool error: stack overflow`.
+    pub max_wasm_stack: usize,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        Self {
+            cache_dir: None,
+            pool_slots: 128,
+            limits: CallLimits::default(),
+            fuel_metering: false,
+            tenant_fuel: None,
+            max_wasm_stack: 512 << 10,
+        }
+    }
+}
+
+/// The runtime that loads plugins. Cheap to clone; the epoch ticker stops
+/// when the last clone is dropped.
+#[derive(Clone)]
+pub struct Host {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Arc<Linker<SandboxState>>,
+    pub(crate) config: Arc<HostConfig>,
+    pub(crate) tenant_fuel: Arc<crate::sandbox::FuelLedger>,
+    pooled: bool,
+    pub(crate) ticker: Arc<Ticker>,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host").field("config", &self.config).field("pooled", &self.pooled).finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// Creates the engine (pooling allocator if possible), the linker with
+    /// WASI 0.2 and the lovia interfaces, and starts the epoch ticker.
+    pub fn new(config: HostConfig) -> Result<Host, HostError> {
+        if let Some(dir) = &config.cache_dir {
+            std::fs::create_dir_all(dir).map_err(|source| HostError::CacheDir { path: dir.clone(), source })?;
+        }
+        let (engine, pooled) = match Engine::new(&engine_config(&config, true)) {
+            Ok(engine) => (engine, true),
+            Err(err) => {
+                tracing::warn!(%err, "pooling allocator unavailable; falling back to on-demand allocation");
+                let engine = Engine::new(&engine_config(&config, false))
+                    .map_err(|e| HostError::Engine { reason: e.to_string() })?;
+                (engine, false)
+            }
+        };
+        let linker = crate::sandbox::linker(&engine).map_err(|e| HostError::Engine { reason: e.to_string() })?;
+        let ticker = Ticker::start(engine.clone());
+        let tenant_fuel = Arc::new(crate::sandbox::FuelLedger::new(config.tenant_fuel));
+        Ok(Host {
+            engine,
+            linker: Arc::new(linker),
+            config: Arc::new(config),
+            tenant_fuel,
+            pooled,
+            ticker: Arc::new(ticker),
+        })
+    }
+
+    /// The settings this host was created with.
+    pub fn config(&self) -> &HostConfig {
+        &self.config
+    }
+
+    /// The fuel `tenant` may still burn (`None`: unlimited).
+    pub fn tenant_fuel_remaining(&self, tenant: Option<&str>) -> Option<u64> {
+        self.tenant_fuel.remaining(tenant)
+    }
+
+    /// The per-tenant fuel accounts (needs `fuel_metering`).
+    pub fn tenant_fuel(&self) -> &crate::sandbox::FuelLedger {
+        &self.tenant_fuel
+    }
+
+    /// Whether the pooling allocator is in use (false after a fallback).
+    pub fn is_pooled(&self) -> bool {
+        self.pooled
+    }
+}
+
+fn engine_config(host: &HostConfig, pooled: bool) -> Config {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    config.wasm_component_model(true);
+    config.consume_fuel(host.fuel_metering);
+    config.max_wasm_stack(host.max_wasm_stack);
+    // Wasm-level backtraces and their address maps are for debugging guests;
+    // traps are classified by their codes. Leaving them out makes artifacts
+    // smaller and cached loads faster.
+    config.generate_address_map(false);
+    config.wasm_backtrace_max_frames(None);
+    // Native unwind tables only serve host debuggers and profilers walking
+    // through guest frames; registering them dominated cached loads.
+    config.native_unwind_info(false);
+    if pooled {
+        let mut pooling = PoolingAllocationConfig::default();
+        let slots = host.pool_slots.max(1);
+        pooling.total_component_instances(slots);
+        pooling.total_core_instances(slots.saturating_mul(4));
+        pooling.total_memories(slots.saturating_mul(2));
+        pooling.total_tables(slots.saturating_mul(4));
+        pooling.total_stacks(slots);
+        pooling.max_memory_size(host.limits.memory_bytes);
+        // Resetting a slot with madvise shoots down TLBs on every core on
+        // every call (it dominated profiles: design §5). Instead keep the
+        // first pages of each memory and table resident and reset only the
+        // dirty ones with memset (PAGEMAP_SCAN, Linux 6.7+; plain memset of
+        // the kept bytes before that), and batch what must still be decommitted.
+        pooling.linear_memory_keep_resident(KEEP_RESIDENT_BYTES);
+        pooling.table_keep_resident(64 << 10);
+        pooling.pagemap_scan(wasmtime::Enabled::Auto);
+        pooling.decommit_batch_size(DECOMMIT_BATCH);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    }
+    config
+}
+
+/// Bytes of each pooled linear memory kept resident between instances.
+const KEEP_RESIDENT_BYTES: usize = 2 << 20;
+/// Slots decommitted together.
+const DECOMMIT_BATCH: usize = 32;

@@ -1,0 +1,93 @@
+//! The end of a call: render (spec §11), truncate (§12), record the one
+//! result and emit `ToolCallCompleted`.
+
+use super::{EventSink, ExecSettings, ToolCall, ToolEvent, ToolResultEntry};
+use crate::call::CallContext;
+use super::tool::Tool;
+use crate::call::ToolOutput;
+use crate::call::Failure;
+use crate::call::{Rendered, render_default, render_json};
+use crate::call::truncate;
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+
+/// Past this many characters the raw value is not retained (spec §12).
+const RAW_RETENTION_CHARS: usize = 16_000;
+
+pub(super) type Results = Arc<Mutex<Vec<ToolResultEntry>>>;
+
+pub(super) fn record(results: &Results, events: &EventSink, call: &ToolCall, entry: ToolResultEntry, result: Value) {
+    let (is_error, output) = (entry.is_error, entry.output.clone());
+    results.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
+    events.emit(ToolEvent::ToolCallCompleted { call: call.clone(), result, is_error, output });
+}
+
+/// A preflight rejection: final text, never rendered or truncated.
+pub(super) fn reject(results: &Results, events: &EventSink, call: &ToolCall, text: String) {
+    let entry = ToolResultEntry { call_id: call.id.clone(), output: text.clone(), raw: None, is_error: true };
+    record(results, events, call, entry, Value::String(text));
+}
+
+/// An execution error outside the attempt loop (a panicking native body).
+pub(super) fn record_error(results: &Results, events: &EventSink, call: &ToolCall, failure: &Failure) {
+    let text = format!("Tool error: {failure}");
+    let entry = ToolResultEntry {
+        call_id: call.id.clone(),
+        output: text.clone(),
+        raw: Some(Value::String(text.clone())),
+        is_error: true,
+    };
+    record(results, events, call, entry, Value::String(text));
+}
+
+/// The end of an executed call.
+pub(super) fn finish(
+    results: &Results,
+    events: &EventSink,
+    settings: &ExecSettings,
+    tool: &Tool,
+    call: &ToolCall,
+    ctx: &CallContext,
+    outcome: Result<ToolOutput, Failure>,
+) {
+    let limit = tool.spec.max_output_chars.or(settings.max_output_chars);
+    let (text, raw, is_error) = match outcome {
+        Ok(output) => {
+            let raw = match &output {
+                ToolOutput::Text(t) => Value::String(t.clone()),
+                ToolOutput::Json(v) => v.clone(),
+            };
+            match render(tool, settings, &output, ctx) {
+                Ok(text) => (text, raw, false),
+                Err(message) => {
+                    events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error: message.clone() });
+                    // No class-name fallback here: an empty message stays empty (spec §5).
+                    let text = format!("Tool error: result rendering failed: {message}");
+                    (text.clone(), Value::String(text), true)
+                }
+            }
+        }
+        Err(failure) => {
+            events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error: failure.to_string() });
+            let text = format!("Tool error: {failure}");
+            (text.clone(), Value::String(text), true)
+        }
+    };
+    let truncated = limit.and_then(|l| truncate(&text, l));
+    let keep_raw = truncated.is_none() && text.chars().count() <= RAW_RETENTION_CHARS;
+    let output = truncated.unwrap_or(text);
+    let entry = ToolResultEntry { call_id: call.id.clone(), output, raw: keep_raw.then(|| raw.clone()), is_error };
+    record(results, events, call, entry, raw);
+}
+
+/// Tool renderer, else agent renderer, else the default (spec §11).
+fn render(tool: &Tool, settings: &ExecSettings, output: &ToolOutput, ctx: &CallContext) -> Result<String, String> {
+    match tool.renderer.as_ref().or(settings.renderer.as_ref()) {
+        None => Ok(render_default(output)),
+        Some(renderer) => Ok(match renderer(output, ctx)? {
+            Rendered::Text(t) => t,
+            Rendered::Value(Value::String(s)) => s,
+            Rendered::Value(v) => render_json(&v),
+        }),
+    }
+}

@@ -1,0 +1,195 @@
+//! One model turn's tool calls with the full semantics of the spec (§3–§16,
+//! Part 0 overriding): preflight in request order, barrier scheduling,
+//! attempts with timeouts, retries and policies, rendering, truncation,
+//! approvals, cancellation, budget and events.
+
+mod attempt;
+mod budget;
+mod cancel;
+mod complete;
+mod event;
+mod preflight;
+mod schedule;
+mod tool;
+mod toolset;
+
+pub use budget::{Budget, BudgetMeter, Usage};
+pub use cancel::CancelToken;
+pub use event::{EventSink, ToolEvent};
+pub use tool::{NativeFn, Tool, ToolBuilder};
+pub use toolset::{NameConflict, ToolSource, Toolset};
+
+use crate::approval::{ApprovalChannel, ApprovalHandler};
+use crate::call::Renderer;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+/// A call the model requested.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The model's id for the call.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The raw argument text (may be empty, malformed, or not an object).
+    #[serde(default)]
+    pub arguments: String,
+}
+
+impl ToolCall {
+    /// A call of `name` with id `id` and the raw `arguments` text.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+        Self { id: id.into(), name: name.into(), arguments: arguments.into() }
+    }
+}
+
+/// One terminal outcome, as the transcript records it (spec §1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResultEntry {
+    /// The call it answers.
+    pub call_id: String,
+    /// The string the model sees.
+    pub output: String,
+    /// The retained value: the result on success, the error text after an
+    /// execution error; `None` for rejections, truncated outputs and outputs
+    /// over 16,000 characters.
+    pub raw: Option<Value>,
+    /// Whether it is an error result.
+    pub is_error: bool,
+}
+
+/// Agent-level settings of the executor. Every field documents its default.
+#[derive(Clone)]
+pub struct ExecSettings {
+    /// The agent's name, given to tools. Default: `"assistant"`.
+    pub agent: String,
+    /// Retries for tools that declare none. Default: 0.
+    pub default_retries: u32,
+    /// Per-attempt timeout for tools that declare none. Default: none.
+    pub default_timeout: Option<Duration>,
+    /// Output cap for tools that declare none. Default: 200,000 characters;
+    /// `None` is unlimited.
+    pub max_output_chars: Option<u64>,
+    /// The agent's renderer, used when a tool has none. Default: none.
+    pub renderer: Option<Renderer>,
+    /// Decides approvals the consumer left undecided. Default: none, so
+    /// undecided calls are denied.
+    pub approval_handler: Option<Arc<dyn ApprovalHandler>>,
+    /// Requested calls allowed per run (rejected calls count). Default: none.
+    /// Checked with the run's other limits in [`RunState::meter`].
+    pub max_tool_calls: Option<u64>,
+}
+
+impl Default for ExecSettings {
+    fn default() -> Self {
+        Self {
+            agent: "assistant".into(),
+            default_retries: 0,
+            default_timeout: None,
+            max_output_chars: Some(crate::call::DEFAULT_MAX_OUTPUT_CHARS),
+            renderer: None,
+            approval_handler: None,
+            max_tool_calls: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ExecSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecSettings")
+            .field("agent", &self.agent)
+            .field("default_retries", &self.default_retries)
+            .field("default_timeout", &self.default_timeout)
+            .field("max_output_chars", &self.max_output_chars)
+            .field("max_tool_calls", &self.max_tool_calls)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The state of one run that outlives its turns.
+#[derive(Debug, Clone, Default)]
+pub struct RunState {
+    /// The run's id.
+    pub run_id: String,
+    /// The session, if any.
+    pub session_id: Option<String>,
+    /// The tenant, for per-tenant limits.
+    pub tenant: Option<String>,
+    /// The current 1-based turn.
+    pub turn: u32,
+    /// The cancel token.
+    pub cancel: CancelToken,
+    /// Pending approvals and out-of-band decisions.
+    pub approvals: ApprovalChannel,
+    /// Tool calls requested so far (for `max_tool_calls`).
+    pub tool_calls: Arc<AtomicU64>,
+    /// JSON values granted to tools, by key.
+    pub dependencies: Arc<HashMap<String, String>>,
+    /// Tokens and time spent, against the run's token and time limits.
+    /// Default: unconstrained.
+    pub meter: Arc<BudgetMeter>,
+    /// The model's reply that asked for this turn's calls was cut off at its
+    /// output token limit (`finish_reason=length`): argument text that does
+    /// not parse is reported as incomplete (spec §3).
+    pub cut_off: bool,
+}
+
+/// Why a turn ended early. Results surfaced before the end are kept.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TurnError {
+    /// The run was cancelled (token, or a tool's `cancel-run`).
+    #[error("{reason}")]
+    Cancelled {
+        /// The reason.
+        reason: String,
+        /// Results recorded before the cancellation, in completion order.
+        results: Vec<ToolResultEntry>,
+    },
+    /// The run's tool-call budget tripped in preflight; calls already in flight finished.
+    #[error("{message}")]
+    BudgetExceeded {
+        /// `tool call count N exceeds budget M`.
+        message: String,
+        /// Results recorded, in completion order.
+        results: Vec<ToolResultEntry>,
+    },
+}
+
+/// Runs turns of tool calls against a [`Toolset`]. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Executor {
+    pub(crate) tools: Arc<Toolset>,
+    pub(crate) settings: Arc<ExecSettings>,
+}
+
+impl Executor {
+    /// An executor over `tools` with `settings`.
+    pub fn new(tools: Toolset, settings: ExecSettings) -> Self {
+        Self { tools: Arc::new(tools), settings: Arc::new(settings) }
+    }
+
+    /// The tools.
+    pub fn tools(&self) -> &Toolset {
+        &self.tools
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &ExecSettings {
+        &self.settings
+    }
+
+    /// Runs one turn's `calls` (spec §8) and returns their results in
+    /// completion order. Events go to `events`.
+    pub async fn run_turn(
+        &self,
+        calls: &[ToolCall],
+        run: &RunState,
+        events: &EventSink,
+    ) -> Result<Vec<ToolResultEntry>, TurnError> {
+        schedule::run_turn(self, calls, run, events).await
+    }
+}

@@ -1,0 +1,180 @@
+//! Preflight (spec §4.1 with Part 0 D1): serial, in request order — cancel,
+//! budget, lookup, handoff dedup, parse + coerce + validate, approval
+//! predicate, approval flow. A rejection is one `ToolCallCompleted(is_error)`
+//! with no `ToolCallStarted`.
+
+use super::complete::{Results, reject};
+use super::{EventSink, Executor, RunState, ToolCall, ToolEvent};
+use crate::approval::{ApprovalDecision, ApprovalRequest, ApprovalTicket, HandlerAnswer, NeedsApproval};
+use crate::call::CallContext;
+use crate::args::{ArgumentError, parse_object};
+use super::tool::{Body, Tool};
+use serde_json::Value;
+use std::sync::atomic::Ordering;
+use tokio::sync::oneshot;
+
+#[expect(clippy::large_enum_variant, reason = "one short-lived value per call, never stored")]
+pub(super) enum Preflight {
+    /// The call may run.
+    Ready { tool: Tool, raw_args: Value, prepared: Value },
+    /// Rejected; its result is recorded.
+    Rejected,
+    /// The run's budget tripped: `tool call count N exceeds budget M`.
+    Budget(String),
+    /// The run was cancelled.
+    Cancelled,
+}
+
+pub(super) async fn preflight(
+    exec: &Executor,
+    call: &ToolCall,
+    ctx: &CallContext,
+    run: &RunState,
+    events: &EventSink,
+    results: &Results,
+    handoff: &mut Option<String>,
+) -> Preflight {
+    if run.cancel.is_cancelled() {
+        return Preflight::Cancelled;
+    }
+    // Every requested call counts, including ones rejected below; strictly greater trips (spec §7).
+    let count = run.tool_calls.fetch_add(1, Ordering::SeqCst) + 1;
+    if let Some(max) = exec.settings.max_tool_calls
+        && count > max
+    {
+        return Preflight::Budget(format!("tool call count {count} exceeds budget {max}"));
+    }
+    if let Err(message) = run.meter.check(count) {
+        return Preflight::Budget(message);
+    }
+    let Some(tool) = exec.tools.get(&call.name) else {
+        reject(results, events, call, format!("Tool '{}' is not available.", call.name));
+        return Preflight::Rejected;
+    };
+    if let (Some(_), Some(target)) = (&tool.handoff, handoff.as_ref()) {
+        reject(
+            results,
+            events,
+            call,
+            format!(
+                "Handoff not performed: this turn already transferred to '{target}'. Only the first handoff in a turn takes effect."
+            ),
+        );
+        return Preflight::Rejected;
+    }
+    let raw_args = match parse_object(&call.arguments) {
+        Ok(v) => v,
+        Err(ArgumentError::InvalidJson { .. }) if run.cut_off => {
+            let message = format!(
+                "Tool {} arguments are incomplete: the response was cut off at the output token limit (finish_reason=length) mid-call.",
+                call.name
+            );
+            reject(results, events, call, message);
+            return Preflight::Rejected;
+        }
+        Err(e) => {
+            reject(results, events, call, e.to_string());
+            return Preflight::Rejected;
+        }
+    };
+    let prepared = match &tool.validator {
+        Some(v) => match v.prepare(&call.arguments) {
+            Ok(p) => p,
+            Err(e @ ArgumentError::Invalid { .. }) => {
+                reject(results, events, call, format!("Tool error: {e}"));
+                return Preflight::Rejected;
+            }
+            Err(e) => {
+                reject(results, events, call, e.to_string());
+                return Preflight::Rejected;
+            }
+        },
+        None => raw_args.clone(),
+    };
+    let gated = match &tool.approval {
+        NeedsApproval::Never => Ok(false),
+        NeedsApproval::Always => Ok(true),
+        NeedsApproval::Predicate(predicate) => predicate(&raw_args, ctx),
+        NeedsApproval::Plugin => match &tool.body {
+            Body::Component { plugin, .. } => plugin.needs_approval(&call.name, &prepared.to_string(), ctx).await,
+            Body::Native(_) => Ok(true),
+        },
+    };
+    match gated {
+        Ok(false) => {}
+        Ok(true) => match decide(exec, tool, call, ctx, run, events).await {
+            Some(ApprovalDecision::Approve) => {}
+            Some(ApprovalDecision::Deny) => {
+                reject(results, events, call, format!("Tool {} was not approved.", call.name));
+                return Preflight::Rejected;
+            }
+            None => return Preflight::Cancelled,
+        },
+        Err(error) => {
+            events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error });
+            reject(results, events, call, format!("Tool {} was not approved (approval check failed).", call.name));
+            return Preflight::Rejected;
+        }
+    }
+    if let Some(target) = &tool.handoff {
+        *handoff = Some(target.clone());
+    }
+    Preflight::Ready { tool: tool.clone(), raw_args, prepared }
+}
+
+/// The approval flow (spec §13): a decision while the consumer holds the
+/// event wins, then the handler (out-of-band decisions still count while it
+/// runs), then deny. `None` when the run is cancelled meanwhile.
+async fn decide(
+    exec: &Executor,
+    tool: &Tool,
+    call: &ToolCall,
+    ctx: &CallContext,
+    run: &RunState,
+    events: &EventSink,
+) -> Option<ApprovalDecision> {
+    let request = ApprovalRequest {
+        call_id: call.id.clone(),
+        tool: call.name.clone(),
+        arguments: call.arguments.clone(),
+        plugin_digest: match &tool.body {
+            Body::Component { plugin, .. } => Some(plugin.digest().to_owned()),
+            Body::Native(_) => None,
+        },
+    };
+    let mut decision = run.approvals.register(request.clone());
+    let (held, released) = oneshot::channel::<()>();
+    let ticket = ApprovalTicket { request: request.clone(), channel: run.approvals.clone(), _held: held };
+    events.emit(ToolEvent::ApprovalRequired { call: call.clone(), ticket });
+
+    // (a) The consumer holds the ticket: wait for a decision, its release, or cancellation.
+    tokio::select! {
+        biased;
+        d = &mut decision => return d.ok().or(Some(ApprovalDecision::Deny)),
+        () = run.cancel.cancelled() => { run.approvals.discard(&call.id); return None }
+        _ = released => {}
+    }
+    if let Ok(d) = decision.try_recv() {
+        return Some(d);
+    }
+    // (b) The handler; an out-of-band decision landing meanwhile also counts.
+    if let Some(handler) = &exec.settings.approval_handler {
+        let answer = tokio::select! {
+            biased;
+            d = &mut decision => return d.ok().or(Some(ApprovalDecision::Deny)),
+            () = run.cancel.cancelled() => { run.approvals.discard(&call.id); return None }
+            a = handler.decide(&request, ctx) => a,
+        };
+        match answer {
+            Ok(HandlerAnswer::Allow) => {
+                run.approvals.discard(&call.id);
+                return Some(ApprovalDecision::Approve);
+            }
+            Ok(HandlerAnswer::Deny) | Ok(HandlerAnswer::Ask) => {}
+            Err(error) => events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error }),
+        }
+    }
+    // (c) Still undecided: fail closed.
+    run.approvals.discard(&call.id);
+    Some(ApprovalDecision::Deny)
+}

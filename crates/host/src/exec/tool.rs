@@ -1,0 +1,254 @@
+//! [`Tool`]: one type for every source — component tools and host-native
+//! Rust tools go through the same executor with the same semantics.
+
+use crate::approval::NeedsApproval;
+use crate::plugin::Plugin;
+use crate::policy::Policy;
+use crate::call::CallContext;
+use crate::sandbox::SessionStore;
+use crate::args::ArgumentValidator;
+use crate::call::Failure;
+use crate::call::Renderer;
+use crate::call::{ApprovalMode, ToolHints, ToolSpec};
+use serde_json::Value;
+use crate::call::{BoxFuture, ToolOutput};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The body of a host-native tool: receives the validated arguments.
+pub type NativeFn = Arc<dyn Fn(Value, CallContext) -> BoxFuture<'static, Result<ToolOutput, Failure>> + Send + Sync>;
+
+#[derive(Clone)]
+pub(crate) enum Body {
+    Component { plugin: Plugin, session_store: Option<Arc<dyn SessionStore>> },
+    Native(NativeFn),
+}
+
+/// A tool as the executor runs it: its spec, its body, and the settings the
+/// host application may set over what the tool declared.
+#[derive(Clone)]
+pub struct Tool {
+    pub(crate) spec: ToolSpec,
+    pub(crate) body: Body,
+    pub(crate) validator: Option<Arc<ArgumentValidator>>,
+    pub(crate) approval: NeedsApproval,
+    pub(crate) renderer: Option<Renderer>,
+    pub(crate) policies: Vec<Arc<dyn Policy>>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) handoff: Option<String>,
+}
+
+impl std::fmt::Debug for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool").field("spec", &self.spec).field("policies", &self.policies.len()).finish_non_exhaustive()
+    }
+}
+
+impl Tool {
+    /// Starts a host-native tool named `name`.
+    ///
+    /// ```
+    /// use lovia_host::tool::def::{Tool, ToolOutput};
+    /// let shout = Tool::builder("shout")
+    ///     .description("Upper-cases text.")
+    ///     .parameters(serde_json::json!({
+    ///         "properties": {"text": {"type": "string"}}, "required": ["text"],
+    ///         "type": "object", "additionalProperties": false
+    ///     }))
+    ///     .invoke(|args, _ctx| async move {
+    ///         Ok(ToolOutput::Text(args["text"].as_str().unwrap_or_default().to_uppercase()))
+    ///     })
+    ///     .expect("a valid tool");
+    /// assert_eq!(shout.name(), "shout");
+    /// ```
+    pub fn builder(name: impl Into<String>) -> ToolBuilder {
+        ToolBuilder {
+            spec: ToolSpec {
+                name: name.into(),
+                description: String::new(),
+                parameters: serde_json::json!({"properties": {}, "type": "object", "additionalProperties": false}),
+                output_schema: None,
+                strict: false,
+                parallel: true,
+                retries: None,
+                timeout_ms: None,
+                max_output_chars: None,
+                approval: ApprovalMode::Never,
+                hints: ToolHints::default(),
+            },
+            validate: true,
+        }
+    }
+
+    /// Every tool of `plugin`, with the settings the plugin declared. Calls
+    /// get no session store (the default denies).
+    pub fn from_plugin(plugin: &Plugin) -> Vec<Tool> {
+        Self::from_plugin_with_store(plugin, None)
+    }
+
+    /// Every tool of `plugin`; calls get `session_store`.
+    pub fn from_plugin_with_store(plugin: &Plugin, session_store: Option<Arc<dyn SessionStore>>) -> Vec<Tool> {
+        plugin
+            .tools()
+            .map(|spec| Tool {
+                approval: match spec.approval {
+                    ApprovalMode::Never => NeedsApproval::Never,
+                    ApprovalMode::Always => NeedsApproval::Always,
+                    ApprovalMode::AskPlugin => NeedsApproval::Plugin,
+                },
+                timeout: spec.timeout_ms.map(Duration::from_millis),
+                validator: plugin.validator(&spec.name),
+                spec: spec.clone(),
+                body: Body::Component { plugin: plugin.clone(), session_store: session_store.clone() },
+                renderer: None,
+                policies: Vec::new(),
+                handoff: None,
+            })
+            .collect()
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// The spec shown to the model.
+    pub fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    /// False makes every call an execution barrier (spec §8).
+    #[must_use]
+    pub fn with_parallel(mut self, parallel: bool) -> Self {
+        self.spec.parallel = parallel;
+        self
+    }
+
+    /// Retries after the first attempt; overrides the declared value.
+    #[must_use]
+    pub fn with_retries(mut self, retries: u32) -> Self {
+        self.spec.retries = Some(retries);
+        self
+    }
+
+    /// Per-attempt timeout; overrides the declared value.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self.spec.timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        self
+    }
+
+    /// Output cap in characters; overrides the declared value.
+    #[must_use]
+    pub fn with_max_output_chars(mut self, chars: u64) -> Self {
+        self.spec.max_output_chars = Some(chars);
+        self
+    }
+
+    /// The renderer of successful results; wins over the executor's.
+    #[must_use]
+    pub fn with_renderer(mut self, renderer: Renderer) -> Self {
+        self.renderer = Some(renderer);
+        self
+    }
+
+    /// When to ask for approval; overrides the declared mode.
+    #[must_use]
+    pub fn with_approval(mut self, approval: NeedsApproval) -> Self {
+        self.approval = approval;
+        self
+    }
+
+    /// Appends a policy; the first one added is the outermost (spec §14).
+    #[must_use]
+    pub fn with_policy(mut self, policy: Arc<dyn Policy>) -> Self {
+        self.policies.push(policy);
+        self
+    }
+
+    /// Marks the tool as a handoff to `target`: always a barrier, and only the
+    /// first handoff of a turn runs (spec §8).
+    #[must_use]
+    pub fn as_handoff(mut self, target: impl Into<String>) -> Self {
+        self.handoff = Some(target.into());
+        self.spec.parallel = false;
+        self
+    }
+
+    /// The agent this tool hands off to, if it is a handoff.
+    pub fn handoff_target(&self) -> Option<&str> {
+        self.handoff.as_deref()
+    }
+
+    /// Whether calls of this tool are execution barriers.
+    pub fn is_barrier(&self) -> bool {
+        !self.spec.parallel || self.handoff.is_some()
+    }
+}
+
+/// Builds a host-native [`Tool`].
+#[derive(Debug)]
+pub struct ToolBuilder {
+    spec: ToolSpec,
+    validate: bool,
+}
+
+impl ToolBuilder {
+    /// The model's guidance. Default: empty.
+    #[must_use]
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.spec.description = description.into();
+        self
+    }
+
+    /// The JSON Schema of the arguments. Default: no arguments.
+    #[must_use]
+    pub fn parameters(mut self, schema: Value) -> Self {
+        self.spec.parameters = schema;
+        self
+    }
+
+    /// Rejects unknown argument keys. Default: false (they are dropped).
+    #[must_use]
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.spec.strict = strict;
+        self
+    }
+
+    /// Validates arguments against the schema in preflight. Default: true.
+    /// Turn it off for tools whose schema is only advisory (as MCP tools).
+    #[must_use]
+    pub fn validate(mut self, validate: bool) -> Self {
+        self.validate = validate;
+        self
+    }
+
+    /// Finishes the tool with its body.
+    pub fn invoke<F, Fut>(self, body: F) -> Result<Tool, String>
+    where
+        F: Fn(Value, CallContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolOutput, Failure>> + Send + 'static,
+    {
+        if !crate::call::is_valid_name(&self.spec.name) {
+            return Err(format!("invalid tool name '{}': a name must match ^[a-zA-Z0-9_-]{{1,64}}$", self.spec.name));
+        }
+        let validator = if self.validate {
+            Some(Arc::new(ArgumentValidator::new(&self.spec.name, &self.spec.parameters, self.spec.strict)?))
+        } else {
+            None
+        };
+        let body: NativeFn = Arc::new(move |args, ctx| Box::pin(body(args, ctx)));
+        Ok(Tool {
+            spec: self.spec,
+            body: Body::Native(body),
+            validator,
+            approval: NeedsApproval::Never,
+            renderer: None,
+            policies: Vec::new(),
+            timeout: None,
+            handoff: None,
+        })
+    }
+}

@@ -1,0 +1,45 @@
+//! lovia's host: loads tool plugins (WebAssembly components implementing
+//! `lovia:tools/tool-plugin`), validates the model's arguments against each
+//! tool's JSON Schema, runs every call in a fresh sandboxed instance, and turns
+//! every outcome into the exact string the model sees.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use lovia_host::{CallRequest, Host, HostConfig};
+//!
+//! let host = Host::new(HostConfig::default())?;
+//! let plugin = host.load_file("docs.wasm").await?;
+//! let outcome = plugin.invoke(&CallRequest::new("search_docs", r#"{"query": "timeouts"}"#)).await;
+//! println!("{}", outcome.model_output());
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod approval;
+pub mod args;
+mod bindings;
+pub mod call;
+pub mod engine;
+pub mod error;
+pub mod exec;
+pub mod plugin;
+pub mod policy;
+pub mod sandbox;
+
+pub use approval::{ApprovalChannel, ApprovalDecision, ApprovalHandler, ApprovalRequest, HandlerAnswer, NeedsApproval};
+pub use args::{ArgumentError, ArgumentValidator};
+pub use call::{
+    ApprovalMode, BoxFuture, CallContext, CallOutcome, DEFAULT_MAX_OUTPUT_CHARS, ErrorKind, Failure, ProgressSink, Rendered,
+    Renderer, ToolHints, ToolOutput, ToolSpec, render_json, truncate,
+};
+pub use engine::{Host, HostConfig};
+pub use error::{HostError, LoadError};
+pub use exec::{
+    Budget, BudgetMeter, CancelToken, EventSink, ExecSettings, Executor, NameConflict, RunState, Tool, ToolCall,
+    ToolEvent, ToolResultEntry, ToolSource, Toolset, TurnError, Usage,
+};
+pub use plugin::{CallRequest, InstanceMode, Plugin, PluginInfo, manifest::Manifest};
+pub use policy::{Next, Policy, RateLimit, Redact, ResultCache};
+#[cfg(feature = "sqlite-session-store")]
+pub use sandbox::SqliteStore;
+pub use sandbox::{CallLimits, HttpOrigin, InvalidOrigin, MemoryStore, SessionStore, StoreQuota, is_special_address};

@@ -1,0 +1,528 @@
+//! Loading a component into a [`Plugin`]: checks, compilation (cached),
+//! `InstancePre`, the plugin's info and tool specs, and calls.
+
+mod cache;
+mod request;
+pub mod config;
+pub mod manifest;
+mod warm;
+
+pub use request::CallRequest;
+pub use warm::{InstanceMode, WARM_INSTANCES};
+
+use crate::bindings::{ToolPluginPre, guest, wit};
+use crate::engine::Host;
+use crate::error::LoadError;
+use crate::call::CallContext;
+use crate::sandbox::{self, CallLimits, SessionStore, StoreSpec};
+use crate::args::{ArgumentError, ArgumentValidator};
+use crate::call::{CallOutcome, ErrorKind, Failure, text};
+use crate::call::{ApprovalMode, ToolHints, ToolSpec, is_valid_name};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Who a plugin is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginInfo {
+    /// Its name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Extra instructions for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+}
+
+/// How long `info()`, `tools()` and `needs-approval` may take.
+const PLUGIN_QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A loaded plugin: compiled, linked, described. Cheap to clone.
+#[derive(Clone)]
+pub struct Plugin {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    host: Host,
+    config: config::PluginConfig,
+    limits: CallLimits,
+    origin: String,
+    digest: String,
+    name: Arc<str>,
+    pre: ToolPluginPre<sandbox::SandboxState>,
+    info: PluginInfo,
+    tools: Vec<LoadedTool>,
+    imports: Vec<String>,
+    warm: warm::WarmInstances,
+}
+
+struct LoadedTool {
+    spec: ToolSpec,
+    name: Arc<str>,
+    validator: Arc<ArgumentValidator>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("origin", &self.inner.origin)
+            .field("info", &self.inner.info)
+            .field("tools", &self.inner.tools.iter().map(|t| &t.spec.name).collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// Loads the plugin at `path`, with the config beside it (`tool.wasm` →
+    /// `tool.toml`) if there is one; without one nothing is granted.
+    pub async fn load_file(&self, path: impl AsRef<Path>) -> Result<Plugin, LoadError> {
+        let path = path.as_ref();
+        let config = config::PluginConfig::load_beside(path)?.unwrap_or_default();
+        self.load_file_with(path, config).await
+    }
+
+    /// Loads the plugin at `path` with `config` (the file beside it is not read).
+    pub async fn load_file_with(
+        &self,
+        path: impl AsRef<Path>,
+        config: config::PluginConfig,
+    ) -> Result<Plugin, LoadError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: path.to_owned(), source })?;
+        self.load_bytes_with(&bytes, &path.display().to_string(), config).await
+    }
+
+    /// Loads a plugin from `bytes` with nothing granted; `origin` names it in errors.
+    pub async fn load_bytes(&self, bytes: &[u8], origin: &str) -> Result<Plugin, LoadError> {
+        self.load_bytes_with(bytes, origin, config::PluginConfig::default()).await
+    }
+
+    /// Loads a plugin from `bytes` with `config`.
+    pub async fn load_bytes_with(
+        &self,
+        bytes: &[u8],
+        origin: &str,
+        config: config::PluginConfig,
+    ) -> Result<Plugin, LoadError> {
+        check_header(bytes, origin)?;
+        let digest = hex::encode(Sha256::digest(bytes));
+        let component = cache::compile(&self.engine, bytes, &digest, origin, self.config.cache_dir.as_deref())?;
+        // What `info()` and `tools()` said, checked, and the imports are
+        // cached beside the artifact: a cached load runs none of the
+        // plugin's code and parses none of its bytes.
+        let cache_dir = self.config.cache_dir.as_deref();
+        let cached = cache_dir.and_then(|dir| cache::load_described(dir, &self.engine, &digest));
+        let (cached, imports) = match cached {
+            Some(described) => (Some(described.manifest), described.imports),
+            None => {
+                let imports = manifest::read_static(bytes)
+                    .map_err(|reason| LoadError::Invalid { origin: origin.into(), reason })?
+                    .imports;
+                (None, imports)
+            }
+        };
+        let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
+            let reason = cache::root_cause(&e);
+            let import = imports.iter().find(|i| reason.contains(i.as_str())).cloned().unwrap_or(reason);
+            LoadError::UnknownImport { origin: origin.into(), import }
+        })?;
+        let pre = ToolPluginPre::new(instance_pre)
+            .map_err(|e| LoadError::WrongExports { origin: origin.into(), reason: cache::root_cause(&e) })?;
+        let described = match cached {
+            Some(manifest) => manifest,
+            None => {
+                let (info, specs) = describe(self, &pre, origin).await?;
+                let info = PluginInfo { name: info.name, version: info.version, instructions: info.instructions };
+                let mut tools: Vec<ToolSpec> = Vec::with_capacity(specs.len());
+                for spec in specs {
+                    let spec = convert_spec(spec, origin)?;
+                    if tools.iter().any(|t| t.name == spec.name) {
+                        return Err(invalid_spec(origin, &spec.name, "the name is declared twice in this plugin"));
+                    }
+                    tools.push(spec);
+                }
+                let manifest = manifest::Manifest { manifest_version: 1, info, tools };
+                if let Some(dir) = cache_dir {
+                    cache::store_described(dir, &self.engine, &digest, &manifest, &imports);
+                }
+                manifest
+            }
+        };
+        let manifest::Manifest { info, tools: specs, .. } = described;
+        let mut tools: Vec<LoadedTool> = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let validator = ArgumentValidator::new(&spec.name, &spec.parameters, spec.strict)
+                .map_err(|reason| invalid_spec(origin, &spec.name, &reason))?;
+            tools.push(LoadedTool { name: spec.name.as_str().into(), spec, validator: Arc::new(validator) });
+        }
+        Ok(Plugin {
+            inner: Arc::new(Inner {
+                limits: config.limits.apply(&self.config.limits),
+                config,
+                host: self.clone(),
+                origin: origin.into(),
+                digest,
+                name: info.name.as_str().into(),
+                pre,
+                info,
+                tools,
+                imports,
+                warm: warm::WarmInstances::default(),
+            }),
+        })
+    }
+}
+
+impl Plugin {
+    /// The plugin's info.
+    pub fn info(&self) -> &PluginInfo {
+        &self.inner.info
+    }
+
+    /// Where it was loaded from.
+    pub fn origin(&self) -> &str {
+        &self.inner.origin
+    }
+
+    /// The SHA-256 of its bytes, hex.
+    pub fn digest(&self) -> &str {
+        &self.inner.digest
+    }
+
+    /// What the plugin is granted and its limits.
+    pub fn config(&self) -> &config::PluginConfig {
+        &self.inner.config
+    }
+
+    /// The limits of its calls (the host's with the plugin's overrides).
+    pub fn limits(&self) -> &CallLimits {
+        &self.inner.limits
+    }
+
+    /// The component's imports (what it may use).
+    pub fn imports(&self) -> &[String] {
+        &self.inner.imports
+    }
+
+    /// Its tools, in declaration order.
+    pub fn tools(&self) -> impl ExactSizeIterator<Item = &ToolSpec> {
+        self.inner.tools.iter().map(|t| &t.spec)
+    }
+
+    /// One tool's spec.
+    pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
+        self.inner.tools.iter().find(|t| t.spec.name == name).map(|t| &t.spec)
+    }
+
+    /// The compiled argument validator of `tool`.
+    pub fn validator(&self, tool: &str) -> Option<Arc<ArgumentValidator>> {
+        self.loaded(tool).map(|t| t.validator.clone())
+    }
+
+    /// The manifest `lovia pack` embeds.
+    pub fn manifest(&self) -> manifest::Manifest {
+        manifest::Manifest {
+            manifest_version: 1,
+            info: self.inner.info.clone(),
+            tools: self.tools().cloned().collect(),
+        }
+    }
+
+    /// Checks the raw argument text of `tool` (spec §3, Part 0 D1–D4): the
+    /// object the tool would receive, or the rejection the model would read.
+    pub fn prepare_arguments(&self, tool: &str, arguments: &str) -> Result<serde_json::Value, CallOutcome> {
+        let Some(t) = self.loaded(tool) else { return Err(unavailable(tool)) };
+        prepare(t, arguments)
+    }
+
+    /// Runs one call: lookup, argument checks, then the component in a fresh
+    /// sandbox. Every outcome, including traps and timeouts, is data.
+    pub async fn invoke(&self, request: &CallRequest) -> CallOutcome {
+        let Some(tool) = self.loaded(&request.tool) else { return unavailable(&request.tool) };
+        match prepare(tool, &request.arguments) {
+            Ok(args) => self.execute(tool, request, &args.to_string()).await,
+            Err(rejection) => rejection,
+        }
+    }
+
+    /// Runs the component with arguments that [`Plugin::prepare_arguments`]
+    /// already accepted (as JSON text).
+    pub async fn run(&self, request: &CallRequest, arguments: &str) -> CallOutcome {
+        let Some(tool) = self.loaded(&request.tool) else { return unavailable(&request.tool) };
+        self.execute(tool, request, arguments).await
+    }
+
+    async fn execute(&self, tool: &LoadedTool, request: &CallRequest, arguments: &str) -> CallOutcome {
+        let timeout = request.timeout.or(tool.spec.timeout_ms.map(Duration::from_millis));
+        let limits = request.limits.as_ref().unwrap_or(&self.inner.limits);
+        let host = &self.inner.host;
+        let tenant = request.context.tenant.as_deref();
+        let fuel = match (limits.fuel, host.tenant_fuel.remaining(tenant)) {
+            (_, Some(0)) => return CallOutcome::Failed(Failure::CpuBudget),
+            (Some(call), Some(left)) => Some(call.min(left)),
+            (call, left) => call.or(left),
+        };
+        let deadline = sandbox::deadline_of(limits, timeout);
+        let spec = self.store_spec(tool, request.context.clone(), limits, timeout, fuel, request.session_store.clone());
+        // Session mode: take the session's warm instance (if any) out of its
+        // slot for the call; it goes back only if the call ends cleanly.
+        let slot = match (&self.inner.config.instance, &request.context.session_id) {
+            (InstanceMode::Session, Some(session)) => Some(self.inner.warm.slot(tenant, session)),
+            _ => None,
+        };
+        let mut guard = match &slot {
+            Some(slot) => Some(slot.lock().await),
+            None => None,
+        };
+        let (mut store, warm_instance) = match guard.as_mut().and_then(|g| g.take()) {
+            Some(mut warm) => {
+                sandbox::reuse_store(&mut warm.store, spec);
+                (warm.store, Some(warm.instance))
+            }
+            None => (sandbox::new_store(&host.engine, spec), None),
+        };
+        let call = async {
+            let instance = match warm_instance {
+                Some(instance) => instance,
+                None => self.inner.pre.instantiate_async(&mut store).await?,
+            };
+            let output = instance.lovia_tools_plugin().call_call(&mut store, &tool.spec.name, arguments).await?;
+            wasmtime::Result::Ok((output, instance))
+        };
+        let result = match tokio::time::timeout(deadline.budget, call).await {
+            Ok(Ok((output, instance))) => {
+                if let Some(guard) = guard.as_mut() {
+                    // Only a call that returned (even with a tool error) leaves a usable instance.
+                    let fuel_left = store.get_fuel().ok();
+                    if let Some(left) = fuel_left {
+                        host.tenant_fuel.charge(tenant, fuel.unwrap_or(u64::MAX).saturating_sub(left));
+                    }
+                    sandbox::park_store(&mut store);
+                    **guard = Some(warm::Warm { store, instance });
+                    return self.finish(tool, request, limits, Ok(output), None);
+                }
+                Ok(output)
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(wasmtime::Error::new(deadline)),
+        };
+        if let Ok(left) = store.get_fuel() {
+            host.tenant_fuel.charge(tenant, fuel.unwrap_or(u64::MAX).saturating_sub(left));
+        }
+        self.finish(tool, request, limits, result, Some(&store))
+    }
+
+    /// The outcome of a call from what the component returned, or from the
+    /// error that ended it (classified with the help of its `store`).
+    fn finish(
+        &self,
+        tool: &LoadedTool,
+        request: &CallRequest,
+        limits: &CallLimits,
+        result: wasmtime::Result<Result<wit::Output, wit::CallError>>,
+        store: Option<&wasmtime::Store<sandbox::SandboxState>>,
+    ) -> CallOutcome {
+        let too_large = |len: usize| {
+            (len > limits.result_bytes).then_some(Failure::ResultTooLarge { bytes: len, limit: limits.result_bytes })
+        };
+        if let Ok(Ok(wit::Output::Text(t) | wit::Output::Json(t))) = &result
+            && let Some(failure) = too_large(t.len())
+        {
+            tracing::warn!(plugin = %self.inner.name, tool = %tool.name, call = %request.context.call_id, %failure, "limit hit");
+            return CallOutcome::Failed(failure);
+        }
+        match result {
+            Ok(Ok(wit::Output::Text(text))) => CallOutcome::Text(text),
+            Ok(Ok(wit::Output::Json(text))) => match serde_json::from_str(&text) {
+                Ok(value) => CallOutcome::Json(value),
+                Err(e) => CallOutcome::Failed(Failure::Trap(format!("the tool returned invalid JSON: {e}"))),
+            },
+            Ok(Err(error)) => call_error(error),
+            Err(err) => {
+                let failure = match store {
+                    Some(store) => sandbox::classify(&err, store),
+                    None => Failure::Trap(err.to_string()),
+                };
+                if failure.is_retryable() {
+                    tracing::debug!(plugin = %self.inner.name, tool = %tool.name, call = %request.context.call_id, %failure, "call failed");
+                } else {
+                    // Resource limits are an operator's business: say which plugin, tool and call hit one.
+                    tracing::warn!(plugin = %self.inner.name, tool = %tool.name, call = %request.context.call_id, %failure, "limit hit");
+                }
+                CallOutcome::Failed(failure)
+            }
+        }
+    }
+
+    /// Drops the warm instance of a session (session mode); true if there
+    /// was one. The session's next call starts a fresh instance.
+    pub fn end_session(&self, tenant: Option<&str>, session: &str) -> bool {
+        self.inner.warm.end(tenant, session)
+    }
+
+    /// How many sessions hold a warm instance (session mode).
+    pub fn warm_sessions(&self) -> usize {
+        self.inner.warm.len()
+    }
+
+    /// Asks the plugin's `needs-approval` export about one call (for tools
+    /// with [`ApprovalMode::AskPlugin`]). An error means the call is denied.
+    pub async fn needs_approval(&self, tool: &str, arguments: &str, context: &CallContext) -> Result<bool, String> {
+        let Some(t) = self.loaded(tool) else { return Err(text::unknown_tool(tool)) };
+        let limits = &self.inner.limits;
+        let spec = self.store_spec(t, context.clone(), limits, Some(PLUGIN_QUERY_TIMEOUT), limits.fuel, None);
+        let mut store = sandbox::new_store(&self.inner.host.engine, spec);
+        let result = async {
+            let instance = self.inner.pre.instantiate_async(&mut store).await?;
+            instance.lovia_tools_plugin().call_needs_approval(&mut store, tool, arguments).await
+        }
+        .await;
+        match result {
+            Ok(answer) => answer,
+            Err(err) => Err(sandbox::classify(&err, &store).to_string()),
+        }
+    }
+
+    /// What one call's store is for.
+    fn store_spec<'a>(
+        &'a self,
+        tool: &LoadedTool,
+        call: CallContext,
+        limits: &'a CallLimits,
+        timeout: Option<Duration>,
+        fuel: Option<u64>,
+        session_store: Option<Arc<dyn SessionStore>>,
+    ) -> StoreSpec<'a> {
+        StoreSpec {
+            plugin: self.inner.name.clone(),
+            tool: tool.name.clone(),
+            call,
+            limits,
+            fuel,
+            grants: &self.inner.config.grants,
+            ticker: &self.inner.host.ticker,
+            timeout,
+            session_store,
+        }
+    }
+
+    fn loaded(&self, name: &str) -> Option<&LoadedTool> {
+        self.inner.tools.iter().find(|t| t.spec.name == name)
+    }
+}
+
+fn prepare(tool: &LoadedTool, arguments: &str) -> Result<serde_json::Value, CallOutcome> {
+    tool.validator.prepare(arguments).map_err(|e| match e {
+        // Schema-invalid arguments read as the reference's execution error (Part 0 D1, D4).
+        ArgumentError::Invalid { .. } => {
+            CallOutcome::Rejected { kind: ErrorKind::InvalidArguments, text: text::tool_error(&e) }
+        }
+        other => CallOutcome::Rejected { kind: ErrorKind::InvalidArguments, text: other.to_string() },
+    })
+}
+
+fn unavailable(tool: &str) -> CallOutcome {
+    CallOutcome::Rejected { kind: ErrorKind::UnknownTool, text: text::unknown_tool(tool) }
+}
+
+fn call_error(error: wit::CallError) -> CallOutcome {
+    match error {
+        wit::CallError::Tool(e) => CallOutcome::Failed(Failure::Tool { message: e.message, hint: e.hint }),
+        wit::CallError::InvalidArguments(m) => CallOutcome::Failed(Failure::InvalidArguments(m)),
+        wit::CallError::BudgetExceeded(m) => CallOutcome::Failed(Failure::BudgetExceeded(m)),
+        wit::CallError::CancelRun(reason) => CallOutcome::CancelRun(reason),
+    }
+}
+
+/// Checks that `bytes` look like a component: `\0asm`, then a version that
+/// is not the core-module version 1.
+pub fn check_header(bytes: &[u8], origin: &str) -> Result<(), LoadError> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(LoadError::NotWasm { origin: origin.into() });
+    }
+    if bytes[4..8] == [1, 0, 0, 0] {
+        return Err(LoadError::CoreModule { origin: origin.into() });
+    }
+    Ok(())
+}
+
+async fn describe(
+    host: &Host,
+    pre: &ToolPluginPre<sandbox::SandboxState>,
+    origin: &str,
+) -> Result<(guest::PluginInfo, Vec<wit::ToolSpec>), LoadError> {
+    let mut store = sandbox::new_store(
+        &host.engine,
+        StoreSpec {
+            plugin: origin.into(),
+            tool: "".into(),
+            call: CallContext::default(),
+            limits: &host.config.limits,
+            timeout: Some(PLUGIN_QUERY_TIMEOUT),
+            fuel: host.config.limits.fuel,
+            grants: &crate::sandbox::Grants::default(),
+            ticker: &host.ticker,
+            session_store: None,
+        },
+    );
+    let fail = |function: &'static str, err: &wasmtime::Error, store: &wasmtime::Store<sandbox::SandboxState>| {
+        LoadError::Describe { origin: origin.into(), function, reason: sandbox::classify(err, store).to_string() }
+    };
+    let instance = pre.instantiate_async(&mut store).await.map_err(|e| fail("instantiate", &e, &store))?;
+    let plugin = instance.lovia_tools_plugin();
+    let info = plugin.call_info(&mut store).await.map_err(|e| fail("info", &e, &store))?;
+    let tools = plugin.call_tools(&mut store).await.map_err(|e| fail("tools", &e, &store))?;
+    Ok((info, tools))
+}
+
+fn invalid_spec(origin: &str, tool: &str, reason: &str) -> LoadError {
+    LoadError::InvalidSpec { origin: origin.into(), tool: tool.into(), reason: reason.into() }
+}
+
+/// Largest parameters schema accepted, in bytes of JSON text.
+const MAX_SCHEMA_BYTES: usize = 256 << 10;
+
+fn convert_spec(spec: wit::ToolSpec, origin: &str) -> Result<ToolSpec, LoadError> {
+    if !is_valid_name(&spec.name) {
+        let shown: String = spec.name.chars().take(80).collect();
+        return Err(invalid_spec(origin, &shown, "a tool name must match ^[a-zA-Z0-9_-]{1,64}$"));
+    }
+    let parse = |text: &str, what: &str| -> Result<serde_json::Value, LoadError> {
+        if text.len() > MAX_SCHEMA_BYTES {
+            return Err(invalid_spec(
+                origin,
+                &spec.name,
+                &format!("the {what} schema is {} bytes; the limit is {MAX_SCHEMA_BYTES}", text.len()),
+            ));
+        }
+        serde_json::from_str(text)
+            .map_err(|e| invalid_spec(origin, &spec.name, &format!("the {what} schema is not JSON: {e}")))
+    };
+    let parameters = parse(&spec.parameters, "parameters")?;
+    let output_schema = spec.output_schema.as_deref().map(|s| parse(s, "output")).transpose()?;
+    Ok(ToolSpec {
+        parameters,
+        output_schema,
+        description: spec.description,
+        strict: spec.strict,
+        parallel: spec.parallel,
+        retries: spec.retries,
+        timeout_ms: spec.timeout_ms,
+        max_output_chars: spec.max_output_chars,
+        approval: match spec.approval {
+            wit::Approval::Never => ApprovalMode::Never,
+            wit::Approval::Always => ApprovalMode::Always,
+            wit::Approval::AskPlugin => ApprovalMode::AskPlugin,
+        },
+        hints: ToolHints {
+            read_only: spec.hints.read_only,
+            destructive: spec.hints.destructive,
+            idempotent: spec.hints.idempotent,
+            open_world: spec.hints.open_world,
+        },
+        name: spec.name,
+    })
+}

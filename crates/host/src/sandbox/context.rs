@@ -1,0 +1,78 @@
+//! The `context` interface: what a call knows about its run.
+
+use super::SandboxState;
+use crate::bindings::lovia::tools::context::Host;
+use crate::bindings::wit::LogLevel;
+use std::sync::atomic::Ordering;
+
+impl SandboxState {
+    /// Counts one progress message or log line; false once the budget is spent.
+    fn take_event_budget(&mut self) -> bool {
+        if self.events_left == 0 {
+            return false;
+        }
+        self.events_left -= 1;
+        true
+    }
+
+    fn bounded(&self, message: &str) -> String {
+        let max = self.limits.event_bytes;
+        if message.len() <= max {
+            return message.to_owned();
+        }
+        let mut end = max;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}…", &message[..end])
+    }
+}
+
+impl Host for SandboxState {
+    fn run_id(&mut self) -> String {
+        self.call.run_id.clone()
+    }
+    fn session_id(&mut self) -> Option<String> {
+        self.call.session_id.clone()
+    }
+    fn call_id(&mut self) -> String {
+        self.call.call_id.clone()
+    }
+    fn agent(&mut self) -> String {
+        self.call.agent.clone()
+    }
+    fn turn(&mut self) -> u32 {
+        self.call.turn
+    }
+    fn dependency(&mut self, key: String) -> Option<String> {
+        self.call.dependencies.get(&key).cloned()
+    }
+    fn cancelled(&mut self) -> bool {
+        self.call.cancelled.load(Ordering::Relaxed)
+    }
+    fn progress(&mut self, message: String) {
+        if !self.take_event_budget() {
+            return;
+        }
+        let message = self.bounded(&message);
+        if let Some(sink) = &self.call.progress {
+            sink(&message);
+        }
+    }
+    fn log(&mut self, level: LogLevel, message: String) {
+        if !self.take_event_budget() {
+            return;
+        }
+        let message = self.bounded(&message);
+        let (plugin, tool, call) = (&*self.plugin, &*self.tool, &self.call.call_id);
+        match level {
+            LogLevel::Trace => tracing::trace!(plugin, tool, call, "{message}"),
+            LogLevel::Debug => tracing::debug!(plugin, tool, call, "{message}"),
+            LogLevel::Info => tracing::info!(plugin, tool, call, "{message}"),
+            LogLevel::Warn => tracing::warn!(plugin, tool, call, "{message}"),
+            LogLevel::Error => tracing::error!(plugin, tool, call, "{message}"),
+        }
+    }
+}
+
+impl crate::bindings::wit::Host for SandboxState {}

@@ -1,0 +1,197 @@
+//! One call's sandbox: a fresh `Store` with memory limits, an epoch deadline,
+//! WASI with nothing granted, captured stdout/stderr, and the host side of
+//! the `context` and `store` interfaces.
+
+mod context;
+mod fuel;
+mod grants;
+mod http;
+mod limits;
+mod output;
+#[cfg(feature = "sqlite-session-store")]
+mod sqlite;
+mod store;
+mod ticker;
+mod trap;
+
+pub use fuel::FuelLedger;
+pub use grants::{DirGrant, DirMode, Grants, SecretSource};
+pub(crate) use http::HttpHooks;
+pub use http::{HttpOrigin, InvalidOrigin, is_special_address};
+pub use limits::CallLimits;
+#[cfg(feature = "sqlite-session-store")]
+pub use sqlite::{SqliteStore, StoreOpenError};
+pub use store::{MemoryStore, SessionStore, StoreQuota};
+pub(crate) use trap::{DeadlineExceeded, classify};
+
+pub use ticker::EPOCH_TICK;
+pub(crate) use ticker::{Ticker, Ticking};
+use crate::call::CallContext;
+use output::OutputRing;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+/// The data of one call's store.
+pub struct SandboxState {
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    http_hooks: HttpHooks,
+    table: ResourceTable,
+    pub(crate) store_limits: StoreLimits,
+    pub(crate) limits: CallLimits,
+    pub(crate) call: CallContext,
+    pub(crate) plugin: Arc<str>,
+    pub(crate) tool: Arc<str>,
+    pub(crate) session_store: Option<Arc<dyn SessionStore>>,
+    pub(crate) stderr: OutputRing,
+    events_left: u32,
+    /// Keeps the epoch ticker running while a call uses this store.
+    ticking: Option<Ticking>,
+}
+
+impl WasiView for SandboxState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl WasiHttpView for SandboxState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.http_hooks }
+    }
+}
+
+/// The linker every plugin is instantiated with: WASI 0.2, `wasi:http`
+/// (outgoing requests, refused unless granted) and `lovia:tools`.
+pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<SandboxState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    crate::bindings::ToolPlugin::add_to_linker::<SandboxState, HasSelf<SandboxState>>(&mut linker, |s| s)?;
+    Ok(linker)
+}
+
+/// What one store is for.
+pub(crate) struct StoreSpec<'a> {
+    pub(crate) plugin: Arc<str>,
+    pub(crate) tool: Arc<str>,
+    pub(crate) call: CallContext,
+    pub(crate) limits: &'a CallLimits,
+    /// The attempt's timeout; the wall-clock ceiling applies when it is longer or absent.
+    pub(crate) timeout: Option<Duration>,
+    /// Fuel for the call when the engine meters it (`None`: as much as possible).
+    pub(crate) fuel: Option<u64>,
+    /// What the plugin is granted.
+    pub(crate) grants: &'a Grants,
+    /// The host's epoch ticker, kept running while the call lasts.
+    pub(crate) ticker: &'a Ticker,
+    pub(crate) session_store: Option<Arc<dyn SessionStore>>,
+}
+
+/// A fresh store for one call, with exactly the plugin's grants (by
+/// default: no directory, no environment, no network); stdout and stderr go
+/// to bounded memory pipes.
+pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxState> {
+    let stderr = OutputRing::new(spec.limits.stderr_bytes);
+    let wasi = {
+        let mut builder = WasiCtxBuilder::new();
+        builder.stdout(OutputRing::new(spec.limits.stdout_bytes)).stderr(stderr.clone());
+        spec.grants.apply(&mut builder, &spec.plugin);
+        builder.build()
+    };
+    let store_limits = StoreLimitsBuilder::new()
+        .memory_size(spec.limits.memory_bytes)
+        .trap_on_grow_failure(true)
+        .instances(16)
+        .tables(16)
+        .memories(4)
+        .build();
+    let http_hooks = HttpHooks {
+        origins: spec.grants.http.clone().into(),
+        plugin: spec.plugin.clone(),
+        tool: spec.tool.clone(),
+        call_id: spec.call.call_id.as_str().into(),
+    };
+    let state = SandboxState {
+        wasi,
+        http: WasiHttpCtx::new(),
+        http_hooks,
+        table: ResourceTable::new(),
+        store_limits,
+        limits: spec.limits.clone(),
+        events_left: spec.limits.events_per_call,
+        call: spec.call,
+        plugin: spec.plugin,
+        tool: spec.tool,
+        session_store: spec.session_store,
+        stderr,
+        ticking: Some(spec.ticker.enter()),
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.store_limits);
+    arm(&mut store, spec.limits, spec.timeout, spec.fuel);
+    store
+}
+
+/// Readies a warm store (session mode) for its next call: the call's
+/// context, tool, limits, fuel and deadline replace the previous call's. The
+/// grants and the memory limit stay those the instance was created with.
+pub(crate) fn reuse_store(store: &mut Store<SandboxState>, spec: StoreSpec<'_>) {
+    let state = store.data_mut();
+    state.http_hooks.tool = spec.tool.clone();
+    state.http_hooks.call_id = spec.call.call_id.as_str().into();
+    state.limits = spec.limits.clone();
+    state.events_left = spec.limits.events_per_call;
+    state.call = spec.call;
+    state.tool = spec.tool;
+    state.session_store = spec.session_store;
+    state.ticking = Some(spec.ticker.enter());
+    // A panic message must come from this call, not an earlier one.
+    state.stderr.clear();
+    arm(store, spec.limits, spec.timeout, spec.fuel);
+}
+
+/// Lets go of everything a finished call lent its warm store: its context
+/// (whose progress sink keeps the run's event stream open) and its session
+/// store.
+pub(crate) fn park_store(store: &mut Store<SandboxState>) {
+    let state = store.data_mut();
+    state.call = CallContext::default();
+    state.session_store = None;
+    // An idle warm instance must not keep the ticker (and a core) awake.
+    state.ticking = None;
+}
+
+/// Sets a call's fuel and wall-clock deadline on `store`.
+fn arm(store: &mut Store<SandboxState>, limits: &CallLimits, timeout: Option<Duration>, fuel: Option<u64>) {
+    // Fails harmlessly on an engine that does not meter fuel.
+    let _ = store.set_fuel(fuel.unwrap_or(u64::MAX));
+    let DeadlineExceeded { budget, from_timeout } = deadline_of(limits, timeout);
+    let deadline = Instant::now() + budget;
+    // Yield on every tick so the call future can be dropped at any time, and
+    // fail once the wall-clock budget is spent (design §4, §5 "Epoch deadlines").
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if Instant::now() >= deadline {
+            Err(wasmtime::Error::new(DeadlineExceeded { budget, from_timeout }))
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+}
+
+/// The wall-clock budget of one attempt: its timeout, or the host's ceiling
+/// when there is none or it is longer. The epoch callback enforces it while
+/// guest code runs; the caller enforces it while the guest waits on the host
+/// (a sleep, an HTTP response).
+pub(crate) fn deadline_of(limits: &CallLimits, timeout: Option<Duration>) -> DeadlineExceeded {
+    let cap = limits.max_wall_clock;
+    match timeout {
+        Some(t) if t <= cap => DeadlineExceeded { budget: t, from_timeout: true },
+        _ => DeadlineExceeded { budget: cap, from_timeout: false },
+    }
+}

@@ -1,0 +1,124 @@
+//! What a run persists so that it survives a crash or a restart (spec §8
+//! "Checkpointing"): the session's transcript, the calls of the last
+//! assistant message that have no result yet, and the approvals it waits on.
+//! It is saved after each assistant message and after each completed call.
+
+use super::provider::Message;
+use lovia_host::exec::{ToolCall, Usage};
+use serde::{Deserialize, Serialize};
+
+/// Where a session's run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Running, or the process died while it ran: resumable.
+    Running,
+    /// Stopped by a cancel or a budget trip with calls left: resumable.
+    Interrupted,
+    /// Ended with output.
+    Completed,
+    /// Ended with an error that a resume would repeat (max_turns, provider).
+    Failed,
+}
+
+/// A gated call waiting for a decision, as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    /// The call id.
+    pub id: String,
+    /// The tool.
+    pub name: String,
+    /// The exact argument text.
+    pub arguments: String,
+}
+
+/// A session's persisted state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The current (or last) run.
+    pub run_id: String,
+    /// The active agent's name.
+    pub agent: String,
+    /// Where the run stands.
+    pub status: RunStatus,
+    /// The run's current turn.
+    pub turn: u32,
+    /// Tool calls the run requested so far.
+    pub tool_calls: u64,
+    /// Tokens the run spent so far.
+    pub usage: Usage,
+    /// The transcript without the system message: user input, assistant
+    /// messages, and one tool message per completed call.
+    pub messages: Vec<Message>,
+    /// Calls of the last assistant message that have no result yet.
+    pub pending_calls: Vec<ToolCall>,
+    /// Whether that message was cut off at the output token limit.
+    #[serde(default)]
+    pub cut_off: bool,
+    /// Approvals the run waits on. Decisions are not persisted: a resumed
+    /// run asks again.
+    #[serde(default)]
+    pub pending_approvals: Vec<PendingApproval>,
+    /// The error a failed run ended with.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+impl Checkpoint {
+    /// An empty session about to start run `run_id` with `agent`.
+    pub fn new(run_id: impl Into<String>, agent: impl Into<String>) -> Self {
+        Self {
+            run_id: run_id.into(),
+            agent: agent.into(),
+            status: RunStatus::Running,
+            turn: 0,
+            tool_calls: 0,
+            usage: Usage::default(),
+            messages: Vec::new(),
+            pending_calls: Vec::new(),
+            cut_off: false,
+            pending_approvals: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// Whether a resume has something to finish.
+    pub fn is_unfinished(&self) -> bool {
+        matches!(self.status, RunStatus::Running | RunStatus::Interrupted)
+    }
+}
+
+/// Why the run store failed. The run that hit it fails with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The database failed.
+    #[error("run store {location}: {message}")]
+    Database {
+        /// The file or URL.
+        location: String,
+        /// What failed.
+        message: String,
+    },
+    /// A saved checkpoint does not decode.
+    #[error("the checkpoint of session '{session}' does not decode: {message}")]
+    Corrupt {
+        /// The session.
+        session: String,
+        /// The decoder's message.
+        message: String,
+    },
+}
+
+/// Sessions, transcripts, checkpoints and pending approvals, keyed by
+/// tenant and session id. Implementations must be safe to call from any
+/// task; each call is one short transaction.
+pub trait RunStore: Send + Sync {
+    /// The session's checkpoint, if it exists.
+    fn load(&self, tenant: &str, session: &str) -> Result<Option<Checkpoint>, StoreError>;
+    /// Replaces the session's checkpoint.
+    fn save(&self, tenant: &str, session: &str, checkpoint: &Checkpoint) -> Result<(), StoreError>;
+    /// Every (tenant, session) whose run is unfinished, oldest first.
+    fn unfinished(&self) -> Result<Vec<(String, String)>, StoreError>;
+    /// Forgets the session; false when there was none.
+    fn delete(&self, tenant: &str, session: &str) -> Result<bool, StoreError>;
+}

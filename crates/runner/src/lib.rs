@@ -1,0 +1,481 @@
+//! The agent loop around the executor: ask the model, run the tool calls it
+//! asks for, answer every call id, ask again, until the model answers with
+//! text (spec §6, §7, §8, §16, Part 0 D8). Handoffs switch the active agent;
+//! agents as tools run sub-runs; a [`RunStore`] makes a session's run
+//! survive a crash.
+
+mod agent;
+mod checkpoint;
+mod event;
+#[cfg(feature = "postgres")]
+mod postgres;
+mod provider;
+pub mod providers;
+mod scripted;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+mod stream;
+
+pub use agent::{Agent, DEFAULT_MAX_TURNS, tool_name};
+pub use checkpoint::{Checkpoint, PendingApproval, RunStatus, RunStore, StoreError};
+pub use event::RunEvent;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresRunStore;
+pub use provider::{Message, ModelProvider, ModelReply, ModelRequest, ModelSettings, ProviderError, TextSink};
+pub use scripted::ScriptedProvider;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteRunStore;
+pub use stream::RunHandle;
+
+use lovia_host::exec::{BudgetMeter, EventSink, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError, Usage};
+use lovia_host::NameConflict;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+/// A finished run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunResult {
+    /// The model's final text.
+    pub output: String,
+    /// The session's transcript (without the system message), the final
+    /// reply included.
+    pub messages: Vec<Message>,
+    /// Model turns this run took.
+    pub turns: u32,
+    /// The agent that answered.
+    pub agent: String,
+    /// Tokens this run spent.
+    pub usage: Usage,
+}
+
+/// Why a run ended without output. The variants that end a conversation
+/// carry it, with every call id answered (Part 0 D8).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RunError {
+    /// The model kept calling tools.
+    #[error("Run exceeded max_turns={max} without producing output")]
+    MaxTurns {
+        /// The limit.
+        max: u32,
+        /// The conversation.
+        messages: Vec<Message>,
+    },
+    /// The run was cancelled (by the token or by a tool).
+    #[error("{reason}")]
+    Cancelled {
+        /// Why.
+        reason: String,
+        /// The conversation.
+        messages: Vec<Message>,
+    },
+    /// A budget limit was exceeded (spec §7 messages).
+    #[error("{message}")]
+    BudgetExceeded {
+        /// E.g. `tool call count 3 exceeds budget 2`.
+        message: String,
+        /// The conversation.
+        messages: Vec<Message>,
+    },
+    /// The provider failed.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// Two tools of the agent share a name; nothing ran.
+    #[error(transparent)]
+    Tools(#[from] NameConflict),
+    /// The run store failed; the run stopped where its last save landed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A checkpoint names an agent this runner does not know.
+    #[error("the session's active agent '{agent}' is not reachable from '{root}'")]
+    UnknownAgent {
+        /// The saved agent.
+        agent: String,
+        /// The runner's agent.
+        root: String,
+    },
+    /// The run's task ended abnormally.
+    #[error("the run was aborted: {message}")]
+    Aborted {
+        /// What the runtime said.
+        message: String,
+    },
+}
+
+impl RunError {
+    /// A short machine-readable kind: `max_turns`, `cancelled`,
+    /// `budget_exceeded`, `provider`, `tools`, `store`, `unknown_agent`, `aborted`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RunError::MaxTurns { .. } => "max_turns",
+            RunError::Cancelled { .. } => "cancelled",
+            RunError::BudgetExceeded { .. } => "budget_exceeded",
+            RunError::Provider(_) => "provider",
+            RunError::Tools(_) => "tools",
+            RunError::Store(_) => "store",
+            RunError::UnknownAgent { .. } => "unknown_agent",
+            RunError::Aborted { .. } => "aborted",
+        }
+    }
+}
+
+type Emit = Arc<dyn Fn(RunEvent) + Send + Sync>;
+
+/// Runs an agent against a model. Cheap to clone.
+#[derive(Clone)]
+pub struct Runner {
+    agent: Arc<Agent>,
+    provider: Arc<dyn ModelProvider>,
+    store: Option<Arc<dyn RunStore>>,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner").field("agent", &self.agent.name).field("provider", &self.provider.name()).finish()
+    }
+}
+
+/// The persisted state of the run in progress and where it is saved.
+struct Saver {
+    store: Option<(Arc<dyn RunStore>, String, String)>,
+    checkpoint: Mutex<Checkpoint>,
+    failed: Mutex<Option<StoreError>>,
+}
+
+impl Saver {
+    fn update(&self, f: impl FnOnce(&mut Checkpoint)) -> Result<(), StoreError> {
+        let mut cp = self.checkpoint.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut cp);
+        match &self.store {
+            Some((store, tenant, session)) => store.save(tenant, session, &cp),
+            None => Ok(()),
+        }
+    }
+
+    /// The transcript so far (a copy: a model request owns its messages).
+    fn messages(&self) -> Vec<Message> {
+        self.checkpoint.lock().unwrap_or_else(|p| p.into_inner()).messages.clone()
+    }
+}
+
+impl Runner {
+    /// A runner for `agent` asking `provider`, with no store.
+    pub fn new(agent: impl Into<Arc<Agent>>, provider: Arc<dyn ModelProvider>) -> Self {
+        Self { agent: agent.into(), provider, store: None }
+    }
+
+    /// Persists runs that have a session id in `store`.
+    #[must_use]
+    pub fn with_store(mut self, store: Arc<dyn RunStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The root agent.
+    pub fn agent(&self) -> &Arc<Agent> {
+        &self.agent
+    }
+
+    /// Runs until the model answers with text, with a fresh run state.
+    pub async fn run(&self, input: &str) -> Result<RunResult, RunError> {
+        self.run_with(Some(input), RunState::default()).await
+    }
+
+    /// Runs with `state` (ids, tenant, session, cancel token, approvals).
+    /// With a session and a store, the session's transcript is continued;
+    /// an unfinished run in it is first resumed: calls with results are not
+    /// re-run, the others run, and pending approvals are asked again. With
+    /// `input` `None`, only the resume happens.
+    pub async fn run_with(&self, input: Option<&str>, state: RunState) -> Result<RunResult, RunError> {
+        let emit: Emit = Arc::new(drop);
+        self.drive(input.map(str::to_owned), state, emit).await
+    }
+
+    /// Starts the run on its own task and returns its handle.
+    pub fn stream(&self, input: &str) -> RunHandle {
+        self.stream_with(Some(input.to_owned()), RunState::default())
+    }
+
+    /// [`Runner::stream`] with a run state; see [`Runner::run_with`].
+    pub fn stream_with(&self, input: Option<String>, state: RunState) -> RunHandle {
+        let (tx, events) = tokio::sync::mpsc::unbounded_channel();
+        let (approvals, cancel) = (state.approvals.clone(), state.cancel.clone());
+        let runner = self.clone();
+        let emit: Emit = Arc::new(move |event| drop(tx.send(event)));
+        let task = tokio::spawn(async move { runner.drive(input, state, emit).await });
+        RunHandle { events, approvals, cancel, task }
+    }
+
+    async fn drive(&self, input: Option<String>, mut state: RunState, emit: Emit) -> Result<RunResult, RunError> {
+        let tenant = state.tenant.clone().unwrap_or_default();
+        let stored = match (&self.store, &state.session_id) {
+            (Some(store), Some(session)) => Some((store.clone(), tenant, session.clone())),
+            _ => None,
+        };
+        let prior = match &stored {
+            Some((store, tenant, session)) => store.load(tenant, session)?,
+            None => None,
+        };
+        let resuming = prior.as_ref().is_some_and(Checkpoint::is_unfinished);
+        if state.run_id.is_empty() {
+            state.run_id = match &prior {
+                Some(cp) if resuming => cp.run_id.clone(),
+                _ => new_id("run"),
+            };
+        }
+        let mut checkpoint = match prior {
+            Some(mut cp) => {
+                if !resuming {
+                    // A new run continues the session's transcript.
+                    cp = Checkpoint { messages: cp.messages, ..Checkpoint::new(&state.run_id, &self.agent.name) };
+                }
+                cp
+            }
+            None => Checkpoint::new(&state.run_id, &self.agent.name),
+        };
+        let mut agent = self
+            .agent
+            .find(&checkpoint.agent)
+            .ok_or_else(|| RunError::UnknownAgent { agent: checkpoint.agent.clone(), root: self.agent.name.clone() })?;
+        // A name clash stops the run before any event (spec §15).
+        let mut executor = Executor::new(agent.toolset()?, agent.tool_settings.clone());
+        state.meter = Arc::new(BudgetMeter::new(agent.budget));
+        if resuming {
+            state.meter.add(checkpoint.usage);
+            state.tool_calls.store(checkpoint.tool_calls, Ordering::SeqCst);
+        }
+        checkpoint.status = crate::RunStatus::Running;
+        checkpoint.error = None;
+        checkpoint.pending_approvals.clear();
+        let saver = Arc::new(Saver { store: stored, checkpoint: Mutex::new(checkpoint), failed: Mutex::new(None) });
+        emit(RunEvent::RunStarted { agent: agent.name.clone(), run_id: state.run_id.clone() });
+        let outcome = self.run_loop(input, &mut state, &mut agent, &mut executor, &saver, &emit).await;
+        // Record how the run ended; a store failure is the run's error.
+        let end = saver.update(|cp| {
+            cp.usage = state.meter.usage();
+            cp.tool_calls = state.tool_calls.load(Ordering::SeqCst);
+            cp.pending_approvals.clear();
+            match &outcome {
+                Ok(_) => cp.status = RunStatus::Completed,
+                Err(RunError::Cancelled { .. } | RunError::BudgetExceeded { .. }) => {
+                    cp.status = RunStatus::Interrupted;
+                }
+                Err(RunError::Store(_) | RunError::Aborted { .. }) => {}
+                Err(e) => {
+                    cp.status = RunStatus::Failed;
+                    cp.error = Some(e.to_string());
+                }
+            }
+        });
+        let outcome = match (outcome, end) {
+            (Err(e), _) => Err(e),
+            (Ok(_), Err(e)) => Err(RunError::Store(e)),
+            (Ok(r), Ok(())) => Ok(r),
+        };
+        match &outcome {
+            Ok(result) => emit(RunEvent::RunCompleted { output: result.output.clone() }),
+            Err(error) => emit(RunEvent::RunFailed { error: error.clone() }),
+        }
+        outcome
+    }
+
+    async fn run_loop(
+        &self,
+        input: Option<String>,
+        state: &mut RunState,
+        agent: &mut Arc<Agent>,
+        executor: &mut Executor,
+        saver: &Arc<Saver>,
+        emit: &Emit,
+    ) -> Result<RunResult, RunError> {
+        let mut turns = 0;
+        let pending = {
+            let cp = saver.checkpoint.lock().unwrap_or_else(|p| p.into_inner());
+            (state.turn, state.cut_off) = (cp.turn, cp.cut_off);
+            cp.pending_calls.clone()
+        };
+        if !pending.is_empty() {
+            // Resume: finish the interrupted turn before anything else.
+            self.turn(&pending, state, agent, executor, saver, emit).await?;
+        }
+        if let Some(text) = input {
+            saver.update(|cp| cp.messages.push(Message::User { content: text }))?;
+        }
+        loop {
+            let messages = saver.messages();
+            if turns >= agent.max_turns {
+                return Err(RunError::MaxTurns { max: agent.max_turns, messages });
+            }
+            turns += 1;
+            state.turn = turns;
+            if state.cancel.is_cancelled() {
+                return Err(RunError::Cancelled { reason: state.cancel.reason(), messages });
+            }
+            if let Err(message) = state.meter.check(state.tool_calls.load(Ordering::SeqCst)) {
+                return Err(RunError::BudgetExceeded { message, messages });
+            }
+            emit(RunEvent::TurnStarted { agent: agent.name.clone(), turn: turns });
+            let mut request_messages = Vec::with_capacity(messages.len() + 1);
+            if let Some(text) = &agent.instructions {
+                request_messages.push(Message::System { content: text.clone() });
+            }
+            request_messages.extend(messages);
+            let request = ModelRequest {
+                model: agent.model.clone(),
+                messages: request_messages,
+                tools: executor.tools().iter().map(|t| t.spec().clone()).collect(),
+                settings: agent.settings.clone(),
+            };
+            let deltas = emit.clone();
+            let on_text = move |text: &str| deltas(RunEvent::TextDelta { text: text.to_owned() });
+            let reply = tokio::select! {
+                biased;
+                () = state.cancel.cancelled() => {
+                    let messages = saver.messages();
+                    return Err(RunError::Cancelled { reason: state.cancel.reason(), messages });
+                }
+                reply = self.provider.respond(&request, &on_text) => reply?,
+            };
+            if let Some(usage) = reply.usage {
+                state.meter.add(usage);
+            }
+            let calls = reply.tool_calls.clone();
+            let message = Message::Assistant { content: reply.content.clone(), tool_calls: calls.clone() };
+            state.cut_off = reply.finish_reason.as_deref() == Some("length");
+            let (turn, cut_off, usage) = (turns, state.cut_off, state.meter.usage());
+            saver.update(|cp| {
+                cp.messages.push(message.clone());
+                cp.pending_calls = calls.clone();
+                cp.turn = turn;
+                cp.cut_off = cut_off;
+                cp.usage = usage;
+            })?;
+            emit(RunEvent::MessageCompleted { message });
+            if calls.is_empty() {
+                emit(RunEvent::TurnEnded { agent: agent.name.clone(), turn: turns });
+                return Ok(RunResult {
+                    output: reply.content.unwrap_or_default(),
+                    messages: saver.messages(),
+                    turns,
+                    agent: agent.name.clone(),
+                    usage: state.meter.usage(),
+                });
+            }
+            if let Err(message) = state.meter.check(state.tool_calls.load(Ordering::SeqCst)) {
+                let mut messages = saver.messages();
+                messages.extend(answer_every_call(&calls, &[], "Tool error: not run: budget exceeded"));
+                return Err(RunError::BudgetExceeded { message, messages });
+            }
+            self.turn(&calls, state, agent, executor, saver, emit).await?;
+        }
+    }
+
+    /// Runs one turn's `calls`, saves after each completion, then applies a
+    /// handoff if one succeeded.
+    async fn turn(
+        &self,
+        calls: &[ToolCall],
+        state: &RunState,
+        agent: &mut Arc<Agent>,
+        executor: &mut Executor,
+        saver: &Arc<Saver>,
+        emit: &Emit,
+    ) -> Result<(), RunError> {
+        let sink = {
+            let (saver, emit, cancel) = (saver.clone(), emit.clone(), state.cancel.clone());
+            EventSink::from_fn(move |event| {
+                let saved = match &event {
+                    ToolEvent::ApprovalRequired { call, .. } => saver.update(|cp| {
+                        cp.pending_approvals.push(PendingApproval {
+                            id: call.id.clone(),
+                            name: call.name.clone(),
+                            arguments: call.arguments.clone(),
+                        });
+                    }),
+                    ToolEvent::ToolCallCompleted { call, output, is_error, .. } => saver.update(|cp| {
+                        cp.pending_approvals.retain(|p| p.id != call.id);
+                        cp.pending_calls.retain(|c| c.id != call.id);
+                        cp.messages.push(Message::Tool {
+                            tool_call_id: call.id.clone(),
+                            content: output.clone(),
+                            is_error: *is_error,
+                        });
+                    }),
+                    _ => Ok(()),
+                };
+                if let Err(e) = saved {
+                    // A store failure aborts the batch and fails the run (spec §8).
+                    saver.failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                    cancel.cancel(Some("the run store failed"));
+                }
+                emit(RunEvent::Tool(event));
+            })
+        };
+        let outcome = executor.run_turn(calls, state, &sink).await;
+        if let Some(e) = saver.failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Err(RunError::Store(e));
+        }
+        saver.update(|cp| cp.tool_calls = state.tool_calls.load(Ordering::SeqCst))?;
+        let results = match outcome {
+            Ok(results) => results,
+            Err(TurnError::Cancelled { results, .. }) => {
+                let mut messages = saver.messages();
+                messages.extend(fillers(calls, &results, "Tool error: run cancelled"));
+                return Err(RunError::Cancelled { reason: state.cancel.reason(), messages });
+            }
+            Err(TurnError::BudgetExceeded { message, results }) => {
+                let mut messages = saver.messages();
+                messages.extend(fillers(calls, &results, "Tool error: not run: budget exceeded"));
+                return Err(RunError::BudgetExceeded { message, messages });
+            }
+        };
+        emit(RunEvent::TurnEnded { agent: agent.name.clone(), turn: state.turn });
+        // The first handoff that ran wins; later ones were rejected unrun (spec §8).
+        let target = calls.iter().find_map(|call| {
+            let tool = executor.tools().get(&call.name)?;
+            let to = tool.handoff_target()?;
+            results.iter().any(|r| r.call_id == call.id && !r.is_error).then(|| to.to_owned())
+        });
+        if let Some(to) = target
+            && let Some(next) = agent.handoffs.iter().find(|a| a.name == to).cloned()
+        {
+            *executor = Executor::new(next.toolset()?, next.tool_settings.clone());
+            emit(RunEvent::HandoffOccurred { from_agent: agent.name.clone(), to_agent: next.name.clone() });
+            saver.update(|cp| cp.agent = next.name.clone())?;
+            *agent = next;
+        }
+        Ok(())
+    }
+}
+
+/// D8 fillers for the calls of `calls` that have no result in `results`.
+fn fillers(calls: &[ToolCall], results: &[ToolResultEntry], filler: &str) -> Vec<Message> {
+    calls
+        .iter()
+        .filter(|c| !results.iter().any(|r| r.call_id == c.id))
+        .map(|c| Message::Tool { tool_call_id: c.id.clone(), content: filler.to_owned(), is_error: true })
+        .collect()
+}
+
+/// The tool messages that answer a turn: one per result, in completion
+/// order, then `filler` for every call id left without one, in request
+/// order (Part 0 D8: no provider ever sees a dangling call).
+pub fn answer_every_call(calls: &[ToolCall], results: &[ToolResultEntry], filler: &str) -> Vec<Message> {
+    let mut out: Vec<Message> = results
+        .iter()
+        .map(|r| Message::Tool { tool_call_id: r.call_id.clone(), content: r.output.clone(), is_error: r.is_error })
+        .collect();
+    out.extend(fillers(calls, results, filler));
+    out
+}
+
+/// A fresh id: `prefix_` and 16 hex digits, unique within the process and
+/// unpredictable across processes.
+pub fn new_id(prefix: &str) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::AtomicU64;
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    format!("{prefix}_{:016x}", h.finish())
+}

@@ -1,0 +1,399 @@
+//! `/api/chat`: runs of the tenant's agent streamed as SSE, their approvals
+//! and cancellation, and their transcripts. A run belongs to one (tenant,
+//! session); its events go to every connected reader; it survives readers
+//! leaving, and is persisted so that it survives the process too.
+
+use super::sse::{SseBody, frame};
+use super::{Service, Tenant, error, unauthorized};
+use lovia_host::approval::{ApprovalChannel, ApprovalDecision, ApprovalHandler, ApprovalRequest, HandlerAnswer};
+use lovia_host::exec::{CancelToken, RunState, ToolEvent};
+use lovia_runner::{Agent, RunEvent, Runner, new_id};
+use lovia_host::CallContext;
+use lovia_host::BoxFuture;
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// A run in progress and its readers.
+pub(crate) struct LiveRun {
+    approvals: ApprovalChannel,
+    cancel: CancelToken,
+    readers: Mutex<Vec<mpsc::UnboundedSender<Bytes>>>,
+}
+
+impl LiveRun {
+    fn send(&self, bytes: Bytes) {
+        self.readers.lock().unwrap_or_else(|p| p.into_inner()).retain(|r| r.send(bytes.clone()).is_ok());
+    }
+
+    /// A new reader's stream; `replay` frames go first.
+    fn subscribe(self: &Arc<Self>, replay: Vec<Bytes>) -> SseBody {
+        let (tx, rx) = mpsc::unbounded_channel();
+        for f in replay {
+            let _ = tx.send(f);
+        }
+        self.readers.lock().unwrap_or_else(|p| p.into_inner()).push(tx);
+        let live = Arc::downgrade(self);
+        SseBody::new(rx, move || {
+            // The last reader left: what it was asked to decide is denied (spec §13).
+            if let Some(live) = live.upgrade() {
+                let mut readers = live.readers.lock().unwrap_or_else(|p| p.into_inner());
+                readers.retain(|r| !r.is_closed());
+                if readers.is_empty() {
+                    drop(readers);
+                    live.approvals.release(ApprovalDecision::Deny);
+                }
+            }
+        })
+    }
+
+    fn pending_frames(&self) -> Vec<Bytes> {
+        self.approvals
+            .pending()
+            .iter()
+            .map(|r| frame("approval_required", &json!({"id": r.call_id, "name": r.tool, "arguments": r.arguments})))
+            .collect()
+    }
+}
+
+/// Waits for an out-of-band decision (`/api/chat/approve`) up to the
+/// configured timeout, then denies: runs never hang on an approval.
+struct AwaitDecision(Duration);
+
+impl ApprovalHandler for AwaitDecision {
+    fn decide<'a>(
+        &'a self,
+        request: &'a ApprovalRequest,
+        _ctx: &'a CallContext,
+    ) -> BoxFuture<'a, Result<HandlerAnswer, String>> {
+        Box::pin(async move {
+            tokio::time::sleep(self.0).await;
+            tracing::info!(call = %request.call_id, tool = %request.tool, "approval timed out: denied");
+            Ok(HandlerAnswer::Deny)
+        })
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ChatRequest {
+    session_id: Option<String>,
+    input: Option<String>,
+    agent: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ApproveRequest {
+    session_id: String,
+    call_id: String,
+    decision: Decision,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum Decision {
+    Approve,
+    Deny,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CancelRequest {
+    session_id: String,
+}
+
+/// A refusal: its status and the message of its `{"error": …}` body.
+pub(crate) struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        error(self.0, &self.1)
+    }
+}
+
+/// The JSON body, or a 400 that says what is wrong with it.
+fn parse<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, ApiError> {
+    serde_json::from_str(body).map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("invalid request body: {e}")))
+}
+
+fn valid_session_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 128 && id.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+}
+
+pub(crate) async fn chat(State(service): State<Service>, headers: HeaderMap, body: String) -> Response {
+    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+    let request: ChatRequest = match parse(&body) {
+        Ok(r) => r,
+        Err(refusal) => return refusal.into_response(),
+    };
+    if let Some(agent) = &request.agent
+        && *agent != tenant.agent.name
+    {
+        return error(StatusCode::NOT_FOUND, &format!("no agent named {agent}"));
+    }
+    let session = request.session_id.unwrap_or_else(|| new_id("session"));
+    if !valid_session_id(&session) {
+        return error(StatusCode::BAD_REQUEST, "session_id must be 1-128 letters, digits, _ . or -");
+    }
+    let input = request.input.filter(|i| !i.trim().is_empty());
+    if let Some(live) = service.live(tenant, &session) {
+        if input.is_some() {
+            return error(StatusCode::CONFLICT, "a run is in progress for this session; send no input to attach to it");
+        }
+        // Reconnect: the pending approvals again, then the live events.
+        let body = live.subscribe(live.pending_frames());
+        return sse_response(body);
+    }
+    if input.is_none() {
+        let unfinished =
+            service.inner.store.load(&tenant.name, &session).ok().flatten().is_some_and(|cp| cp.is_unfinished());
+        if !unfinished {
+            return error(StatusCode::BAD_REQUEST, "input is required (there is no run to resume in this session)");
+        }
+    }
+    match service.start_run(tenant, &session, input, true) {
+        Ok(Some(live)) => sse_response(live),
+        Ok(None) => error(StatusCode::INTERNAL_SERVER_ERROR, "the run started without a reader"),
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+fn sse_response(body: SseBody) -> Response {
+    ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::new(body))
+        .into_response()
+}
+
+pub(crate) async fn approve(State(service): State<Service>, headers: HeaderMap, body: String) -> Response {
+    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+    let request: ApproveRequest = match parse(&body) {
+        Ok(r) => r,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let decision = match request.decision {
+        Decision::Approve => ApprovalDecision::Approve,
+        Decision::Deny => ApprovalDecision::Deny,
+    };
+    let decided = service
+        .live(tenant, &request.session_id)
+        .is_some_and(|live| live.approvals.resolve(&request.call_id, decision));
+    if decided {
+        Json(json!({"ok": true})).into_response()
+    } else {
+        let message = "no pending approval matches";
+        (StatusCode::NOT_FOUND, Json(json!({"error": message, "detail": message}))).into_response()
+    }
+}
+
+pub(crate) async fn cancel(State(service): State<Service>, headers: HeaderMap, body: String) -> Response {
+    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+    let request: CancelRequest = match parse(&body) {
+        Ok(r) => r,
+        Err(refusal) => return refusal.into_response(),
+    };
+    match service.live(tenant, &request.session_id) {
+        Some(live) => {
+            live.cancel.cancel(Some("cancelled by the client"));
+            live.approvals.release(ApprovalDecision::Deny);
+            Json(json!({"ok": true})).into_response()
+        }
+        None => error(StatusCode::NOT_FOUND, "no run in progress for this session"),
+    }
+}
+
+pub(crate) async fn transcript(
+    State(service): State<Service>,
+    UrlPath(session): UrlPath<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+    match service.inner.store.load(&tenant.name, &session) {
+        Ok(Some(cp)) => Json(json!({
+            "session_id": session,
+            "run_id": cp.run_id,
+            "status": cp.status,
+            "agent": cp.agent,
+            "messages": cp.messages,
+            "pending_approvals": cp.pending_approvals,
+            "error": cp.error,
+        }))
+        .into_response(),
+        Ok(None) => error(StatusCode::NOT_FOUND, "no such session"),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+impl Service {
+    fn live(&self, tenant: &Tenant, session: &str) -> Option<Arc<LiveRun>> {
+        self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).get(&(tenant.index, session.to_owned())).cloned()
+    }
+
+    /// The tenants whose chats have no model, with the reason.
+    pub fn unconfigured_models(&self) -> Vec<(String, String)> {
+        self.inner
+            .tenants
+            .iter()
+            .filter_map(|t| match &t.model {
+                super::model::TenantModel::Missing(reason) => Some((t.name.clone(), reason.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Approvals waiting, by tenant name.
+    pub(crate) fn pending_approvals(&self) -> Vec<(String, usize)> {
+        let live = self.inner.live.lock().unwrap_or_else(|p| p.into_inner());
+        self.inner
+            .tenants
+            .iter()
+            .map(|t| {
+                let n =
+                    live.iter().filter(|((i, _), _)| *i == t.index).map(|(_, r)| r.approvals.pending_ids().len()).sum();
+                (t.name.clone(), n)
+            })
+            .collect()
+    }
+
+    /// Resumes, in the background, every run the store says is unfinished
+    /// (the process that ran it died or was stopped).
+    pub fn resume_unfinished(&self) {
+        let unfinished = match self.inner.store.unfinished() {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::error!("cannot list unfinished runs: {e}");
+                return;
+            }
+        };
+        for (tenant_name, session) in unfinished {
+            let Some(tenant) = self.inner.tenants.iter().find(|t| t.name == tenant_name) else { continue };
+            match self.start_run(tenant, &session, None, false) {
+                Ok(_) => tracing::info!(tenant = %tenant.name, %session, "resumed an unfinished run"),
+                Err(_) => tracing::warn!(tenant = %tenant.name, %session, "cannot resume the run now"),
+            }
+        }
+    }
+
+    /// Starts (or resumes) the session's run; with `read`, returns a
+    /// reader's stream attached before the first event.
+    fn start_run(
+        &self,
+        tenant: &Tenant,
+        session: &str,
+        input: Option<String>,
+        read: bool,
+    ) -> Result<Option<SseBody>, ApiError> {
+        let provider = tenant.model.provider().map_err(|reason| ApiError(StatusCode::SERVICE_UNAVAILABLE, reason))?;
+        let Ok(permit) = tenant.runs.clone().try_acquire_owned() else {
+            self.inner.metrics.refuse(&tenant.name, "max_concurrent_runs");
+            return Err(ApiError(StatusCode::TOO_MANY_REQUESTS, "too many runs in progress for this tenant".into()));
+        };
+        let executor = tenant.executor();
+        let config = &tenant.agent;
+        let mut agent = Agent::new(config.name.clone());
+        agent.instructions = config.instructions.clone();
+        agent.max_turns = config.max_turns;
+        agent.budget = config.budget;
+        agent.settings.parallel_tool_calls = config.parallel_tool_calls;
+        // The tenant's call quotas hold inside chats too: a refused call is an error result.
+        let quota: Arc<dyn lovia_host::policy::Policy> = Arc::new(super::quota::QuotaPolicy(tenant.quota.clone()));
+        agent.plugin_tools = executor.tools().iter().map(|t| t.clone().with_policy(quota.clone())).collect();
+        agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.approval_timeout)));
+        let runner = Runner::new(agent, provider).with_store(self.inner.store.clone());
+        let state =
+            RunState { session_id: Some(session.to_owned()), tenant: Some(tenant.name.clone()), ..RunState::default() };
+        let live = Arc::new(LiveRun {
+            approvals: state.approvals.clone(),
+            cancel: state.cancel.clone(),
+            readers: Mutex::default(),
+        });
+        let key = (tenant.index, session.to_owned());
+        {
+            let mut map = self.inner.live.lock().unwrap_or_else(|p| p.into_inner());
+            if map.contains_key(&key) {
+                return Err(ApiError(StatusCode::CONFLICT, "a run is in progress for this session".into()));
+            }
+            map.insert(key.clone(), live.clone());
+        }
+        let reader = read.then(|| live.subscribe(Vec::new()));
+        let mut handle = runner.stream_with(input, state);
+        let service = self.clone();
+        let (tenant_name, session) = (tenant.name.clone(), session.to_owned());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let mut started: HashMap<String, Instant> = HashMap::new();
+            while let Some(event) = handle.next_event().await {
+                let metrics = &service.inner.metrics;
+                let out = match event {
+                    RunEvent::RunStarted { agent, run_id } => {
+                        Some(frame("run_started", &json!({"run_id": run_id, "session_id": session, "agent": agent})))
+                    }
+                    RunEvent::TextDelta { text } => Some(frame("text_delta", &json!({"text": text}))),
+                    RunEvent::Tool(ToolEvent::ToolCallStarted { call }) => {
+                        started.insert(call.id.clone(), Instant::now());
+                        Some(frame(
+                            "tool_call",
+                            &json!({"id": call.id, "name": call.name, "arguments": call.arguments}),
+                        ))
+                    }
+                    RunEvent::Tool(ToolEvent::ToolCallCompleted { call, output, is_error, .. }) => {
+                        let elapsed = started.remove(&call.id).map_or(Duration::ZERO, |t| t.elapsed());
+                        metrics.record(&tenant_name, &call.name, elapsed, is_error.then_some(output.as_str()));
+                        Some(frame(
+                            "tool_result",
+                            &json!({"id": call.id, "name": call.name, "result": output, "is_error": is_error}),
+                        ))
+                    }
+                    RunEvent::Tool(ToolEvent::ToolProgress { call, message }) => {
+                        Some(frame("tool_progress", &json!({"id": call.id, "name": call.name, "message": message})))
+                    }
+                    // The ticket is dropped here: the decision comes out of band, through
+                    // /api/chat/approve, while the handler waits.
+                    RunEvent::Tool(ToolEvent::ApprovalRequired { call, ticket: _ }) => Some(frame(
+                        "approval_required",
+                        &json!({"id": call.id, "name": call.name, "arguments": call.arguments}),
+                    )),
+                    RunEvent::Tool(ToolEvent::ToolCallFailed { call, error }) => {
+                        Some(frame("error", &json!({"type": "ToolCallFailed", "message": error, "call_id": call.id})))
+                    }
+                    RunEvent::HandoffOccurred { from_agent, to_agent } => {
+                        Some(frame("handoff", &json!({"from_agent": from_agent, "to_agent": to_agent})))
+                    }
+                    RunEvent::RunCompleted { output } => {
+                        metrics.run_ended(&tenant_name, "completed");
+                        Some(frame("run_completed", &json!({"output": output, "session_id": session})))
+                    }
+                    RunEvent::RunFailed { error } => {
+                        metrics.run_ended(&tenant_name, error.kind());
+                        Some(frame(
+                            "error",
+                            &json!({"type": error.kind(), "message": error.to_string(), "fatal": true}),
+                        ))
+                    }
+                    RunEvent::TurnStarted { .. } | RunEvent::TurnEnded { .. } | RunEvent::MessageCompleted { .. } => {
+                        None
+                    }
+                };
+                if let Some(bytes) = out {
+                    live.send(bytes);
+                }
+            }
+            let _ = handle.result().await;
+            let mut map = service.inner.live.lock().unwrap_or_else(|p| p.into_inner());
+            if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, &live)) {
+                map.remove(&key);
+            }
+            // Dropping the senders ends every reader's stream.
+            live.readers.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        });
+        Ok(reader)
+    }
+}

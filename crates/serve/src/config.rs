@@ -1,0 +1,363 @@
+//! `lovia serve`'s TOML config. Unknown keys are an error.
+//!
+//! ```toml
+//! listen = "127.0.0.1:8700"          # default
+//! store = "lovia.db"                 # default: ./lovia.db (sessions, checkpoints)
+//! approval_timeout_secs = 600        # default; an undecided approval is then denied
+//! max_plugin_bytes = 33554432        # default (32 MiB) for POST /api/plugins
+//!
+//! [[tenants]]
+//! name = "acme"
+//! # SHA-256 (hex) of each API key; `lovia serve --hash-key` prints one.
+//! api_keys = ["9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"]
+//! max_concurrent_calls = 16            # default; more at once get 429
+//! calls_per_minute = 600               # default; more get 429
+//! max_concurrent_runs = 4              # default; more chat runs at once get 429
+//! fuel_per_minute = 5_000_000_000      # default: none
+//! provider = { kind = "env" }          # default: OPENAI_API_KEY / ANTHROPIC_API_KEY …
+//! agent = { name = "assistant", instructions = "Be brief.", max_turns = 50 }
+//!
+//! [[tenants.plugins]]
+//! path = "target/plugins/orders.wasm"  # relative to this file
+//! instance = "fresh"
+//! grants = { env = ["LANG"] }
+//! limits = { memory_mib = 32 }
+//! ```
+
+use lovia_host::plugin::InstanceMode;
+use lovia_host::plugin::config::{LimitOverrides, PluginConfig};
+use lovia_host::sandbox::Grants;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The whole service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeConfig {
+    /// Where to listen. Default: `127.0.0.1:8700` (loopback only).
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// Where sessions, transcripts and checkpoints go: a SQLite file, or a
+    /// PostgreSQL URL (`postgres://user@host/db`). Default: the SQLite file
+    /// `lovia.db` in the directory `lovia serve` starts in; a path set here
+    /// is relative to this file.
+    #[serde(default)]
+    pub store: Option<PathBuf>,
+    /// Seconds an approval waits for `POST /api/chat/approve` before it is
+    /// denied. Default: 600.
+    #[serde(default = "default_approval_timeout")]
+    pub approval_timeout_secs: u64,
+    /// The largest `.wasm` `POST /api/plugins` accepts. Default: 32 MiB.
+    #[serde(default = "default_max_plugin_bytes")]
+    pub max_plugin_bytes: usize,
+    /// The tenants; each sees only its own tools.
+    pub tenants: Vec<TenantConfig>,
+}
+
+fn default_approval_timeout() -> u64 {
+    600
+}
+
+fn default_max_plugin_bytes() -> usize {
+    32 << 20
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8700))
+}
+
+/// One tenant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// Its name (in metrics and logs; never in another tenant's responses).
+    pub name: String,
+    /// Lower-case hex SHA-256 of each API key that acts as this tenant.
+    pub api_keys: Vec<String>,
+    /// Calls running at once; beyond, 429. Default: 16.
+    #[serde(default = "default_concurrent")]
+    pub max_concurrent_calls: u32,
+    /// Calls started per minute; beyond, 429. Default: 600.
+    #[serde(default = "default_per_minute")]
+    pub calls_per_minute: u32,
+    /// Fuel (wasm instructions, roughly) the tenant's calls may burn per
+    /// minute; once spent, calls fail `CPU budget exhausted` until the
+    /// minute is over. Needs a host with fuel metering (`lovia serve` turns
+    /// it on when a tenant sets this). Default: none (calls are still bounded
+    /// by their own time and fuel limits).
+    #[serde(default)]
+    pub fuel_per_minute: Option<u64>,
+    /// Chat runs at once; beyond, 429. Default: 4.
+    #[serde(default = "default_runs")]
+    pub max_concurrent_runs: u32,
+    /// The model behind `/api/chat`. Default: from the environment.
+    #[serde(default)]
+    pub provider: ProviderConfig,
+    /// The agent `/api/chat` runs.
+    #[serde(default)]
+    pub agent: AgentConfig,
+    /// Its plugins.
+    #[serde(default)]
+    pub plugins: Vec<PluginEntry>,
+}
+
+fn default_runs() -> u32 {
+    4
+}
+
+/// Which model a tenant's chats use.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// `env` (default: `LOVIA_PROVIDER`, `OPENAI_API_KEY`, `OPENAI_BASE_URL`,
+    /// `ANTHROPIC_API_KEY`, `LOVIA_MODEL`, as
+    /// [`lovia_runner::providers::from_env`] documents; also
+    /// `LOVIA_PROVIDER=scripted` with `LOVIA_SCRIPT=<file>`),
+    /// `openai-chat`, `openai-responses`, `anthropic`, or `scripted` (a
+    /// JSON file of replies; a conversation with *n* assistant messages gets
+    /// reply *n*, so every chat replays it from the start).
+    #[serde(default)]
+    pub kind: ProviderChoice,
+    /// The API's base URL. Default: the vendor's.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The environment variable holding the key. Default:
+    /// `OPENAI_API_KEY` or `ANTHROPIC_API_KEY`. Keys never go in this file.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// The model. Default: the provider's default.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Stream replies. Default: true.
+    #[serde(default)]
+    pub stream: Option<bool>,
+    /// For `scripted`: the replies file, relative to this config.
+    #[serde(default)]
+    pub script: Option<PathBuf>,
+}
+
+/// The provider kinds of [`ProviderConfig`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProviderChoice {
+    /// From the environment.
+    #[default]
+    Env,
+    /// OpenAI Chat Completions.
+    OpenaiChat,
+    /// OpenAI Responses.
+    OpenaiResponses,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Replies from a file.
+    Scripted,
+}
+
+/// The agent a tenant's chats run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Its name; `/api/chat`'s `agent` must match it. Default: `assistant`.
+    #[serde(default = "default_agent_name")]
+    pub name: String,
+    /// The system message. Default: none.
+    #[serde(default)]
+    pub instructions: Option<String>,
+    /// Model turns per run. Default: 50.
+    #[serde(default = "default_max_turns")]
+    pub max_turns: u32,
+    /// Token, tool-call and time limits per run. Default: unconstrained.
+    #[serde(default)]
+    pub budget: lovia_host::exec::Budget,
+    /// Whether the model may ask for several calls at once. Default: true.
+    #[serde(default = "default_true")]
+    pub parallel_tool_calls: bool,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            name: default_agent_name(),
+            instructions: None,
+            max_turns: default_max_turns(),
+            budget: lovia_host::exec::Budget::default(),
+            parallel_tool_calls: true,
+        }
+    }
+}
+
+fn default_agent_name() -> String {
+    "assistant".into()
+}
+
+fn default_max_turns() -> u32 {
+    lovia_runner::DEFAULT_MAX_TURNS
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_concurrent() -> u32 {
+    16
+}
+
+fn default_per_minute() -> u32 {
+    600
+}
+
+/// One plugin of a tenant: its path plus the fields of a [`PluginConfig`].
+/// (Spelled out rather than `#[serde(flatten)]`ed: serde cannot deny
+/// unknown keys through a flattened struct.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginEntry {
+    /// The `.wasm` component (relative to the config file).
+    pub path: PathBuf,
+    /// Fresh instance per call (default) or one per session.
+    #[serde(default)]
+    pub instance: InstanceMode,
+    /// What it may touch. Default: nothing.
+    #[serde(default)]
+    pub grants: Grants,
+    /// Limits over the host's.
+    #[serde(default)]
+    pub limits: LimitOverrides,
+}
+
+/// Why a config was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The TOML is malformed or has unknown keys.
+    #[error("{path}: {reason}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the key.
+        reason: String,
+    },
+}
+
+/// Whether `store` names a PostgreSQL database rather than a file.
+pub(crate) fn is_database_url(store: &str) -> bool {
+    store.starts_with("postgres://") || store.starts_with("postgresql://")
+}
+
+impl TenantConfig {
+    /// A tenant with the keys whose hashes are `api_keys`, no plugins, and
+    /// every other field at its default.
+    pub fn new(name: impl Into<String>, api_keys: Vec<String>) -> Self {
+        Self {
+            name: name.into(),
+            api_keys,
+            max_concurrent_calls: default_concurrent(),
+            calls_per_minute: default_per_minute(),
+            max_concurrent_runs: default_runs(),
+            fuel_per_minute: None,
+            provider: ProviderConfig::default(),
+            agent: AgentConfig::default(),
+            plugins: Vec::new(),
+        }
+    }
+}
+
+impl ServeConfig {
+    /// Whether a tenant sets a fuel quota (the host then needs fuel metering).
+    pub fn needs_fuel_metering(&self) -> bool {
+        self.tenants.iter().any(|t| t.fuel_per_minute.is_some())
+    }
+
+    /// A config of `tenants` with every other field at its default.
+    pub fn new(tenants: Vec<TenantConfig>) -> Self {
+        Self {
+            listen: default_listen(),
+            store: None,
+            approval_timeout_secs: default_approval_timeout(),
+            max_plugin_bytes: default_max_plugin_bytes(),
+            tenants,
+        }
+    }
+
+    /// Reads and checks the config at `path`; relative plugin paths and
+    /// directory grants are resolved against its directory.
+    pub fn load(path: &Path) -> Result<ServeConfig, ServeConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ServeConfigError::Read { path: path.to_owned(), source })?;
+        let invalid = |reason: String| ServeConfigError::Invalid { path: path.to_owned(), reason };
+        let mut config: ServeConfig = toml::from_str(&text).map_err(|e| invalid(e.message().to_owned()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        config.resolve(base).map_err(invalid)?;
+        Ok(config)
+    }
+
+    /// Checks names, keys and quotas, and resolves relative paths against `base`.
+    pub fn resolve(&mut self, base: &Path) -> Result<(), String> {
+        if let Some(store) = &mut self.store
+            && store.is_relative()
+            && !store.to_str().is_some_and(is_database_url)
+        {
+            *store = base.join(&*store);
+        }
+        let mut names = std::collections::HashSet::new();
+        let mut keys = std::collections::HashSet::new();
+        for tenant in &mut self.tenants {
+            let valid = |c: char| c.is_ascii_alphanumeric() || "_.-".contains(c);
+            if tenant.name.is_empty() || !tenant.name.chars().all(valid) {
+                return Err(format!("tenant name {:?} must be letters, digits, _ . or -", tenant.name));
+            }
+            if !names.insert(tenant.name.clone()) {
+                return Err(format!("tenant name {:?} is used twice", tenant.name));
+            }
+            if tenant.api_keys.is_empty() {
+                return Err(format!("tenant {:?} has no api_keys", tenant.name));
+            }
+            for key in &tenant.api_keys {
+                if key.len() != 64 || !key.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+                    return Err(format!(
+                        "tenant {:?}: api_keys hold the lower-case hex SHA-256 of a key (64 characters); `lovia serve --hash-key` prints one",
+                        tenant.name
+                    ));
+                }
+                if !keys.insert(key.clone()) {
+                    return Err(format!("tenant {:?}: an API key is listed twice", tenant.name));
+                }
+            }
+            if let Some(script) = &mut tenant.provider.script
+                && script.is_relative()
+            {
+                *script = base.join(&*script);
+            }
+            if tenant.provider.kind == ProviderChoice::Scripted && tenant.provider.script.is_none() {
+                return Err(format!("tenant {:?}: a scripted provider needs `script`", tenant.name));
+            }
+            if tenant.max_concurrent_calls == 0 || tenant.calls_per_minute == 0 || tenant.max_concurrent_runs == 0 {
+                return Err(format!("tenant {:?}: quotas must be at least 1", tenant.name));
+            }
+            for plugin in &mut tenant.plugins {
+                if plugin.path.is_relative() {
+                    plugin.path = base.join(&plugin.path);
+                }
+                let mut config = plugin.plugin_config();
+                config.resolve(base)?;
+                plugin.grants = config.grants;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl PluginEntry {
+    /// The plugin config this entry describes.
+    pub fn plugin_config(&self) -> PluginConfig {
+        PluginConfig { instance: self.instance, grants: self.grants.clone(), limits: self.limits.clone() }
+    }
+}

@@ -1,0 +1,296 @@
+//! `lovia serve`: the tool host as a multi-tenant HTTP service (axum).
+//!
+//! Every `/api` route needs `Authorization: Bearer <key>`; the key's
+//! SHA-256 picks the tenant. A tenant sees and calls only its own tools:
+//! another tenant's tool is a 404, exactly like a tool that does not exist.
+//!
+//! - `GET /healthz` → `ok`
+//! - `GET /metrics` → Prometheus text (calls, errors, latency, in flight, refusals)
+//! - `GET /api/tools` → the tenant's tools in OpenAI's function format
+//! - `POST /api/tools/{name}/call`, body = the arguments as JSON →
+//!   `{"output": "...", "is_error": false}`: the string the model would see,
+//!   after the executor's checks, timeout, rendering and truncation.
+//!
+//! - `POST /api/chat`, body `{session_id?, input, agent?}` → an SSE stream
+//!   of the run: `run_started`, `text_delta`, `tool_call`, `tool_result`,
+//!   `tool_progress`, `approval_required`, `handoff`, `error`,
+//!   `run_completed`. Without `input`, it attaches to the session's run in
+//!   progress (re-emitting pending approvals) or resumes an interrupted one.
+//! - `POST /api/chat/approve`, `{session_id, call_id, decision}` →
+//!   `{"ok": true}` or 404 `no pending approval matches`.
+//! - `POST /api/chat/cancel`, `{session_id}` → cancels the session's run.
+//! - `GET /api/chat/{session_id}` → the session's transcript and status.
+//! - `POST /api/plugins`, body = a `.wasm` component → validated, compiled,
+//!   cached and added to the tenant, with nothing granted.
+//!
+//! Sessions are the tenant's own: another tenant's session id is a 404.
+
+mod auth;
+mod chat;
+mod config;
+mod metrics;
+mod model;
+mod quota;
+mod sse;
+mod upload;
+
+pub use auth::hash_key;
+pub use config::{
+    AgentConfig, PluginEntry, ProviderChoice, ProviderConfig, ServeConfig, ServeConfigError, TenantConfig,
+};
+
+use lovia_host::Host;
+use lovia_host::error::LoadError;
+use lovia_host::exec::{EventSink, ExecSettings, Executor, RunState, ToolCall};
+use lovia_runner::{PostgresRunStore, RunStore, SqliteRunStore, StoreError};
+use lovia_host::Tool;
+use lovia_host::{ToolSource, Toolset};
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+/// The body of `POST /api/tools/{name}/call` is limited to this many bytes.
+pub const MAX_ARGUMENTS_BYTES: usize = 1 << 20;
+
+/// A running service's state: the tenants with their loaded plugins.
+#[derive(Clone)]
+pub struct Service {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    host: Host,
+    tenants: Vec<Tenant>,
+    /// Key hash → index into `tenants`.
+    keys: HashMap<String, usize>,
+    metrics: Arc<metrics::Metrics>,
+    calls: AtomicU64,
+    store: Arc<dyn RunStore>,
+    /// Runs in progress by (tenant index, session id).
+    live: Mutex<HashMap<(usize, String), Arc<chat::LiveRun>>>,
+    approval_timeout: Duration,
+    max_plugin_bytes: usize,
+}
+
+struct Tenant {
+    index: usize,
+    name: String,
+    /// Replaced whole when a plugin is uploaded.
+    executor: RwLock<Executor>,
+    model: model::TenantModel,
+    agent: config::AgentConfig,
+    runs: Arc<Semaphore>,
+    quota: Arc<quota::Quota>,
+}
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A plugin failed to load.
+    #[error("tenant {tenant}: {source}")]
+    Load {
+        /// The tenant whose plugin it is.
+        tenant: String,
+        /// The load error.
+        source: LoadError,
+    },
+    /// Two plugins of one tenant declare the same tool name.
+    #[error("tenant {tenant}: {reason}")]
+    Conflict {
+        /// The tenant.
+        tenant: String,
+        /// Which name.
+        reason: String,
+    },
+    /// A tenant sets `fuel_per_minute` on a host that does not meter fuel.
+    #[error("tenant {tenant}: fuel_per_minute needs a host with fuel metering (HostConfig::fuel_metering)")]
+    FuelMetering {
+        /// The tenant.
+        tenant: String,
+    },
+    /// The session store could not be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl Service {
+    /// Loads every tenant's plugins on `host`, opens the session store and
+    /// resumes the runs a previous process left unfinished.
+    pub async fn new(host: &Host, config: &ServeConfig) -> Result<Service, ServeError> {
+        let path = config.store.clone().unwrap_or_else(|| "lovia.db".into());
+        let store: Arc<dyn RunStore> = match path.to_str().filter(|p| config::is_database_url(p)) {
+            Some(url) => Arc::new(PostgresRunStore::open(url)?),
+            None => Arc::new(SqliteRunStore::open(&path)?),
+        };
+        let service = Self::with_store(host, config, store).await?;
+        service.resume_unfinished();
+        Ok(service)
+    }
+
+    /// [`Service::new`] with any store, resuming nothing.
+    pub async fn with_store(
+        host: &Host,
+        config: &ServeConfig,
+        store: Arc<dyn RunStore>,
+    ) -> Result<Service, ServeError> {
+        let mut tenants = Vec::new();
+        let metrics = Arc::new(metrics::Metrics::default());
+        let mut keys = HashMap::new();
+        for (index, t) in config.tenants.iter().enumerate() {
+            if let Some(fuel) = t.fuel_per_minute {
+                if !host.config().fuel_metering {
+                    return Err(ServeError::FuelMetering { tenant: t.name.clone() });
+                }
+                host.tenant_fuel().limit_per_period(&t.name, fuel, Duration::from_secs(60));
+            }
+            let mut tools = Toolset::new();
+            for entry in &t.plugins {
+                let plugin = host
+                    .load_file_with(&entry.path, entry.plugin_config())
+                    .await
+                    .map_err(|source| ServeError::Load { tenant: t.name.clone(), source })?;
+                tools
+                    .add(ToolSource::Plugin, Tool::from_plugin(&plugin))
+                    .map_err(|e| ServeError::Conflict { tenant: t.name.clone(), reason: e.to_string() })?;
+            }
+            let settings = ExecSettings { agent: "lovia-serve".into(), ..ExecSettings::default() };
+            for key in &t.api_keys {
+                keys.insert(key.clone(), index);
+            }
+            tenants.push(Tenant {
+                index,
+                name: t.name.clone(),
+                executor: RwLock::new(Executor::new(tools, settings)),
+                model: model::TenantModel::from_config(&t.provider),
+                agent: t.agent.clone(),
+                runs: Arc::new(Semaphore::new(t.max_concurrent_runs as usize)),
+                quota: Arc::new(quota::Quota::new(
+                    &t.name,
+                    t.max_concurrent_calls,
+                    t.calls_per_minute,
+                    metrics.clone(),
+                )),
+            });
+        }
+        Ok(Service {
+            inner: Arc::new(Inner {
+                host: host.clone(),
+                tenants,
+                keys,
+                metrics,
+                calls: AtomicU64::new(0),
+                store,
+                live: Mutex::default(),
+                approval_timeout: Duration::from_secs(config.approval_timeout_secs),
+                max_plugin_bytes: config.max_plugin_bytes,
+            }),
+        })
+    }
+
+    /// The routes.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/healthz", get(|| async { "ok\n" }))
+            .route("/metrics", get(metrics_text))
+            .route("/api/tools", get(list_tools))
+            .route("/api/tools/{name}/call", post(call_tool))
+            .route("/api/chat", post(chat::chat))
+            .route("/api/chat/approve", post(chat::approve))
+            .route("/api/chat/cancel", post(chat::cancel))
+            .route("/api/chat/{session_id}", get(chat::transcript))
+            .route(
+                "/api/plugins",
+                post(upload::upload)
+                    .layer(axum::extract::DefaultBodyLimit::max(self.inner.max_plugin_bytes.saturating_add(1))),
+            )
+            .fallback(|| async { error(StatusCode::NOT_FOUND, "no such route") })
+            .layer(axum::extract::DefaultBodyLimit::max(MAX_ARGUMENTS_BYTES))
+            .with_state(self.clone())
+    }
+
+    /// The tenant a request's key belongs to.
+    fn tenant(&self, headers: &HeaderMap) -> Option<&Tenant> {
+        let key = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(auth::bearer)?;
+        self.inner.keys.get(&hash_key(key)).map(|&i| &self.inner.tenants[i])
+    }
+}
+
+fn unauthorized() -> Response {
+    let mut response = error(StatusCode::UNAUTHORIZED, "missing or unknown API key");
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+    response
+}
+
+fn error(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({ "error": message }))).into_response()
+}
+
+async fn metrics_text(State(service): State<Service>) -> Response {
+    let in_flight: Vec<(String, usize)> =
+        service.inner.tenants.iter().map(|t| (t.name.clone(), t.quota.in_flight())).collect();
+    let pending = service.pending_approvals();
+    let fuel: Vec<(String, u64)> = service
+        .inner
+        .tenants
+        .iter()
+        .map(|t| (t.name.clone(), service.inner.host.tenant_fuel().used(&t.name)))
+        .collect();
+    let body = service.inner.metrics.render(&in_flight, &pending, &fuel);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+}
+
+async fn list_tools(State(service): State<Service>, headers: HeaderMap) -> Response {
+    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+    let tools: Vec<serde_json::Value> = tenant.executor().tools().iter().map(|t| t.spec().openai_function()).collect();
+    Json(tools).into_response()
+}
+
+async fn call_tool(
+    State(service): State<Service>,
+    UrlPath(name): UrlPath<String>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+    let executor = tenant.executor();
+    if executor.tools().get(&name).is_none() {
+        return error(StatusCode::NOT_FOUND, &format!("no tool named {name}"));
+    }
+    let _slot = match tenant.quota.admit() {
+        Ok(slot) => slot,
+        Err(refusal) => return error(StatusCode::TOO_MANY_REQUESTS, refusal.message()),
+    };
+    let n = service.inner.calls.fetch_add(1, Ordering::Relaxed);
+    let call =
+        ToolCall::new(format!("http_{n}"), name.clone(), if body.trim().is_empty() { "{}".into() } else { body });
+    let run = RunState {
+        run_id: format!("serve_{n}"),
+        session_id: headers.get("x-lovia-session").and_then(|v| v.to_str().ok()).map(str::to_owned),
+        tenant: Some(tenant.name.clone()),
+        ..RunState::default()
+    };
+    let started = Instant::now();
+    let results = executor.run_turn(std::slice::from_ref(&call), &run, &EventSink::none()).await;
+    let (output, is_error) = match results.ok().and_then(|r| r.into_iter().next()) {
+        Some(entry) => (entry.output, entry.is_error),
+        // A tool that cancels the run leaves no result (Part 0 D8 answers it so).
+        None => ("Tool error: run cancelled".to_owned(), true),
+    };
+    service.inner.metrics.record(&tenant.name, &name, started.elapsed(), is_error.then_some(output.as_str()));
+    Json(json!({ "output": output, "is_error": is_error })).into_response()
+}
+
+impl Tenant {
+    /// The tenant's tools as they are now.
+    fn executor(&self) -> Executor {
+        self.executor.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}

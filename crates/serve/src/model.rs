@@ -1,0 +1,77 @@
+//! Which model a tenant's chats ask, built once from its config.
+
+use super::config::{ProviderChoice, ProviderConfig};
+use lovia_runner::providers::{self, ProviderKind, ProviderOptions};
+use lovia_runner::{ModelProvider, ScriptedProvider};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A tenant's model.
+pub(crate) enum TenantModel {
+    /// One provider shared by every run.
+    Shared(Arc<dyn ModelProvider>),
+    /// A script: each conversation gets the reply for its position.
+    Script(Arc<ScriptedProvider>),
+    /// None configured: chats answer 503 with this reason.
+    Missing(String),
+}
+
+impl TenantModel {
+    pub(crate) fn from_config(config: &ProviderConfig) -> TenantModel {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let kind = match config.kind {
+            ProviderChoice::Env if env("LOVIA_PROVIDER").as_deref() == Some("scripted") => {
+                return match env("LOVIA_SCRIPT") {
+                    Some(path) => Self::script(&PathBuf::from(path)),
+                    None => TenantModel::Missing(
+                        "LOVIA_PROVIDER=scripted needs LOVIA_SCRIPT (a JSON file of replies)".into(),
+                    ),
+                };
+            }
+            ProviderChoice::Env => {
+                return match providers::from_env() {
+                    Ok((_, provider)) => TenantModel::Shared(provider),
+                    Err(e) => TenantModel::Missing(e.message),
+                };
+            }
+            ProviderChoice::Scripted => {
+                return match &config.script {
+                    Some(path) => Self::script(path),
+                    None => TenantModel::Missing("a scripted provider needs `script`".into()),
+                };
+            }
+            ProviderChoice::OpenaiChat => ProviderKind::OpenaiChat,
+            ProviderChoice::OpenaiResponses => ProviderKind::OpenaiResponses,
+            ProviderChoice::Anthropic => ProviderKind::Anthropic,
+        };
+        let (key_var, url, model) = match kind {
+            ProviderKind::Anthropic => {
+                ("ANTHROPIC_API_KEY", "https://api.anthropic.com", providers::DEFAULT_ANTHROPIC_MODEL)
+            }
+            _ => ("OPENAI_API_KEY", "https://api.openai.com/v1", providers::DEFAULT_OPENAI_MODEL),
+        };
+        let mut options = ProviderOptions::new(
+            config.base_url.clone().unwrap_or_else(|| url.to_owned()),
+            config.model.clone().unwrap_or_else(|| model.to_owned()),
+        );
+        options.api_key = env(config.api_key_env.as_deref().unwrap_or(key_var));
+        options.stream = config.stream.unwrap_or(true);
+        TenantModel::Shared(providers::build(kind, options))
+    }
+
+    fn script(path: &std::path::Path) -> TenantModel {
+        match ScriptedProvider::from_file(path) {
+            Ok(p) => TenantModel::Script(Arc::new(p)),
+            Err(e) => TenantModel::Missing(e.message),
+        }
+    }
+
+    /// The provider for one run.
+    pub(crate) fn provider(&self) -> Result<Arc<dyn ModelProvider>, String> {
+        match self {
+            TenantModel::Shared(p) => Ok(p.clone()),
+            TenantModel::Script(p) => Ok(p.clone()),
+            TenantModel::Missing(reason) => Err(reason.clone()),
+        }
+    }
+}
