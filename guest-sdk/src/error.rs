@@ -69,7 +69,7 @@ impl ToolError {
 }
 
 impl std::fmt::Display for ToolError {
-    /// Renders as the host does (spec §5): `<message>\n  hint: <hint>`, or
+    /// Renders as the host does (docs/semantics.md §5): `<message>\n  hint: <hint>`, or
     /// just the hint when the message is empty.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match (&self.hint, self.message.is_empty()) {

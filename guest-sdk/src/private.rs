@@ -51,7 +51,7 @@ pub fn spec(name: &str, description: &str, parameters: String, flags: Flags) -> 
 }
 
 /// Parses the argument object. The host has validated it already; this
-/// guards direct callers and reports in the host's format (spec §3).
+/// guards direct callers and reports in the host's format (docs/semantics.md §3).
 pub fn parse_args<T: DeserializeOwned>(tool: &str, arguments: &str) -> Result<T, CallError> {
     let text = if arguments.trim().is_empty() { "{}" } else { arguments };
     serde_json::from_str(text)

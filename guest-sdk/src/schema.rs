@@ -1,4 +1,4 @@
-//! The JSON Schema of a tool's arguments (spec §2 as amended by Part 0).
+//! The JSON Schema of a tool's arguments (docs/semantics.md §2 and its decisions).
 //!
 //! `#[lovia::tool]` declares each argument with its Rust type and metadata;
 //! [`ParametersBuilder`] asks `schemars` for the type's schema and normalises
@@ -70,7 +70,7 @@ impl ParametersBuilder {
         self
     }
 
-    /// The schema as JSON text, keys in the order of spec §2 rule 7.
+    /// The schema as JSON text, keys in the order of docs/semantics.md §2 rule 7.
     pub fn finish(mut self) -> String {
         let defs = self.generator.take_definitions(true);
         let mut top = Map::new();
@@ -111,7 +111,7 @@ fn normalize(value: Value) -> Value {
             other => other,
         };
     };
-    // Titles are noise to a model (spec §2 rule 6); a property named `title` is an object, so it stays.
+    // Titles are noise to a model (docs/semantics.md §2 rule 6); a property named `title` is an object, so it stays.
     if obj.get("title").is_some_and(Value::is_string) {
         obj.remove("title");
     }
@@ -136,7 +136,7 @@ fn normalize(value: Value) -> Value {
             (k, v)
         })
         .collect();
-    // `{"type": ["T", "null"]}` becomes `{"anyOf": [{"type": "T"}, {"type": "null"}]}` (spec §2 rule 4).
+    // `{"type": ["T", "null"]}` becomes `{"anyOf": [{"type": "T"}, {"type": "null"}]}` (docs/semantics.md §2 rule 4).
     let nullable_type = match obj.get("type") {
         Some(Value::Array(types)) if types.len() == 2 && types.contains(&json!("null")) => {
             types.iter().find(|t| **t != json!("null")).cloned()

@@ -1,4 +1,4 @@
-//! Arguments: parsing, coercion and validation (spec §3, Part 0 D1–D4).
+//! Arguments: parsing, coercion and validation (docs/semantics.md §3, D1–D4).
 
 use lovia_host::{ArgumentError, ArgumentValidator, CallOutcome, ErrorKind};
 use lovia_tests::{fixtures, load};

@@ -1,5 +1,5 @@
-//! Outcomes: what the model reads for each way a call can end (spec §5, §11,
-//! §12, Part 0 D5, D6).
+//! Outcomes: what the model reads for each way a call can end (docs/semantics.md §5, §11,
+//! §12, docs/semantics.md D5, D6).
 
 use lovia_host::{CallContext, CallOutcome, CallRequest, Failure, MemoryStore, SessionStore};
 use lovia_tests::{fixtures, load};

@@ -93,7 +93,7 @@ async fn openai_chat_completions_round_trip() {
         tools.iter().find(|m| m["tool_call_id"] == id).expect("answered")["content"].as_str().expect("text").to_owned()
     };
     assert!(answer("call_a").contains("\"status\": \"shipped\""));
-    // Arguments that are not JSON are a rejection the model reads (spec §3).
+    // Arguments that are not JSON are a rejection the model reads (docs/semantics.md §3).
     assert!(answer("call_b").starts_with("Invalid JSON in tool arguments: "), "{}", answer("call_b"));
 }
 

@@ -1,4 +1,4 @@
-//! `lovia bench`: the figures of the README's Performance table, measured
+//! `lovia bench`: the figures of docs/performance.md, measured
 //! through the full executor (preflight, validation, scheduling,
 //! instantiation, call, rendering, events) on this machine.
 

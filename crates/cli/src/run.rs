@@ -22,7 +22,7 @@ pub(crate) struct Args {
     /// A plugin whose tools the scripted model may call (repeatable).
     #[arg(long = "plugin", value_name = "PLUGIN.wasm", required = true)]
     plugins: Vec<PathBuf>,
-    /// The script: agent settings and the model's turns (see the README).
+    /// The script: agent settings and the model's turns (docs/applications.md, "lovia run").
     #[arg(long, value_name = "SCRIPT.json")]
     script: PathBuf,
     /// How events are printed.
@@ -164,7 +164,7 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", args.script.display())))?;
     let script: Script = serde_json::from_str(&text).map_err(|e| {
         CliError::new(format!("{} is not a valid script: {e}", args.script.display()))
-            .hint("see the README, section \"lovia run\", for the script format")
+            .hint("see docs/applications.md, section \"lovia run\", for the script format")
     })?;
     let store: Option<Arc<dyn SessionStore>> = match (&args.store, args.memory_store) {
         (Some(path), _) => Some(Arc::new(
@@ -255,7 +255,7 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
                         (results, "Tool error: not run: budget exceeded", "BudgetExceeded")
                     }
                 };
-                // Part 0 D8: the next request answers every call id, so no provider sees a dangling call.
+                // docs/semantics.md D8: the next request answers every call id, so no provider sees a dangling call.
                 printer.print(json!({"event": "tool_messages", "turn": state.turn, "messages": messages(calls, results, Some(filler))}));
                 printer.print(json!({"event": "run_failed", "error": {"type": kind, "message": error.to_string()}}));
                 return Ok(ExitCode::from(1));
@@ -266,7 +266,7 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     Ok(ExitCode::from(1))
 }
 
-/// The tool messages of the next model request: one per call id (Part 0 D8).
+/// The tool messages of the next model request: one per call id (docs/semantics.md D8).
 fn messages(calls: &[ToolCall], results: &[ToolResultEntry], filler: Option<&str>) -> Vec<Value> {
     // Without an abort every call already has its result.
     answer_every_call(calls, results, filler.unwrap_or("Tool error: no result"))

@@ -1,5 +1,5 @@
 //! Arguments: parse, coerce and validate the model's argument text against a
-//! tool's schema (spec §3 with Part 0 D1–D4). A validator is compiled once per
+//! tool's schema (docs/semantics.md §3 with docs/semantics.md D1–D4). A validator is compiled once per
 //! tool, at load time.
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
@@ -55,7 +55,7 @@ impl ArgumentValidator {
             return Err("the parameters schema must have \"type\": \"object\"".into());
         }
         // Strict only changes the schema the model sees: an omitted argument
-        // that has a default still gets it (spec §2 rule 9).
+        // that has a default still gets it (docs/semantics.md §2 rule 9).
         let mut checked = schema.clone();
         let defaulted: Vec<String> = schema
             .get("properties")
@@ -77,7 +77,7 @@ impl ArgumentValidator {
         Ok(Self { tool: tool.into(), schema: schema.clone(), validator, strict, order })
     }
 
-    /// Parses `raw` (empty text counts as `{}`), coerces it (Part 0 D3),
+    /// Parses `raw` (empty text counts as `{}`), coerces it (docs/semantics.md D3),
     /// drops unknown keys unless the tool is strict (D2), and validates it.
     /// Returns the object the tool receives.
     pub fn prepare(&self, raw: &str) -> Result<Value, ArgumentError> {
@@ -101,7 +101,7 @@ impl ArgumentValidator {
         Err(ArgumentError::Invalid { tool: self.tool.clone(), problems })
     }
 
-    /// Omitted arguments receive their declared default (spec §3B).
+    /// Omitted arguments receive their declared default (docs/semantics.md §3B).
     fn apply_defaults(&self, value: &mut Value) {
         let (Some(props), Some(obj)) =
             (self.schema.get("properties").and_then(Value::as_object), value.as_object_mut())
@@ -199,7 +199,7 @@ impl ArgumentValidator {
     }
 }
 
-/// Parses the argument text (spec §3A).
+/// Parses the argument text (docs/semantics.md §3A).
 pub(crate) fn parse_object(raw: &str) -> Result<Value, ArgumentError> {
     let text = if raw.is_empty() { "{}" } else { raw };
     let value: Value = serde_json::from_str(text).map_err(|e| ArgumentError::InvalidJson { message: e.to_string() })?;
@@ -209,7 +209,7 @@ pub(crate) fn parse_object(raw: &str) -> Result<Value, ArgumentError> {
     Ok(value)
 }
 
-/// The JSON type name used in messages (Part 0: JSON names, not Python's).
+/// The JSON type name used in messages (docs/semantics.md D4: JSON names, not Python's).
 pub(crate) fn json_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
@@ -285,7 +285,7 @@ fn type_is(schema: &Value, name: &str) -> bool {
     }
 }
 
-/// Schema-guided lax coercion (Part 0 D3): strings holding an integer,
+/// Schema-guided lax coercion (docs/semantics.md D3): strings holding an integer,
 /// number or boolean where one is wanted, integral floats where an integer is
 /// wanted; nothing else. Unknown keys are dropped when `drop_unknown`.
 fn coerce(value: &mut Value, schema: &Value, root: &Value, drop_unknown: bool, depth: usize) {

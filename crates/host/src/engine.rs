@@ -141,7 +141,7 @@ fn engine_config(host: &HostConfig, pooled: bool) -> Config {
         pooling.total_stacks(slots);
         pooling.max_memory_size(host.limits.memory_bytes);
         // Resetting a slot with madvise shoots down TLBs on every core on
-        // every call (it dominated profiles: design §5). Instead keep the
+        // every call (it dominated profiles: docs/performance.md). Instead keep the
         // first pages of each memory and table resident and reset only the
         // dirty ones with memset (PAGEMAP_SCAN, Linux 6.7+; plain memset of
         // the kept bytes before that), and batch what must still be decommitted.

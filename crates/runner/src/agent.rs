@@ -1,6 +1,6 @@
 //! [`Agent`]: the immutable configuration of a run, and the tools the runner
 //! derives from agents: handoffs (`transfer_to_<slug>`) and agents as tools
-//! (`ask_<slug>`), named per spec §15.
+//! (`ask_<slug>`), named per docs/semantics.md §15.
 
 use super::provider::{ModelProvider, ModelSettings};
 use super::{RunError, Runner};
@@ -112,7 +112,7 @@ impl Agent {
     /// sub-run with `provider` and this agent's own budget, and answers with
     /// its output. A sub-run that exceeds its budget, hits max_turns or
     /// fails at its provider is an error result for the parent; a cancelled
-    /// sub-run cancels the parent (spec §6, §7).
+    /// sub-run cancels the parent (docs/semantics.md §6, §7).
     pub fn as_tool(self: &Arc<Self>, provider: Arc<dyn ModelProvider>, description: impl Into<String>) -> Tool {
         let agent = self.clone();
         let name = tool_name("ask_", &self.name);
@@ -174,7 +174,7 @@ fn unreachable_tool(error: &str) -> Tool {
     unreachable!("a derived tool is always valid: {error}")
 }
 
-/// `prefix` + the slug of `name` (spec §15): lower-cased, ASCII
+/// `prefix` + the slug of `name` (docs/semantics.md §15): lower-cased, ASCII
 /// alphanumerics and `_` kept, space and `-` mapped to `_`, the rest
 /// dropped; empty becomes `agent` (with a digest when `name` was not
 /// empty); cut with a digest suffix to fit 64 characters.

@@ -1,4 +1,4 @@
-//! What a run persists so that it survives a crash or a restart (spec §8
+//! What a run persists so that it survives a crash or a restart (docs/semantics.md §8
 //! "Checkpointing"): the session's transcript, the calls of the last
 //! assistant message that have no result yet, and the approvals it waits on.
 //! It is saved after each assistant message and after each completed call.

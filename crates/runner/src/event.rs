@@ -1,4 +1,4 @@
-//! The events of a run (spec §16). A turn reads `TurnStarted → TextDelta* →
+//! The events of a run (docs/semantics.md §16). A turn reads `TurnStarted → TextDelta* →
 //! MessageCompleted → tool events → TurnEnded → [HandoffOccurred]`, and the
 //! stream always ends with exactly one `RunCompleted` or `RunFailed`.
 

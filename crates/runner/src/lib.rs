@@ -1,6 +1,6 @@
 //! The agent loop around the executor: ask the model, run the tool calls it
 //! asks for, answer every call id, ask again, until the model answers with
-//! text (spec §6, §7, §8, §16, Part 0 D8). Handoffs switch the active agent;
+//! text (docs/semantics.md §6, §7, §8, §16, docs/semantics.md D8). Handoffs switch the active agent;
 //! agents as tools run sub-runs; a [`RunStore`] makes a session's run
 //! survive a crash.
 
@@ -49,7 +49,7 @@ pub struct RunResult {
 }
 
 /// Why a run ended without output. The variants that end a conversation
-/// carry it, with every call id answered (Part 0 D8).
+/// carry it, with every call id answered (docs/semantics.md D8).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RunError {
     /// The model kept calling tools.
@@ -68,7 +68,7 @@ pub enum RunError {
         /// The conversation.
         messages: Vec<Message>,
     },
-    /// A budget limit was exceeded (spec §7 messages).
+    /// A budget limit was exceeded (docs/semantics.md §7 messages).
     #[error("{message}")]
     BudgetExceeded {
         /// E.g. `tool call count 3 exceeds budget 2`.
@@ -236,7 +236,7 @@ impl Runner {
             .agent
             .find(&checkpoint.agent)
             .ok_or_else(|| RunError::UnknownAgent { agent: checkpoint.agent.clone(), root: self.agent.name.clone() })?;
-        // A name clash stops the run before any event (spec §15).
+        // A name clash stops the run before any event (docs/semantics.md §15).
         let mut executor = Executor::new(agent.toolset()?, agent.tool_settings.clone());
         state.meter = Arc::new(BudgetMeter::new(agent.budget));
         if resuming {
@@ -403,7 +403,7 @@ impl Runner {
                     _ => Ok(()),
                 };
                 if let Err(e) = saved {
-                    // A store failure aborts the batch and fails the run (spec §8).
+                    // A store failure aborts the batch and fails the run (docs/semantics.md §8).
                     saver.failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
                     cancel.cancel(Some("the run store failed"));
                 }
@@ -429,7 +429,7 @@ impl Runner {
             }
         };
         emit(RunEvent::TurnEnded { agent: agent.name.clone(), turn: state.turn });
-        // The first handoff that ran wins; later ones were rejected unrun (spec §8).
+        // The first handoff that ran wins; later ones were rejected unrun (docs/semantics.md §8).
         let target = calls.iter().find_map(|call| {
             let tool = executor.tools().get(&call.name)?;
             let to = tool.handoff_target()?;
@@ -458,7 +458,7 @@ fn fillers(calls: &[ToolCall], results: &[ToolResultEntry], filler: &str) -> Vec
 
 /// The tool messages that answer a turn: one per result, in completion
 /// order, then `filler` for every call id left without one, in request
-/// order (Part 0 D8: no provider ever sees a dangling call).
+/// order (docs/semantics.md D8: no provider ever sees a dangling call).
 pub fn answer_every_call(calls: &[ToolCall], results: &[ToolResultEntry], filler: &str) -> Vec<Message> {
     let mut out: Vec<Message> = results
         .iter()

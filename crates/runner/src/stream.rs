@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 
 /// A streaming run. Take events with [`RunHandle::next_event`]; the run
 /// waits at an `ApprovalRequired` until the next event is taken, and then
-/// hands an undecided call to the approval handler (spec §13). Dropping the
+/// hands an undecided call to the approval handler (docs/semantics.md §13). Dropping the
 /// handle or calling [`RunHandle::result`] stops consuming: later approvals
 /// go straight to the handler, so a run never hangs on a reader that left.
 #[derive(Debug)]

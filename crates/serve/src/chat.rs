@@ -44,7 +44,7 @@ impl LiveRun {
         self.readers.lock().unwrap_or_else(|p| p.into_inner()).push(tx);
         let live = Arc::downgrade(self);
         SseBody::new(rx, move || {
-            // The last reader left: what it was asked to decide is denied (spec §13).
+            // The last reader left: what it was asked to decide is denied (docs/semantics.md §13).
             if let Some(live) = live.upgrade() {
                 let mut readers = live.readers.lock().unwrap_or_else(|p| p.into_inner());
                 readers.retain(|r| !r.is_closed());

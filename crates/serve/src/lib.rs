@@ -281,7 +281,7 @@ async fn call_tool(
     let results = executor.run_turn(std::slice::from_ref(&call), &run, &EventSink::none()).await;
     let (output, is_error) = match results.ok().and_then(|r| r.into_iter().next()) {
         Some(entry) => (entry.output, entry.is_error),
-        // A tool that cancels the run leaves no result (Part 0 D8 answers it so).
+        // A tool that cancels the run leaves no result (docs/semantics.md D8 answers it so).
         None => ("Tool error: run cancelled".to_owned(), true),
     };
     service.inner.metrics.record(&tenant.name, &name, started.elapsed(), is_error.then_some(output.as_str()));

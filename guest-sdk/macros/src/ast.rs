@@ -247,7 +247,7 @@ fn classify(ty: &Type) -> Output {
     Output::Json
 }
 
-/// The doc comment, dedented and trimmed (spec §2 rule 10).
+/// The doc comment, dedented and trimmed (docs/semantics.md §2 rule 10).
 fn doc_comment(attrs: &[syn::Attribute]) -> Option<String> {
     let lines: Vec<String> = attrs
         .iter()

@@ -1,4 +1,4 @@
-//! Spec §13 with Part 0 D7: every approval path, failing closed.
+//! Spec §13 with docs/semantics.md D7: every approval path, failing closed.
 
 use super::executor;
 use lovia_host::{ApprovalRequest, CallContext, ExecSettings, HandlerAnswer, NeedsApproval, RunState, Tool};

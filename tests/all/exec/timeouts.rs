@@ -1,4 +1,4 @@
-//! Spec §10 with Part 0 D5: per-attempt timeouts that really stop the component.
+//! Spec §10 with docs/semantics.md D5: per-attempt timeouts that really stop the component.
 
 use super::executor;
 use lovia_host::{ExecSettings, RunState, Tool};

@@ -1,5 +1,5 @@
 //! The loop with a scripted model: every call id answered before the next
-//! request (Part 0 D8), max_turns, budgets, cancellation, provider errors.
+//! request (docs/semantics.md D8), max_turns, budgets, cancellation, provider errors.
 
 use super::{call, runner, tool_answers};
 use lovia_host::RunState;

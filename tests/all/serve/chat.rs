@@ -70,7 +70,7 @@ async fn a_chat_holds_an_approval_round_trip_over_sse() {
     assert_eq!((status, json(&body)), (200, j!({"ok": true})));
     assert_eq!(approve("acme-key", "c2").await.0, 404, "a decision lands once");
 
-    // The parallel lookup's events may surface before or after the prompt (spec §8).
+    // The parallel lookup's events may surface before or after the prompt (docs/semantics.md §8).
     let rest = sse.rest().await;
     let all: Vec<(String, Value)> = first.iter().chain(&rest).cloned().collect();
     let results: Vec<&Value> = all.iter().filter(|(n, _)| n == "tool_result").map(|(_, d)| d).collect();

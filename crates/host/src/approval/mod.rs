@@ -1,4 +1,4 @@
-//! Approvals (spec §13, Part 0 D7): when a call needs one, who decides, in
+//! Approvals (docs/semantics.md §13, D7): when a call needs one, who decides, in
 //! which order, and the channel that carries decisions. It fails closed.
 
 use crate::call::CallContext;
@@ -69,7 +69,7 @@ impl HandlerAnswer {
 }
 
 /// What a pending approval is about. A decision is bound to it: the call
-/// id, the tool, the exact argument text and the plugin's digest (Part 0 D7).
+/// id, the tool, the exact argument text and the plugin's digest (docs/semantics.md D7).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalRequest {
     /// The call id.

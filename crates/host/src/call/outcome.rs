@@ -1,4 +1,4 @@
-//! What a call produced, and the exact string the model sees (spec §5, Part 0 D5, D6, D8).
+//! What a call produced, and the exact string the model sees (docs/semantics.md §5, D5, D6, D8).
 
 use super::{ErrorKind, text};
 
@@ -69,7 +69,7 @@ impl Failure {
     }
 
     /// Deterministic resource-limit failures and argument errors are never
-    /// retried (spec §9, Part 0 D6).
+    /// retried (docs/semantics.md §9, D6).
     pub fn is_retryable(&self) -> bool {
         !matches!(
             self,
@@ -87,7 +87,7 @@ impl Failure {
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            // An empty message falls back to the class name (spec §5).
+            // An empty message falls back to the class name (docs/semantics.md §5).
             Failure::Tool { message, hint: None } if message.is_empty() => f.write_str("ToolError"),
             Failure::Tool { message, hint: None } => f.write_str(message),
             Failure::Tool { message, hint: Some(h) } if message.is_empty() => f.write_str(h),
@@ -126,7 +126,7 @@ pub enum CallOutcome {
         text: String,
     },
     /// The tool asked to cancel the whole run. It leaves no result in the
-    /// transcript; a runner answers the call with `Tool error: run cancelled` (Part 0 D8).
+    /// transcript; a runner answers the call with `Tool error: run cancelled` (docs/semantics.md D8).
     CancelRun(String),
 }
 
@@ -157,7 +157,7 @@ impl CallOutcome {
         }
     }
 
-    /// The string the model sees, truncated to `limit` characters (spec §12)
+    /// The string the model sees, truncated to `limit` characters (docs/semantics.md §12)
     /// unless it is a preflight rejection.
     pub fn final_output(&self, limit: Option<u64>) -> String {
         let text = self.model_output();

@@ -1,4 +1,4 @@
-//! The default renderer of JSON results (spec §11): `", "` and `": "`
+//! The default renderer of JSON results (docs/semantics.md §11): `", "` and `": "`
 //! separators, non-ASCII characters unescaped.
 
 use serde::Serialize;
@@ -37,7 +37,7 @@ impl Formatter for SpacedFormatter {
 }
 
 /// What a renderer returns: text is final; a value goes through the
-/// default renderer (spec §11 rule 3).
+/// default renderer (docs/semantics.md §11 rule 3).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Rendered {
     /// The final text.

@@ -71,7 +71,7 @@ pub struct ToolSpec {
     pub hints: ToolHints,
 }
 
-/// Whether `name` is a valid tool name (`^[a-zA-Z0-9_-]{1,64}$`, spec §18).
+/// Whether `name` is a valid tool name (`^[a-zA-Z0-9_-]{1,64}$`, docs/semantics.md §18).
 pub fn is_valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }

@@ -1,6 +1,6 @@
-//! Head/tail truncation of a tool's output (spec §12).
+//! Head/tail truncation of a tool's output (docs/semantics.md §12).
 
-/// The output cap when neither the tool nor the host sets one (spec §18).
+/// The output cap when neither the tool nor the host sets one (docs/semantics.md §18).
 pub const DEFAULT_MAX_OUTPUT_CHARS: u64 = 200_000;
 
 /// Cuts `text` to `limit` characters (code points): the first 80 % and the

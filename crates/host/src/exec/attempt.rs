@@ -1,4 +1,4 @@
-//! Attempts (spec §9, §10, §14): the per-attempt timeout wraps the whole
+//! Attempts (docs/semantics.md §9, §10, §14): the per-attempt timeout wraps the whole
 //! policy chain; failures are retried with backoff `min(5 s, 100 ms·2^(k−1))`,
 //! except those that can never succeed on a retry.
 

@@ -1,4 +1,4 @@
-//! The run's budget (spec §7): token, tool-call and time limits, checked at
+//! The run's budget (docs/semantics.md §7): token, tool-call and time limits, checked at
 //! each turn start, after each model reply and at each call's preflight.
 //! Every comparison is strictly greater than the limit.
 

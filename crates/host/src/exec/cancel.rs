@@ -1,4 +1,4 @@
-//! The run's cancel token (spec §6).
+//! The run's cancel token (docs/semantics.md §6).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

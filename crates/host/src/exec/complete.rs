@@ -1,4 +1,4 @@
-//! The end of a call: render (spec §11), truncate (§12), record the one
+//! The end of a call: render (docs/semantics.md §11), truncate (§12), record the one
 //! result and emit `ToolCallCompleted`.
 
 use super::{EventSink, ExecSettings, ToolCall, ToolEvent, ToolResultEntry};
@@ -11,7 +11,7 @@ use crate::call::truncate;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 
-/// Past this many characters the raw value is not retained (spec §12).
+/// Past this many characters the raw value is not retained (docs/semantics.md §12).
 const RAW_RETENTION_CHARS: usize = 16_000;
 
 pub(super) type Results = Arc<Mutex<Vec<ToolResultEntry>>>;
@@ -61,7 +61,7 @@ pub(super) fn finish(
                 Ok(text) => (text, raw, false),
                 Err(message) => {
                     events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error: message.clone() });
-                    // No class-name fallback here: an empty message stays empty (spec §5).
+                    // No class-name fallback here: an empty message stays empty (docs/semantics.md §5).
                     let text = format!("Tool error: result rendering failed: {message}");
                     (text.clone(), Value::String(text), true)
                 }
@@ -80,7 +80,7 @@ pub(super) fn finish(
     record(results, events, call, entry, raw);
 }
 
-/// Tool renderer, else agent renderer, else the default (spec §11).
+/// Tool renderer, else agent renderer, else the default (docs/semantics.md §11).
 fn render(tool: &Tool, settings: &ExecSettings, output: &ToolOutput, ctx: &CallContext) -> Result<String, String> {
     match tool.renderer.as_ref().or(settings.renderer.as_ref()) {
         None => Ok(render_default(output)),

@@ -1,4 +1,4 @@
-//! The events of a turn's tool calls (spec §16). Events of different calls
+//! The events of a turn's tool calls (docs/semantics.md §16). Events of different calls
 //! interleave; correlate them by call id. For one call, `ToolCallStarted`
 //! always precedes its `ToolCallCompleted`.
 

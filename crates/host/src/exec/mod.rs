@@ -1,5 +1,5 @@
-//! One model turn's tool calls with the full semantics of the spec (§3–§16,
-//! Part 0 overriding): preflight in request order, barrier scheduling,
+//! One model turn's tool calls with the full semantics of docs/semantics.md
+//! (§3–§16 and its decisions): preflight in request order, barrier scheduling,
 //! attempts with timeouts, retries and policies, rendering, truncation,
 //! approvals, cancellation, budget and events.
 
@@ -47,7 +47,7 @@ impl ToolCall {
     }
 }
 
-/// One terminal outcome, as the transcript records it (spec §1).
+/// One terminal outcome, as the transcript records it (docs/semantics.md §1).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolResultEntry {
     /// The call it answers.
@@ -134,7 +134,7 @@ pub struct RunState {
     pub meter: Arc<BudgetMeter>,
     /// The model's reply that asked for this turn's calls was cut off at its
     /// output token limit (`finish_reason=length`): argument text that does
-    /// not parse is reported as incomplete (spec §3).
+    /// not parse is reported as incomplete (docs/semantics.md §3).
     pub cut_off: bool,
 }
 
@@ -182,7 +182,7 @@ impl Executor {
         &self.settings
     }
 
-    /// Runs one turn's `calls` (spec §8) and returns their results in
+    /// Runs one turn's `calls` (docs/semantics.md §8) and returns their results in
     /// completion order. Events go to `events`.
     pub async fn run_turn(
         &self,

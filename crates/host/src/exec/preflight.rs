@@ -1,4 +1,4 @@
-//! Preflight (spec §4.1 with Part 0 D1): serial, in request order — cancel,
+//! Preflight (docs/semantics.md §4.1 with docs/semantics.md D1): serial, in request order — cancel,
 //! budget, lookup, handoff dedup, parse + coerce + validate, approval
 //! predicate, approval flow. A rejection is one `ToolCallCompleted(is_error)`
 //! with no `ToolCallStarted`.
@@ -37,7 +37,7 @@ pub(super) async fn preflight(
     if run.cancel.is_cancelled() {
         return Preflight::Cancelled;
     }
-    // Every requested call counts, including ones rejected below; strictly greater trips (spec §7).
+    // Every requested call counts, including ones rejected below; strictly greater trips (docs/semantics.md §7).
     let count = run.tool_calls.fetch_add(1, Ordering::SeqCst) + 1;
     if let Some(max) = exec.settings.max_tool_calls
         && count > max
@@ -122,7 +122,7 @@ pub(super) async fn preflight(
     Preflight::Ready { tool: tool.clone(), raw_args, prepared }
 }
 
-/// The approval flow (spec §13): a decision while the consumer holds the
+/// The approval flow (docs/semantics.md §13): a decision while the consumer holds the
 /// event wins, then the handler (out-of-band decisions still count while it
 /// runs), then deny. `None` when the run is cancelled meanwhile.
 async fn decide(

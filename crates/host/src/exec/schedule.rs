@@ -1,4 +1,4 @@
-//! Batch scheduling (spec §8): parallel calls run concurrently; a barrier
+//! Batch scheduling (docs/semantics.md §8): parallel calls run concurrently; a barrier
 //! waits for the calls in flight, runs alone, and later calls are not even
 //! preflighted until it ends. Results are recorded in completion order.
 
@@ -63,7 +63,7 @@ pub(super) async fn run_turn(
                 }
                 Preflight::Rejected => {}
                 Preflight::Budget(message) => {
-                    // Stop spawning; calls in flight run to completion and are recorded (spec §7).
+                    // Stop spawning; calls in flight run to completion and are recorded (docs/semantics.md §7).
                     budget = Some(message);
                     break;
                 }

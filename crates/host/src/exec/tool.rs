@@ -118,7 +118,7 @@ impl Tool {
         &self.spec
     }
 
-    /// False makes every call an execution barrier (spec §8).
+    /// False makes every call an execution barrier (docs/semantics.md §8).
     #[must_use]
     pub fn with_parallel(mut self, parallel: bool) -> Self {
         self.spec.parallel = parallel;
@@ -161,7 +161,7 @@ impl Tool {
         self
     }
 
-    /// Appends a policy; the first one added is the outermost (spec §14).
+    /// Appends a policy; the first one added is the outermost (docs/semantics.md §14).
     #[must_use]
     pub fn with_policy(mut self, policy: Arc<dyn Policy>) -> Self {
         self.policies.push(policy);
@@ -169,7 +169,7 @@ impl Tool {
     }
 
     /// Marks the tool as a handoff to `target`: always a barrier, and only the
-    /// first handoff of a turn runs (spec §8).
+    /// first handoff of a turn runs (docs/semantics.md §8).
     #[must_use]
     pub fn as_handoff(mut self, target: impl Into<String>) -> Self {
         self.handoff = Some(target.into());

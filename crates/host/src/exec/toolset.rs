@@ -1,4 +1,4 @@
-//! The tool table of a run: names are unique across every source (spec §15).
+//! The tool table of a run: names are unique across every source (docs/semantics.md §15).
 
 use super::tool::Tool;
 use std::collections::HashMap;

@@ -1,7 +1,7 @@
 //! Compiling components, with an on-disk cache of compiled artifacts keyed
 //! by the component's content digest and the engine's configuration
 //! (a precompiled artifact is only valid for the engine settings it was
-//! compiled with, design §5).
+//! compiled with, docs/performance.md).
 
 use super::manifest::Manifest;
 use crate::error::LoadError;

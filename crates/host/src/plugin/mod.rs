@@ -231,7 +231,7 @@ impl Plugin {
         }
     }
 
-    /// Checks the raw argument text of `tool` (spec §3, Part 0 D1–D4): the
+    /// Checks the raw argument text of `tool` (docs/semantics.md §3, D1–D4): the
     /// object the tool would receive, or the rejection the model would read.
     pub fn prepare_arguments(&self, tool: &str, arguments: &str) -> Result<serde_json::Value, CallOutcome> {
         let Some(t) = self.loaded(tool) else { return Err(unavailable(tool)) };
@@ -416,7 +416,7 @@ impl Plugin {
 
 fn prepare(tool: &LoadedTool, arguments: &str) -> Result<serde_json::Value, CallOutcome> {
     tool.validator.prepare(arguments).map_err(|e| match e {
-        // Schema-invalid arguments read as the reference's execution error (Part 0 D1, D4).
+        // Schema-invalid arguments read as the reference's execution error (docs/semantics.md D1, D4).
         ArgumentError::Invalid { .. } => {
             CallOutcome::Rejected { kind: ErrorKind::InvalidArguments, text: text::tool_error(&e) }
         }

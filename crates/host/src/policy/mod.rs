@@ -1,4 +1,4 @@
-//! Policies (spec §14): middleware around one attempt. The list order is
+//! Policies (docs/semantics.md §14): middleware around one attempt. The list order is
 //! outermost first; each policy sees the raw arguments, and may rewrite
 //! them, short-circuit, call `next` several times, or transform the result.
 //! The attempt's timeout and the retries wrap the whole chain: every attempt

@@ -173,7 +173,7 @@ fn arm(store: &mut Store<SandboxState>, limits: &CallLimits, timeout: Option<Dur
     let DeadlineExceeded { budget, from_timeout } = deadline_of(limits, timeout);
     let deadline = Instant::now() + budget;
     // Yield on every tick so the call future can be dropped at any time, and
-    // fail once the wall-clock budget is spent (design §4, §5 "Epoch deadlines").
+    // fail once the wall-clock budget is spent (docs/semantics.md §22).
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
         if Instant::now() >= deadline {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use wasmtime::Engine;
 
 /// How often the epoch advances. Deadlines are checked on each tick, so a
-/// call stops within about this long of its budget (design §4).
+/// call stops within about this long of its budget (docs/semantics.md §22).
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] while any store is

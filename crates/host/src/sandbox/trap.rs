@@ -1,4 +1,4 @@
-//! Turning a trap into the failure the model reads (Part 0 D5, D6).
+//! Turning a trap into the failure the model reads (docs/semantics.md D5, D6).
 
 use super::SandboxState;
 use crate::call::Failure;

@@ -49,7 +49,7 @@ impl Anthropic {
                         push("assistant", json!({"type": "text", "text": text}));
                     }
                     for c in tool_calls {
-                        // The API wants an object; text that is not one travels as {"_raw": text} (spec §3).
+                        // The API wants an object; text that is not one travels as {"_raw": text} (docs/semantics.md §3).
                         let input = serde_json::from_str::<Value>(&c.arguments)
                             .ok()
                             .filter(Value::is_object)
