@@ -25,9 +25,14 @@ fn main() -> anyhow::Result<()> {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
     let root = manifest_dir.parent().ok_or_else(|| anyhow::anyhow!("tests/ has no parent"))?;
     let target_dir = root.join("target").join("fixtures");
-    for dir in
-        ["guest-sdk/src", "guest-sdk/macros/src", "guest-sdk/Cargo.toml", "guest-sdk/wit", "example-tools", "tests/fixtures"]
-    {
+    for dir in [
+        "guest-sdk/src",
+        "guest-sdk/macros/src",
+        "guest-sdk/Cargo.toml",
+        "guest-sdk/wit",
+        "example-tools",
+        "tests/fixtures",
+    ] {
         rerun_tree(&root.join(dir))?;
     }
 

@@ -158,9 +158,10 @@ async fn plugin_rejections_are_final_strings() {
         reject(r#"{"query": "", "bogus": 1}"#).await,
         CallOutcome::Rejected {
             kind: ErrorKind::InvalidArguments,
-            text: "Tool error: Invalid arguments for tool 'search_docs': query: String should have at least 1 character; \
+            text:
+                "Tool error: Invalid arguments for tool 'search_docs': query: String should have at least 1 character; \
              bogus: Extra inputs are not permitted"
-                .into()
+                    .into()
         }
     );
     let unknown = docs.invoke(&lovia_host::CallRequest::new("nope", "garbage")).await;

@@ -2,12 +2,12 @@
 //! event is printed as one JSON object per line.
 
 use crate::CliError;
-use lovia_runner::{Message, answer_every_call};
 use lovia_host::{
     ApprovalRequest, CallContext, EventSink, ExecSettings, Executor, HandlerAnswer, Host, MemoryStore, NeedsApproval,
     RateLimit, Redact, ResultCache, RunState, SessionStore, Tool, ToolCall, ToolEvent, ToolResultEntry, ToolSource,
     Toolset, TurnError,
 };
+use lovia_runner::{Message, answer_every_call};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;

@@ -141,7 +141,7 @@ impl LoadError {
             LoadError::Cache { .. } => "set a writable cache directory, or disable the cache",
             LoadError::Config { .. } => {
                 "the config has [grants] (dirs, env, secrets) and [limits] (memory_mib, max_wall_clock_ms, fuel, \
-                 result_bytes); see docs/operators.md, "Security model""
+                 result_bytes); see docs/tool-authors.md, section \"What a plugin can be granted\""
             }
         })
     }

@@ -29,8 +29,8 @@ pub mod sandbox;
 pub use approval::{ApprovalChannel, ApprovalDecision, ApprovalHandler, ApprovalRequest, HandlerAnswer, NeedsApproval};
 pub use args::{ArgumentError, ArgumentValidator};
 pub use call::{
-    ApprovalMode, BoxFuture, CallContext, CallOutcome, DEFAULT_MAX_OUTPUT_CHARS, ErrorKind, Failure, ProgressSink, Rendered,
-    Renderer, ToolHints, ToolOutput, ToolSpec, render_json, truncate,
+    ApprovalMode, BoxFuture, CallContext, CallOutcome, DEFAULT_MAX_OUTPUT_CHARS, ErrorKind, Failure, ProgressSink,
+    Rendered, Renderer, ToolHints, ToolOutput, ToolSpec, render_json, truncate,
 };
 pub use engine::{Host, HostConfig};
 pub use error::{HostError, LoadError};

@@ -4,11 +4,11 @@
 
 use super::provider::{ModelProvider, ModelSettings};
 use super::{RunError, Runner};
+use lovia_host::Failure;
 use lovia_host::exec::{Budget, ExecSettings, RunState};
 use lovia_host::plugin::Plugin;
-use lovia_host::{Tool, ToolOutput};
-use lovia_host::Failure;
 use lovia_host::{NameConflict, ToolSource, Toolset};
+use lovia_host::{Tool, ToolOutput};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 

@@ -27,8 +27,11 @@ pub use scripted::ScriptedProvider;
 pub use sqlite::SqliteRunStore;
 pub use stream::RunHandle;
 
-use lovia_host::exec::{BudgetMeter, EventSink, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError, Usage};
-use lovia_host::NameConflict;
+use lovia_host::call::text;
+use lovia_host::exec::{
+    BudgetMeter, EventSink, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError, Usage,
+};
+use lovia_host::{ErrorKind, NameConflict};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
@@ -362,7 +365,7 @@ impl Runner {
             }
             if let Err(message) = state.meter.check(state.tool_calls.load(Ordering::SeqCst)) {
                 let mut messages = saver.messages();
-                messages.extend(answer_every_call(&calls, &[], "Tool error: not run: budget exceeded"));
+                messages.extend(answer_every_call(&calls, &[], text::NOT_RUN_BUDGET));
                 return Err(RunError::BudgetExceeded { message, messages });
             }
             self.turn(&calls, state, agent, executor, saver, emit).await?;
@@ -391,13 +394,14 @@ impl Runner {
                             arguments: call.arguments.clone(),
                         });
                     }),
-                    ToolEvent::ToolCallCompleted { call, output, is_error, .. } => saver.update(|cp| {
+                    ToolEvent::ToolCallCompleted { call, output, is_error, error_kind, .. } => saver.update(|cp| {
                         cp.pending_approvals.retain(|p| p.id != call.id);
                         cp.pending_calls.retain(|c| c.id != call.id);
                         cp.messages.push(Message::Tool {
                             tool_call_id: call.id.clone(),
                             content: output.clone(),
                             is_error: *is_error,
+                            error_kind: *error_kind,
                         });
                     }),
                     _ => Ok(()),
@@ -419,12 +423,12 @@ impl Runner {
             Ok(results) => results,
             Err(TurnError::Cancelled { results, .. }) => {
                 let mut messages = saver.messages();
-                messages.extend(fillers(calls, &results, "Tool error: run cancelled"));
+                messages.extend(fillers(calls, &results, text::RUN_CANCELLED));
                 return Err(RunError::Cancelled { reason: state.cancel.reason(), messages });
             }
             Err(TurnError::BudgetExceeded { message, results }) => {
                 let mut messages = saver.messages();
-                messages.extend(fillers(calls, &results, "Tool error: not run: budget exceeded"));
+                messages.extend(fillers(calls, &results, text::NOT_RUN_BUDGET));
                 return Err(RunError::BudgetExceeded { message, messages });
             }
         };
@@ -452,7 +456,12 @@ fn fillers(calls: &[ToolCall], results: &[ToolResultEntry], filler: &str) -> Vec
     calls
         .iter()
         .filter(|c| !results.iter().any(|r| r.call_id == c.id))
-        .map(|c| Message::Tool { tool_call_id: c.id.clone(), content: filler.to_owned(), is_error: true })
+        .map(|c| Message::Tool {
+            tool_call_id: c.id.clone(),
+            content: filler.to_owned(),
+            is_error: true,
+            error_kind: Some(ErrorKind::Cancelled),
+        })
         .collect()
 }
 
@@ -462,7 +471,12 @@ fn fillers(calls: &[ToolCall], results: &[ToolResultEntry], filler: &str) -> Vec
 pub fn answer_every_call(calls: &[ToolCall], results: &[ToolResultEntry], filler: &str) -> Vec<Message> {
     let mut out: Vec<Message> = results
         .iter()
-        .map(|r| Message::Tool { tool_call_id: r.call_id.clone(), content: r.output.clone(), is_error: r.is_error })
+        .map(|r| Message::Tool {
+            tool_call_id: r.call_id.clone(),
+            content: r.output.clone(),
+            is_error: r.is_error,
+            error_kind: r.error_kind,
+        })
         .collect();
     out.extend(fillers(calls, results, filler));
     out

@@ -1,9 +1,9 @@
 //! What a model provider is to the runner: a request of messages and tool
 //! specs in, one assistant reply out.
 
-use lovia_host::exec::{ToolCall, Usage};
-use lovia_host::ToolSpec;
 use lovia_host::BoxFuture;
+use lovia_host::exec::{ToolCall, Usage};
+use lovia_host::{ErrorKind, ToolSpec};
 use serde::{Deserialize, Serialize};
 
 /// One message of the conversation the model sees.
@@ -36,6 +36,10 @@ pub enum Message {
         content: String,
         /// Whether it is an error result.
         is_error: bool,
+        /// Why it is an error result; absent for a successful one (and in
+        /// transcripts saved before the kind was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_kind: Option<ErrorKind>,
     },
 }
 

@@ -5,17 +5,17 @@
 
 use super::sse::{SseBody, frame};
 use super::{Service, Tenant, error, unauthorized};
-use lovia_host::approval::{ApprovalChannel, ApprovalDecision, ApprovalHandler, ApprovalRequest, HandlerAnswer};
-use lovia_host::exec::{CancelToken, RunState, ToolEvent};
-use lovia_runner::{Agent, RunEvent, Runner, new_id};
-use lovia_host::CallContext;
-use lovia_host::BoxFuture;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use lovia_host::BoxFuture;
+use lovia_host::CallContext;
+use lovia_host::approval::{ApprovalChannel, ApprovalDecision, ApprovalHandler, ApprovalRequest, HandlerAnswer};
+use lovia_host::exec::{CancelToken, RunState, ToolEvent};
+use lovia_runner::{Agent, RunEvent, Runner, new_id};
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::HashMap;
@@ -344,13 +344,15 @@ impl Service {
                             &json!({"id": call.id, "name": call.name, "arguments": call.arguments}),
                         ))
                     }
-                    RunEvent::Tool(ToolEvent::ToolCallCompleted { call, output, is_error, .. }) => {
+                    RunEvent::Tool(ToolEvent::ToolCallCompleted { call, output, is_error, error_kind, .. }) => {
                         let elapsed = started.remove(&call.id).map_or(Duration::ZERO, |t| t.elapsed());
-                        metrics.record(&tenant_name, &call.name, elapsed, is_error.then_some(output.as_str()));
-                        Some(frame(
-                            "tool_result",
-                            &json!({"id": call.id, "name": call.name, "result": output, "is_error": is_error}),
-                        ))
+                        metrics.record(&tenant_name, &call.name, elapsed, error_kind);
+                        let mut data =
+                            json!({"id": call.id, "name": call.name, "result": output, "is_error": is_error});
+                        if let Some(kind) = error_kind {
+                            data["error_kind"] = json!(kind.as_str());
+                        }
+                        Some(frame("tool_result", &data))
                     }
                     RunEvent::Tool(ToolEvent::ToolProgress { call, message }) => {
                         Some(frame("tool_progress", &json!({"id": call.id, "name": call.name, "message": message})))

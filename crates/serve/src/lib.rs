@@ -39,17 +39,18 @@ pub use config::{
     AgentConfig, PluginEntry, ProviderChoice, ProviderConfig, ServeConfig, ServeConfigError, TenantConfig,
 };
 
-use lovia_host::Host;
-use lovia_host::error::LoadError;
-use lovia_host::exec::{EventSink, ExecSettings, Executor, RunState, ToolCall};
-use lovia_runner::{PostgresRunStore, RunStore, SqliteRunStore, StoreError};
-use lovia_host::Tool;
-use lovia_host::{ToolSource, Toolset};
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use lovia_host::Host;
+use lovia_host::call::text;
+use lovia_host::error::LoadError;
+use lovia_host::exec::{EventSink, ExecSettings, Executor, RunState, ToolCall};
+use lovia_host::{ErrorKind, Tool};
+use lovia_host::{ToolSource, Toolset};
+use lovia_runner::{PostgresRunStore, RunStore, SqliteRunStore, StoreError};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -279,13 +280,17 @@ async fn call_tool(
     };
     let started = Instant::now();
     let results = executor.run_turn(std::slice::from_ref(&call), &run, &EventSink::none()).await;
-    let (output, is_error) = match results.ok().and_then(|r| r.into_iter().next()) {
-        Some(entry) => (entry.output, entry.is_error),
+    let (output, error_kind) = match results.ok().and_then(|r| r.into_iter().next()) {
+        Some(entry) => (entry.output, entry.error_kind),
         // A tool that cancels the run leaves no result (docs/semantics.md D8 answers it so).
-        None => ("Tool error: run cancelled".to_owned(), true),
+        None => (text::RUN_CANCELLED.to_owned(), Some(ErrorKind::Cancelled)),
     };
-    service.inner.metrics.record(&tenant.name, &name, started.elapsed(), is_error.then_some(output.as_str()));
-    Json(json!({ "output": output, "is_error": is_error })).into_response()
+    service.inner.metrics.record(&tenant.name, &name, started.elapsed(), error_kind);
+    let mut body = json!({ "output": output, "is_error": error_kind.is_some() });
+    if let Some(kind) = error_kind {
+        body["error_kind"] = json!(kind.as_str());
+    }
+    Json(body).into_response()
 }
 
 impl Tenant {

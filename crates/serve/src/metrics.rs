@@ -1,6 +1,7 @@
 //! Prometheus metrics: calls, errors by kind, traps, latency, in-flight
 //! calls, refusals, runs and pending approvals.
 
+use lovia_host::ErrorKind;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
@@ -27,45 +28,17 @@ pub(crate) struct Metrics {
     runs: Mutex<BTreeMap<(String, &'static str), u64>>,
 }
 
-/// The kind of an error result, from the string the model saw: `unknown_tool`,
-/// `invalid_arguments`, `denied`, `timeout`, `trap` (out of memory, stack
-/// overflow, CPU budget, panic, wasm trap), `cancelled`, or `tool_error`.
-pub(crate) fn error_kind(output: &str) -> &'static str {
-    let detail = output.strip_prefix("Tool error: ").unwrap_or(output);
-    if output.starts_with("Tool '") && output.ends_with("is not available.") {
-        "unknown_tool"
-    } else if output.starts_with("Invalid JSON in tool arguments")
-        || output.starts_with("Invalid tool arguments")
-        || detail.starts_with("Invalid arguments for tool")
-        || output.contains("arguments are incomplete")
-    {
-        "invalid_arguments"
-    } else if output.contains("was not approved") {
-        "denied"
-    } else if detail.starts_with("timed out after") {
-        "timeout"
-    } else if ["out of memory", "stack overflow", "CPU budget exhausted", "tool panicked", "trap:"]
-        .iter()
-        .any(|p| detail.starts_with(p))
-    {
-        "trap"
-    } else if detail.starts_with("run cancelled") || detail.starts_with("not run") {
-        "cancelled"
-    } else {
-        "tool_error"
-    }
-}
-
 impl Metrics {
-    /// One answered call; `error` is the error result's text.
-    pub(crate) fn record(&self, tenant: &str, tool: &str, elapsed: Duration, error: Option<&str>) {
+    /// One answered call; `error` is the kind of its error result, as the
+    /// executor decided it (never read back from the text the model saw).
+    pub(crate) fn record(&self, tenant: &str, tool: &str, elapsed: Duration, error: Option<ErrorKind>) {
         let is_error = error.is_some();
-        if let Some(text) = error {
+        if let Some(kind) = error {
             *self
                 .errors
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .entry((tenant.to_owned(), error_kind(text)))
+                .entry((tenant.to_owned(), kind.as_str()))
                 .or_default() += 1;
         }
         let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());

@@ -2,10 +2,10 @@
 //! direct calls and, through [`QuotaPolicy`], for the calls of its chats.
 
 use super::metrics::Metrics;
-use lovia_host::policy::{AttemptResult, Next, Policy};
-use lovia_host::CallContext;
 use lovia_host::BoxFuture;
+use lovia_host::CallContext;
 use lovia_host::Failure;
+use lovia_host::policy::{AttemptResult, Next, Policy};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;

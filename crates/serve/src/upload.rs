@@ -3,14 +3,14 @@
 //! the tenant's (a name clash is a 409 and changes nothing).
 
 use super::{Service, error, unauthorized};
-use lovia_host::exec::Executor;
-use lovia_host::Tool;
-use lovia_host::{ToolSource, Toolset};
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use lovia_host::Tool;
+use lovia_host::exec::Executor;
+use lovia_host::{ToolSource, Toolset};
 use serde_json::json;
 
 pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, body: Bytes) -> Response {
@@ -43,7 +43,11 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
 
 /// Compiling a component takes from milliseconds to seconds of CPU. It runs
 /// on a thread of its own, so that the service's workers keep answering.
-async fn load_off_the_runtime(host: lovia_host::Host, bytes: Bytes, origin: String) -> Result<lovia_host::Plugin, String> {
+async fn load_off_the_runtime(
+    host: lovia_host::Host,
+    bytes: Bytes,
+    origin: String,
+) -> Result<lovia_host::Plugin, String> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let spawned = std::thread::Builder::new().name("lovia-upload".into()).spawn(move || {
         let loaded = match tokio::runtime::Builder::new_current_thread().enable_all().build() {

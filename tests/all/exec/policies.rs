@@ -1,8 +1,8 @@
 //! Spec §14: policy order, raw arguments, short-circuit, retries, and the built-ins.
 
 use super::executor;
-use lovia_host::policy::AttemptResult;
 use lovia_host::BoxFuture;
+use lovia_host::policy::AttemptResult;
 use lovia_host::{
     CallContext, ExecSettings, Failure, Next, Policy, RateLimit, Redact, ResultCache, RunState, ToolOutput,
 };

@@ -5,11 +5,11 @@
 
 use super::{agent, call, tool_answers};
 use lovia_host::exec::RunState;
+use lovia_host::{Tool, ToolEvent, ToolOutput};
 use lovia_runner::{
     Agent, ModelReply, PostgresRunStore, RunEvent, RunStatus, RunStore, Runner, ScriptedProvider, SqliteRunStore,
     new_id,
 };
-use lovia_host::{Tool, ToolEvent, ToolOutput};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 

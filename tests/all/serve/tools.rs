@@ -238,3 +238,33 @@ async fn a_tenant_fuel_quota_stops_its_calls_and_no_one_elses() {
     assert!(used >= 1_000_000, "{text}");
     assert!(text.contains("lovia_traps_total{tenant=\"hungry\"} 2"), "{text}");
 }
+
+#[tokio::test]
+async fn metrics_count_error_kinds_from_the_outcome_not_the_text() {
+    // A tool error whose message reads exactly like a timeout, and a real
+    // timeout: only the second one is a timeout.
+    let mut acme = tenant("acme", "acme-key", &[fixtures::HOSTILE, fixtures::DIAGNOSTICS]);
+    acme.plugins[1].limits.max_wall_clock_ms = Some(50);
+    let addr = start(vec![acme]).await;
+    let (status, body) =
+        request(addr, "POST", "/api/tools/read_env/call", Some("acme-key"), r#"{"name": "timed out after 50 ms"}"#)
+            .await;
+    assert_eq!(status, 200);
+    let body = json(&body);
+    assert!(body["output"].as_str().is_some_and(|o| o.starts_with("Tool error: timed out after 50 ms")), "{body}");
+    assert_eq!(body["error_kind"], "tool_error");
+    let (_, body) = request(addr, "POST", "/api/tools/spin_ms/call", Some("acme-key"), r#"{"ms": 5000}"#).await;
+    let body = json(&body);
+    assert_eq!(
+        (body["output"].as_str(), body["error_kind"].as_str()),
+        (Some("Tool error: timed out after 50 ms (the host's wall-clock limit)"), Some("timeout"))
+    );
+
+    let (_, metrics) = request(addr, "GET", "/metrics", None, "").await;
+    for line in [
+        "lovia_tool_errors_total{tenant=\"acme\",kind=\"tool_error\"} 1",
+        "lovia_tool_errors_total{tenant=\"acme\",kind=\"timeout\"} 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} not in\n{metrics}");
+    }
+}

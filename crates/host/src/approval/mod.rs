@@ -1,8 +1,8 @@
 //! Approvals (docs/semantics.md §13, D7): when a call needs one, who decides, in
 //! which order, and the channel that carries decisions. It fails closed.
 
-use crate::call::CallContext;
 use crate::call::BoxFuture;
+use crate::call::CallContext;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

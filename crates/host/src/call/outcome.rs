@@ -2,7 +2,6 @@
 
 use super::{ErrorKind, text};
 
-
 /// Why a call failed, as the model reads it after `Tool error: `.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {

@@ -48,9 +48,8 @@ pub enum Rendered {
 
 /// Turns a successful result into the model's text. An `Err` becomes
 /// `Tool error: result rendering failed: <message>`.
-pub type Renderer = std::sync::Arc<
-    dyn Fn(&super::ToolOutput, &super::CallContext) -> Result<Rendered, String> + Send + Sync,
->;
+pub type Renderer =
+    std::sync::Arc<dyn Fn(&super::ToolOutput, &super::CallContext) -> Result<Rendered, String> + Send + Sync>;
 
 /// The default renderer: text verbatim, JSON through [`render_json`].
 pub fn render_default(output: &super::ToolOutput) -> String {

@@ -3,13 +3,13 @@
 //! except those that can never succeed on a retry.
 
 use super::ExecSettings;
-use crate::policy::{AttemptResult, Inner, Next};
-use crate::call::CallContext;
-use crate::args::ArgumentError;
 use super::tool::{Body, Tool};
+use crate::args::ArgumentError;
+use crate::call::CallContext;
 use crate::call::{BoxFuture, ToolOutput};
 use crate::call::{CallOutcome, Failure};
 use crate::plugin::CallRequest;
+use crate::policy::{AttemptResult, Inner, Next};
 use serde_json::Value;
 use std::time::Duration;
 

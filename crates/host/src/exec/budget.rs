@@ -2,6 +2,7 @@
 //! each turn start, after each model reply and at each call's preflight.
 //! Every comparison is strictly greater than the limit.
 
+use crate::call::text;
 use serde::{Deserialize, Serialize};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -83,21 +84,25 @@ impl BudgetMeter {
         let elapsed = self.elapsed();
         let over = |used: u64, max: Option<u64>| max.filter(|&m| used > m);
         if let Some(max) = over(u.input_tokens, b.max_input_tokens) {
-            return Err(format!("input tokens {} exceeds budget {max}", u.input_tokens));
+            return Err(text::exceeds_budget("input tokens", u.input_tokens, max));
         }
         if let Some(max) = over(u.output_tokens, b.max_output_tokens) {
-            return Err(format!("output tokens {} exceeds budget {max}", u.output_tokens));
+            return Err(text::exceeds_budget("output tokens", u.output_tokens, max));
         }
         if let Some(max) = over(u.total(), b.max_total_tokens) {
-            return Err(format!("total tokens {} exceeds budget {max}", u.total()));
+            return Err(text::exceeds_budget("total tokens", u.total(), max));
         }
         if let Some(max) = over(tool_calls, b.max_tool_calls) {
-            return Err(format!("tool call count {tool_calls} exceeds budget {max}"));
+            return Err(text::exceeds_budget("tool call count", tool_calls, max));
         }
         if let Some(max) = b.max_seconds
             && elapsed.as_secs_f64() > max
         {
-            return Err(format!("elapsed {:.1}s exceeds budget {max:.1}s", elapsed.as_secs_f64()));
+            return Err(text::exceeds_budget(
+                "elapsed",
+                format_args!("{:.1}s", elapsed.as_secs_f64()),
+                format_args!("{max:.1}s"),
+            ));
         }
         Ok(())
     }

@@ -1,13 +1,13 @@
 //! The end of a call: render (docs/semantics.md §11), truncate (§12), record the one
 //! result and emit `ToolCallCompleted`.
 
+use super::tool::Tool;
 use super::{EventSink, ExecSettings, ToolCall, ToolEvent, ToolResultEntry};
 use crate::call::CallContext;
-use super::tool::Tool;
 use crate::call::ToolOutput;
-use crate::call::Failure;
-use crate::call::{Rendered, render_default, render_json};
 use crate::call::truncate;
+use crate::call::{ErrorKind, Failure, text};
+use crate::call::{Rendered, render_default, render_json};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 
@@ -17,25 +17,32 @@ const RAW_RETENTION_CHARS: usize = 16_000;
 pub(super) type Results = Arc<Mutex<Vec<ToolResultEntry>>>;
 
 pub(super) fn record(results: &Results, events: &EventSink, call: &ToolCall, entry: ToolResultEntry, result: Value) {
-    let (is_error, output) = (entry.is_error, entry.output.clone());
+    let (is_error, error_kind, output) = (entry.is_error, entry.error_kind, entry.output.clone());
     results.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
-    events.emit(ToolEvent::ToolCallCompleted { call: call.clone(), result, is_error, output });
+    events.emit(ToolEvent::ToolCallCompleted { call: call.clone(), result, is_error, error_kind, output });
 }
 
 /// A preflight rejection: final text, never rendered or truncated.
-pub(super) fn reject(results: &Results, events: &EventSink, call: &ToolCall, text: String) {
-    let entry = ToolResultEntry { call_id: call.id.clone(), output: text.clone(), raw: None, is_error: true };
+pub(super) fn reject(results: &Results, events: &EventSink, call: &ToolCall, kind: ErrorKind, text: String) {
+    let entry = ToolResultEntry {
+        call_id: call.id.clone(),
+        output: text.clone(),
+        raw: None,
+        is_error: true,
+        error_kind: Some(kind),
+    };
     record(results, events, call, entry, Value::String(text));
 }
 
 /// An execution error outside the attempt loop (a panicking native body).
 pub(super) fn record_error(results: &Results, events: &EventSink, call: &ToolCall, failure: &Failure) {
-    let text = format!("Tool error: {failure}");
+    let text = text::tool_error(failure);
     let entry = ToolResultEntry {
         call_id: call.id.clone(),
         output: text.clone(),
         raw: Some(Value::String(text.clone())),
         is_error: true,
+        error_kind: Some(failure.kind()),
     };
     record(results, events, call, entry, Value::String(text));
 }
@@ -51,32 +58,38 @@ pub(super) fn finish(
     outcome: Result<ToolOutput, Failure>,
 ) {
     let limit = tool.spec.max_output_chars.or(settings.max_output_chars);
-    let (text, raw, is_error) = match outcome {
+    let (text, raw, error_kind) = match outcome {
         Ok(output) => {
             let raw = match &output {
                 ToolOutput::Text(t) => Value::String(t.clone()),
                 ToolOutput::Json(v) => v.clone(),
             };
             match render(tool, settings, &output, ctx) {
-                Ok(text) => (text, raw, false),
+                Ok(text) => (text, raw, None),
                 Err(message) => {
                     events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error: message.clone() });
                     // No class-name fallback here: an empty message stays empty (docs/semantics.md §5).
-                    let text = format!("Tool error: result rendering failed: {message}");
-                    (text.clone(), Value::String(text), true)
+                    let text = text::rendering_failed(&message);
+                    (text.clone(), Value::String(text), Some(ErrorKind::ToolError))
                 }
             }
         }
         Err(failure) => {
             events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error: failure.to_string() });
-            let text = format!("Tool error: {failure}");
-            (text.clone(), Value::String(text), true)
+            let text = text::tool_error(&failure);
+            (text.clone(), Value::String(text), Some(failure.kind()))
         }
     };
     let truncated = limit.and_then(|l| truncate(&text, l));
     let keep_raw = truncated.is_none() && text.chars().count() <= RAW_RETENTION_CHARS;
     let output = truncated.unwrap_or(text);
-    let entry = ToolResultEntry { call_id: call.id.clone(), output, raw: keep_raw.then(|| raw.clone()), is_error };
+    let entry = ToolResultEntry {
+        call_id: call.id.clone(),
+        output,
+        raw: keep_raw.then(|| raw.clone()),
+        is_error: error_kind.is_some(),
+        error_kind,
+    };
     record(results, events, call, entry, raw);
 }
 

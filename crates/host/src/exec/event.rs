@@ -4,6 +4,7 @@
 
 use super::ToolCall;
 use crate::approval::ApprovalTicket;
+use crate::call::ErrorKind;
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -40,6 +41,8 @@ pub enum ToolEvent {
         result: Value,
         /// Whether `output` is an error result.
         is_error: bool,
+        /// Why it is an error result; `None` for a successful one.
+        error_kind: Option<ErrorKind>,
         /// The final string the model sees.
         output: String,
     },

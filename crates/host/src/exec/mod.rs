@@ -20,7 +20,7 @@ pub use tool::{NativeFn, Tool, ToolBuilder};
 pub use toolset::{NameConflict, ToolSource, Toolset};
 
 use crate::approval::{ApprovalChannel, ApprovalHandler};
-use crate::call::Renderer;
+use crate::call::{ErrorKind, Renderer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -60,6 +60,8 @@ pub struct ToolResultEntry {
     pub raw: Option<Value>,
     /// Whether it is an error result.
     pub is_error: bool,
+    /// Why it is an error result; `None` for a successful one.
+    pub error_kind: Option<ErrorKind>,
 }
 
 /// Agent-level settings of the executor. Every field documents its default.

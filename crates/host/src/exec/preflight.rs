@@ -4,11 +4,11 @@
 //! with no `ToolCallStarted`.
 
 use super::complete::{Results, reject};
+use super::tool::{Body, Tool};
 use super::{EventSink, Executor, RunState, ToolCall, ToolEvent};
 use crate::approval::{ApprovalDecision, ApprovalRequest, ApprovalTicket, HandlerAnswer, NeedsApproval};
-use crate::call::CallContext;
 use crate::args::{ArgumentError, parse_object};
-use super::tool::{Body, Tool};
+use crate::call::{CallContext, ErrorKind, text};
 use serde_json::Value;
 use std::sync::atomic::Ordering;
 use tokio::sync::oneshot;
@@ -42,38 +42,27 @@ pub(super) async fn preflight(
     if let Some(max) = exec.settings.max_tool_calls
         && count > max
     {
-        return Preflight::Budget(format!("tool call count {count} exceeds budget {max}"));
+        return Preflight::Budget(text::exceeds_budget("tool call count", count, max));
     }
     if let Err(message) = run.meter.check(count) {
         return Preflight::Budget(message);
     }
     let Some(tool) = exec.tools.get(&call.name) else {
-        reject(results, events, call, format!("Tool '{}' is not available.", call.name));
+        reject(results, events, call, ErrorKind::UnknownTool, text::unknown_tool(&call.name));
         return Preflight::Rejected;
     };
     if let (Some(_), Some(target)) = (&tool.handoff, handoff.as_ref()) {
-        reject(
-            results,
-            events,
-            call,
-            format!(
-                "Handoff not performed: this turn already transferred to '{target}'. Only the first handoff in a turn takes effect."
-            ),
-        );
+        reject(results, events, call, ErrorKind::ToolError, text::handoff_not_performed(target));
         return Preflight::Rejected;
     }
     let raw_args = match parse_object(&call.arguments) {
         Ok(v) => v,
         Err(ArgumentError::InvalidJson { .. }) if run.cut_off => {
-            let message = format!(
-                "Tool {} arguments are incomplete: the response was cut off at the output token limit (finish_reason=length) mid-call.",
-                call.name
-            );
-            reject(results, events, call, message);
+            reject(results, events, call, ErrorKind::InvalidArguments, text::incomplete_arguments(&call.name));
             return Preflight::Rejected;
         }
         Err(e) => {
-            reject(results, events, call, e.to_string());
+            reject(results, events, call, ErrorKind::InvalidArguments, e.to_string());
             return Preflight::Rejected;
         }
     };
@@ -81,11 +70,11 @@ pub(super) async fn preflight(
         Some(v) => match v.prepare(&call.arguments) {
             Ok(p) => p,
             Err(e @ ArgumentError::Invalid { .. }) => {
-                reject(results, events, call, format!("Tool error: {e}"));
+                reject(results, events, call, ErrorKind::InvalidArguments, text::tool_error(&e));
                 return Preflight::Rejected;
             }
             Err(e) => {
-                reject(results, events, call, e.to_string());
+                reject(results, events, call, ErrorKind::InvalidArguments, e.to_string());
                 return Preflight::Rejected;
             }
         },
@@ -105,14 +94,14 @@ pub(super) async fn preflight(
         Ok(true) => match decide(exec, tool, call, ctx, run, events).await {
             Some(ApprovalDecision::Approve) => {}
             Some(ApprovalDecision::Deny) => {
-                reject(results, events, call, format!("Tool {} was not approved.", call.name));
+                reject(results, events, call, ErrorKind::Denied, text::not_approved(&call.name));
                 return Preflight::Rejected;
             }
             None => return Preflight::Cancelled,
         },
         Err(error) => {
             events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error });
-            reject(results, events, call, format!("Tool {} was not approved (approval check failed).", call.name));
+            reject(results, events, call, ErrorKind::Denied, text::approval_check_failed(&call.name));
             return Preflight::Rejected;
         }
     }

@@ -4,9 +4,9 @@
 
 use super::complete::{self, Results};
 use super::preflight::{Preflight, preflight};
+use super::tool::Tool;
 use super::{EventSink, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError, attempt};
 use crate::call::CallContext;
-use super::tool::Tool;
 use crate::call::Failure;
 use serde_json::Value;
 use std::collections::HashMap;

@@ -2,16 +2,16 @@
 //! Rust tools go through the same executor with the same semantics.
 
 use crate::approval::NeedsApproval;
-use crate::plugin::Plugin;
-use crate::policy::Policy;
-use crate::call::CallContext;
-use crate::sandbox::SessionStore;
 use crate::args::ArgumentValidator;
+use crate::call::CallContext;
 use crate::call::Failure;
 use crate::call::Renderer;
 use crate::call::{ApprovalMode, ToolHints, ToolSpec};
-use serde_json::Value;
 use crate::call::{BoxFuture, ToolOutput};
+use crate::plugin::Plugin;
+use crate::policy::Policy;
+use crate::sandbox::SessionStore;
+use serde_json::Value;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;

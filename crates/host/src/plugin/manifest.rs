@@ -2,8 +2,8 @@
 //! embedded in the component so they can be read without running any of its
 //! code. `lovia pack` writes it; `lovia inspect` reads it.
 
-use crate::plugin::PluginInfo;
 use crate::call::ToolSpec;
+use crate::plugin::PluginInfo;
 use serde::{Deserialize, Serialize};
 use wasmtime::wasmparser::{Parser, Payload};
 

@@ -2,22 +2,22 @@
 //! `InstancePre`, the plugin's info and tool specs, and calls.
 
 mod cache;
-mod request;
 pub mod config;
 pub mod manifest;
+mod request;
 mod warm;
 
 pub use request::CallRequest;
 pub use warm::{InstanceMode, WARM_INSTANCES};
 
+use crate::args::{ArgumentError, ArgumentValidator};
 use crate::bindings::{ToolPluginPre, guest, wit};
+use crate::call::CallContext;
+use crate::call::{ApprovalMode, ToolHints, ToolSpec, is_valid_name};
+use crate::call::{CallOutcome, ErrorKind, Failure, text};
 use crate::engine::Host;
 use crate::error::LoadError;
-use crate::call::CallContext;
 use crate::sandbox::{self, CallLimits, SessionStore, StoreSpec};
-use crate::args::{ArgumentError, ArgumentValidator};
-use crate::call::{CallOutcome, ErrorKind, Failure, text};
-use crate::call::{ApprovalMode, ToolHints, ToolSpec, is_valid_name};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::Path;

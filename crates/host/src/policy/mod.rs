@@ -13,8 +13,8 @@ pub use rate_limit::RateLimit;
 pub use redact::Redact;
 
 use crate::call::CallContext;
-use crate::call::{BoxFuture, ToolOutput};
 use crate::call::Failure;
+use crate::call::{BoxFuture, ToolOutput};
 use serde_json::Value;
 use std::sync::Arc;
 

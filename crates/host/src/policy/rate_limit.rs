@@ -1,8 +1,8 @@
 //! A rate limiter: a token bucket per tool and tenant.
 
 use super::{AttemptResult, Next, Policy};
-use crate::call::CallContext;
 use crate::call::BoxFuture;
+use crate::call::CallContext;
 use crate::call::Failure;
 use serde_json::Value;
 use std::collections::HashMap;

@@ -2,8 +2,8 @@
 
 use super::{AttemptResult, Next, Policy};
 use crate::call::CallContext;
-use crate::call::{BoxFuture, ToolOutput};
 use crate::call::Failure;
+use crate::call::{BoxFuture, ToolOutput};
 use regex::Regex;
 use serde_json::Value;
 

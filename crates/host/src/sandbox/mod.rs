@@ -24,12 +24,12 @@ pub use sqlite::{SqliteStore, StoreOpenError};
 pub use store::{MemoryStore, SessionStore, StoreQuota};
 pub(crate) use trap::{DeadlineExceeded, classify};
 
-pub use ticker::EPOCH_TICK;
-pub(crate) use ticker::{Ticker, Ticking};
 use crate::call::CallContext;
 use output::OutputRing;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+pub use ticker::EPOCH_TICK;
+pub(crate) use ticker::{Ticker, Ticking};
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};

@@ -6,9 +6,9 @@
 
 use super::ProviderOptions;
 use super::http::{Answer, request as request_api};
-use lovia_host::exec::{ToolCall, Usage};
 use crate::provider::{Message, ModelProvider, ModelReply, ModelRequest, ProviderError, TextSink};
 use lovia_host::BoxFuture;
+use lovia_host::exec::{ToolCall, Usage};
 use serde_json::{Value, json};
 
 const NAME: &str = "anthropic";
@@ -57,7 +57,7 @@ impl Anthropic {
                         push("assistant", json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
                     }
                 }
-                Message::Tool { tool_call_id, content, is_error } => push(
+                Message::Tool { tool_call_id, content, is_error, .. } => push(
                     "user",
                     json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content, "is_error": is_error}),
                 ),

@@ -5,9 +5,9 @@
 
 use super::ProviderOptions;
 use super::http::{Answer, request as request_api};
-use lovia_host::exec::{ToolCall, Usage};
 use crate::provider::{Message, ModelProvider, ModelReply, ModelRequest, ProviderError, TextSink};
 use lovia_host::BoxFuture;
+use lovia_host::exec::{ToolCall, Usage};
 use serde_json::{Value, json};
 
 const NAME: &str = "openai";
