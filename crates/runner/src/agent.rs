@@ -22,7 +22,7 @@ const MAX_TOOL_NAME: usize = 64;
 /// [`Agent::new`] and set the public fields; share it as `Arc<Agent>`.
 ///
 /// ```
-/// use lovia_host::runner::Agent;
+/// use lovia_runner::Agent;
 /// use std::sync::Arc;
 /// let billing = Arc::new(Agent::new("Billing desk"));
 /// let mut triage = Agent::new("triage");
@@ -128,10 +128,12 @@ impl Agent {
                 let runner = Runner::new(agent.clone(), provider.clone());
                 async move {
                     let input = args["input"].as_str().unwrap_or_default().to_owned();
+                    // The sub-run is cancelled with the parent's run (a child token).
                     let state = RunState {
                         run_id: format!("{}/{}", ctx.run_id, ctx.call_id),
                         tenant: ctx.tenant.clone(),
                         dependencies: ctx.dependencies.clone(),
+                        cancel: ctx.cancel.child(),
                         ..RunState::default()
                     };
                     match runner.run_with(Some(&input), state).await {
@@ -180,7 +182,7 @@ fn unreachable_tool(error: &str) -> Tool {
 /// empty); cut with a digest suffix to fit 64 characters.
 ///
 /// ```
-/// use lovia_host::runner::tool_name;
+/// use lovia_runner::tool_name;
 /// assert_eq!(tool_name("transfer_to_", "Billing Desk"), "transfer_to_billing_desk");
 /// assert!(tool_name("ask_", "日本").starts_with("ask_agent_"));
 /// assert_eq!(tool_name("ask_", &"x".repeat(100)).len(), 64);

@@ -48,7 +48,9 @@ pub struct Checkpoint {
     /// Tokens the run spent so far.
     pub usage: Usage,
     /// The transcript without the system message: user input, assistant
-    /// messages, and one tool message per completed call.
+    /// messages, and one tool message per completed call. Append-only: the
+    /// stores write only the messages added since the last save.
+    #[serde(default)]
     pub messages: Vec<Message>,
     /// Calls of the last assistant message that have no result yet.
     pub pending_calls: Vec<ToolCall>,
@@ -80,6 +82,47 @@ impl Checkpoint {
             pending_approvals: Vec::new(),
             error: None,
         }
+    }
+
+    /// The checkpoint without its transcript, as JSON: what a store rewrites
+    /// on every save. Its size does not grow with the transcript.
+    pub(crate) fn head_json(&self) -> serde_json::Result<String> {
+        #[derive(Serialize)]
+        struct Head<'a> {
+            run_id: &'a str,
+            agent: &'a str,
+            status: RunStatus,
+            turn: u32,
+            tool_calls: u64,
+            usage: &'a Usage,
+            pending_calls: &'a [ToolCall],
+            cut_off: bool,
+            pending_approvals: &'a [PendingApproval],
+            error: &'a Option<String>,
+        }
+        serde_json::to_string(&Head {
+            run_id: &self.run_id,
+            agent: &self.agent,
+            status: self.status,
+            turn: self.turn,
+            tool_calls: self.tool_calls,
+            usage: &self.usage,
+            pending_calls: &self.pending_calls,
+            cut_off: self.cut_off,
+            pending_approvals: &self.pending_approvals,
+            error: &self.error,
+        })
+    }
+
+    /// A checkpoint from its head and its stored messages. A head written
+    /// before transcripts were stored apart carries its messages itself;
+    /// they count when no message row exists yet.
+    pub(crate) fn from_parts(head: &str, messages: Vec<Message>) -> serde_json::Result<Self> {
+        let mut checkpoint: Checkpoint = serde_json::from_str(head)?;
+        if !messages.is_empty() {
+            checkpoint.messages = messages;
+        }
+        Ok(checkpoint)
     }
 
     /// Whether a resume has something to finish.

@@ -482,14 +482,8 @@ pub fn answer_every_call(calls: &[ToolCall], results: &[ToolResultEntry], filler
     out
 }
 
-/// A fresh id: `prefix_` and 16 hex digits, unique within the process and
-/// unpredictable across processes.
+/// A fresh id: `prefix_` and 16 hex digits, 64 bits from the thread's
+/// OS-seeded CSPRNG, so ids are unpredictable and collide with odds of 2^-64.
 pub fn new_id(prefix: &str) -> String {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::AtomicU64;
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-    format!("{prefix}_{:016x}", h.finish())
+    format!("{prefix}_{:016x}", rand::random::<u64>())
 }

@@ -1,5 +1,6 @@
 //! The run store in PostgreSQL, for services that keep state outside the
-//! host. One row per (tenant, session), like the SQLite store. The client
+//! host. Like the SQLite store, a session is a head row and one row per
+//! transcript message, and a save appends only the new messages. The client
 //! lives on its own thread (the `postgres` crate runs its own runtime, which
 //! must not nest inside the service's), and each call waits for its answer
 //! there, as a SQLite call waits for the disk.
@@ -31,6 +32,13 @@ CREATE TABLE IF NOT EXISTS lovia_runs (
     updated TIMESTAMPTZ NOT NULL DEFAULT now(),
     checkpoint TEXT NOT NULL,
     PRIMARY KEY (tenant, session)
+);
+CREATE TABLE IF NOT EXISTS lovia_run_messages (
+    tenant TEXT NOT NULL,
+    session TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    message TEXT NOT NULL,
+    PRIMARY KEY (tenant, session, seq)
 );
 COMMIT;";
 
@@ -134,32 +142,65 @@ fn redact(url: &str) -> String {
 impl RunStore for PostgresRunStore {
     fn load(&self, tenant: &str, session: &str) -> Result<Option<Checkpoint>, StoreError> {
         let (t, s) = (tenant.to_owned(), session.to_owned());
-        let text: Option<String> = self.run(move |c| {
-            let row = c.query_opt("SELECT checkpoint FROM lovia_runs WHERE tenant = $1 AND session = $2", &[&t, &s])?;
-            Ok(row.map(|r| r.get(0)))
+        let found: Option<(String, Vec<String>)> = self.run(move |c| {
+            let Some(row) =
+                c.query_opt("SELECT checkpoint FROM lovia_runs WHERE tenant = $1 AND session = $2", &[&t, &s])?
+            else {
+                return Ok(None);
+            };
+            let messages = c.query(
+                "SELECT message FROM lovia_run_messages WHERE tenant = $1 AND session = $2 ORDER BY seq",
+                &[&t, &s],
+            )?;
+            Ok(Some((row.get(0), messages.iter().map(|r| r.get(0)).collect())))
         })?;
-        text.map(|t| {
-            serde_json::from_str(&t)
-                .map_err(|e| StoreError::Corrupt { session: session.to_owned(), message: e.to_string() })
-        })
-        .transpose()
+        let Some((head, rows)) = found else { return Ok(None) };
+        let corrupt =
+            |e: serde_json::Error| StoreError::Corrupt { session: session.to_owned(), message: e.to_string() };
+        let messages = rows.iter().map(|m| serde_json::from_str(m)).collect::<Result<Vec<_>, _>>().map_err(corrupt)?;
+        Checkpoint::from_parts(&head, messages).map(Some).map_err(corrupt)
     }
 
     fn save(&self, tenant: &str, session: &str, checkpoint: &Checkpoint) -> Result<(), StoreError> {
-        let text = serde_json::to_string(checkpoint)
-            .map_err(|e| StoreError::Database { location: self.location.to_string(), message: e.to_string() })?;
+        let fail =
+            |e: serde_json::Error| StoreError::Database { location: self.location.to_string(), message: e.to_string() };
+        let head = checkpoint.head_json().map_err(fail)?;
         let status = serde_json::to_value(checkpoint.status)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
+        // Serialising every message costs CPU, not writes: only those past
+        // the stored count are sent. The serialisation happens here, off
+        // the connection thread.
+        let messages =
+            checkpoint.messages.iter().map(serde_json::to_string).collect::<Result<Vec<_>, _>>().map_err(fail)?;
         let (t, s) = (tenant.to_owned(), session.to_owned());
         self.run(move |c| {
-            c.execute(
+            let mut tx = c.transaction()?;
+            let stored: i64 = tx
+                .query_one(
+                    "SELECT COALESCE(MAX(seq) + 1, 0) FROM lovia_run_messages WHERE tenant = $1 AND session = $2",
+                    &[&t, &s],
+                )?
+                .get(0);
+            let len = i64::try_from(messages.len()).unwrap_or(i64::MAX);
+            if stored > len {
+                tx.execute(
+                    "DELETE FROM lovia_run_messages WHERE tenant = $1 AND session = $2 AND seq >= $3",
+                    &[&t, &s, &len],
+                )?;
+            }
+            let insert =
+                tx.prepare("INSERT INTO lovia_run_messages (tenant, session, seq, message) VALUES ($1, $2, $3, $4)")?;
+            for (seq, message) in messages.iter().enumerate().skip(stored.clamp(0, len) as usize) {
+                tx.execute(&insert, &[&t, &s, &(seq as i64), message])?;
+            }
+            tx.execute(
                 "INSERT INTO lovia_runs (tenant, session, status, checkpoint) VALUES ($1, $2, $3, $4)
                  ON CONFLICT (tenant, session) DO UPDATE SET status = $3, checkpoint = $4, updated = now()",
-                &[&t, &s, &status, &text],
+                &[&t, &s, &status, &head],
             )?;
-            Ok(())
+            tx.commit()
         })
     }
 
@@ -175,7 +216,10 @@ impl RunStore for PostgresRunStore {
 
     fn delete(&self, tenant: &str, session: &str) -> Result<bool, StoreError> {
         let (t, s) = (tenant.to_owned(), session.to_owned());
-        self.run(move |c| Ok(c.execute("DELETE FROM lovia_runs WHERE tenant = $1 AND session = $2", &[&t, &s])? > 0))
+        self.run(move |c| {
+            c.execute("DELETE FROM lovia_run_messages WHERE tenant = $1 AND session = $2", &[&t, &s])?;
+            Ok(c.execute("DELETE FROM lovia_runs WHERE tenant = $1 AND session = $2", &[&t, &s])? > 0)
+        })
     }
 }
 

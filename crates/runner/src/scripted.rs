@@ -9,7 +9,7 @@ use std::sync::Mutex;
 /// Replays `replies` in order, one per request, and records every request.
 ///
 /// ```
-/// use lovia_host::runner::{ModelReply, ScriptedProvider};
+/// use lovia_runner::{ModelReply, ScriptedProvider};
 /// let model = ScriptedProvider::new([ModelReply::text("Done.")]);
 /// assert_eq!(model.requests().len(), 0);
 /// ```

@@ -1,18 +1,22 @@
-//! The embedded run store: one SQLite file, WAL, one row per session.
+//! The embedded run store: one SQLite file, WAL. A session is one row for
+//! the checkpoint's head and one row per transcript message, so a save
+//! writes the head and the messages added since the last save, never the
+//! whole transcript again.
 
 use super::checkpoint::{Checkpoint, RunStore, StoreError};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The schema this build writes; a file with a newer one is refused.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// A [`RunStore`] in one SQLite file.
 ///
 /// ```
-/// use lovia_host::runner::{Checkpoint, RunStore, SqliteRunStore};
+/// use lovia_runner::{Checkpoint, RunStore, SqliteRunStore};
 /// let dir = tempfile::tempdir().unwrap();
 /// let store = SqliteRunStore::open(dir.path().join("runs.db")).unwrap();
 /// store.save("acme", "s1", &Checkpoint::new("run_1", "support")).unwrap();
@@ -22,6 +26,8 @@ const SCHEMA_VERSION: i64 = 1;
 pub struct SqliteRunStore {
     path: PathBuf,
     conn: Mutex<Connection>,
+    /// Bytes of checkpoint data written so far (heads and messages).
+    written: AtomicU64,
 }
 
 impl SqliteRunStore {
@@ -50,10 +56,23 @@ impl SqliteRunStore {
                 checkpoint TEXT NOT NULL,
                 PRIMARY KEY (tenant, session)
             );
-            PRAGMA user_version = 1;",
+            CREATE TABLE IF NOT EXISTS run_messages (
+                tenant TEXT NOT NULL,
+                session TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                message TEXT NOT NULL,
+                PRIMARY KEY (tenant, session, seq)
+            ) WITHOUT ROWID;
+            PRAGMA user_version = 2;",
         )
         .map_err(err)?;
-        Ok(Self { conn: Mutex::new(conn), path })
+        Ok(Self { conn: Mutex::new(conn), path, written: AtomicU64::new(0) })
+    }
+
+    /// Bytes of checkpoint data this store has written since it was opened:
+    /// what a save costs, which does not grow with the transcript.
+    pub fn bytes_written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
     }
 
     fn err(&self, e: impl std::fmt::Display) -> StoreError {
@@ -64,7 +83,7 @@ impl SqliteRunStore {
 impl RunStore for SqliteRunStore {
     fn load(&self, tenant: &str, session: &str) -> Result<Option<Checkpoint>, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let text: Option<String> = conn
+        let head: Option<String> = conn
             .query_row(
                 "SELECT checkpoint FROM runs WHERE tenant = ?1 AND session = ?2",
                 params![tenant, session],
@@ -72,24 +91,62 @@ impl RunStore for SqliteRunStore {
             )
             .optional()
             .map_err(|e| self.err(e))?;
-        text.map(|t| {
-            serde_json::from_str(&t)
-                .map_err(|e| StoreError::Corrupt { session: session.to_owned(), message: e.to_string() })
-        })
-        .transpose()
+        let Some(head) = head else { return Ok(None) };
+        let corrupt =
+            |e: serde_json::Error| StoreError::Corrupt { session: session.to_owned(), message: e.to_string() };
+        let mut stmt = conn
+            .prepare_cached("SELECT message FROM run_messages WHERE tenant = ?1 AND session = ?2 ORDER BY seq")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt.query_map(params![tenant, session], |r| r.get::<_, String>(0)).map_err(|e| self.err(e))?;
+        let mut messages = Vec::new();
+        for row in rows {
+            messages.push(serde_json::from_str(&row.map_err(|e| self.err(e))?).map_err(corrupt)?);
+        }
+        Checkpoint::from_parts(&head, messages).map(Some).map_err(corrupt)
     }
 
     fn save(&self, tenant: &str, session: &str, checkpoint: &Checkpoint) -> Result<(), StoreError> {
-        let text = serde_json::to_string(checkpoint).map_err(|e| self.err(e))?;
+        let head = checkpoint.head_json().map_err(|e| self.err(e))?;
         let status = serde_json::to_value(checkpoint.status).map_err(|e| self.err(e))?;
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        conn.execute(
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let stored: i64 = tx
+            .query_row(
+                "SELECT COALESCE(MAX(seq) + 1, 0) FROM run_messages WHERE tenant = ?1 AND session = ?2",
+                params![tenant, session],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        let len = i64::try_from(checkpoint.messages.len()).unwrap_or(i64::MAX);
+        // The transcript only grows; a shorter one (a session rewritten by
+        // hand) replaces the stored tail.
+        if stored > len {
+            tx.execute(
+                "DELETE FROM run_messages WHERE tenant = ?1 AND session = ?2 AND seq >= ?3",
+                params![tenant, session, len],
+            )
+            .map_err(|e| self.err(e))?;
+        }
+        let mut written = head.len();
+        {
+            let mut insert = tx
+                .prepare_cached("INSERT INTO run_messages (tenant, session, seq, message) VALUES (?1, ?2, ?3, ?4)")
+                .map_err(|e| self.err(e))?;
+            for (seq, message) in checkpoint.messages.iter().enumerate().skip(stored.min(len) as usize) {
+                let text = serde_json::to_string(message).map_err(|e| self.err(e))?;
+                written += text.len();
+                insert.execute(params![tenant, session, seq as i64, text]).map_err(|e| self.err(e))?;
+            }
+        }
+        tx.execute(
             "INSERT INTO runs (tenant, session, status, updated_ms, checkpoint) VALUES (?1, ?2, ?3, ?4, ?5)
              ON CONFLICT (tenant, session) DO UPDATE SET status = ?3, updated_ms = ?4, checkpoint = ?5",
-            params![tenant, session, status.as_str().unwrap_or_default(), now, text],
+            params![tenant, session, status.as_str().unwrap_or_default(), now, head],
         )
         .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
+        self.written.fetch_add(written as u64, Ordering::Relaxed);
         Ok(())
     }
 
@@ -104,6 +161,8 @@ impl RunStore for SqliteRunStore {
 
     fn delete(&self, tenant: &str, session: &str) -> Result<bool, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        conn.execute("DELETE FROM run_messages WHERE tenant = ?1 AND session = ?2", params![tenant, session])
+            .map_err(|e| self.err(e))?;
         let n = conn
             .execute("DELETE FROM runs WHERE tenant = ?1 AND session = ?2", params![tenant, session])
             .map_err(|e| self.err(e))?;

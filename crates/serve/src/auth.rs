@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 ///
 /// ```
 /// assert_eq!(
-///     lovia_host::serve::hash_key("test"),
+///     lovia_serve::hash_key("test"),
 ///     "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 /// );
 /// ```

@@ -3,14 +3,13 @@
 //! session); its events go to every connected reader; it survives readers
 //! leaving, and is persisted so that it survives the process too.
 
-use super::sse::{SseBody, frame};
+use super::sse::{Reader, frame};
 use super::{Service, Tenant, error, unauthorized};
 use axum::Json;
-use axum::body::Body;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use lovia_host::BoxFuture;
 use lovia_host::CallContext;
 use lovia_host::approval::{ApprovalChannel, ApprovalDecision, ApprovalHandler, ApprovalRequest, HandlerAnswer};
@@ -27,23 +26,21 @@ use tokio::sync::mpsc;
 pub(crate) struct LiveRun {
     approvals: ApprovalChannel,
     cancel: CancelToken,
-    readers: Mutex<Vec<mpsc::UnboundedSender<Bytes>>>,
+    /// One bounded queue per reader; a full one is dropped (see `sse`).
+    readers: Mutex<Vec<mpsc::Sender<Event>>>,
 }
 
 impl LiveRun {
-    fn send(&self, bytes: Bytes) {
-        self.readers.lock().unwrap_or_else(|p| p.into_inner()).retain(|r| r.send(bytes.clone()).is_ok());
+    /// Queues `event` for every reader; a reader whose queue is full or
+    /// closed is dropped, which ends its stream (docs/operators.md, "Routes").
+    fn send(&self, event: Event) {
+        self.readers.lock().unwrap_or_else(|p| p.into_inner()).retain(|r| r.try_send(event.clone()).is_ok());
     }
 
     /// A new reader's stream; `replay` frames go first.
-    fn subscribe(self: &Arc<Self>, replay: Vec<Bytes>) -> SseBody {
-        let (tx, rx) = mpsc::unbounded_channel();
-        for f in replay {
-            let _ = tx.send(f);
-        }
-        self.readers.lock().unwrap_or_else(|p| p.into_inner()).push(tx);
+    fn subscribe(self: &Arc<Self>, replay: Vec<Event>) -> Reader {
         let live = Arc::downgrade(self);
-        SseBody::new(rx, move || {
+        let (tx, reader) = Reader::new(move || {
             // The last reader left: what it was asked to decide is denied (docs/semantics.md §13).
             if let Some(live) = live.upgrade() {
                 let mut readers = live.readers.lock().unwrap_or_else(|p| p.into_inner());
@@ -53,10 +50,15 @@ impl LiveRun {
                     live.approvals.release(ApprovalDecision::Deny);
                 }
             }
-        })
+        });
+        for f in replay {
+            let _ = tx.try_send(f);
+        }
+        self.readers.lock().unwrap_or_else(|p| p.into_inner()).push(tx);
+        reader
     }
 
-    fn pending_frames(&self) -> Vec<Bytes> {
+    fn pending_frames(&self) -> Vec<Event> {
         self.approvals
             .pending()
             .iter()
@@ -152,7 +154,7 @@ pub(crate) async fn chat(State(service): State<Service>, headers: HeaderMap, bod
         }
         // Reconnect: the pending approvals again, then the live events.
         let body = live.subscribe(live.pending_frames());
-        return sse_response(body);
+        return service.sse_response(body);
     }
     if input.is_none() {
         let unfinished =
@@ -162,15 +164,18 @@ pub(crate) async fn chat(State(service): State<Service>, headers: HeaderMap, bod
         }
     }
     match service.start_run(tenant, &session, input, true) {
-        Ok(Some(live)) => sse_response(live),
+        Ok(Some(live)) => service.sse_response(live),
         Ok(None) => error(StatusCode::INTERNAL_SERVER_ERROR, "the run started without a reader"),
         Err(refusal) => refusal.into_response(),
     }
 }
 
-fn sse_response(body: SseBody) -> Response {
-    ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::new(body))
-        .into_response()
+impl Service {
+    fn sse_response(&self, reader: Reader) -> Response {
+        let mut response = reader.into_response(self.inner.sse_keep_alive);
+        response.headers_mut().insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-cache"));
+        response
+    }
 }
 
 pub(crate) async fn approve(State(service): State<Service>, headers: HeaderMap, body: String) -> Response {
@@ -290,7 +295,7 @@ impl Service {
         session: &str,
         input: Option<String>,
         read: bool,
-    ) -> Result<Option<SseBody>, ApiError> {
+    ) -> Result<Option<Reader>, ApiError> {
         let provider = tenant.model.provider().map_err(|reason| ApiError(StatusCode::SERVICE_UNAVAILABLE, reason))?;
         let Ok(permit) = tenant.runs.clone().try_acquire_owned() else {
             self.inner.metrics.refuse(&tenant.name, "max_concurrent_runs");

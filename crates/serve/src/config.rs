@@ -4,6 +4,7 @@
 //! listen = "127.0.0.1:8700"          # default
 //! store = "lovia.db"                 # default: ./lovia.db (sessions, checkpoints)
 //! approval_timeout_secs = 600        # default; an undecided approval is then denied
+//! sse_keep_alive_secs = 15           # default; a keep-alive comment after this much silence
 //! max_plugin_bytes = 33554432        # default (32 MiB) for POST /api/plugins
 //!
 //! [[tenants]]
@@ -48,6 +49,11 @@ pub struct ServeConfig {
     /// denied. Default: 600.
     #[serde(default = "default_approval_timeout")]
     pub approval_timeout_secs: u64,
+    /// Seconds of silence on a chat's SSE stream before a keep-alive comment
+    /// (`:`) is sent, so that proxies do not cut a stream that waits.
+    /// Default: 15; at least 1.
+    #[serde(default = "default_sse_keep_alive")]
+    pub sse_keep_alive_secs: u64,
     /// The largest `.wasm` `POST /api/plugins` accepts. Default: 32 MiB.
     #[serde(default = "default_max_plugin_bytes")]
     pub max_plugin_bytes: usize,
@@ -57,6 +63,10 @@ pub struct ServeConfig {
 
 fn default_approval_timeout() -> u64 {
     600
+}
+
+fn default_sse_keep_alive() -> u64 {
+    15
 }
 
 fn default_max_plugin_bytes() -> usize {
@@ -282,6 +292,7 @@ impl ServeConfig {
             listen: default_listen(),
             store: None,
             approval_timeout_secs: default_approval_timeout(),
+            sse_keep_alive_secs: default_sse_keep_alive(),
             max_plugin_bytes: default_max_plugin_bytes(),
             tenants,
         }
@@ -306,6 +317,9 @@ impl ServeConfig {
             && !store.to_str().is_some_and(is_database_url)
         {
             *store = base.join(&*store);
+        }
+        if self.sse_keep_alive_secs == 0 {
+            return Err("sse_keep_alive_secs must be at least 1".into());
         }
         let mut names = std::collections::HashSet::new();
         let mut keys = std::collections::HashSet::new();

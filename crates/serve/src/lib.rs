@@ -78,6 +78,8 @@ struct Inner {
     /// Runs in progress by (tenant index, session id).
     live: Mutex<HashMap<(usize, String), Arc<chat::LiveRun>>>,
     approval_timeout: Duration,
+    /// Silence on an SSE stream before a keep-alive comment.
+    sse_keep_alive: Duration,
     max_plugin_bytes: usize,
 }
 
@@ -191,6 +193,7 @@ impl Service {
                 store,
                 live: Mutex::default(),
                 approval_timeout: Duration::from_secs(config.approval_timeout_secs),
+                sse_keep_alive: Duration::from_secs(config.sse_keep_alive_secs.max(1)),
                 max_plugin_bytes: config.max_plugin_bytes,
             }),
         })

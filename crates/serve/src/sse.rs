@@ -1,32 +1,51 @@
-//! The body of an SSE response: frames from a run's pump, and a guard that
-//! tells the run when its reader left.
+//! Server-sent events through axum's [`Sse`], with keep-alive comments so
+//! that proxies and load balancers do not cut a stream that waits (for an
+//! approval, say) with nothing to send.
+//!
+//! Each reader of a run has a bounded queue of [`READER_QUEUE`] events. A
+//! reader that falls that far behind is disconnected rather than buffered
+//! without bound: its stream ends, and it can reconnect (`POST /api/chat`
+//! without `input`), which replays the pending approvals, and read the whole
+//! transcript with `GET /api/chat/{session_id}`.
 
-use bytes::Bytes;
-use hyper::body::{Body, Frame};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// One SSE frame: `event: <name>` and one `data:` line of JSON.
-pub(crate) fn frame(event: &str, data: &serde_json::Value) -> Bytes {
-    Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
+/// Events queued for one reader before it counts as too slow and is disconnected.
+pub(crate) const READER_QUEUE: usize = 1024;
+
+/// One SSE event: `event: <name>` and one `data:` line of JSON.
+pub(crate) fn frame(event: &str, data: &serde_json::Value) -> Event {
+    Event::default().event(event).data(data.to_string())
 }
 
-/// Streams the frames it receives until the sender is gone; runs
-/// `on_drop` when the client disconnects (or the stream ends).
-pub(crate) struct SseBody {
-    rx: mpsc::UnboundedReceiver<Bytes>,
+/// A reader's stream: the events it receives until the run's sender is gone
+/// (or dropped it for falling behind); runs `on_drop` when the client
+/// disconnects or the stream ends.
+pub(crate) struct Reader {
+    rx: mpsc::Receiver<Event>,
     on_drop: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
 
-impl SseBody {
-    pub(crate) fn new(rx: mpsc::UnboundedReceiver<Bytes>, on_drop: impl FnOnce() + Send + Sync + 'static) -> Self {
-        Self { rx, on_drop: Some(Box::new(on_drop)) }
+impl Reader {
+    /// A reader and the sender that feeds it.
+    pub(crate) fn new(on_drop: impl FnOnce() + Send + Sync + 'static) -> (mpsc::Sender<Event>, Self) {
+        let (tx, rx) = mpsc::channel(READER_QUEUE);
+        (tx, Self { rx, on_drop: Some(Box::new(on_drop)) })
+    }
+
+    /// The SSE response, with a keep-alive comment after `keep_alive` of silence.
+    pub(crate) fn into_response(self, keep_alive: Duration) -> Response {
+        Sse::new(self).keep_alive(KeepAlive::new().interval(keep_alive)).into_response()
     }
 }
 
-impl Drop for SseBody {
+impl Drop for Reader {
     fn drop(&mut self) {
         self.rx.close();
         if let Some(f) = self.on_drop.take() {
@@ -35,11 +54,10 @@ impl Drop for SseBody {
     }
 }
 
-impl Body for SseBody {
-    type Data = Bytes;
-    type Error = Infallible;
+impl futures_core::Stream for Reader {
+    type Item = Result<Event, Infallible>;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.rx.poll_recv(cx).map(|f| f.map(|b| Ok(Frame::data(b))))
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.rx.poll_recv(cx).map(|e| e.map(Ok))
     }
 }

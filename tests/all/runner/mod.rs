@@ -4,6 +4,7 @@
 
 mod handoffs;
 mod resume;
+mod store;
 mod stream;
 mod turns;
 

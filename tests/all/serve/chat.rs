@@ -384,3 +384,24 @@ async fn sessions_can_live_in_postgres() {
     assert_eq!((status, json(&body)["status"].as_str()), (200, Some("completed")), "{body}");
     assert_eq!(json(&body)["messages"][2]["content"], "kept");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_chat_stream_gets_keep_alive_comments() {
+    // A chat waiting on an approval sends nothing; a keep-alive comment after
+    // each interval of silence keeps proxies from cutting it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replies = j!([calls(&[("c1", "refund", REFUND)]), {"content": "done"}]);
+    let mut config = ServeConfig::new(vec![chat_tenant("acme", "acme-key", script(dir.path(), replies))]);
+    config.sse_keep_alive_secs = 1;
+    let addr = start_with(config).await;
+    let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "k1", "input": "refund"}"#).await;
+    assert_eq!(sse.status, 200);
+    sse.until("approval_required").await;
+    let lines = sse.lines_for(Duration::from_millis(2_600)).await;
+    let comments = lines.iter().filter(|l| l.starts_with(':')).count();
+    assert!(comments >= 2, "two intervals of silence give at least two keep-alive comments: {lines:?}");
+    assert!(
+        lines.iter().all(|l| l.is_empty() || l.starts_with(':')),
+        "nothing but keep-alives while waiting: {lines:?}"
+    );
+}

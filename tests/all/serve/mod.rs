@@ -138,6 +138,23 @@ impl Sse {
         tokio::time::timeout(std::time::Duration::from_secs(30), read).await.expect("an event within 30 s")
     }
 
+    /// The raw lines read during `window`: the stream must stay open that long.
+    pub(crate) async fn lines_for(&mut self, window: std::time::Duration) -> Vec<String> {
+        use tokio::io::AsyncBufReadExt;
+        let mut lines = Vec::new();
+        let deadline = tokio::time::Instant::now() + window;
+        loop {
+            let mut line = String::new();
+            match tokio::time::timeout_at(deadline, self.reader.read_line(&mut line)).await {
+                Err(_) => return lines,
+                Ok(read) => {
+                    assert!(read.expect("read") > 0, "the stream ended early: {lines:?}");
+                    lines.push(line.trim_end_matches(['\r', '\n']).to_owned());
+                }
+            }
+        }
+    }
+
     /// Events until (and including) the first named `name`.
     pub(crate) async fn until(&mut self, name: &str) -> Vec<(String, serde_json::Value)> {
         let mut seen = Vec::new();

@@ -1,14 +1,14 @@
 //! What the host tells a call about its run.
 
+use super::CancelToken;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 /// Receives a call's progress messages (`ToolProgress` events).
 pub type ProgressSink = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// What the host tells a call about its run. Default: empty ids, agent
-/// `"lovia"`, turn 0, no session, no dependencies, never cancelled.
+/// `""`, turn 0, no session, no dependencies, never cancelled.
 #[derive(Clone, Default)]
 pub struct CallContext {
     /// The run's id.
@@ -25,8 +25,9 @@ pub struct CallContext {
     pub turn: u32,
     /// JSON values granted to the plugin, by key.
     pub dependencies: Arc<HashMap<String, String>>,
-    /// Set when the run is cancelled; the guest can poll it.
-    pub cancelled: Arc<AtomicBool>,
+    /// The run's cancel token; the guest polls it through `context.cancelled()`,
+    /// and a native tool that starts a sub-run gives it [`CancelToken::child`].
+    pub cancel: CancelToken,
     /// Where progress messages go. Default: nowhere.
     pub progress: Option<ProgressSink>,
 }

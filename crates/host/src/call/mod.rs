@@ -2,6 +2,7 @@
 //! spec, what a call returns, how it failed, and the strings the model reads.
 //! A leaf: it depends on no other module of the crate.
 
+mod cancel;
 mod context;
 mod kind;
 mod outcome;
@@ -11,6 +12,7 @@ mod spec;
 pub mod text;
 mod truncate;
 
+pub use cancel::CancelToken;
 pub use context::{CallContext, ProgressSink};
 pub use kind::ErrorKind;
 pub use outcome::{CallOutcome, Failure};

@@ -5,7 +5,6 @@
 
 mod attempt;
 mod budget;
-mod cancel;
 mod complete;
 mod event;
 mod preflight;
@@ -13,8 +12,8 @@ mod schedule;
 mod tool;
 mod toolset;
 
+pub use crate::call::CancelToken;
 pub use budget::{Budget, BudgetMeter, Usage};
-pub use cancel::CancelToken;
 pub use event::{EventSink, ToolEvent};
 pub use tool::{NativeFn, Tool, ToolBuilder};
 pub use toolset::{NameConflict, ToolSource, Toolset};

@@ -158,7 +158,7 @@ fn call_context(exec: &Executor, run: &RunState, call: &ToolCall, events: &Event
         tenant: run.tenant.clone(),
         turn: run.turn,
         dependencies: run.dependencies.clone(),
-        cancelled: run.cancel.flag(),
+        cancel: run.cancel.clone(),
         progress: Some(Arc::new(move |message: &str| {
             sink.emit(ToolEvent::ToolProgress { call: progress_call.clone(), message: message.to_owned() })
         })),

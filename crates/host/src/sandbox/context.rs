@@ -3,7 +3,6 @@
 use super::SandboxState;
 use crate::bindings::lovia::tools::context::Host;
 use crate::bindings::wit::LogLevel;
-use std::sync::atomic::Ordering;
 
 impl SandboxState {
     /// Counts one progress message or log line; false once the budget is spent.
@@ -48,7 +47,7 @@ impl Host for SandboxState {
         self.call.dependencies.get(&key).cloned()
     }
     fn cancelled(&mut self) -> bool {
-        self.call.cancelled.load(Ordering::Relaxed)
+        self.call.cancel.is_cancelled()
     }
     fn progress(&mut self, message: String) {
         if !self.take_event_budget() {

@@ -56,16 +56,8 @@ impl RetryPolicy {
             return after.min(self.max_delay);
         }
         let exp = self.base.saturating_mul(1 << retry.saturating_sub(1).min(16)).min(self.max_delay);
-        exp.mul_f64(0.5 + jitter() / 2.0)
+        exp.mul_f64(0.5 + rand::random::<f64>() / 2.0)
     }
-}
-
-/// A number in [0, 1) from the process's random hasher keys.
-fn jitter() -> f64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u8(0);
-    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 fn retryable(status: u16) -> bool {
