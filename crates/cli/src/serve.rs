@@ -22,7 +22,7 @@ pub(crate) struct Args {
     /// The SQLite file of sessions and checkpoints, instead of the config's
     /// `store` (default: lovia.db in the current directory).
     #[arg(long, value_name = "FILE")]
-    store: Option<PathBuf>,
+    store: Option<lovia_runner::StoreUrl>,
     /// Read an API key from stdin, print the SHA-256 that goes into
     /// `api_keys`, and exit.
     #[arg(long)]
@@ -62,11 +62,7 @@ pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliE
     let local = listener.local_addr().map_err(|e| CliError::new(e.to_string()))?;
     let tenants: Vec<&str> = config.tenants.iter().map(|t| t.name.as_str()).collect();
     let store = config.store.clone().unwrap_or_else(|| "lovia.db".into());
-    println!(
-        "lovia serve listening on http://{local} (tenants: {}; sessions in {})",
-        tenants.join(", "),
-        store.display()
-    );
+    println!("lovia serve listening on http://{local} (tenants: {}; sessions in {})", tenants.join(", "), store);
     println!("  curl http://{local}/healthz");
     println!("  curl -H 'Authorization: Bearer <key>' http://{local}/api/tools");
     println!(
@@ -78,13 +74,13 @@ pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliE
     println!(
         "  curl -H 'Authorization: Bearer <key>' -d '{{\"session_id\": \"s1\", \"call_id\": \"<id>\", \"decision\": \"approve\"}}' http://{local}/api/chat/approve"
     );
-    // Ctrl-C stops accepting connections and lets requests finish, but a chat
+    // Ctrl-C or SIGTERM stops accepting connections and lets requests finish, but a chat
     // can wait on an approval for minutes: after the grace period the process
     // exits, and its unfinished runs resume from their checkpoints at the next start.
     let stop = std::sync::Arc::new(tokio::sync::Notify::new());
     let signalled = stop.clone();
     let shutdown = async move {
-        let _ = tokio::signal::ctrl_c().await;
+        terminate().await;
         eprintln!("shutting down: finishing requests in flight (at most {} s)", SHUTDOWN_GRACE.as_secs());
         signalled.notify_one();
     };
@@ -96,4 +92,28 @@ pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliE
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM, what `docker stop` and Kubernetes send.
+async fn terminate() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(e) => {
+                eprintln!("cannot listen for SIGTERM ({e}); only Ctrl-C stops the service gracefully");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

@@ -14,6 +14,7 @@ pub mod providers;
 mod scripted;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod store_url;
 mod stream;
 
 pub use agent::{Agent, DEFAULT_MAX_TURNS, tool_name};
@@ -25,6 +26,7 @@ pub use provider::{Message, ModelProvider, ModelReply, ModelRequest, ModelSettin
 pub use scripted::ScriptedProvider;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteRunStore;
+pub use store_url::StoreUrl;
 pub use stream::RunHandle;
 
 use lovia_host::call::text;

@@ -6,6 +6,7 @@
 //! there, as a SQLite call waits for the disk.
 
 use super::checkpoint::{Checkpoint, RunStore, StoreError};
+use super::store_url::redact;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
@@ -125,20 +126,6 @@ fn message(e: &postgres::Error) -> String {
     }
 }
 
-/// `url` with any password replaced by `***`.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
-}
-
 impl RunStore for PostgresRunStore {
     fn load(&self, tenant: &str, session: &str) -> Result<Option<Checkpoint>, StoreError> {
         let (t, s) = (tenant.to_owned(), session.to_owned());
@@ -220,15 +207,5 @@ impl RunStore for PostgresRunStore {
             c.execute("DELETE FROM lovia_run_messages WHERE tenant = $1 AND session = $2", &[&t, &s])?;
             Ok(c.execute("DELETE FROM lovia_runs WHERE tenant = $1 AND session = $2", &[&t, &s])? > 0)
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn passwords_never_reach_error_messages() {
-        assert_eq!(super::redact("postgres://lovia:s3cret@db/x"), "postgres://lovia:***@db/x");
-        assert_eq!(super::redact("postgres://lovia@db/x"), "postgres://lovia@db/x");
-        assert_eq!(super::redact("host=/tmp user=x"), "host=/tmp user=x");
     }
 }

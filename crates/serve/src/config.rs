@@ -28,6 +28,7 @@
 use lovia_host::plugin::InstanceMode;
 use lovia_host::plugin::config::{LimitOverrides, PluginConfig};
 use lovia_host::sandbox::Grants;
+use lovia_runner::StoreUrl;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -44,7 +45,7 @@ pub struct ServeConfig {
     /// `lovia.db` in the directory `lovia serve` starts in; a path set here
     /// is relative to this file.
     #[serde(default)]
-    pub store: Option<PathBuf>,
+    pub store: Option<StoreUrl>,
     /// Seconds an approval waits for `POST /api/chat/approve` before it is
     /// denied. Default: 600.
     #[serde(default = "default_approval_timeout")]
@@ -257,11 +258,6 @@ pub enum ServeConfigError {
     },
 }
 
-/// Whether `store` names a PostgreSQL database rather than a file.
-pub(crate) fn is_database_url(store: &str) -> bool {
-    store.starts_with("postgres://") || store.starts_with("postgresql://")
-}
-
 impl TenantConfig {
     /// A tenant with the keys whose hashes are `api_keys`, no plugins, and
     /// every other field at its default.
@@ -312,11 +308,8 @@ impl ServeConfig {
 
     /// Checks names, keys and quotas, and resolves relative paths against `base`.
     pub fn resolve(&mut self, base: &Path) -> Result<(), String> {
-        if let Some(store) = &mut self.store
-            && store.is_relative()
-            && !store.to_str().is_some_and(is_database_url)
-        {
-            *store = base.join(&*store);
+        if let Some(store) = self.store.take() {
+            self.store = Some(store.relative_to(base));
         }
         if self.sse_keep_alive_secs == 0 {
             return Err("sse_keep_alive_secs must be at least 1".into());

@@ -50,7 +50,7 @@ use lovia_host::error::LoadError;
 use lovia_host::exec::{EventSink, ExecSettings, Executor, RunState, ToolCall};
 use lovia_host::{ErrorKind, Tool};
 use lovia_host::{ToolSource, Toolset};
-use lovia_runner::{PostgresRunStore, RunStore, SqliteRunStore, StoreError};
+use lovia_runner::{RunStore, StoreError};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -78,6 +78,8 @@ struct Inner {
     /// Runs in progress by (tenant index, session id).
     live: Mutex<HashMap<(usize, String), Arc<chat::LiveRun>>>,
     approval_timeout: Duration,
+    /// Shared by every tenant's uploads ([`COMPILE_SLOTS`]).
+    compile_slots: Arc<Semaphore>,
     /// Silence on an SSE stream before a keep-alive comment.
     sse_keep_alive: Duration,
     max_plugin_bytes: usize,
@@ -91,8 +93,14 @@ struct Tenant {
     model: model::TenantModel,
     agent: config::AgentConfig,
     runs: Arc<Semaphore>,
+    /// One upload of this tenant compiles at a time.
+    uploads: Arc<Semaphore>,
     quota: Arc<quota::Quota>,
 }
+
+/// Uploads compiling at once across all tenants: one per core of the
+/// machines lovia is sized for, so calls keep a core while uploads compile.
+pub(crate) const COMPILE_SLOTS: usize = 2;
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -128,11 +136,7 @@ impl Service {
     /// Loads every tenant's plugins on `host`, opens the session store and
     /// resumes the runs a previous process left unfinished.
     pub async fn new(host: &Host, config: &ServeConfig) -> Result<Service, ServeError> {
-        let path = config.store.clone().unwrap_or_else(|| "lovia.db".into());
-        let store: Arc<dyn RunStore> = match path.to_str().filter(|p| config::is_database_url(p)) {
-            Some(url) => Arc::new(PostgresRunStore::open(url)?),
-            None => Arc::new(SqliteRunStore::open(&path)?),
-        };
+        let store: Arc<dyn RunStore> = config.store.clone().unwrap_or_else(|| "lovia.db".into()).open()?;
         let service = Self::with_store(host, config, store).await?;
         service.resume_unfinished();
         Ok(service)
@@ -175,6 +179,7 @@ impl Service {
                 model: model::TenantModel::from_config(&t.provider),
                 agent: t.agent.clone(),
                 runs: Arc::new(Semaphore::new(t.max_concurrent_runs as usize)),
+                uploads: Arc::new(Semaphore::new(1)),
                 quota: Arc::new(quota::Quota::new(
                     &t.name,
                     t.max_concurrent_calls,
@@ -193,6 +198,7 @@ impl Service {
                 store,
                 live: Mutex::default(),
                 approval_timeout: Duration::from_secs(config.approval_timeout_secs),
+                compile_slots: Arc::new(Semaphore::new(COMPILE_SLOTS)),
                 sse_keep_alive: Duration::from_secs(config.sse_keep_alive_secs.max(1)),
                 max_plugin_bytes: config.max_plugin_bytes,
             }),

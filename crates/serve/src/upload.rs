@@ -12,6 +12,8 @@ use lovia_host::Tool;
 use lovia_host::exec::Executor;
 use lovia_host::{ToolSource, Toolset};
 use serde_json::json;
+use std::sync::Arc;
+use tokio::sync::Semaphore;
 
 pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, body: Bytes) -> Response {
     let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
@@ -22,8 +24,17 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
     if body.is_empty() {
         return error(StatusCode::BAD_REQUEST, "the body must be a .wasm component");
     }
+    // One upload compiles at a time per tenant, so a tenant cannot queue up
+    // the compile slots that every tenant shares.
+    let Ok(_compiling) = tenant.uploads.clone().try_acquire_owned() else {
+        return error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "an upload of this tenant is already compiling; retry when it is done",
+        );
+    };
     let origin = format!("upload by {}", tenant.name);
-    let plugin = match load_off_the_runtime(service.inner.host.clone(), body, origin).await {
+    let host = service.inner.host.clone();
+    let plugin = match compile_on_the_blocking_pool(host, &service.inner.compile_slots, body, origin).await {
         Ok(p) => p,
         Err(message) => return error(StatusCode::BAD_REQUEST, &message),
     };
@@ -42,22 +53,18 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
 }
 
 /// Compiling a component takes from milliseconds to seconds of CPU. It runs
-/// on a thread of its own, so that the service's workers keep answering.
-async fn load_off_the_runtime(
+/// on tokio's blocking pool, never on a service worker, and at most
+/// [`COMPILE_SLOTS`](super::COMPILE_SLOTS) compile at once across tenants
+/// (later ones wait their turn), so uploads cannot take every core.
+async fn compile_on_the_blocking_pool(
     host: lovia_host::Host,
+    slots: &Arc<Semaphore>,
     bytes: Bytes,
     origin: String,
 ) -> Result<lovia_host::Plugin, String> {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let spawned = std::thread::Builder::new().name("lovia-upload".into()).spawn(move || {
-        let loaded = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-            Ok(rt) => rt.block_on(host.load_bytes(&bytes, &origin)).map_err(|e| e.to_string()),
-            Err(e) => Err(format!("cannot start the compile thread's runtime: {e}")),
-        };
-        let _ = tx.send(loaded);
-    });
-    if let Err(e) = spawned {
-        return Err(format!("cannot start a compile thread: {e}"));
-    }
-    rx.await.unwrap_or_else(|_| Err("the compile thread stopped".into()))
+    let _slot = slots.clone().acquire_owned().await.map_err(|_| "the service is shutting down".to_owned())?;
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || runtime.block_on(host.load_bytes(&bytes, &origin)).map_err(|e| e.to_string()))
+        .await
+        .unwrap_or_else(|e| Err(format!("the compile task failed: {e}")))
 }

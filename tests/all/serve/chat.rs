@@ -248,7 +248,7 @@ fn a_chat_killed_with_its_service_resumes_when_the_service_restarts() {
     let replies =
         j!([calls(&[("c1", "echo", r#"{"text": "before"}"#), ("c2", "refund", REFUND)]), {"content": "Refunded."}]);
     let mut config = ServeConfig::new(vec![chat_tenant("acme", "acme-key", script(dir.path(), replies))]);
-    config.store = Some(dir.path().join("sessions.db"));
+    config.store = Some(dir.path().join("sessions.db").into());
     // The first service dies (its runtime is dropped) while the refund waits
     // for approval and its reader is still connected (a reader that leaves
     // would deny it).

@@ -37,7 +37,7 @@ pub(crate) async fn start(tenants: Vec<TenantConfig>) -> SocketAddr {
 pub(crate) async fn start_with(mut config: ServeConfig) -> SocketAddr {
     let dir = tempfile::tempdir().expect("tempdir");
     config.listen = "127.0.0.1:0".parse().expect("addr");
-    config.store.get_or_insert_with(|| dir.path().join("sessions.db"));
+    config.store.get_or_insert_with(|| dir.path().join("sessions.db").into());
     config.resolve(std::path::Path::new(".")).expect("valid config");
     let service = Service::new(&host(), &config).await.expect("service");
     let listener = tokio::net::TcpListener::bind(config.listen).await.expect("bind");

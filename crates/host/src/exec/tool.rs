@@ -49,7 +49,7 @@ impl Tool {
     /// Starts a host-native tool named `name`.
     ///
     /// ```
-    /// use lovia_host::tool::def::{Tool, ToolOutput};
+    /// use lovia_host::{Tool, ToolOutput};
     /// let shout = Tool::builder("shout")
     ///     .description("Upper-cases text.")
     ///     .parameters(serde_json::json!({
