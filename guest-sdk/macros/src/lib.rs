@@ -1,9 +1,9 @@
 //! The `#[lovia::tool]` attribute. Use it through the `lovia` crate, which
 //! documents it; this crate only holds the procedural macro.
 //!
-//! The macro works in three steps, one module each: [`ast`] parses the
-//! attribute and the function, [`valid`] rejects what cannot become a tool
-//! with a span on the user's code, and [`expand`] emits the tool definition.
+//! The macro works in three steps, one module each: `ast` parses the
+//! attribute and the function, `valid` rejects what cannot become a tool
+//! with a span on the user's code, and `expand` emits the tool definition.
 
 use proc_macro::TokenStream;
 

@@ -4,7 +4,7 @@
 use lovia_runner::{Checkpoint, Message, RunStatus, RunStore, SqliteRunStore};
 
 fn message(i: usize) -> Message {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         Message::User { content: format!("question {i:04}: how are order {i:04} and its refund doing?") }
     } else {
         Message::Assistant {
