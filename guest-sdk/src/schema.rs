@@ -88,17 +88,20 @@ impl ParametersBuilder {
     }
 }
 
-/// The inclusive bounds of the integer formats schemars emits.
-fn integer_bounds(format: &str) -> Option<(Value, Value)> {
+/// The inclusive bounds the model is shown for the integer formats
+/// schemars emits: the real ones for types narrower than 64 bits; none for
+/// 64-bit and pointer-sized ones, whose 2^63−1 tells the model nothing and
+/// costs tokens every turn (unsigned ones keep `minimum: 0`; docs/semantics.md D10).
+fn integer_bounds(format: &str) -> Option<(Option<Value>, Option<Value>)> {
     Some(match format {
-        "int8" => (json!(i8::MIN), json!(i8::MAX)),
-        "int16" => (json!(i16::MIN), json!(i16::MAX)),
-        "int32" => (json!(i32::MIN), json!(i32::MAX)),
-        "int64" | "int" => (json!(i64::MIN), json!(i64::MAX)),
-        "uint8" => (json!(0), json!(u8::MAX)),
-        "uint16" => (json!(0), json!(u16::MAX)),
-        "uint32" => (json!(0), json!(u32::MAX)),
-        "uint64" | "uint" => (json!(0), json!(u64::MAX)),
+        "int8" => (Some(json!(i8::MIN)), Some(json!(i8::MAX))),
+        "int16" => (Some(json!(i16::MIN)), Some(json!(i16::MAX))),
+        "int32" => (Some(json!(i32::MIN)), Some(json!(i32::MAX))),
+        "int64" | "int" => (None, None),
+        "uint8" => (Some(json!(0)), Some(json!(u8::MAX))),
+        "uint16" => (Some(json!(0)), Some(json!(u16::MAX))),
+        "uint32" => (Some(json!(0)), Some(json!(u32::MAX))),
+        "uint64" | "uint" => (Some(json!(0)), None),
         _ => return None,
     })
 }
@@ -118,11 +121,16 @@ fn normalize(value: Value) -> Value {
     if let Some(Value::String(format)) = obj.get("format") {
         if let Some((min, max)) = integer_bounds(format) {
             obj.remove("format");
-            let min_is_tighter = |cur: &Value| cur.as_f64() > min.as_f64();
-            if !obj.get("minimum").is_some_and(min_is_tighter) {
+            // A declared bound tighter than the type's wins; schemars' own
+            // `minimum: 0` of an unsigned type stays either way.
+            if let Some(min) = min
+                && !obj.get("minimum").is_some_and(|cur| cur.as_f64() > min.as_f64())
+            {
                 obj.insert("minimum".into(), min);
             }
-            if !obj.get("maximum").is_some_and(|cur| cur.as_f64() < max.as_f64()) {
+            if let Some(max) = max
+                && !obj.get("maximum").is_some_and(|cur| cur.as_f64() < max.as_f64())
+            {
                 obj.insert("maximum".into(), max);
             }
         } else if format == "double" || format == "float" {
@@ -136,6 +144,15 @@ fn normalize(value: Value) -> Value {
             (k, v)
         })
         .collect();
+    // A single-variant unit enum is a constant (docs/semantics.md D10).
+    if obj.get("type") == Some(&json!("string"))
+        && let Some(Value::Array(values)) = obj.get("enum")
+        && let [only @ Value::String(_)] = values.as_slice()
+    {
+        let only = only.clone();
+        obj.remove("enum");
+        obj.insert("const".into(), only);
+    }
     // `{"type": ["T", "null"]}` becomes `{"anyOf": [{"type": "T"}, {"type": "null"}]}` (docs/semantics.md §2 rule 4).
     let nullable_type = match obj.get("type") {
         Some(Value::Array(types)) if types.len() == 2 && types.contains(&json!("null")) => {
@@ -259,6 +276,45 @@ mod tests {
     }
 
     #[test]
+    fn sixty_four_bit_integers_carry_no_noise_bounds() {
+        let s = one(ArgMeta { name: "n", ..Default::default() }, |b, m| {
+            b.arg::<i64>(m);
+        });
+        assert_eq!(s["properties"]["n"], json!({"type": "integer"}));
+        let s = one(ArgMeta { name: "n", ..Default::default() }, |b, m| {
+            b.arg::<u64>(m);
+        });
+        assert_eq!(s["properties"]["n"], json!({"minimum": 0, "type": "integer"}));
+        let s = one(ArgMeta { name: "n", ..Default::default() }, |b, m| {
+            b.arg::<usize>(m);
+        });
+        assert_eq!(s["properties"]["n"], json!({"minimum": 0, "type": "integer"}));
+        let s = one(ArgMeta { name: "n", ..Default::default() }, |b, m| {
+            b.arg::<i32>(m);
+        });
+        assert_eq!(s["properties"]["n"], json!({"maximum": i32::MAX, "minimum": i32::MIN, "type": "integer"}));
+    }
+
+    #[test]
+    fn a_single_variant_unit_enum_is_a_const() {
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code, reason = "only its schema is used")]
+        enum Only {
+            #[serde(rename = "x")]
+            X,
+        }
+        let s = one(ArgMeta { name: "e", ..Default::default() }, |b, m| {
+            b.arg::<Only>(m);
+        });
+        let e = &s["properties"]["e"];
+        let resolved = match e.get("$ref").and_then(Value::as_str) {
+            Some(r) => s["$defs"][r.trim_start_matches("#/$defs/")].clone(),
+            None => e.clone(),
+        };
+        assert_eq!(resolved, json!({"const": "x", "type": "string"}));
+    }
+
+    #[test]
     fn optional_with_constraint_lifts_description_and_default() {
         let meta = ArgMeta {
             name: "x",
@@ -272,7 +328,7 @@ mod tests {
         });
         assert_eq!(
             s["properties"]["x"].to_string(),
-            r#"{"anyOf":[{"maximum":9223372036854775807,"minimum":1,"type":"integer"},{"type":"null"}],"default":null,"description":"the x"}"#
+            r#"{"anyOf":[{"minimum":1,"type":"integer"},{"type":"null"}],"default":null,"description":"the x"}"#
         );
         assert!(s.get("required").is_none());
     }

@@ -170,3 +170,16 @@ async fn plugin_rejections_are_final_strings() {
         CallOutcome::Rejected { kind: ErrorKind::UnknownTool, text: "Tool 'nope' is not available.".into() }
     );
 }
+
+#[test]
+fn the_json_decoder_wording_is_serde_jsons() {
+    // docs/semantics.md D13: the decoder's own words after the fixed frame;
+    // this pins them so that a serde_json upgrade cannot change them unseen.
+    assert_eq!(
+        err(r#"{"count": 1"#),
+        "Invalid JSON in tool arguments: EOF while parsing an object at line 1 column 11"
+    );
+    assert_eq!(err(r#"{"count": }"#), "Invalid JSON in tool arguments: expected value at line 1 column 11");
+    assert_eq!(err("{count: 1}"), "Invalid JSON in tool arguments: key must be a string at line 1 column 2");
+    assert_eq!(err("   "), "Invalid JSON in tool arguments: EOF while parsing a value at line 1 column 3");
+}

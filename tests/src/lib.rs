@@ -152,6 +152,7 @@ pub mod turn {
                     ToolEvent::ToolCallFailed { error, .. } => ("failed", error, false),
                     ToolEvent::ToolCallCompleted { output, is_error, .. } => ("completed", output, is_error),
                     ToolEvent::ToolProgress { message, .. } => ("progress", message, false),
+                    other => panic!("an event this harness does not know: {other:?}"),
                 };
                 seen.push(Seen { kind, call, text, is_error, t_ms });
             }

@@ -97,6 +97,7 @@ fn table(m: &Manifest, imports: &[String], grants: &lovia_host::sandbox::Grants)
             lovia_host::ApprovalMode::Never => {}
             lovia_host::ApprovalMode::Always => flags.push("needs approval".into()),
             lovia_host::ApprovalMode::AskPlugin => flags.push("approval decided by plugin".into()),
+            other => flags.push(format!("approval: {other:?}")),
         }
         out += &format!(
             "\n{}{}\n",

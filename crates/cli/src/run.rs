@@ -249,12 +249,11 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
                 printer.print(json!({"event": "turn_ended", "turn": state.turn}));
             }
             Err(error) => {
-                let (results, filler, kind) = match &error {
-                    TurnError::Cancelled { results, .. } => (results, "Tool error: run cancelled", "RunCancelled"),
-                    TurnError::BudgetExceeded { results, .. } => {
-                        (results, "Tool error: not run: budget exceeded", "BudgetExceeded")
-                    }
+                let (filler, kind) = match &error {
+                    TurnError::BudgetExceeded { .. } => ("Tool error: not run: budget exceeded", "BudgetExceeded"),
+                    _ => ("Tool error: run cancelled", "RunCancelled"),
                 };
+                let results = error.results();
                 // docs/semantics.md D8: the next request answers every call id, so no provider sees a dangling call.
                 printer.print(json!({"event": "tool_messages", "turn": state.turn, "messages": messages(calls, results, Some(filler))}));
                 printer.print(json!({"event": "run_failed", "error": {"type": kind, "message": error.to_string()}}));
@@ -345,6 +344,8 @@ impl Printer {
                 v["message"] = json!(message);
                 v
             }
+            // An event this build does not print.
+            _ => return,
         };
         self.print(value);
     }

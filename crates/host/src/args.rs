@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 /// Why the model's arguments were rejected. `Display` is the exact text the
 /// model reads (without the `Tool error: ` prefix for [`ArgumentError::Invalid`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ArgumentError {
     /// The text is not JSON.
     #[error("Invalid JSON in tool arguments: {message}")]
@@ -44,15 +45,30 @@ pub struct ArgumentValidator {
     order: Vec<String>,
 }
 
+/// Why a tool's parameters schema was refused.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// The schema does not describe an object.
+    #[error("the parameters schema must have \"type\": \"object\"")]
+    NotAnObject,
+    /// The schema is not valid JSON Schema (2020-12).
+    #[error("invalid parameters schema: {message}")]
+    Invalid {
+        /// The schema compiler's message.
+        message: String,
+    },
+}
+
 /// Nesting past this depth is not coerced (the validator still checks it).
 const MAX_DEPTH: usize = 64;
 
 impl ArgumentValidator {
     /// Compiles `schema`. Fails with a readable reason when it is not a valid
     /// JSON Schema (2020-12) for an object.
-    pub fn new(tool: &str, schema: &Value, strict: bool) -> Result<Self, String> {
+    pub fn new(tool: &str, schema: &Value, strict: bool) -> Result<Self, SchemaError> {
         if schema.get("type").and_then(Value::as_str) != Some("object") {
-            return Err("the parameters schema must have \"type\": \"object\"".into());
+            return Err(SchemaError::NotAnObject);
         }
         // Strict only changes the schema the model sees: an omitted argument
         // that has a default still gets it (docs/semantics.md §2 rule 9).
@@ -68,7 +84,7 @@ impl ArgumentValidator {
         let validator = jsonschema::options()
             .with_draft(Draft::Draft202012)
             .build(&checked)
-            .map_err(|e| format!("invalid parameters schema: {e}"))?;
+            .map_err(|e| SchemaError::Invalid { message: e.to_string() })?;
         let order = schema
             .get("properties")
             .and_then(Value::as_object)
@@ -81,7 +97,15 @@ impl ArgumentValidator {
     /// drops unknown keys unless the tool is strict (D2), and validates it.
     /// Returns the object the tool receives.
     pub fn prepare(&self, raw: &str) -> Result<Value, ArgumentError> {
-        let mut value = parse_object(raw)?;
+        self.prepare_value(parse_object(raw)?)
+    }
+
+    /// [`ArgumentValidator::prepare`] for arguments already parsed, so that a
+    /// call's text is parsed once: `value` must be an object.
+    pub fn prepare_value(&self, mut value: Value) -> Result<Value, ArgumentError> {
+        if !value.is_object() {
+            return Err(ArgumentError::NotObject { got: json_type(&value) });
+        }
         coerce(&mut value, &self.schema, &self.schema, !self.strict, 0);
         let mut problems: Vec<(String, String)> = Vec::new();
         for error in self.validator.iter_errors(&value) {

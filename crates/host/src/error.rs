@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 /// Creating the host failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HostError {
     /// wasmtime refused the engine configuration.
     #[error("cannot create the WebAssembly engine: {reason}")]
@@ -24,6 +25,7 @@ pub enum HostError {
 
 /// Loading a plugin failed. Each variant names the cause; `hint()` says what to do.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     /// The file could not be read.
     #[error("cannot read {path}: {source}")]

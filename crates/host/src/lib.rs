@@ -27,7 +27,7 @@ pub mod policy;
 pub mod sandbox;
 
 pub use approval::{ApprovalChannel, ApprovalDecision, ApprovalHandler, ApprovalRequest, HandlerAnswer, NeedsApproval};
-pub use args::{ArgumentError, ArgumentValidator};
+pub use args::{ArgumentError, ArgumentValidator, SchemaError};
 pub use call::{
     ApprovalMode, BoxFuture, CallContext, CallOutcome, DEFAULT_MAX_OUTPUT_CHARS, ErrorKind, Failure, ProgressSink,
     Rendered, Renderer, ToolHints, ToolOutput, ToolSpec, render_json, truncate,
@@ -35,8 +35,8 @@ pub use call::{
 pub use engine::{Host, HostConfig};
 pub use error::{HostError, LoadError};
 pub use exec::{
-    Budget, BudgetMeter, CancelToken, EventSink, ExecSettings, Executor, NameConflict, RunState, Tool, ToolCall,
-    ToolEvent, ToolResultEntry, ToolSource, Toolset, TurnError, Usage,
+    Budget, BudgetMeter, CancelToken, EventSink, ExecSettings, Executor, InvalidTool, NameConflict, RunState, Tool,
+    ToolCall, ToolEvent, ToolResultEntry, ToolSource, Toolset, TurnError, Usage,
 };
 pub use plugin::{CallRequest, InstanceMode, Plugin, PluginInfo, manifest::Manifest};
 pub use policy::{Next, Policy, RateLimit, Redact, ResultCache};

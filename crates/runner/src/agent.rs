@@ -172,7 +172,7 @@ fn handoff_tool(target: &Agent) -> Tool {
 
 /// The builder refuses only invalid names and schemas; ours are valid by
 /// construction, so this is a bug if ever reached.
-fn unreachable_tool(error: &str) -> Tool {
+fn unreachable_tool(error: &lovia_host::InvalidTool) -> Tool {
     unreachable!("a derived tool is always valid: {error}")
 }
 

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 /// Where a session's run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RunStatus {
     /// Running, or the process died while it ran: resumable.
     Running,
@@ -133,6 +134,7 @@ impl Checkpoint {
 
 /// Why the run store failed. The run that hit it fails with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The database failed.
     #[error("run store {location}: {message}")]
@@ -154,7 +156,8 @@ pub enum StoreError {
 
 /// Sessions, transcripts, checkpoints and pending approvals, keyed by
 /// tenant and session id. Implementations must be safe to call from any
-/// task; each call is one short transaction.
+/// task; each call is one short transaction, which may block: async callers
+/// go through [`without_stalling`].
 pub trait RunStore: Send + Sync {
     /// The session's checkpoint, if it exists.
     fn load(&self, tenant: &str, session: &str) -> Result<Option<Checkpoint>, StoreError>;
@@ -164,4 +167,20 @@ pub trait RunStore: Send + Sync {
     fn unfinished(&self) -> Result<Vec<(String, String)>, StoreError>;
     /// Forgets the session; false when there was none.
     fn delete(&self, tenant: &str, session: &str) -> Result<bool, StoreError>;
+}
+
+/// Runs a store call from async code without stalling the runtime. A store
+/// call is one short transaction, and it must finish before the run goes on
+/// (a completed call is durable before anything depends on it), so it is not
+/// queued to a writer task; on a multi-thread runtime tokio moves the
+/// worker's other tasks to another thread while this one waits
+/// (`block_in_place`). On a current-thread runtime, or outside one, it runs
+/// inline.
+pub fn without_stalling<T>(call: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(call)
+        }
+        _ => call(),
+    }
 }

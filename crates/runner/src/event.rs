@@ -8,6 +8,7 @@ use lovia_host::exec::ToolEvent;
 
 /// One event of a run.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum RunEvent {
     /// The run began (or resumed).
     RunStarted {

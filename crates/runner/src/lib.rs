@@ -18,7 +18,7 @@ mod store_url;
 mod stream;
 
 pub use agent::{Agent, DEFAULT_MAX_TURNS, tool_name};
-pub use checkpoint::{Checkpoint, PendingApproval, RunStatus, RunStore, StoreError};
+pub use checkpoint::{Checkpoint, PendingApproval, RunStatus, RunStore, StoreError, without_stalling};
 pub use event::RunEvent;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresRunStore;
@@ -56,6 +56,7 @@ pub struct RunResult {
 /// Why a run ended without output. The variants that end a conversation
 /// carry it, with every call id answered (docs/semantics.md D8).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RunError {
     /// The model kept calling tools.
     #[error("Run exceeded max_turns={max} without producing output")]
@@ -151,7 +152,7 @@ impl Saver {
         let mut cp = self.checkpoint.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut cp);
         match &self.store {
-            Some((store, tenant, session)) => store.save(tenant, session, &cp),
+            Some((store, tenant, session)) => without_stalling(|| store.save(tenant, session, &cp)),
             None => Ok(()),
         }
     }
@@ -217,7 +218,7 @@ impl Runner {
             _ => None,
         };
         let prior = match &stored {
-            Some((store, tenant, session)) => store.load(tenant, session)?,
+            Some((store, tenant, session)) => without_stalling(|| store.load(tenant, session))?,
             None => None,
         };
         let resuming = prior.as_ref().is_some_and(Checkpoint::is_unfinished);
@@ -344,7 +345,12 @@ impl Runner {
                 state.meter.add(usage);
             }
             let calls = reply.tool_calls.clone();
-            let message = Message::Assistant { content: reply.content.clone(), tool_calls: calls.clone() };
+            // The executor sees the calls as the model sent them; the stored
+            // and re-sent message carries only valid JSON objects (docs/semantics.md D11).
+            let message = Message::Assistant {
+                content: reply.content.clone(),
+                tool_calls: calls.iter().map(wire_safe).collect(),
+            };
             state.cut_off = reply.finish_reason.as_deref() == Some("length");
             let (turn, cut_off, usage) = (turns, state.cut_off, state.meter.usage());
             saver.update(|cp| {
@@ -355,6 +361,12 @@ impl Runner {
                 cp.usage = usage;
             })?;
             emit(RunEvent::MessageCompleted { message });
+            // Checked after every reply, the final one included (docs/semantics.md §7).
+            if let Err(message) = state.meter.check(state.tool_calls.load(Ordering::SeqCst)) {
+                let mut messages = saver.messages();
+                messages.extend(answer_every_call(&calls, &[], text::NOT_RUN_BUDGET));
+                return Err(RunError::BudgetExceeded { message, messages });
+            }
             if calls.is_empty() {
                 emit(RunEvent::TurnEnded { agent: agent.name.clone(), turn: turns });
                 return Ok(RunResult {
@@ -364,11 +376,6 @@ impl Runner {
                     agent: agent.name.clone(),
                     usage: state.meter.usage(),
                 });
-            }
-            if let Err(message) = state.meter.check(state.tool_calls.load(Ordering::SeqCst)) {
-                let mut messages = saver.messages();
-                messages.extend(answer_every_call(&calls, &[], text::NOT_RUN_BUDGET));
-                return Err(RunError::BudgetExceeded { message, messages });
             }
             self.turn(&calls, state, agent, executor, saver, emit).await?;
         }
@@ -433,6 +440,13 @@ impl Runner {
                 messages.extend(fillers(calls, &results, text::NOT_RUN_BUDGET));
                 return Err(RunError::BudgetExceeded { message, messages });
             }
+            // A way of ending a turn this build does not know: the run stops
+            // as cancelled, and every call id is still answered (docs/semantics.md D8).
+            Err(other) => {
+                let mut messages = saver.messages();
+                messages.extend(fillers(calls, other.results(), text::RUN_CANCELLED));
+                return Err(RunError::Cancelled { reason: other.to_string(), messages });
+            }
         };
         emit(RunEvent::TurnEnded { agent: agent.name.clone(), turn: state.turn });
         // The first handoff that ran wins; later ones were rejected unrun (docs/semantics.md §8).
@@ -465,6 +479,28 @@ fn fillers(calls: &[ToolCall], results: &[ToolResultEntry], filler: &str) -> Vec
             error_kind: Some(ErrorKind::Cancelled),
         })
         .collect()
+}
+
+/// `call` as the transcript keeps it: arguments that are not a JSON object
+/// (malformed, cut off, or another JSON type) become `{"_raw": "<text>"}`,
+/// so no provider ever receives invalid JSON in a tool call
+/// (docs/semantics.md D11). Empty text, which the executor reads as `{}`, is
+/// stored as `{}`.
+///
+/// ```
+/// use lovia_host::ToolCall;
+/// let safe = lovia_runner::wire_safe(&ToolCall::new("c1", "t", r#"{"a": 1"#));
+/// assert_eq!(safe.arguments, r#"{"_raw":"{\"a\": 1"}"#);
+/// ```
+pub fn wire_safe(call: &ToolCall) -> ToolCall {
+    let arguments = if call.arguments.is_empty() {
+        "{}".to_owned()
+    } else if matches!(serde_json::from_str::<serde_json::Value>(&call.arguments), Ok(serde_json::Value::Object(_))) {
+        return call.clone();
+    } else {
+        serde_json::json!({"_raw": call.arguments}).to_string()
+    };
+    ToolCall { arguments, ..call.clone() }
 }
 
 /// The tool messages that answer a turn: one per result, in completion

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 /// One message of the conversation the model sees.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Message {
     /// The agent's instructions.
     System {

@@ -14,7 +14,7 @@ use lovia_host::BoxFuture;
 use lovia_host::CallContext;
 use lovia_host::approval::{ApprovalChannel, ApprovalDecision, ApprovalHandler, ApprovalRequest, HandlerAnswer};
 use lovia_host::exec::{CancelToken, RunState, ToolEvent};
-use lovia_runner::{Agent, RunEvent, Runner, new_id};
+use lovia_runner::{Agent, RunEvent, Runner, new_id, without_stalling};
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::HashMap;
@@ -40,15 +40,11 @@ impl LiveRun {
     /// A new reader's stream; `replay` frames go first.
     fn subscribe(self: &Arc<Self>, replay: Vec<Event>) -> Reader {
         let live = Arc::downgrade(self);
+        // A reader leaving decides nothing: its run's approvals stay pending
+        // until decided, cancelled or timed out (docs/semantics.md D12).
         let (tx, reader) = Reader::new(move || {
-            // The last reader left: what it was asked to decide is denied (docs/semantics.md §13).
             if let Some(live) = live.upgrade() {
-                let mut readers = live.readers.lock().unwrap_or_else(|p| p.into_inner());
-                readers.retain(|r| !r.is_closed());
-                if readers.is_empty() {
-                    drop(readers);
-                    live.approvals.release(ApprovalDecision::Deny);
-                }
+                live.readers.lock().unwrap_or_else(|p| p.into_inner()).retain(|r| !r.is_closed());
             }
         });
         for f in replay {
@@ -157,8 +153,10 @@ pub(crate) async fn chat(State(service): State<Service>, headers: HeaderMap, bod
         return service.sse_response(body);
     }
     if input.is_none() {
-        let unfinished =
-            service.inner.store.load(&tenant.name, &session).ok().flatten().is_some_and(|cp| cp.is_unfinished());
+        let unfinished = without_stalling(|| service.inner.store.load(&tenant.name, &session))
+            .ok()
+            .flatten()
+            .is_some_and(|cp| cp.is_unfinished());
         if !unfinished {
             return error(StatusCode::BAD_REQUEST, "input is required (there is no run to resume in this session)");
         }
@@ -221,7 +219,7 @@ pub(crate) async fn transcript(
     headers: HeaderMap,
 ) -> Response {
     let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
-    match service.inner.store.load(&tenant.name, &session) {
+    match without_stalling(|| service.inner.store.load(&tenant.name, &session)) {
         Ok(Some(cp)) => Json(json!({
             "session_id": session,
             "run_id": cp.run_id,
@@ -271,7 +269,7 @@ impl Service {
     /// Resumes, in the background, every run the store says is unfinished
     /// (the process that ran it died or was stopped).
     pub fn resume_unfinished(&self) {
-        let unfinished = match self.inner.store.unfinished() {
+        let unfinished = match without_stalling(|| self.inner.store.unfinished()) {
             Ok(u) => u,
             Err(e) => {
                 tracing::error!("cannot list unfinished runs: {e}");
@@ -385,9 +383,9 @@ impl Service {
                             &json!({"type": error.kind(), "message": error.to_string(), "fatal": true}),
                         ))
                     }
-                    RunEvent::TurnStarted { .. } | RunEvent::TurnEnded { .. } | RunEvent::MessageCompleted { .. } => {
-                        None
-                    }
+                    // Turn boundaries, whole messages, and any event a newer
+                    // runner adds are not part of the SSE stream.
+                    _ => None,
                 };
                 if let Some(bytes) = out {
                     live.send(bytes);

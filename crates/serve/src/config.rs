@@ -151,6 +151,7 @@ pub struct ProviderConfig {
 /// The provider kinds of [`ProviderConfig`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum ProviderChoice {
     /// From the environment.
     #[default]
@@ -239,6 +240,7 @@ pub struct PluginEntry {
 
 /// Why a config was refused.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServeConfigError {
     /// The file could not be read.
     #[error("cannot read {path}: {source}")]

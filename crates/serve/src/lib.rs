@@ -104,6 +104,7 @@ pub(crate) const COMPILE_SLOTS: usize = 2;
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServeError {
     /// A plugin failed to load.
     #[error("tenant {tenant}: {source}")]

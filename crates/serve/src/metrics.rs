@@ -28,6 +28,26 @@ pub(crate) struct Metrics {
     runs: Mutex<BTreeMap<(String, &'static str), u64>>,
 }
 
+/// A label value in the Prometheus text format: backslash, double quote and
+/// newline escaped, so a name cannot close its label and forge a series.
+fn label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The tool label of a call: a name the toolset does not have is whatever
+/// the model made up, so it is counted under one label instead of growing
+/// a series per invented name.
+const UNKNOWN_TOOL: &str = "(unknown)";
+
 impl Metrics {
     /// One answered call; `error` is the kind of its error result, as the
     /// executor decided it (never read back from the text the model saw).
@@ -38,11 +58,12 @@ impl Metrics {
                 .errors
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .entry((tenant.to_owned(), kind.as_str()))
+                .entry((label(tenant), kind.as_str()))
                 .or_default() += 1;
         }
         let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
-        let series = calls.entry((tenant.to_owned(), tool.to_owned())).or_default();
+        let tool = if error == Some(ErrorKind::UnknownTool) { UNKNOWN_TOOL } else { tool };
+        let series = calls.entry((label(tenant), label(tool))).or_default();
         series.calls += 1;
         series.errors += u64::from(is_error);
         let secs = elapsed.as_secs_f64();
@@ -55,12 +76,12 @@ impl Metrics {
     }
 
     pub(crate) fn refuse(&self, tenant: &str, reason: &'static str) {
-        *self.refused.lock().unwrap_or_else(|e| e.into_inner()).entry((tenant.to_owned(), reason)).or_default() += 1;
+        *self.refused.lock().unwrap_or_else(|e| e.into_inner()).entry((label(tenant), reason)).or_default() += 1;
     }
 
     /// A chat run ended with `outcome` (`completed` or a run error kind).
     pub(crate) fn run_ended(&self, tenant: &str, outcome: &'static str) {
-        *self.runs.lock().unwrap_or_else(|e| e.into_inner()).entry((tenant.to_owned(), outcome)).or_default() += 1;
+        *self.runs.lock().unwrap_or_else(|e| e.into_inner()).entry((label(tenant), outcome)).or_default() += 1;
     }
 
     /// The text exposition format.
@@ -104,6 +125,7 @@ impl Metrics {
         }
         out += "# HELP lovia_calls_in_flight Calls running now.\n# TYPE lovia_calls_in_flight gauge\n";
         for (tenant, n) in in_flight {
+            let tenant = label(tenant);
             let _ = writeln!(out, "lovia_calls_in_flight{{tenant=\"{tenant}\"}} {n}");
         }
         let errors = self.errors.lock().unwrap_or_else(|e| e.into_inner());
@@ -122,10 +144,12 @@ impl Metrics {
         out +=
             "# HELP lovia_approvals_pending Approvals waiting for a decision.\n# TYPE lovia_approvals_pending gauge\n";
         for (tenant, n) in pending {
+            let tenant = label(tenant);
             let _ = writeln!(out, "lovia_approvals_pending{{tenant=\"{tenant}\"}} {n}");
         }
         out += "# HELP lovia_fuel_used_total Fuel burned by the tenant's calls (0 without fuel metering).\n# TYPE lovia_fuel_used_total counter\n";
         for (tenant, n) in fuel {
+            let tenant = label(tenant);
             let _ = writeln!(out, "lovia_fuel_used_total{{tenant=\"{tenant}\"}} {n}");
         }
         out += "# HELP lovia_refused_total Requests refused by a quota.\n# TYPE lovia_refused_total counter\n";
@@ -133,5 +157,36 @@ impl Metrics {
             let _ = writeln!(out, "lovia_refused_total{{tenant=\"{tenant}\",reason=\"{reason}\"}} {n}");
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_cannot_forge_a_series() {
+        let metrics = Metrics::default();
+        let forged = "x\"} 1\nlovia_calls_total{tenant=\"victim\",tool=\"y";
+        metrics.record("acme", forged, Duration::from_millis(1), None);
+        let text = metrics.render(&[], &[], &[]);
+        assert!(!text.lines().any(|l| l.starts_with("lovia_calls_total{tenant=\"victim\"")), "{text}");
+        assert!(
+            text.contains(
+                r#"lovia_calls_total{tenant="acme",tool="x\"} 1\nlovia_calls_total{tenant=\"victim\",tool=\"y"} 1"#
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn tools_the_model_made_up_share_one_series() {
+        let metrics = Metrics::default();
+        for name in ["nope_1", "nope_2", "nope_3"] {
+            metrics.record("acme", name, Duration::from_millis(1), Some(ErrorKind::UnknownTool));
+        }
+        let text = metrics.render(&[], &[], &[]);
+        assert!(text.lines().any(|l| l == r#"lovia_calls_total{tenant="acme",tool="(unknown)"} 3"#), "{text}");
+        assert!(!text.contains("nope_"), "{text}");
     }
 }

@@ -47,7 +47,7 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
     }
     *current = Executor::new(set, current.settings().clone());
     drop(current);
-    tracing::info!(tenant = %tenant.name, plugin = %plugin.info().name, digest = %plugin.digest(), "plugin uploaded");
+    tracing::info!(tenant = %tenant.name, plugin = ?plugin.info().name, digest = %plugin.digest(), "plugin uploaded");
     (StatusCode::CREATED, Json(json!({"plugin": plugin.info().name, "digest": plugin.digest(), "tools": names})))
         .into_response()
 }

@@ -27,5 +27,5 @@ fn native_tool_names_are_checked() {
     let err = Tool::builder("has space")
         .invoke(|_, _| async { Ok(lovia_host::ToolOutput::Text(String::new())) })
         .expect_err("invalid");
-    assert!(err.contains("^[a-zA-Z0-9_-]{1,64}$"), "{err}");
+    assert!(err.to_string().contains("^[a-zA-Z0-9_-]{1,64}$"), "{err}");
 }

@@ -32,6 +32,7 @@ impl Policy for Tag {
             match next.run(args).await? {
                 ToolOutput::Json(v) => Ok(ToolOutput::Text(format!("{}:{}", self.tag, v))),
                 ToolOutput::Text(t) => Ok(ToolOutput::Text(format!("{}:{t}", self.tag))),
+                other => Ok(other),
             }
         })
     }

@@ -78,3 +78,25 @@ async fn an_agent_as_a_tool_answers_with_its_output_and_its_budget_trip_is_an_er
     // The sub-run's own first request was its input, not the parent's conversation.
     assert_eq!(sub_model.requests()[1].messages, [Message::User { content: "when did A-1001 ship?".into() }]);
 }
+
+#[tokio::test]
+async fn a_sub_run_whose_final_reply_exceeds_its_budget_is_an_error_result() {
+    // docs/semantics.md §7: the budget is checked after every reply, the last one included.
+    let mut researcher = Agent::new("Researcher");
+    researcher.budget.max_total_tokens = Some(1);
+    let researcher = Arc::new(researcher);
+    let mut answer = ModelReply::text("a costly answer");
+    answer.usage = Some(lovia_host::exec::Usage { input_tokens: 1, output_tokens: 1 });
+    let sub_model = Arc::new(ScriptedProvider::new([answer]));
+    let mut lead = Agent::new("lead");
+    lead.tools.push(researcher.as_tool(sub_model, "Ask the researcher."));
+    let model = Arc::new(ScriptedProvider::new([
+        ModelReply::calls([call("a1", "ask_researcher", r#"{"input": "dig"}"#)]),
+        ModelReply::text("ok"),
+    ]));
+    let result = Runner::new(lead, model).run("go").await.expect("run");
+    assert_eq!(
+        tool_answers(&result.messages),
+        [("a1".to_owned(), "Tool error: total tokens 2 exceeds budget 1".to_owned())]
+    );
+}

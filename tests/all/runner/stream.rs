@@ -21,6 +21,7 @@ fn label(event: &RunEvent) -> String {
         RunEvent::HandoffOccurred { .. } => "handoff".into(),
         RunEvent::RunCompleted { .. } => "run_completed".into(),
         RunEvent::RunFailed { .. } => "run_failed".into(),
+        other => format!("unknown:{other:?}"),
     }
 }
 

@@ -135,3 +135,48 @@ async fn a_name_clash_fails_before_anything_runs() {
     assert!(err.to_string().starts_with("Tool name conflict for 'echo' from plugin."), "{err}");
     assert!(model.requests().is_empty());
 }
+
+#[tokio::test]
+async fn arguments_that_are_not_an_object_are_stored_and_resent_as_raw() {
+    // docs/semantics.md D11: the executor reads the text as sent; the stored and
+    // re-sent assistant message carries only JSON objects.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = std::sync::Arc::new(lovia_runner::SqliteRunStore::open(dir.path().join("runs.db")).expect("store"));
+    let (runner, model) = runner(
+        Agent::new("raw"),
+        vec![
+            ModelReply::calls([
+                call("m", "echo", r#"{"text": 1"#),
+                call("a", "echo", "[1, 2]"),
+                call("n", "echo", "5"),
+                call("o", "echo", r#"{"text": "fine"}"#),
+            ]),
+            ModelReply::text("done"),
+        ],
+    )
+    .await;
+    let runner = runner.with_store(store.clone());
+    let state = RunState { session_id: Some("s1".into()), ..RunState::default() };
+    let result = runner.run_with(Some("go"), state).await.expect("run");
+    let answers = tool_answers(&result.messages);
+    assert!(answers[0].1.starts_with("Invalid JSON in tool arguments: "), "{answers:?}");
+    let expected = [r#"{"_raw":"{\"text\": 1"}"#, r#"{"_raw":"[1, 2]"}"#, r#"{"_raw":"5"}"#, r#"{"text": "fine"}"#];
+    let stored_args = |messages: &[Message]| -> Vec<String> {
+        messages
+            .iter()
+            .find_map(|m| match m {
+                Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
+                    Some(tool_calls.iter().map(|c| c.arguments.clone()).collect())
+                }
+                _ => None,
+            })
+            .expect("an assistant message with calls")
+    };
+    assert_eq!(stored_args(&result.messages), expected, "in the transcript");
+    assert_eq!(stored_args(&model.requests()[1].messages), expected, "re-sent to the model");
+    let checkpoint = lovia_runner::RunStore::load(&*store, "", "s1").expect("load").expect("saved");
+    assert_eq!(stored_args(&checkpoint.messages), expected, "in the checkpoint");
+    for args in expected {
+        assert!(serde_json::from_str::<serde_json::Value>(args).is_ok_and(|v| v.is_object()));
+    }
+}

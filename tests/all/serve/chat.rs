@@ -1,6 +1,6 @@
 //! `/api/chat` with a scripted model: SSE over a real socket, approvals
-//! round-trip (decided, timed out, denied by a disconnect, re-emitted on
-//! reconnect), cancel, transcripts, plugin upload, tenant isolation on
+//! round-trip (decided, timed out, kept pending across a disconnect,
+//! re-emitted on reconnect), cancel, transcripts, plugin upload, tenant isolation on
 //! every route, and a run resumed after its service died.
 
 use super::{Sse, json, request, start_with, tenant};
@@ -93,7 +93,7 @@ async fn a_chat_holds_an_approval_round_trip_over_sse() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn undecided_approvals_are_denied_by_timeout_and_by_disconnect_and_re_emitted_on_reconnect() {
+async fn undecided_approvals_are_denied_by_timeout_and_re_emitted_to_a_second_reader() {
     let dir = tempfile::tempdir().expect("tempdir");
     let replies = j!([calls(&[("c1", "refund", REFUND)]), {"content": "Not refunded."}]);
     let mut config = ServeConfig::new(vec![chat_tenant("acme", "acme-key", script(dir.path(), replies))]);
@@ -114,20 +114,40 @@ async fn undecided_approvals_are_denied_by_timeout_and_by_disconnect_and_re_emit
     let mut second = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "t2"}"#).await;
     let (name, data) = second.next().await.expect("re-emitted");
     assert_eq!((name.as_str(), data["id"].as_str()), ("approval_required", Some("c1")));
-    // Both readers leave: the pending approval is denied at once.
-    let left = Instant::now();
+    let rest = second.rest().await;
+    let result = rest.iter().find(|(n, _)| n == "tool_result").expect("a result");
+    assert_eq!(result.1["result"], "Tool refund was not approved.", "the timeout still denies");
+    drop(first);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_approval_outlives_its_readers_and_is_decided_after_a_reconnect() {
+    // docs/semantics.md D12: a disconnect never decides anything.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replies = j!([calls(&[("c1", "refund", REFUND)]), {"content": "Refunded."}]);
+    let addr = start_with(ServeConfig::new(vec![chat_tenant("acme", "acme-key", script(dir.path(), replies))])).await;
+    let mut first = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "p1", "input": "refund"}"#).await;
+    first.until("approval_required").await;
+    let mut second = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "p1"}"#).await;
+    second.until("approval_required").await;
     drop(first);
     drop(second);
-    let status = loop {
-        let (_, body) = request(addr, "GET", "/api/chat/t2", Some("acme-key"), "").await;
-        if json(&body)["status"] == "completed" {
-            break json(&body);
-        }
-        assert!(left.elapsed() < Duration::from_secs(20), "the run never ended: {body}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    assert!(left.elapsed() < Duration::from_millis(900), "denied by the disconnect, not the timeout");
-    assert_eq!(status["messages"][2]["content"], "Tool refund was not approved.");
+    // Both readers are gone; the approval stays pending.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, body) = request(addr, "GET", "/api/chat/p1", Some("acme-key"), "").await;
+    let transcript = json(&body);
+    assert_eq!(transcript["status"], "running", "{transcript}");
+    assert_eq!(transcript["pending_approvals"][0]["id"], "c1", "{transcript}");
+
+    let mut back = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "p1"}"#).await;
+    let (name, data) = back.next().await.expect("re-emitted");
+    assert_eq!((name.as_str(), data["id"].as_str()), ("approval_required", Some("c1")));
+    let body = r#"{"session_id": "p1", "call_id": "c1", "decision": "approve"}"#;
+    assert_eq!(request(addr, "POST", "/api/chat/approve", Some("acme-key"), body).await.0, 200);
+    let rest = back.rest().await;
+    let result = rest.iter().find(|(n, _)| n == "tool_result").expect("a result");
+    assert_eq!(result.1["result"], "Refunded 9000 cents on A-1002");
+    assert_eq!(rest.last().map(|(n, _)| n.as_str()), Some("run_completed"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

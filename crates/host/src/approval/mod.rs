@@ -13,6 +13,7 @@ pub type ApprovalPredicate = Arc<dyn Fn(&Value, &CallContext) -> Result<bool, St
 
 /// When a tool's calls need approval.
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub enum NeedsApproval {
     /// Never. The default.
     #[default]
@@ -38,6 +39,7 @@ impl std::fmt::Debug for NeedsApproval {
 
 /// A decision on one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ApprovalDecision {
     /// Run it.
     Approve,
@@ -47,6 +49,7 @@ pub enum ApprovalDecision {
 
 /// What an approval handler answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HandlerAnswer {
     /// Run it.
     Allow,

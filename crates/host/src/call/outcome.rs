@@ -4,6 +4,7 @@ use super::{ErrorKind, text};
 
 /// Why a call failed, as the model reads it after `Tool error: `.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Failure {
     /// The tool returned `tool-error`.
     Tool {
@@ -109,6 +110,7 @@ impl std::fmt::Display for Failure {
 
 /// The outcome of one call.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum CallOutcome {
     /// Text, shown verbatim.
     Text(String),

@@ -39,6 +39,7 @@ impl Formatter for SpacedFormatter {
 /// What a renderer returns: text is final; a value goes through the
 /// default renderer (docs/semantics.md §11 rule 3).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Rendered {
     /// The final text.
     Text(String),

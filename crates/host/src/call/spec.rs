@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 /// When the host must ask for approval before running a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ApprovalMode {
     /// Runs without asking. The default.
     #[default]

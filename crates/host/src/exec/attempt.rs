@@ -70,7 +70,7 @@ async fn invoke(
     revalidate: bool,
 ) -> AttemptResult {
     let args = match (&tool.validator, revalidate) {
-        (Some(v), true) => v.prepare(&args.to_string()).map_err(|e| match e {
+        (Some(v), true) => v.prepare_value(args).map_err(|e| match e {
             ArgumentError::Invalid { .. } => Failure::InvalidArguments(e.to_string()),
             other => Failure::InvalidArguments(other.to_string()),
         })?,

@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 
 /// One event.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ToolEvent {
     /// A gated call waits for a decision. Decide with the ticket, or drop it
     /// (take the next event) to leave the call to the approval handler.

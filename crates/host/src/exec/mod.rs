@@ -15,7 +15,7 @@ mod toolset;
 pub use crate::call::CancelToken;
 pub use budget::{Budget, BudgetMeter, Usage};
 pub use event::{EventSink, ToolEvent};
-pub use tool::{NativeFn, Tool, ToolBuilder};
+pub use tool::{InvalidTool, NativeFn, Tool, ToolBuilder};
 pub use toolset::{NameConflict, ToolSource, Toolset};
 
 use crate::approval::{ApprovalChannel, ApprovalHandler};
@@ -141,6 +141,7 @@ pub struct RunState {
 
 /// Why a turn ended early. Results surfaced before the end are kept.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TurnError {
     /// The run was cancelled (token, or a tool's `cancel-run`).
     #[error("{reason}")]
@@ -158,6 +159,15 @@ pub enum TurnError {
         /// Results recorded, in completion order.
         results: Vec<ToolResultEntry>,
     },
+}
+
+impl TurnError {
+    /// The results recorded before the turn ended, in completion order.
+    pub fn results(&self) -> &[ToolResultEntry] {
+        match self {
+            TurnError::Cancelled { results, .. } | TurnError::BudgetExceeded { results, .. } => results,
+        }
+    }
 }
 
 /// Runs turns of tool calls against a [`Toolset`]. Cheap to clone.

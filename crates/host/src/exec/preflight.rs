@@ -10,13 +10,13 @@ use crate::approval::{ApprovalDecision, ApprovalRequest, ApprovalTicket, Handler
 use crate::args::{ArgumentError, parse_object};
 use crate::call::{CallContext, ErrorKind, text};
 use serde_json::Value;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::sync::oneshot;
 
-#[expect(clippy::large_enum_variant, reason = "one short-lived value per call, never stored")]
 pub(super) enum Preflight {
-    /// The call may run.
-    Ready { tool: Tool, raw_args: Value, prepared: Value },
+    /// The call may run; `tool` is shared with the toolset, never copied per call.
+    Ready { tool: Arc<Tool>, raw_args: Value, prepared: Value },
     /// Rejected; its result is recorded.
     Rejected,
     /// The run's budget tripped: `tool call count N exceeds budget M`.
@@ -47,10 +47,11 @@ pub(super) async fn preflight(
     if let Err(message) = run.meter.check(count) {
         return Preflight::Budget(message);
     }
-    let Some(tool) = exec.tools.get(&call.name) else {
+    let Some(shared) = exec.tools.get_shared(&call.name) else {
         reject(results, events, call, ErrorKind::UnknownTool, text::unknown_tool(&call.name));
         return Preflight::Rejected;
     };
+    let tool: &Tool = shared;
     if let (Some(_), Some(target)) = (&tool.handoff, handoff.as_ref()) {
         reject(results, events, call, ErrorKind::ToolError, text::handoff_not_performed(target));
         return Preflight::Rejected;
@@ -67,7 +68,8 @@ pub(super) async fn preflight(
         }
     };
     let prepared = match &tool.validator {
-        Some(v) => match v.prepare(&call.arguments) {
+        // The text was parsed above; the validator takes the value.
+        Some(v) => match v.prepare_value(raw_args.clone()) {
             Ok(p) => p,
             Err(e @ ArgumentError::Invalid { .. }) => {
                 reject(results, events, call, ErrorKind::InvalidArguments, text::tool_error(&e));
@@ -108,7 +110,7 @@ pub(super) async fn preflight(
     if let Some(target) = &tool.handoff {
         *handoff = Some(target.clone());
     }
-    Preflight::Ready { tool: tool.clone(), raw_args, prepared }
+    Preflight::Ready { tool: shared.clone(), raw_args, prepared }
 }
 
 /// The approval flow (docs/semantics.md §13): a decision while the consumer holds the

@@ -168,7 +168,7 @@ fn call_context(exec: &Executor, run: &RunState, call: &ToolCall, events: &Event
 #[expect(clippy::too_many_arguments, reason = "one call's whole state, moved into its task")]
 async fn execute(
     exec: Executor,
-    tool: Tool,
+    tool: Arc<Tool>,
     call: ToolCall,
     raw_args: Value,
     prepared: Value,

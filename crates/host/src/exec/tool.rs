@@ -2,7 +2,7 @@
 //! Rust tools go through the same executor with the same semantics.
 
 use crate::approval::NeedsApproval;
-use crate::args::ArgumentValidator;
+use crate::args::{ArgumentValidator, SchemaError};
 use crate::call::CallContext;
 use crate::call::Failure;
 use crate::call::Renderer;
@@ -188,6 +188,27 @@ impl Tool {
     }
 }
 
+/// Why [`ToolBuilder::invoke`] refused a tool.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidTool {
+    /// The name is not `^[a-zA-Z0-9_-]{1,64}$`.
+    #[error("invalid tool name '{name}': a name must match ^[a-zA-Z0-9_-]{{1,64}}$")]
+    Name {
+        /// The name given.
+        name: String,
+    },
+    /// The parameters schema does not compile.
+    #[error("tool '{name}': {source}")]
+    Schema {
+        /// The tool.
+        name: String,
+        /// Why.
+        #[source]
+        source: SchemaError,
+    },
+}
+
 /// Builds a host-native [`Tool`].
 #[derive(Debug)]
 pub struct ToolBuilder {
@@ -226,16 +247,18 @@ impl ToolBuilder {
     }
 
     /// Finishes the tool with its body.
-    pub fn invoke<F, Fut>(self, body: F) -> Result<Tool, String>
+    pub fn invoke<F, Fut>(self, body: F) -> Result<Tool, InvalidTool>
     where
         F: Fn(Value, CallContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<ToolOutput, Failure>> + Send + 'static,
     {
         if !crate::call::is_valid_name(&self.spec.name) {
-            return Err(format!("invalid tool name '{}': a name must match ^[a-zA-Z0-9_-]{{1,64}}$", self.spec.name));
+            return Err(InvalidTool::Name { name: self.spec.name });
         }
         let validator = if self.validate {
-            Some(Arc::new(ArgumentValidator::new(&self.spec.name, &self.spec.parameters, self.spec.strict)?))
+            let validator = ArgumentValidator::new(&self.spec.name, &self.spec.parameters, self.spec.strict)
+                .map_err(|source| InvalidTool::Schema { name: self.spec.name.clone(), source })?;
+            Some(Arc::new(validator))
         } else {
             None
         };

@@ -2,9 +2,11 @@
 
 use super::tool::Tool;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Where a tool came from, as the name-conflict message names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ToolSource {
     /// Tools the application listed.
     AgentTools,
@@ -43,7 +45,8 @@ pub struct NameConflict {
 /// The tools of a run, by name, checked before anything runs.
 #[derive(Debug, Clone, Default)]
 pub struct Toolset {
-    tools: Vec<Tool>,
+    /// Shared with every call that runs them: a call never copies its tool.
+    tools: Vec<Arc<Tool>>,
     index: HashMap<String, usize>,
 }
 
@@ -65,7 +68,7 @@ impl Toolset {
                 return Err(NameConflict { name: tool.name().to_owned(), from: source });
             }
             self.index.insert(tool.name().to_owned(), self.tools.len());
-            self.tools.push(tool);
+            self.tools.push(Arc::new(tool));
         }
         Ok(self)
     }
@@ -78,19 +81,24 @@ impl Toolset {
 
     /// The tool named `name`.
     pub fn get(&self, name: &str) -> Option<&Tool> {
+        self.get_shared(name).map(|t| &**t)
+    }
+
+    /// The tool named `name`, as the calls that run it share it.
+    pub(crate) fn get_shared(&self, name: &str) -> Option<&Arc<Tool>> {
         self.index.get(name).map(|&i| &self.tools[i])
     }
 
     /// All tools in insertion order.
     pub fn iter(&self) -> impl Iterator<Item = &Tool> {
-        self.tools.iter()
+        self.tools.iter().map(|t| &**t)
     }
 
     /// Replaces the tool of the same name (to override settings).
     pub fn replace(&mut self, tool: Tool) -> bool {
         match self.index.get(tool.name()) {
             Some(&i) => {
-                self.tools[i] = tool;
+                self.tools[i] = Arc::new(tool);
                 true
             }
             None => false,

@@ -155,7 +155,7 @@ impl Host {
         let mut tools: Vec<LoadedTool> = Vec::with_capacity(specs.len());
         for spec in specs {
             let validator = ArgumentValidator::new(&spec.name, &spec.parameters, spec.strict)
-                .map_err(|reason| invalid_spec(origin, &spec.name, &reason))?;
+                .map_err(|reason| invalid_spec(origin, &spec.name, &reason.to_string()))?;
             tools.push(LoadedTool { name: spec.name.as_str().into(), spec, validator: Arc::new(validator) });
         }
         Ok(Plugin {
@@ -331,7 +331,7 @@ impl Plugin {
         if let Ok(Ok(wit::Output::Text(t) | wit::Output::Json(t))) = &result
             && let Some(failure) = too_large(t.len())
         {
-            tracing::warn!(plugin = %self.inner.name, tool = %tool.name, call = %request.context.call_id, %failure, "limit hit");
+            tracing::warn!(plugin = %crate::sandbox::escape_controls(&self.inner.name), tool = %tool.name, call = %request.context.call_id, %failure, "limit hit");
             return CallOutcome::Failed(failure);
         }
         match result {
@@ -347,10 +347,10 @@ impl Plugin {
                     None => Failure::Trap(err.to_string()),
                 };
                 if failure.is_retryable() {
-                    tracing::debug!(plugin = %self.inner.name, tool = %tool.name, call = %request.context.call_id, %failure, "call failed");
+                    tracing::debug!(plugin = %crate::sandbox::escape_controls(&self.inner.name), tool = %tool.name, call = %request.context.call_id, %failure, "call failed");
                 } else {
                     // Resource limits are an operator's business: say which plugin, tool and call hit one.
-                    tracing::warn!(plugin = %self.inner.name, tool = %tool.name, call = %request.context.call_id, %failure, "limit hit");
+                    tracing::warn!(plugin = %crate::sandbox::escape_controls(&self.inner.name), tool = %tool.name, call = %request.context.call_id, %failure, "limit hit");
                 }
                 CallOutcome::Failed(failure)
             }

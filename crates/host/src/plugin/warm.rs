@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 /// Where a plugin's calls get their instance.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum InstanceMode {
     /// A fresh instance for every call: nothing survives a call but what the
     /// session store keeps. The default.

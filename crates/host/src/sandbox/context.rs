@@ -62,7 +62,10 @@ impl Host for SandboxState {
         if !self.take_event_budget() {
             return;
         }
-        let message = self.bounded(&message);
+        // The guest writes this text: its control characters are escaped so
+        // that it cannot forge lines of the host's log, in any log format.
+        let bounded = self.bounded(&message);
+        let message = escape_controls(&bounded);
         let (plugin, tool, call) = (&*self.plugin, &*self.tool, &self.call.call_id);
         match level {
             LogLevel::Trace => tracing::trace!(plugin, tool, call, "{message}"),
@@ -75,3 +78,32 @@ impl Host for SandboxState {
 }
 
 impl crate::bindings::wit::Host for SandboxState {}
+
+/// `text` with every control character (newlines, carriage returns, escape
+/// sequences) written as its Rust escape, `\n`, `\u{1b}`; other text unchanged.
+pub(crate) fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_guest_log_line_cannot_forge_another() {
+        let forged = "done\n2026-12-01T00:00:00Z ERROR lovia: tenant acme breached\r\u{1b}[2K";
+        let escaped = super::escape_controls(forged);
+        assert!(!escaped.contains(['\n', '\r', '\u{1b}']), "{escaped}");
+        assert_eq!(escaped, "done\\n2026-12-01T00:00:00Z ERROR lovia: tenant acme breached\\r\\u{1b}[2K");
+        assert_eq!(super::escape_controls("ünïcode stays"), "ünïcode stays");
+    }
+}

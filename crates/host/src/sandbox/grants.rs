@@ -46,6 +46,7 @@ pub struct DirGrant {
 /// Access to a mounted directory.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum DirMode {
     /// Read only. The default.
     #[default]

@@ -5,6 +5,7 @@
 //! Default: no origin is granted, so every request is refused with
 //! `HTTP-request-denied` before any lookup or connection.
 
+use super::escape_controls;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::future::Future;
@@ -259,7 +260,7 @@ impl WasiHttpHooks for HttpHooks {
         Box::new(async move {
             let url = request.uri().to_string();
             let refuse = |error: WasiHttpError, reason: &str| {
-                tracing::warn!(%plugin, %tool, %call, %url, reason, "outbound HTTP refused");
+                tracing::warn!(plugin = %escape_controls(&plugin), %tool, %call, %url, reason, "outbound HTTP refused");
                 Err(error)
             };
             let Some(target) = Target::of(request.uri()) else {

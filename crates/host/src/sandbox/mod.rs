@@ -3,6 +3,7 @@
 //! the `context` and `store` interfaces.
 
 mod context;
+pub(crate) use context::escape_controls;
 mod fuel;
 mod grants;
 mod http;

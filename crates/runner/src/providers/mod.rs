@@ -30,6 +30,7 @@ pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
 /// Which wire format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum ProviderKind {
     /// OpenAI-compatible Chat Completions (`/chat/completions`).
     OpenaiChat,
