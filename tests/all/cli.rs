@@ -74,6 +74,51 @@ async fn allow_http_grants_one_origin_for_one_call() {
     assert!(stderr(&o).contains("expected http:// or https:// followed by a host"), "{}", stderr(&o));
 }
 
+const BIG_REFUND: &str = r#"{"order_id": "A-1002", "amount_cents": 6000, "reason": "late"}"#;
+
+// refund asks the plugin whether it needs approval: over 5000 cents it does.
+// Without a terminal and without --approve, nobody can approve: denied
+// (docs/semantics.md §13).
+#[tokio::test]
+async fn call_denies_a_call_that_needs_approval_without_approve() {
+    let o = lovia(&["call", fixtures::ORDERS, "refund", BIG_REFUND]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Tool refund was not approved.\n");
+    let small = lovia(&["call", fixtures::ORDERS, "refund", r#"{"order_id": "A-1002", "amount_cents": 100}"#]);
+    assert_eq!((small.status.code(), stdout(&small)), (Some(0), "Refunded 100 cents on A-1002\n".to_owned()));
+}
+
+#[tokio::test]
+async fn call_runs_a_call_that_needs_approval_with_approve() {
+    let o = lovia(&["call", fixtures::ORDERS, "refund", BIG_REFUND, "--approve"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "Refunded 6000 cents on A-1002 (late)\n");
+}
+
+// A "y" piped in is not a person at a terminal: no prompt, and the call is denied.
+#[test]
+fn call_never_reads_an_approval_from_a_pipe() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lovia"))
+        .args(["--no-cache", "call", fixtures::ORDERS, "refund", BIG_REFUND])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child.stdin.take().expect("stdin").write_all(b"y\n").expect("write");
+    let o = child.wait_with_output().expect("wait");
+    assert_eq!((o.status.code(), stdout(&o)), (Some(1), "Tool refund was not approved.\n".to_owned()));
+    assert!(!stderr(&o).contains("[y/N]"), "no prompt without a terminal: {}", stderr(&o));
+}
+
+#[test]
+fn call_help_documents_approve_and_its_default() {
+    let help = stdout(&lovia(&["call", "--help"]));
+    assert!(help.contains("--approve"), "{help}");
+    assert!(help.contains("[default: deny]"), "{help}");
+}
+
 #[tokio::test]
 async fn bad_input_is_one_clear_line_with_a_hint() {
     assert_usage_error(&lovia(&["call", "/no/such.wasm", "x"]), "cannot read /no/such.wasm");
@@ -126,9 +171,27 @@ async fn inspect_reads_the_manifest_without_running_the_plugin() {
     assert!(stderr(&o).contains("verified"));
 }
 
+// An unpacked plugin is inspected by loading it; the note says how to make
+// the manifest that lets inspect read it statically.
 #[tokio::test]
 async fn inspect_without_a_manifest_says_how_to_make_one() {
-    assert_usage_error(&lovia(&["inspect", fixtures::DOCS]), "has no embedded manifest");
+    let o = lovia(&["inspect", fixtures::DOCS]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("docs 0.1.0\n"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("search_docs  [strict]"));
+    let err = stderr(&o);
+    assert!(err.contains("has no embedded manifest"), "{err}");
+    assert!(err.contains(&format!("`lovia pack {}` embeds the manifest", fixtures::DOCS)), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    let packed = packed(fixtures::DOCS).await;
+    let statically = lovia(&["inspect", packed.to_str().expect("utf8"), "--format", "json"]);
+    let loaded = lovia(&["inspect", fixtures::DOCS, "--format", "json"]);
+    assert_eq!(loaded.status.code(), Some(0), "{}", stderr(&loaded));
+    assert_eq!(stdout(&loaded), stdout(&statically), "loading reads the same specs pack embeds");
+    assert!(!stderr(&statically).contains("note:"), "a packed plugin needs no note");
+
+    assert_usage_error(&lovia(&["inspect", fixtures::DOCS, "--verify"]), "has no embedded manifest");
 }
 
 #[tokio::test]
@@ -378,4 +441,124 @@ fn the_example_serve_config_is_valid() {
     let config = lovia_serve::ServeConfig::load(path).expect("examples/serve.toml loads");
     assert_eq!(config.tenants.len(), 2);
     assert_eq!(config.tenants[0].agent.name, "support");
+}
+
+// Every kind of mistake in a script is refused before anything runs, naming
+// the key and what it may hold.
+#[tokio::test]
+async fn run_refuses_every_kind_of_script_mistake_naming_the_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let echo = r#"{"id": "a", "name": "echo", "arguments": "{\"text\": \"x\"}"}"#;
+    let calls = format!(r#"{{"tool_calls": [{echo}]}}"#);
+    let cases = [
+        (
+            format!(r#"{{"agent": {{"approval_handler": "approve"}}, "turns": [{calls}]}}"#),
+            "`agent.approval_handler` is \"approve\", expected one of `allow`, `deny`, `ask`",
+        ),
+        (
+            format!(r#"{{"agent": {{"approval_handler": "Allow"}}, "turns": [{calls}]}}"#),
+            "`agent.approval_handler` is \"Allow\", expected one of `allow`, `deny`, `ask`",
+        ),
+        (
+            format!(r#"{{"agent": {{"approvals": {{"a": "yes"}}}}, "turns": [{calls}]}}"#),
+            "`agent.approvals.a` is \"yes\", expected one of `approve`, `deny`",
+        ),
+        (
+            format!(r#"{{"agent": {{"approvals": {{"b": "approve"}}}}, "turns": [{calls}]}}"#),
+            "`agent.approvals.b` names a call no turn makes, expected one of the script's call ids: a",
+        ),
+        (
+            format!(
+                r#"{{"agent": {{"tools": {{"echo": {{"policies": [{{"cach": {{"ttl_ms": 1}}}}]}}}}}}, "turns": [{calls}]}}"#
+            ),
+            "unknown variant `cach`, expected one of `cache`, `rate_limit`, `redact`",
+        ),
+        (
+            format!(
+                r#"{{"agent": {{"tools": {{"echo": {{"policies": [{{"cache": {{"ttl": 1}}}}]}}}}}}, "turns": [{calls}]}}"#
+            ),
+            "unknown field `ttl`, expected `ttl_ms`",
+        ),
+        (
+            r#"{"turns": [{"txt": "done"}]}"#.to_owned(),
+            "`turns[0]` has unknown key `txt`, expected `tool_calls` and `cancel_after_ms` (a turn of calls) or `text` (the final answer)",
+        ),
+        (r#"{"turns": [{}]}"#.to_owned(), "`turns[0]` has neither `tool_calls` nor `text`"),
+        (
+            format!(r#"{{"turns": [{{"tool_calls": [{echo}], "text": "done"}}]}}"#),
+            "`turns[0]` has both `tool_calls` and `text`",
+        ),
+        (r#"{"turns": ["done"]}"#.to_owned(), "`turns[0]` is \"done\", expected an object"),
+        (r#"{"turns": [{"text": 1}]}"#.to_owned(), "`turns[0].text` is 1, expected a string"),
+        (
+            r#"{"turns": [{"text": "done", "cancel_after_ms": 5}]}"#.to_owned(),
+            "`turns[0].cancel_after_ms` applies to a turn of calls, not to a text turn",
+        ),
+        (
+            format!(r#"{{"turns": [{{"tool_calls": [{echo}], "cancel_after_ms": "soon"}}]}}"#),
+            "`turns[0].cancel_after_ms` is \"soon\", expected a whole number of milliseconds",
+        ),
+        (r#"{"turns": [{"tool_calls": []}]}"#.to_owned(), "`turns[0].tool_calls` is empty"),
+        (
+            r#"{"turns": [{"tool_calls": [{"id": "a", "name": "echo", "args": "{}"}]}]}"#.to_owned(),
+            "`turns[0].tool_calls[0]`: unknown field `args`, expected one of `id`, `name`, `arguments`",
+        ),
+        (
+            format!(r#"{{"turns": [{calls}, {calls}]}}"#),
+            "`turns[1].tool_calls[0].id` is \"a\", already the id of `turns[0].tool_calls[0].id`",
+        ),
+        (
+            format!(r#"{{"turns": [{{"text": "done"}}, {calls}]}}"#),
+            "`turns[0]` is a text turn, which ends the run, but 1 more turn(s) follow it",
+        ),
+    ];
+    for (i, (script, needle)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("bad{i}.json"));
+        std::fs::write(&path, script).expect("write");
+        let (o, events) = run_script(path.to_str().expect("utf8"), &[]);
+        assert_usage_error(&o, needle);
+        assert!(stderr(&o).contains("is not a valid script: "), "{}", stderr(&o));
+        assert!(events.is_empty(), "nothing ran for {script}");
+    }
+    let ok = dir.path().join("ok.json");
+    std::fs::write(&ok, r#"{"turns": [{"text": "done"}]}"#).expect("write");
+    let o = lovia(&["run", "--plugin", fixtures::DOCS, "--script", ok.to_str().expect("utf8"), "--events", "xml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("invalid value 'xml' for '--events <EVENTS>'"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("possible values: jsonl, text"), "{}", stderr(&o));
+}
+
+// The runner asks the scripted model once per script turn: a script that
+// ends while the model still calls tools fails without starting a turn it
+// has no reply for.
+#[tokio::test]
+async fn run_reports_a_script_that_ends_without_a_text_turn() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("short.json");
+    std::fs::write(
+        &script,
+        r#"{"agent": {"approval_handler": "allow", "tools": {"echo": {"needs_approval": true}}},
+            "turns": [{"tool_calls": [{"id": "a", "name": "echo", "arguments": "{\"text\": \"x\"}"}]}]}"#,
+    )
+    .expect("write");
+    let (o, events) = run_script(script.to_str().expect("utf8"), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let kinds: Vec<&str> = events.iter().map(|e| e["event"].as_str().expect("event")).collect();
+    assert_eq!(
+        kinds,
+        [
+            "turn_started",
+            "approval_required",
+            "tool_call_started",
+            "tool_call_completed",
+            "tool_messages",
+            "turn_ended",
+            "run_failed"
+        ]
+    );
+    assert_eq!(events[1]["decision"], "undecided", "the handler allowed it");
+    assert_eq!(events[3]["output"], "x");
+    let failed = events.last().expect("last");
+    assert_eq!(failed["error"]["type"], "ScriptExhausted");
+    assert_eq!(failed["error"]["message"], "the script ended without a text turn");
 }

@@ -1,11 +1,14 @@
 //! `lovia call`.
 
 use crate::CliError;
+use lovia_host::call::text;
 use lovia_host::plugin::config::PluginConfig;
 use lovia_host::sandbox::{DirGrant, DirMode, Grants};
 use lovia_host::{
-    CallContext, CallLimits, CallRequest, DEFAULT_MAX_OUTPUT_CHARS, Host, HttpOrigin, SessionStore, SqliteStore,
+    ApprovalHandler, ApprovalRequest, BoxFuture, CallContext, EventSink, ExecSettings, Executor, HandlerAnswer, Host,
+    HttpOrigin, RunState, SessionStore, SqliteStore, Tool, ToolCall, ToolEvent, ToolSource, Toolset, TurnError,
 };
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -46,6 +49,11 @@ pub(crate) struct Args {
     /// Grant the session store, kept in this SQLite file (needs --session).
     #[arg(long, value_name = "FILE", requires = "session")]
     store: Option<PathBuf>,
+    /// Approve the call if the tool asks for approval. Without it, a call
+    /// that needs approval is asked about on the terminal when stdin is
+    /// one (y/N), and otherwise denied [default: deny].
+    #[arg(long)]
+    approve: bool,
 }
 
 fn parse_origin(spec: &str) -> Result<HttpOrigin, String> {
@@ -97,6 +105,11 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         secrets: Default::default(),
         http: args.allow_http,
     });
+    // The executor passes no per-call limits, so --memory-mib becomes the
+    // plugin's own limit, exactly as a `memory_mib` in its config would.
+    if let Some(mib) = args.memory_mib {
+        config.limits.memory_mib = Some(mib);
+    }
     let plugin = host.load_file_with(&args.plugin, config).await?;
     let session_store: Option<Arc<dyn SessionStore>> = match &args.store {
         Some(path) => Some(Arc::new(
@@ -105,31 +118,107 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         )),
         None => None,
     };
-    let Some(spec) = plugin.tool(&args.tool) else {
+    // A one-call toolset holding only the tool asked for: the call runs with
+    // every semantic of the executor (retries, approvals, rendering,
+    // truncation at the tool's cap, else 200,000; docs/semantics.md §4).
+    let Some(mut tool) =
+        Tool::from_plugin_with_store(&plugin, session_store).into_iter().find(|t| t.name() == args.tool)
+    else {
         let names: Vec<&str> = plugin.tools().map(|t| t.name.as_str()).collect();
         return Err(CliError::new(format!("{} has no tool named `{}`", args.plugin.display(), args.tool))
             .hint(format!("available tools: {}", names.join(", "))));
     };
-    let limit = spec.max_output_chars.unwrap_or(DEFAULT_MAX_OUTPUT_CHARS);
-    let mut limits = plugin.limits().clone();
-    if let Some(mib) = args.memory_mib {
-        limits = CallLimits { memory_bytes: (mib as usize) << 20, ..limits };
+    if let Some(ms) = args.timeout_ms {
+        tool = tool.with_timeout(Duration::from_millis(ms));
     }
-    let request = CallRequest {
-        context: CallContext {
-            run_id: "cli".into(),
-            call_id: "call_cli".into(),
-            agent: "lovia-cli".into(),
-            session_id: args.session,
-            progress: Some(Arc::new(|message: &str| eprintln!("progress: {message}"))),
-            ..CallContext::default()
-        },
-        timeout: args.timeout_ms.map(Duration::from_millis),
-        limits: Some(limits),
-        session_store,
-        ..CallRequest::new(args.tool, arguments)
+    let mut tools = Toolset::new();
+    tools.add(ToolSource::Plugin, [tool]).map_err(|e| CliError::new(e.to_string().replace("\n  hint: ", " — ")))?;
+    let approver = if args.approve {
+        Approver::Allow
+    } else if std::io::stdin().is_terminal() {
+        Approver::Terminal
+    } else {
+        // Defaults deny: with nobody to ask, a gated call does not run (docs/semantics.md §13).
+        Approver::Deny
     };
-    let outcome = plugin.invoke(&request).await;
-    println!("{}", outcome.final_output(Some(limit)));
-    Ok(if outcome.is_error() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    let settings = ExecSettings {
+        agent: "lovia-cli".into(),
+        approval_handler: Some(Arc::new(approver)),
+        ..ExecSettings::default()
+    };
+    let exec = Executor::new(tools, settings);
+    let state = RunState { run_id: "cli".into(), session_id: args.session, turn: 1, ..RunState::default() };
+    // Only progress is printed; an ApprovalRequired dropped here goes to the handler at once.
+    let sink = EventSink::from_fn(|event| {
+        if let ToolEvent::ToolProgress { message, .. } = event {
+            eprintln!("progress: {message}");
+        }
+    });
+    let call = ToolCall::new("call_cli", args.tool, arguments);
+    let (output, is_error) = match exec.run_turn(std::slice::from_ref(&call), &state, &sink).await {
+        Ok(results) => match results.into_iter().find(|r| r.call_id == call.id) {
+            Some(r) => (r.output, r.is_error),
+            None => (text::RUN_CANCELLED.to_owned(), true),
+        },
+        // The tool cancelled the run: the call has no result, and a runner
+        // would answer it with the cancellation filler (docs/semantics.md D8).
+        Err(TurnError::Cancelled { .. }) => (text::RUN_CANCELLED.to_owned(), true),
+        Err(TurnError::BudgetExceeded { .. }) => (text::NOT_RUN_BUDGET.to_owned(), true),
+        Err(_) => (text::RUN_CANCELLED.to_owned(), true),
+    };
+    println!("{output}");
+    Ok(if is_error { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Who answers for a call that needs approval: `lovia call` has no event
+/// consumer, so the approval handler decides (docs/semantics.md §13).
+#[derive(Clone, Copy)]
+enum Approver {
+    /// `--approve`.
+    Allow,
+    /// Stdin is a terminal: ask the person at it.
+    Terminal,
+    /// Nobody to ask.
+    Deny,
+}
+
+impl ApprovalHandler for Approver {
+    fn decide<'a>(
+        &'a self,
+        request: &'a ApprovalRequest,
+        _ctx: &'a CallContext,
+    ) -> BoxFuture<'a, Result<HandlerAnswer, String>> {
+        let approver = *self;
+        let request = request.clone();
+        Box::pin(async move {
+            match approver {
+                Approver::Allow => Ok(HandlerAnswer::Allow),
+                Approver::Deny => Ok(HandlerAnswer::Deny),
+                // Reading stdin blocks: keep it off the async workers.
+                Approver::Terminal => tokio::task::spawn_blocking(move || ask_on_terminal(&request))
+                    .await
+                    .map_err(|e| format!("the approval prompt failed: {e}")),
+            }
+        })
+    }
+}
+
+/// Shows what would run (the decision is bound to the tool, the exact
+/// argument text and the plugin digest, docs/semantics.md D7) and reads y/N.
+/// Anything but `y` or `yes`, an empty line or end of input included, denies.
+fn ask_on_terminal(request: &ApprovalRequest) -> HandlerAnswer {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "Tool {} needs approval.", request.tool);
+    let _ = writeln!(err, "  arguments: {}", if request.arguments.is_empty() { "{}" } else { &request.arguments });
+    if let Some(digest) = &request.plugin_digest {
+        let _ = writeln!(err, "  plugin:    sha256:{digest}");
+    }
+    let _ = write!(err, "Run it? [y/N] ");
+    let _ = err.flush();
+    drop(err);
+    let mut line = String::new();
+    match std::io::stdin().lock().read_line(&mut line) {
+        Ok(_) if matches!(line.trim().to_lowercase().as_str(), "y" | "yes") => HandlerAnswer::Allow,
+        _ => HandlerAnswer::Deny,
+    }
 }

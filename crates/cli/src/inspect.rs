@@ -9,13 +9,16 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// The plugin (.wasm component, packed with `lovia pack`).
+    /// The plugin (.wasm component). Packed with `lovia pack`, it is read
+    /// without running any of its code; unpacked, it is loaded in a sandbox
+    /// with nothing granted to ask it for its tools.
     plugin: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
     /// Also instantiate the plugin (in a sandbox with nothing granted) and
-    /// check that its tools match the embedded manifest.
+    /// check that its tools match the embedded manifest (an unpacked plugin
+    /// has none to check, which is an error).
     #[arg(long)]
     verify: bool,
 }
@@ -32,7 +35,7 @@ enum Format {
     Anthropic,
 }
 
-pub(crate) async fn run(args: Args, host: impl FnOnce() -> Result<Host, CliError>) -> Result<ExitCode, CliError> {
+pub(crate) async fn run(args: Args, host: impl Fn() -> Result<Host, CliError>) -> Result<ExitCode, CliError> {
     let origin = args.plugin.display().to_string();
     let bytes = std::fs::read(&args.plugin).map_err(|source| LoadError::Read { path: args.plugin.clone(), source })?;
     check_header(&bytes, &origin)?;
@@ -40,9 +43,21 @@ pub(crate) async fn run(args: Args, host: impl FnOnce() -> Result<Host, CliError
     let manifest = match view.manifest {
         Some(Ok(m)) => m,
         Some(Err(reason)) => return Err(LoadError::Manifest { origin, reason }.into()),
+        None if args.verify => {
+            return Err(CliError::new(format!(
+                "{origin} has no embedded manifest (section `{}`) for --verify to check",
+                manifest::SECTION
+            ))
+            .hint(format!("run `lovia pack {origin}` once after building it")));
+        }
         None => {
-            return Err(CliError::new(format!("{origin} has no embedded manifest (section `{}`)", manifest::SECTION))
-                .hint(format!("run `lovia pack {origin}` once after building it")));
+            // Unpacked: ask the plugin itself, as loading does (info and tools, nothing granted).
+            let manifest = host()?.load_bytes(&bytes, &origin).await?.manifest();
+            eprintln!(
+                "note: {origin} has no embedded manifest, so its tools were read by loading it in a sandbox; \
+                 `lovia pack {origin}` embeds the manifest so that inspect can read it without running the plugin"
+            );
+            manifest
         }
     };
     if args.verify {

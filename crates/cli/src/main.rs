@@ -29,9 +29,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Show a plugin's tools as the model sees them, without running its code.
+    /// Show a plugin's tools as the model sees them, without running its code
+    /// when it is packed (an unpacked one is loaded in a sandbox with nothing
+    /// granted).
     Inspect(inspect::Args),
-    /// Call one tool and print exactly what the model would see.
+    /// Call one tool through the executor and print exactly what the model
+    /// would see. A call that needs approval is asked about on the terminal,
+    /// approved by --approve, and otherwise denied.
     ///
     /// Exit status: 0 for a successful result, 1 for an error result (still
     /// printed on stdout), 2 for usage or load errors (on stderr).
@@ -40,8 +44,8 @@ enum Command {
     /// read it without running the plugin. Runs `info` and `tools` once, in
     /// a sandbox with nothing granted.
     Pack(pack::Args),
-    /// Run a scripted model's turns through the executor and print every
-    /// event as one JSON object per line.
+    /// Run a scripted model's turns through the agent loop (the runner and
+    /// its executor) and print every event as one JSON object per line.
     ///
     /// Exit status: 0 when the script ends with a text turn, 1 when the run
     /// fails (cancelled, budget exceeded, or the script ran out), 2 for usage,

@@ -1,16 +1,16 @@
-//! `lovia run`: a scripted model drives the executor, turn by turn, and every
-//! event is printed as one JSON object per line.
+//! `lovia run`: a scripted model drives [`lovia_runner::Runner`]: the
+//! script's turns are the model's replies, and every event of the run is
+//! printed as one JSON object per line.
 
 use crate::CliError;
 use lovia_host::{
-    ApprovalRequest, CallContext, EventSink, ExecSettings, Executor, HandlerAnswer, Host, MemoryStore, NeedsApproval,
-    RateLimit, Redact, ResultCache, RunState, SessionStore, Tool, ToolCall, ToolEvent, ToolResultEntry, ToolSource,
-    Toolset, TurnError,
+    ExecSettings, HandlerAnswer, Host, MemoryStore, NeedsApproval, RateLimit, Redact, ResultCache, RunState,
+    SessionStore, Tool, ToolCall, ToolEvent, ToolSource, Toolset,
 };
-use lovia_runner::{Message, answer_every_call};
-use serde::Deserialize;
+use lovia_runner::{Agent, Message, ModelReply, RunError, RunEvent, Runner, ScriptedProvider};
+use serde::{Deserialize, Deserializer, de::Error as _};
 use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,7 +44,9 @@ enum EventFormat {
     Text,
 }
 
-/// The script file.
+/// The script file. Every enumerated value is checked where it is read, so
+/// that a mistake names its key and the allowed values (docs/semantics.md §13
+/// for what the approval values mean).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Script {
@@ -52,6 +54,7 @@ struct Script {
     agent: AgentScript,
     #[serde(default)]
     session_id: Option<String>,
+    #[serde(deserialize_with = "turns")]
     turns: Vec<Turn>,
 }
 
@@ -67,9 +70,10 @@ struct AgentScript {
     max_tool_output_chars: Option<u64>,
     max_tool_calls: Option<u64>,
     /// What the approval handler answers: `allow`, `deny` or `ask`.
-    approval_handler: Option<String>,
+    #[serde(default, deserialize_with = "approval_handler")]
+    approval_handler: Option<HandlerAnswer>,
     /// Decisions the stream consumer makes, by call id: `approve` or `deny`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "decisions")]
     approvals: HashMap<String, Decision>,
     /// Settings over what a tool declared, by tool name.
     #[serde(default)]
@@ -139,33 +143,182 @@ fn default_cap() -> Option<u64> {
     Some(lovia_host::DEFAULT_MAX_OUTPUT_CHARS)
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy)]
 enum Decision {
     Approve,
     Deny,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(untagged, deny_unknown_fields)]
+const HANDLER_ANSWERS: &[(&str, HandlerAnswer)] =
+    &[("allow", HandlerAnswer::Allow), ("deny", HandlerAnswer::Deny), ("ask", HandlerAnswer::Ask)];
+const DECISIONS: &[(&str, Decision)] = &[("approve", Decision::Approve), ("deny", Decision::Deny)];
+
+/// `value` if it is one of `allowed`, exactly; else an error naming `key`,
+/// what it holds and every allowed value. No trimming or case folding: a
+/// near miss such as `"approve"` for a handler is a mistake, not a deny.
+fn one_of<T: Copy>(key: &str, value: &Value, allowed: &[(&str, T)]) -> Result<T, String> {
+    match value.as_str().and_then(|s| allowed.iter().find(|(name, _)| *name == s)) {
+        Some((_, v)) => Ok(*v),
+        None => {
+            let names: Vec<String> = allowed.iter().map(|(name, _)| format!("`{name}`")).collect();
+            Err(format!("`{key}` is {value}, expected one of {}", names.join(", ")))
+        }
+    }
+}
+
+fn approval_handler<'de, D: Deserializer<'de>>(d: D) -> Result<Option<HandlerAnswer>, D::Error> {
+    Option::<Value>::deserialize(d)?
+        .map(|v| one_of("agent.approval_handler", &v, HANDLER_ANSWERS))
+        .transpose()
+        .map_err(D::Error::custom)
+}
+
+fn decisions<'de, D: Deserializer<'de>>(d: D) -> Result<HashMap<String, Decision>, D::Error> {
+    // Sorted, so that of several mistakes the first by call id is reported.
+    let raw = BTreeMap::<String, Value>::deserialize(d)?;
+    let mut out = HashMap::with_capacity(raw.len());
+    for (id, v) in raw {
+        let decision = one_of(&format!("agent.approvals.{id}"), &v, DECISIONS).map_err(D::Error::custom)?;
+        out.insert(id, decision);
+    }
+    Ok(out)
+}
+
+/// One reply of the scripted model.
+#[derive(Debug)]
 enum Turn {
+    /// The model asks for calls.
     Calls {
         tool_calls: Vec<ToolCall>,
         /// Cancels the run this long after the turn's calls start.
         cancel_after_ms: Option<u64>,
     },
-    Text {
-        text: String,
-    },
+    /// The model's final answer.
+    Text(String),
+}
+
+/// A call as the script writes it (unknown keys are an error).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptCall {
+    id: String,
+    name: String,
+    /// The raw text the model produced; empty is `{}`.
+    #[serde(default)]
+    arguments: String,
+}
+
+const TURN_KEYS: &str = "`tool_calls` and `cancel_after_ms` (a turn of calls) or `text` (the final answer)";
+
+fn turns<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Turn>, D::Error> {
+    let raw = Vec::<Value>::deserialize(d)?;
+    let turns = raw.into_iter().enumerate().map(|(i, v)| turn(i, v)).collect::<Result<Vec<_>, _>>();
+    turns.and_then(|t| check_turns(&t).map(|()| t)).map_err(D::Error::custom)
+}
+
+/// Reads `turns[i]` by hand: serde's untagged enums only say that nothing matched.
+fn turn(i: usize, v: Value) -> Result<Turn, String> {
+    let at = format!("turns[{i}]");
+    let Value::Object(map) = v else {
+        return Err(format!("`{at}` is {v}, expected an object with {TURN_KEYS}"));
+    };
+    if let Some(key) = map.keys().find(|k| !["tool_calls", "cancel_after_ms", "text"].contains(&k.as_str())) {
+        return Err(format!("`{at}` has unknown key `{key}`, expected {TURN_KEYS}"));
+    }
+    match (map.get("tool_calls"), map.get("text")) {
+        (Some(_), Some(_)) => Err(format!("`{at}` has both `tool_calls` and `text`; a turn is one or the other")),
+        (None, None) => Err(format!("`{at}` has neither `tool_calls` nor `text`, expected {TURN_KEYS}")),
+        (None, Some(text)) => {
+            if map.contains_key("cancel_after_ms") {
+                return Err(format!("`{at}.cancel_after_ms` applies to a turn of calls, not to a text turn"));
+            }
+            let text = text.as_str().ok_or_else(|| format!("`{at}.text` is {text}, expected a string"))?;
+            Ok(Turn::Text(text.to_owned()))
+        }
+        (Some(calls), None) => {
+            let calls = calls.as_array().ok_or_else(|| {
+                format!("`{at}.tool_calls` is {calls}, expected an array of {{\"id\", \"name\", \"arguments\"}}")
+            })?;
+            if calls.is_empty() {
+                // A reply without calls is the model's final answer; an empty list would end the run silently.
+                return Err(format!(
+                    "`{at}.tool_calls` is empty; a turn without calls is the final answer: write {{\"text\": \"...\"}}"
+                ));
+            }
+            let tool_calls = calls
+                .iter()
+                .enumerate()
+                .map(|(j, c)| {
+                    let c = ScriptCall::deserialize(c).map_err(|e| format!("`{at}.tool_calls[{j}]`: {e}"))?;
+                    Ok(ToolCall::new(c.id, c.name, c.arguments))
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            let cancel_after_ms = match map.get("cancel_after_ms") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(v.as_u64().ok_or_else(|| {
+                    format!("`{at}.cancel_after_ms` is {v}, expected a whole number of milliseconds")
+                })?),
+            };
+            Ok(Turn::Calls { tool_calls, cancel_after_ms })
+        }
+    }
+}
+
+/// What no single turn shows: a call id used twice (approvals and tool
+/// messages are keyed by it, docs/semantics.md D7, D8) and turns after the
+/// final answer, which would never play.
+fn check_turns(turns: &[Turn]) -> Result<(), String> {
+    let mut seen: HashMap<&str, String> = HashMap::new();
+    for (i, t) in turns.iter().enumerate() {
+        match t {
+            Turn::Text(_) if i + 1 < turns.len() => {
+                return Err(format!(
+                    "`turns[{i}]` is a text turn, which ends the run, but {} more turn(s) follow it",
+                    turns.len() - i - 1
+                ));
+            }
+            Turn::Text(_) => {}
+            Turn::Calls { tool_calls, .. } => {
+                for (j, c) in tool_calls.iter().enumerate() {
+                    let here = format!("turns[{i}].tool_calls[{j}].id");
+                    if let Some(first) = seen.insert(&c.id, here.clone()) {
+                        return Err(format!(
+                            "`{here}` is {:?}, already the id of `{first}`; call ids must be unique",
+                            c.id
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     let text = std::fs::read_to_string(&args.script)
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", args.script.display())))?;
-    let script: Script = serde_json::from_str(&text).map_err(|e| {
+    let invalid = |e: &dyn std::fmt::Display| {
         CliError::new(format!("{} is not a valid script: {e}", args.script.display()))
             .hint("see docs/applications.md, section \"lovia run\", for the script format")
-    })?;
+    };
+    let script: Script = serde_json::from_str(&text).map_err(|e| invalid(&e))?;
+    let call_ids: Vec<&str> = script
+        .turns
+        .iter()
+        .flat_map(|t| match t {
+            Turn::Calls { tool_calls, .. } => tool_calls.iter().map(|c| c.id.as_str()).collect(),
+            Turn::Text(_) => Vec::new(),
+        })
+        .collect();
+    // A decision for a call the script never makes is a typo that would silently leave the real call denied.
+    let mut decided: Vec<&String> = script.agent.approvals.keys().collect();
+    decided.sort();
+    if let Some(id) = decided.into_iter().find(|id| !call_ids.contains(&id.as_str())) {
+        return Err(invalid(&format!(
+            "`agent.approvals.{id}` names a call no turn makes, expected one of the script's call ids: {}",
+            call_ids.join(", ")
+        )));
+    }
     let store: Option<Arc<dyn SessionStore>> = match (&args.store, args.memory_store) {
         (Some(path), _) => Some(Arc::new(
             lovia_host::SqliteStore::open(path)
@@ -174,106 +327,159 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         (None, true) => Some(Arc::new(MemoryStore::default())),
         (None, false) => None,
     };
+    // The toolset is built here only to refuse name clashes with a hint
+    // before anything runs; the runner builds its own from the agent.
     let mut tools = Toolset::new();
+    let mut plugin_tools = Vec::new();
     for path in &args.plugins {
         let plugin = host.load_file(path).await?;
-        let plugin_tools = Tool::from_plugin_with_store(&plugin, store.clone())
+        let these = Tool::from_plugin_with_store(&plugin, store.clone())
             .into_iter()
             .map(|t| match script.agent.tools.get(t.name()) {
                 Some(o) => o.apply(t),
                 None => Ok(t),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        tools.add(ToolSource::Plugin, plugin_tools).map_err(|e| {
+        tools.add(ToolSource::Plugin, these.iter().cloned()).map_err(|e| {
             CliError::new(e.to_string().replace("\n  hint: ", " — ")).hint("load plugins whose tool names differ")
         })?;
+        plugin_tools.extend(these);
     }
-    if let Some(name) = script.agent.tools.keys().find(|n| tools.get(n).is_none()) {
+    let mut configured: Vec<&String> = script.agent.tools.keys().collect();
+    configured.sort();
+    if let Some(name) = configured.into_iter().find(|n| tools.get(n).is_none()) {
         return Err(CliError::new(format!("the script configures tool `{name}`, which no plugin provides"))
             .hint(format!("available tools: {}", tools.iter().map(Tool::name).collect::<Vec<_>>().join(", "))));
     }
-    let handler_answer = script.agent.approval_handler.as_deref().map(HandlerAnswer::parse);
-    let settings = ExecSettings {
-        agent: script.agent.name.clone().unwrap_or_else(|| "assistant".into()),
+    let name = script.agent.name.clone().unwrap_or_else(|| "assistant".into());
+    let mut agent = Agent::new(name.clone());
+    agent.plugin_tools = plugin_tools;
+    agent.tool_settings = ExecSettings {
+        agent: name,
         default_retries: script.agent.default_tool_retries,
         default_timeout: script.agent.default_tool_timeout_ms.map(Duration::from_millis),
         max_output_chars: script.agent.max_tool_output_chars,
         max_tool_calls: script.agent.max_tool_calls,
-        approval_handler: handler_answer.map(|answer| {
-            let handler = move |_: &ApprovalRequest, _: &CallContext| Ok(answer);
+        approval_handler: script.agent.approval_handler.map(|answer| {
+            let handler = move |_: &lovia_host::ApprovalRequest, _: &lovia_host::CallContext| Ok(answer);
             Arc::new(handler) as Arc<dyn lovia_host::ApprovalHandler>
         }),
         renderer: None,
     };
-    let exec = Executor::new(tools, settings);
+    // One model turn per script turn: a run still calling tools after the
+    // last one has run out of script (reported as ScriptExhausted below),
+    // and no turn is started that the script has no reply for.
+    agent.max_turns = u32::try_from(script.turns.len()).unwrap_or(u32::MAX);
+    let replies = script.turns.iter().map(|t| match t {
+        Turn::Calls { tool_calls, .. } => ModelReply::calls(tool_calls.iter().cloned()),
+        Turn::Text(text) => ModelReply::text(text.clone()),
+    });
+    let runner = Runner::new(agent, Arc::new(ScriptedProvider::new(replies)));
+    let state = RunState { run_id: "run_1".into(), session_id: script.session_id.clone(), ..RunState::default() };
+    let cancel = state.cancel.clone();
     let printer = Printer { start: Instant::now(), format: args.events };
-    let mut state = RunState { run_id: "run_1".into(), session_id: script.session_id.clone(), ..RunState::default() };
-    let decisions = Arc::new(script.agent.approvals);
+    // No user message: the script is the whole conversation.
+    let mut handle = runner.stream_with(None, state);
 
-    for (i, turn) in script.turns.iter().enumerate() {
-        state.turn = u32::try_from(i + 1).unwrap_or(u32::MAX);
-        printer.print(json!({"event": "turn_started", "turn": state.turn}));
-        let (calls, cancel_after) = match turn {
-            Turn::Text { text } => {
-                printer.print(json!({"event": "turn_ended", "turn": state.turn}));
-                printer.print(json!({"event": "run_completed", "output": text}));
-                return Ok(ExitCode::SUCCESS);
+    let mut turn = 0;
+    // The open turn's tool messages, in the order the transcript records them.
+    let mut open: Option<Vec<Value>> = None;
+    let mut code = ExitCode::from(1);
+    while let Some(event) = handle.next_event().await {
+        match event {
+            RunEvent::RunStarted { .. } | RunEvent::TextDelta { .. } => {}
+            RunEvent::TurnStarted { turn: n, .. } => {
+                turn = n;
+                printer.print(json!({"event": "turn_started", "turn": n}));
             }
-            Turn::Calls { tool_calls, cancel_after_ms } => (tool_calls, *cancel_after_ms),
-        };
-        if let Some(ms) = cancel_after {
-            let token = state.cancel.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                token.cancel(Some("cancelled by the script"));
-            });
-        }
-        let (sink, mut rx) = EventSink::channel();
-        let consumer = {
-            let printer = printer.clone();
-            let decisions = decisions.clone();
-            tokio::spawn(async move {
-                while let Some(event) = rx.recv().await {
-                    printer.event(event, &decisions);
+            RunEvent::MessageCompleted { message: Message::Assistant { tool_calls, .. } } if !tool_calls.is_empty() => {
+                open = Some(Vec::with_capacity(tool_calls.len()));
+                let index = usize::try_from(turn).unwrap_or(usize::MAX).saturating_sub(1);
+                if let Some(Turn::Calls { cancel_after_ms: Some(ms), .. }) = script.turns.get(index) {
+                    let (token, ms) = (cancel.clone(), *ms);
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
+                        token.cancel(Some("cancelled by the script"));
+                    });
                 }
-            })
-        };
-        let result = exec.run_turn(calls, &state, &sink).await;
-        drop(sink);
-        let _ = consumer.await;
-        match result {
-            Ok(results) => {
-                printer.print(
-                    json!({"event": "tool_messages", "turn": state.turn, "messages": messages(calls, &results, None)}),
-                );
-                printer.print(json!({"event": "turn_ended", "turn": state.turn}));
             }
-            Err(error) => {
-                let (filler, kind) = match &error {
-                    TurnError::BudgetExceeded { .. } => ("Tool error: not run: budget exceeded", "BudgetExceeded"),
-                    _ => ("Tool error: run cancelled", "RunCancelled"),
+            RunEvent::MessageCompleted { .. } => {}
+            RunEvent::Tool(event) => {
+                if let (ToolEvent::ToolCallCompleted { call, output, .. }, Some(messages)) = (&event, open.as_mut()) {
+                    messages.push(tool_message(&call.id, output));
+                }
+                printer.event(event, &script.agent.approvals);
+            }
+            RunEvent::TurnEnded { turn: n, .. } => {
+                if let Some(messages) = open.take() {
+                    printer.print(json!({"event": "tool_messages", "turn": n, "messages": messages}));
+                }
+                printer.print(json!({"event": "turn_ended", "turn": n}));
+            }
+            RunEvent::HandoffOccurred { from_agent, to_agent } => {
+                // A script has no handoff tools; printed for completeness.
+                printer.print(json!({"event": "handoff_occurred", "from_agent": from_agent, "to_agent": to_agent}));
+            }
+            RunEvent::RunCompleted { output } => {
+                printer.print(json!({"event": "run_completed", "output": output}));
+                code = ExitCode::SUCCESS;
+            }
+            RunEvent::RunFailed { error } => {
+                if open.take().is_some() {
+                    // docs/semantics.md D8: the next request answers every call id, so
+                    // no provider sees a dangling call; the runner added the fillers.
+                    let messages = last_tool_messages(&error);
+                    printer.print(json!({"event": "tool_messages", "turn": turn, "messages": messages}));
+                }
+                let (kind, message) = match &error {
+                    RunError::MaxTurns { .. } => ("ScriptExhausted", "the script ended without a text turn".into()),
+                    other => (failure_type(other), other.to_string()),
                 };
-                let results = error.results();
-                // docs/semantics.md D8: the next request answers every call id, so no provider sees a dangling call.
-                printer.print(json!({"event": "tool_messages", "turn": state.turn, "messages": messages(calls, results, Some(filler))}));
-                printer.print(json!({"event": "run_failed", "error": {"type": kind, "message": error.to_string()}}));
-                return Ok(ExitCode::from(1));
+                printer.print(json!({"event": "run_failed", "error": {"type": kind, "message": message}}));
             }
+            // An event a newer runner adds is not part of this output.
+            _ => {}
         }
     }
-    printer.print(json!({"event": "run_failed", "error": {"type": "ScriptExhausted", "message": "the script ended without a text turn"}}));
-    Ok(ExitCode::from(1))
+    // The outcome was printed as run_completed or run_failed.
+    let _ = handle.result().await;
+    Ok(code)
 }
 
-/// The tool messages of the next model request: one per call id (docs/semantics.md D8).
-fn messages(calls: &[ToolCall], results: &[ToolResultEntry], filler: Option<&str>) -> Vec<Value> {
-    // Without an abort every call already has its result.
-    answer_every_call(calls, results, filler.unwrap_or("Tool error: no result"))
-        .into_iter()
+/// The `type` of a `run_failed` event.
+fn failure_type(error: &RunError) -> &'static str {
+    match error {
+        RunError::MaxTurns { .. } => "ScriptExhausted",
+        RunError::Cancelled { .. } => "RunCancelled",
+        RunError::BudgetExceeded { .. } => "BudgetExceeded",
+        RunError::Provider(_) => "ProviderError",
+        RunError::Tools(_) => "NameConflict",
+        RunError::Store(_) => "StoreError",
+        RunError::UnknownAgent { .. } => "UnknownAgent",
+        RunError::Aborted { .. } => "RunAborted",
+        _ => "RunError",
+    }
+}
+
+fn tool_message(call_id: &str, content: &str) -> Value {
+    json!({"role": "tool", "tool_call_id": call_id, "content": content})
+}
+
+/// The tool messages after the last assistant message of a failed run's
+/// conversation: the interrupted turn's results, then the fillers for the
+/// call ids left without one (docs/semantics.md D8).
+fn last_tool_messages(error: &RunError) -> Vec<Value> {
+    let messages = match error {
+        RunError::Cancelled { messages, .. }
+        | RunError::BudgetExceeded { messages, .. }
+        | RunError::MaxTurns { messages, .. } => messages.as_slice(),
+        _ => &[],
+    };
+    let start = messages.iter().rposition(|m| matches!(m, Message::Assistant { .. })).map_or(0, |i| i + 1);
+    messages[start..]
+        .iter()
         .filter_map(|m| match m {
-            Message::Tool { tool_call_id, content, .. } => {
-                Some(json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}))
-            }
+            Message::Tool { tool_call_id, content, .. } => Some(tool_message(tool_call_id, content)),
             _ => None,
         })
         .collect()
