@@ -48,6 +48,11 @@ fn main() -> anyhow::Result<()> {
             .env_remove("RUSTFLAGS")
             .env_remove("CARGO_BUILD_TARGET")
             .env_remove("CARGO_MAKEFLAGS")
+            // Under `cargo clippy` the outer build runs clippy-driver with the
+            // CI's lint flags; the guests are built, not linted, here.
+            .env_remove("RUSTC_WORKSPACE_WRAPPER")
+            .env_remove("RUSTC_WRAPPER")
+            .env_remove("CLIPPY_ARGS")
             .status()?;
         anyhow::ensure!(
             status.success(),

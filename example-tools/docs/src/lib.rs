@@ -51,7 +51,7 @@ fn search_docs(
         })
         .filter(|(score, _)| *score > 0)
         .collect();
-    hits.sort_by(|a, b| b.0.cmp(&a.0));
+    hits.sort_by_key(|b| std::cmp::Reverse(b.0));
     hits.into_iter().take(limit.unwrap_or(5) as usize).map(|(_, t)| t.to_owned()).collect()
 }
 
