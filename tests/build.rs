@@ -19,6 +19,8 @@ const GUESTS: &[(&str, &str)] = &[
     ("SCHEMA_HUGE", "schema_huge"),
     ("DUP_NAME", "dup_name"),
     ("BAD_NAME", "bad_name"),
+    ("SLOW", "slow"),
+    ("SLOW_INFO", "slow_info"),
 ];
 
 fn main() -> anyhow::Result<()> {

@@ -4,6 +4,7 @@ use crate::error::HostError;
 use crate::sandbox::{CallLimits, SandboxState, Ticker};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
@@ -34,6 +35,21 @@ pub struct HostConfig {
     /// Size of the wasm call stack. Default: 512 KiB (wasmtime's). Past it
     /// the model sees `Tool error: stack overflow`.
     pub max_wasm_stack: usize,
+    /// Instances one tenant may hold at once, across all plugins: running
+    /// calls, `needs-approval` checks and parked warm instances. A tenant at
+    /// its limit waits for its own instances (inside each call's deadline),
+    /// never for another tenant's. Calls without a tenant count only against
+    /// `pool_slots`. Default: 32, a quarter of the default `pool_slots`; keep
+    /// `tenant_instances` × tenants at or under `pool_slots` to guarantee every
+    /// tenant its share.
+    pub tenant_instances: u32,
+    /// How long a warm instance (session mode) may sit unused before it is
+    /// dropped and its slot freed. Default: 300 s.
+    pub warm_idle_timeout: Duration,
+    /// The wall-clock deadline of each plugin query: `info()` and `tools()`
+    /// at load, `needs-approval` before a call. It holds while the guest waits
+    /// on the host (a sleep), not only while it computes. Default: 5 s.
+    pub plugin_query_timeout: Duration,
 }
 
 impl Default for HostConfig {
@@ -45,6 +61,9 @@ impl Default for HostConfig {
             fuel_metering: false,
             tenant_fuel: None,
             max_wasm_stack: 512 << 10,
+            tenant_instances: 32,
+            warm_idle_timeout: Duration::from_secs(300),
+            plugin_query_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -57,6 +76,7 @@ pub struct Host {
     pub(crate) linker: Arc<Linker<SandboxState>>,
     pub(crate) config: Arc<HostConfig>,
     pub(crate) tenant_fuel: Arc<crate::sandbox::FuelLedger>,
+    pub(crate) slots: Arc<crate::sandbox::InstanceSlots>,
     pooled: bool,
     pub(crate) ticker: Arc<Ticker>,
 }
@@ -86,7 +106,9 @@ impl Host {
         let linker = crate::sandbox::linker(&engine).map_err(|e| HostError::Engine { reason: e.to_string() })?;
         let ticker = Ticker::start(engine.clone());
         let tenant_fuel = Arc::new(crate::sandbox::FuelLedger::new(config.tenant_fuel));
+        let slots = Arc::new(crate::sandbox::InstanceSlots::new(config.pool_slots, config.tenant_instances));
         Ok(Host {
+            slots,
             engine,
             linker: Arc::new(linker),
             config: Arc::new(config),
@@ -109,6 +131,12 @@ impl Host {
     /// The per-tenant fuel accounts (needs `fuel_metering`).
     pub fn tenant_fuel(&self) -> &crate::sandbox::FuelLedger {
         &self.tenant_fuel
+    }
+
+    /// Instances `tenant` holds now: running calls, approval checks and
+    /// warm instances.
+    pub fn tenant_instances(&self, tenant: &str) -> usize {
+        self.slots.in_use(tenant)
     }
 
     /// Whether the pooling allocator is in use (false after a fallback).

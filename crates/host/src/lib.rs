@@ -38,7 +38,7 @@ pub use exec::{
     Budget, BudgetMeter, CancelToken, EventSink, ExecSettings, Executor, InvalidTool, NameConflict, RunState, Tool,
     ToolCall, ToolEvent, ToolResultEntry, ToolSource, Toolset, TurnError, Usage,
 };
-pub use plugin::{CallRequest, InstanceMode, Plugin, PluginInfo, manifest::Manifest};
+pub use plugin::{ApprovalCheckError, CallRequest, InstanceMode, Plugin, PluginInfo, manifest::Manifest};
 pub use policy::{Next, Policy, RateLimit, Redact, ResultCache};
 #[cfg(feature = "sqlite-session-store")]
 pub use sandbox::SqliteStore;

@@ -9,6 +9,7 @@ use super::{EventSink, Executor, RunState, ToolCall, ToolEvent};
 use crate::approval::{ApprovalDecision, ApprovalRequest, ApprovalTicket, HandlerAnswer, NeedsApproval};
 use crate::args::{ArgumentError, parse_object};
 use crate::call::{CallContext, ErrorKind, text};
+use crate::plugin::ApprovalCheckError;
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -87,7 +88,13 @@ pub(super) async fn preflight(
         NeedsApproval::Always => Ok(true),
         NeedsApproval::Predicate(predicate) => predicate(&raw_args, ctx),
         NeedsApproval::Plugin => match &tool.body {
-            Body::Component { plugin, .. } => plugin.needs_approval(&call.name, &prepared.to_string(), ctx).await,
+            Body::Component { plugin, .. } => {
+                match plugin.needs_approval(&call.name, &prepared.to_string(), ctx).await {
+                    // A cancelled run ends here, as it would while waiting for a decision.
+                    Err(ApprovalCheckError::Cancelled) => return Preflight::Cancelled,
+                    other => other.map_err(|e| e.to_string()),
+                }
+            }
             Body::Native(_) => Ok(true),
         },
     };

@@ -36,8 +36,39 @@ pub struct PluginInfo {
     pub instructions: Option<String>,
 }
 
-/// How long `info()`, `tools()` and `needs-approval` may take.
-const PLUGIN_QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Why a plugin's `needs-approval` check gave no answer; the call is then
+/// denied (docs/semantics.md §13: the check fails closed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApprovalCheckError {
+    /// The plugin has no such tool.
+    #[error("{}", text::unknown_tool(tool))]
+    UnknownTool {
+        /// The name asked about.
+        tool: String,
+    },
+    /// The plugin answered with an error.
+    #[error("the plugin's approval check failed: {reason}")]
+    Refused {
+        /// What the plugin said.
+        reason: String,
+    },
+    /// The check trapped or hit a limit.
+    #[error("the plugin's approval check failed: {reason}")]
+    Failed {
+        /// The failure, as the model would read it.
+        reason: String,
+    },
+    /// The check outlived [`crate::HostConfig::plugin_query_timeout`].
+    #[error("the plugin's approval check took longer than {ms} ms")]
+    TimedOut {
+        /// The deadline.
+        ms: u64,
+    },
+    /// The call's run was cancelled while the check ran.
+    #[error("the run was cancelled during the approval check")]
+    Cancelled,
+}
 
 /// A loaded plugin: compiled, linked, described. Cheap to clone.
 #[derive(Clone)]
@@ -158,7 +189,7 @@ impl Host {
                 .map_err(|reason| invalid_spec(origin, &spec.name, &reason.to_string()))?;
             tools.push(LoadedTool { name: spec.name.as_str().into(), spec, validator: Arc::new(validator) });
         }
-        Ok(Plugin {
+        let plugin = Plugin {
             inner: Arc::new(Inner {
                 limits: config.limits.apply(&self.config.limits),
                 config,
@@ -172,7 +203,11 @@ impl Host {
                 imports,
                 warm: warm::WarmInstances::default(),
             }),
-        })
+        };
+        if plugin.inner.config.instance == InstanceMode::Session {
+            plugin.sweep_idle_warm_instances();
+        }
+        Ok(plugin)
     }
 }
 
@@ -277,17 +312,27 @@ impl Plugin {
             Some(slot) => Some(slot.lock().await),
             None => None,
         };
+        // The instance slot is declared before the store so that it is
+        // released after the store (and its instance) is gone.
+        let mut permit: Option<sandbox::SlotPermit> = None;
         let (mut store, warm_instance) = match guard.as_mut().and_then(|g| g.take()) {
             Some(mut warm) => {
                 sandbox::reuse_store(&mut warm.store, spec);
+                permit = Some(warm.permit);
                 (warm.store, Some(warm.instance))
             }
             None => (sandbox::new_store(&host.engine, spec), None),
         };
+        let session = request.context.session_id.as_deref().unwrap_or("");
+        let held = &mut permit;
         let call = async {
             let instance = match warm_instance {
                 Some(instance) => instance,
-                None => self.inner.pre.instantiate_async(&mut store).await?,
+                None => {
+                    // Waiting for a slot counts against the call's deadline.
+                    *held = Some(self.instance_slot(tenant, session).await);
+                    self.inner.pre.instantiate_async(&mut store).await?
+                }
             };
             let output = instance.lovia_tools_plugin().call_call(&mut store, &tool.spec.name, arguments).await?;
             wasmtime::Result::Ok((output, instance))
@@ -300,8 +345,10 @@ impl Plugin {
                     if let Some(left) = fuel_left {
                         host.tenant_fuel.charge(tenant, fuel.unwrap_or(u64::MAX).saturating_sub(left));
                     }
-                    sandbox::park_store(&mut store);
-                    **guard = Some(warm::Warm { store, instance });
+                    if let Some(permit) = permit.take() {
+                        sandbox::park_store(&mut store);
+                        **guard = Some(warm::Warm { store, instance, permit });
+                    }
                     return self.finish(tool, request, limits, Ok(output), None);
                 }
                 Ok(output)
@@ -368,22 +415,75 @@ impl Plugin {
         self.inner.warm.len()
     }
 
+    /// Drops warm instances idle for [`crate::HostConfig::warm_idle_timeout`],
+    /// from a task that lives as long as the plugin (it holds it weakly).
+    fn sweep_idle_warm_instances(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(plugin = %crate::sandbox::escape_controls(&self.inner.name), "no tokio runtime: idle warm instances are dropped only when evicted");
+            return;
+        };
+        let idle = self.inner.host.config.warm_idle_timeout;
+        // Check a few times per timeout, but never spin.
+        let every = (idle / 4).max(Duration::from_millis(50));
+        let plugin = Arc::downgrade(&self.inner);
+        runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(inner) = plugin.upgrade() else { return };
+                let dropped = inner.warm.sweep(idle);
+                if dropped > 0 {
+                    tracing::debug!(plugin = %crate::sandbox::escape_controls(&inner.name), dropped, "idle warm instances dropped");
+                }
+            }
+        });
+    }
+
     /// Asks the plugin's `needs-approval` export about one call (for tools
-    /// with [`ApprovalMode::AskPlugin`]). An error means the call is denied.
-    pub async fn needs_approval(&self, tool: &str, arguments: &str, context: &CallContext) -> Result<bool, String> {
-        let Some(t) = self.loaded(tool) else { return Err(text::unknown_tool(tool)) };
+    /// with [`ApprovalMode::AskPlugin`]). Any error means the call is denied.
+    ///
+    /// The check has a wall-clock deadline
+    /// ([`crate::HostConfig::plugin_query_timeout`], which holds while the
+    /// guest sleeps too) and ends at once when the call's run is cancelled.
+    pub async fn needs_approval(
+        &self,
+        tool: &str,
+        arguments: &str,
+        context: &CallContext,
+    ) -> Result<bool, ApprovalCheckError> {
+        let Some(t) = self.loaded(tool) else { return Err(ApprovalCheckError::UnknownTool { tool: tool.into() }) };
         let limits = &self.inner.limits;
-        let spec = self.store_spec(t, context.clone(), limits, Some(PLUGIN_QUERY_TIMEOUT), limits.fuel, None);
+        let timeout = self.inner.host.config.plugin_query_timeout;
+        let tenant = context.tenant.as_deref();
+        let spec = self.store_spec(t, context.clone(), limits, Some(timeout), limits.fuel, None);
+        let mut permit: Option<sandbox::SlotPermit> = None;
         let mut store = sandbox::new_store(&self.inner.host.engine, spec);
-        let result = async {
+        let held = &mut permit;
+        let check = async {
+            *held = Some(self.instance_slot(tenant, "").await);
             let instance = self.inner.pre.instantiate_async(&mut store).await?;
             instance.lovia_tools_plugin().call_needs_approval(&mut store, tool, arguments).await
-        }
-        .await;
+        };
+        let result = tokio::select! {
+            result = tokio::time::timeout(timeout, check) => result,
+            () = context.cancel.cancelled() => return Err(ApprovalCheckError::Cancelled),
+        };
         match result {
-            Ok(answer) => answer,
-            Err(err) => Err(sandbox::classify(&err, &store).to_string()),
+            Ok(Ok(answer)) => answer.map_err(|reason| ApprovalCheckError::Refused { reason }),
+            Ok(Err(err)) => Err(ApprovalCheckError::Failed { reason: sandbox::classify(&err, &store).to_string() }),
+            Err(_) => Err(ApprovalCheckError::TimedOut { ms: timeout.as_millis() as u64 }),
         }
+    }
+
+    /// An instance slot for a call of `tenant`: at once when one is free;
+    /// else this plugin first gives up the tenant's least recently used idle
+    /// warm instance (other than `session`'s), then the call waits its turn.
+    async fn instance_slot(&self, tenant: Option<&str>, session: &str) -> sandbox::SlotPermit {
+        let slots = &self.inner.host.slots;
+        if let Some(permit) = slots.try_acquire(tenant) {
+            return permit;
+        }
+        self.inner.warm.evict_idle(tenant, session);
+        slots.acquire(tenant).await
     }
 
     /// What one call's store is for.
@@ -454,6 +554,16 @@ async fn describe(
     pre: &ToolPluginPre<sandbox::SandboxState>,
     origin: &str,
 ) -> Result<(guest::PluginInfo, Vec<wit::ToolSpec>), LoadError> {
+    let timeout = host.config.plugin_query_timeout;
+    let timed_out = |function: &'static str| LoadError::Describe {
+        origin: origin.into(),
+        function,
+        reason: format!("no answer within {} ms (the plugin query timeout)", timeout.as_millis()),
+    };
+    // Loading runs outside any tenant's call, so it takes one of the host's
+    // slots only; `lovia serve` bounds the loads of each tenant.
+    let _permit =
+        tokio::time::timeout(timeout, host.slots.acquire(None)).await.map_err(|_| timed_out("instantiate"))?;
     let mut store = sandbox::new_store(
         &host.engine,
         StoreSpec {
@@ -461,7 +571,7 @@ async fn describe(
             tool: "".into(),
             call: CallContext::default(),
             limits: &host.config.limits,
-            timeout: Some(PLUGIN_QUERY_TIMEOUT),
+            timeout: Some(host.config.plugin_query_timeout),
             fuel: host.config.limits.fuel,
             grants: &crate::sandbox::Grants::default(),
             ticker: &host.ticker,
@@ -471,10 +581,21 @@ async fn describe(
     let fail = |function: &'static str, err: &wasmtime::Error, store: &wasmtime::Store<sandbox::SandboxState>| {
         LoadError::Describe { origin: origin.into(), function, reason: sandbox::classify(err, store).to_string() }
     };
-    let instance = pre.instantiate_async(&mut store).await.map_err(|e| fail("instantiate", &e, &store))?;
+    // The epoch deadline stops a guest that computes; these wall-clock
+    // deadlines stop one that waits on the host (a sleep) as well.
+    let instance = tokio::time::timeout(timeout, pre.instantiate_async(&mut store))
+        .await
+        .map_err(|_| timed_out("instantiate"))?
+        .map_err(|e| fail("instantiate", &e, &store))?;
     let plugin = instance.lovia_tools_plugin();
-    let info = plugin.call_info(&mut store).await.map_err(|e| fail("info", &e, &store))?;
-    let tools = plugin.call_tools(&mut store).await.map_err(|e| fail("tools", &e, &store))?;
+    let info = tokio::time::timeout(timeout, plugin.call_info(&mut store))
+        .await
+        .map_err(|_| timed_out("info"))?
+        .map_err(|e| fail("info", &e, &store))?;
+    let tools = tokio::time::timeout(timeout, plugin.call_tools(&mut store))
+        .await
+        .map_err(|_| timed_out("tools"))?
+        .map_err(|e| fail("tools", &e, &store))?;
     Ok((info, tools))
 }
 

@@ -3,10 +3,11 @@
 //! stay the default; see [`InstanceMode`].
 
 use crate::bindings::ToolPlugin;
-use crate::sandbox::SandboxState;
+use crate::sandbox::{SandboxState, SlotPermit};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Where a plugin's calls get their instance.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,7 +22,11 @@ pub enum InstanceMode {
     /// which then run one at a time. Calls without a session id still get a
     /// fresh instance. An instance that traps, times out or is cancelled is
     /// thrown away, and the next call starts a new one. At most
-    /// [`WARM_INSTANCES`] are kept per plugin (least recently used go first).
+    /// [`WARM_INSTANCES`] are kept per plugin (least recently used go first);
+    /// one unused for [`crate::HostConfig::warm_idle_timeout`] is dropped,
+    /// and a tenant at its instance limit
+    /// ([`crate::HostConfig::tenant_instances`]) gives up its least recently
+    /// used idle one to a new session.
     Session,
 }
 
@@ -32,6 +37,8 @@ pub const WARM_INSTANCES: usize = 64;
 pub(crate) struct Warm {
     pub(crate) store: wasmtime::Store<SandboxState>,
     pub(crate) instance: ToolPlugin,
+    /// The instance slot it holds until it is dropped.
+    pub(crate) permit: SlotPermit,
 }
 
 /// A session's slot: empty until its first call, and emptied while a call
@@ -44,14 +51,13 @@ type SessionKey = (Option<String>, String);
 /// The warm instances of one plugin, by (tenant, session), with when each was last used.
 #[derive(Default)]
 pub(crate) struct WarmInstances {
-    slots: Mutex<HashMap<SessionKey, (Slot, u64)>>,
-    clock: std::sync::atomic::AtomicU64,
+    slots: Mutex<HashMap<SessionKey, (Slot, Instant)>>,
 }
 
 impl WarmInstances {
     /// The slot of a session, made on first use.
     pub(crate) fn slot(&self, tenant: Option<&str>, session: &str) -> Slot {
-        let now = self.clock.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let now = Instant::now();
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         let key = (tenant.map(str::to_owned), session.to_owned());
         if let Some((slot, used)) = slots.get_mut(&key) {
@@ -75,8 +81,32 @@ impl WarmInstances {
         slots.remove(&(tenant.map(str::to_owned), session.to_owned())).is_some()
     }
 
-    /// How many sessions hold a slot.
+    /// How many sessions hold a warm instance now (busy ones count).
     pub(crate) fn len(&self) -> usize {
-        self.slots.lock().unwrap_or_else(|e| e.into_inner()).len()
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.values().filter(|(slot, _)| slot.try_lock().map_or(true, |warm| warm.is_some())).count()
+    }
+
+    /// Drops every instance unused for `idle` or longer. A slot in use (its
+    /// lock held by a call) is not idle.
+    pub(crate) fn sweep(&self, idle: Duration) -> usize {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let before = slots.len();
+        slots.retain(|_, (slot, used)| used.elapsed() < idle || slot.try_lock().is_err());
+        before - slots.len()
+    }
+
+    /// Drops the least recently used idle instance of `tenant` other than
+    /// `keep`'s, to give its slot to a new session; true if one was dropped.
+    pub(crate) fn evict_idle(&self, tenant: Option<&str>, keep: &str) -> bool {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let victim = slots
+            .iter()
+            .filter(|((t, s), (slot, _))| {
+                t.as_deref() == tenant && s != keep && slot.try_lock().is_ok_and(|warm| warm.is_some())
+            })
+            .min_by_key(|(_, (_, used))| *used)
+            .map(|(k, _)| k.clone());
+        victim.is_some_and(|k| slots.remove(&k).is_some())
     }
 }

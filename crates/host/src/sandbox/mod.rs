@@ -9,6 +9,7 @@ mod grants;
 mod http;
 mod limits;
 mod output;
+mod slots;
 #[cfg(feature = "sqlite-session-store")]
 mod sqlite;
 mod store;
@@ -20,6 +21,7 @@ pub use grants::{DirGrant, DirMode, Grants, SecretSource};
 pub(crate) use http::HttpHooks;
 pub use http::{HttpOrigin, InvalidOrigin, is_special_address};
 pub use limits::CallLimits;
+pub(crate) use slots::{InstanceSlots, SlotPermit};
 #[cfg(feature = "sqlite-session-store")]
 pub use sqlite::{SqliteStore, StoreOpenError};
 pub use store::{MemoryStore, SessionStore, StoreQuota};

@@ -1,0 +1,5 @@
+//! The multi-tenant threat model (docs/security.md): each attack runs as
+//! tenant A with a real hostile component, and tenant B's calls keep
+//! answering, correctly and within a bound. One module per surface.
+
+mod instances;
