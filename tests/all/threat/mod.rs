@@ -3,3 +3,4 @@
 //! answering, correctly and within a bound. One module per surface.
 
 mod instances;
+mod neighbour;
