@@ -3,7 +3,7 @@
 use crate::error::HostError;
 use crate::sandbox::{CallLimits, SandboxState, Ticker};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -77,6 +77,9 @@ pub struct Host {
     pub(crate) config: Arc<HostConfig>,
     pub(crate) tenant_fuel: Arc<crate::sandbox::FuelLedger>,
     pub(crate) slots: Arc<crate::sandbox::InstanceSlots>,
+    /// The warm instances of every session-mode plugin, so that a tenant at
+    /// its instance limit can give up an idle one in any plugin.
+    pub(crate) warm_pools: Arc<Mutex<Vec<Weak<crate::plugin::WarmInstances>>>>,
     pooled: bool,
     pub(crate) ticker: Arc<Ticker>,
 }
@@ -109,6 +112,7 @@ impl Host {
         let slots = Arc::new(crate::sandbox::InstanceSlots::new(config.pool_slots, config.tenant_instances));
         Ok(Host {
             slots,
+            warm_pools: Arc::default(),
             engine,
             linker: Arc::new(linker),
             config: Arc::new(config),

@@ -66,6 +66,22 @@ async fn warm_sessions_of_one_tenant_cannot_hold_every_slot() {
 }
 
 #[tokio::test]
+async fn a_tenant_at_its_limit_with_warm_instances_elsewhere_still_gets_a_slot() {
+    let host = small_host(|_| {});
+    let session = || PluginConfig { instance: InstanceMode::Session, ..Default::default() };
+    let first = host.load_file_with(fixtures::SLOW, session()).await.expect("load");
+    let second = host.load_file_with(fixtures::SLOW, session()).await.expect("load");
+    for s in ["s1", "s2"] {
+        assert_eq!(first.invoke(&hold(1, "a", Some(s))).await.model_output(), "held 1 ms");
+    }
+    assert_eq!(host.tenant_instances("a"), 2, "A's limit is spent on the first plugin's warm instances");
+    let start = Instant::now();
+    assert_eq!(second.invoke(&hold(1, "a", Some("s3"))).await.model_output(), "held 1 ms");
+    assert!(start.elapsed() < Duration::from_secs(1), "waited {:?} for an idle instance elsewhere", start.elapsed());
+    assert_eq!(first.warm_sessions(), 1, "the least recently used idle one made room");
+}
+
+#[tokio::test]
 async fn idle_warm_instances_are_dropped_and_free_their_slot() {
     let host = small_host(|c| c.warm_idle_timeout = Duration::from_millis(200));
     let config = PluginConfig { instance: InstanceMode::Session, ..Default::default() };

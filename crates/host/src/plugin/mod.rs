@@ -8,6 +8,7 @@ mod request;
 mod warm;
 
 pub use request::CallRequest;
+pub(crate) use warm::WarmInstances;
 pub use warm::{InstanceMode, WARM_INSTANCES};
 
 use crate::args::{ArgumentError, ArgumentValidator};
@@ -21,7 +22,7 @@ use crate::sandbox::{self, CallLimits, SessionStore, StoreSpec};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 /// Who a plugin is.
@@ -87,7 +88,7 @@ struct Inner {
     info: PluginInfo,
     tools: Vec<LoadedTool>,
     imports: Vec<String>,
-    warm: warm::WarmInstances,
+    warm: Arc<warm::WarmInstances>,
 }
 
 struct LoadedTool {
@@ -201,10 +202,14 @@ impl Host {
                 info,
                 tools,
                 imports,
-                warm: warm::WarmInstances::default(),
+                warm: Arc::default(),
             }),
         };
         if plugin.inner.config.instance == InstanceMode::Session {
+            let mut pools = self.warm_pools.lock().unwrap_or_else(|p| p.into_inner());
+            pools.retain(|pool| pool.strong_count() > 0);
+            pools.push(Arc::downgrade(&plugin.inner.warm));
+            drop(pools);
             plugin.sweep_idle_warm_instances();
         }
         Ok(plugin)
@@ -475,14 +480,26 @@ impl Plugin {
     }
 
     /// An instance slot for a call of `tenant`: at once when one is free;
-    /// else this plugin first gives up the tenant's least recently used idle
-    /// warm instance (other than `session`'s), then the call waits its turn.
+    /// else the tenant gives up its least recently used idle warm instance
+    /// (other than `session`'s) in this plugin, or failing that in another,
+    /// and the call waits its turn.
     async fn instance_slot(&self, tenant: Option<&str>, session: &str) -> sandbox::SlotPermit {
         let slots = &self.inner.host.slots;
         if let Some(permit) = slots.try_acquire(tenant) {
             return permit;
         }
-        self.inner.warm.evict_idle(tenant, session);
+        if !self.inner.warm.evict_idle(tenant, session) {
+            // The tenant's idle instances may sit in its other plugins.
+            let pools: Vec<_> = {
+                let pools = self.inner.host.warm_pools.lock().unwrap_or_else(|p| p.into_inner());
+                pools.iter().filter_map(Weak::upgrade).collect()
+            };
+            for pool in pools.iter().filter(|p| !Arc::ptr_eq(p, &self.inner.warm)) {
+                if pool.evict_idle(tenant, "") {
+                    break;
+                }
+            }
+        }
         slots.acquire(tenant).await
     }
 
