@@ -128,10 +128,10 @@ impl SessionStore for SqliteStore {
                  ORDER BY key LIMIT ?4",
             )?;
             let limit = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-            let rows = stmt.query_map(
-                params![namespace, prefix, limit(quota.list_bytes), limit(quota.list_keys)],
-                |r| r.get::<_, String>(0),
-            )?;
+            let rows = stmt
+                .query_map(params![namespace, prefix, limit(quota.list_bytes), limit(quota.list_keys)], |r| {
+                    r.get::<_, String>(0)
+                })?;
             // Rows are read one at a time, and the reading stops at the budget.
             let mut keys = Vec::new();
             let mut bytes = 0usize;

@@ -187,11 +187,7 @@ impl SandboxState {
 
 /// `%` and `/` as `%25` and `%2F`; anything else unchanged.
 fn escape_part(part: &str) -> std::borrow::Cow<'_, str> {
-    if part.contains(['%', '/']) {
-        part.replace('%', "%25").replace('/', "%2F").into()
-    } else {
-        part.into()
-    }
+    if part.contains(['%', '/']) { part.replace('%', "%25").replace('/', "%2F").into() } else { part.into() }
 }
 
 impl Host for SandboxState {
