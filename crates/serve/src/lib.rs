@@ -1,7 +1,7 @@
 //! `lovia serve`: the tool host as a multi-tenant HTTP service (axum).
 //!
 //! Every `/api` route needs `Authorization: Bearer <key>`; the key's
-//! SHA-256 picks the tenant, before any of the body is read ([`door`]). A
+//! SHA-256 picks the tenant, before any of the body is read (`door`). A
 //! tenant sees and calls only its own tools: another tenant's tool is a 404,
 //! exactly like a tool that does not exist.
 //!

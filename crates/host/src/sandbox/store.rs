@@ -214,3 +214,26 @@ impl Host for SandboxState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaped_parts_keep_tenants_and_sessions_apart() {
+        // Tenant `a/x` with session `s` against tenant `a` with session `x/s`.
+        let ns = |tenant: &str, session: &str| format!("{}/digest/{}", escape_part(tenant), escape_part(session));
+        assert_ne!(ns("a/x", "s"), ns("a", "x/s"));
+        assert_ne!(ns("a%2Fx", "s"), ns("a/x", "s"));
+        assert_eq!(ns("acme", "s1"), "acme/digest/s1", "ordinary ids read as before");
+    }
+
+    #[test]
+    fn listings_stop_at_their_count_and_bytes() {
+        let quota = StoreQuota { list_keys: 3, list_bytes: 10, ..StoreQuota::default() };
+        let keys = |list: &[&str]| quota.bound_listing(list.iter().map(|k| k.to_string()));
+        assert_eq!(keys(&["a", "b", "c", "d"]), ["a", "b", "c"]);
+        assert_eq!(keys(&["aaaa", "bbbb", "cccc"]), ["aaaa", "bbbb"]);
+        assert_eq!(keys(&["a", "much-too-long-key", "b"]), ["a", "b"], "a key over the whole budget is skipped");
+    }
+}
