@@ -13,6 +13,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("OPS", "ops"),
     ("DIAGNOSTICS", "diagnostics"),
     ("HOSTILE", "hostile"),
+    ("NOTES_IMPOSTOR", "notes_impostor"),
     ("TRAP_INFO", "trap_info"),
     ("TRAP_TOOLS", "trap_tools"),
     ("SCHEMA_INVALID", "schema_invalid"),

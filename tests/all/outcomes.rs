@@ -153,7 +153,7 @@ async fn the_store_is_denied_by_default_and_scoped_to_the_session_when_granted()
         "succeeded after 2 failures"
     );
     assert_eq!(
-        store.keys("/notes/s1", ""),
+        store.keys(&format!("/{}/s1", notes.digest()), ""),
         ["note/plan"],
         "diagnostics' counter lives in its own namespace, not in the notes plugin's"
     );

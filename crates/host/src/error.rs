@@ -107,6 +107,16 @@ pub enum LoadError {
         /// What is wrong.
         reason: String,
     },
+    /// The config's `store_namespace` is not a namespace.
+    #[error(
+        "{origin}: store_namespace {namespace:?} must be 1-128 letters, digits, _ . or - (a plugin's store namespace cannot hold / or %)"
+    )]
+    StoreNamespace {
+        /// Where the bytes came from.
+        origin: String,
+        /// The namespace given.
+        namespace: String,
+    },
     /// The compiled-artifact cache failed while writing.
     #[error("cannot write the compiled artifact {path}: {source}")]
     Cache {
@@ -141,6 +151,9 @@ impl LoadError {
             LoadError::InvalidSpec { .. } => "fix the tool's declaration in the plugin and rebuild it",
             LoadError::Manifest { .. } => "run `lovia pack PLUGIN.wasm` to embed the manifest",
             LoadError::Cache { .. } => "set a writable cache directory, or disable the cache",
+            LoadError::StoreNamespace { .. } => {
+                "give plugins that should share session data the same store_namespace, such as \"notes\""
+            }
             LoadError::Config { .. } => {
                 "the config has [grants] (dirs, env, secrets) and [limits] (memory_mib, max_wall_clock_ms, fuel, \
                  result_bytes); see docs/tool-authors.md, section \"What a plugin can be granted\""

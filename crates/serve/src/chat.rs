@@ -124,7 +124,8 @@ fn parse<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, ApiError> {
     serde_json::from_str(body).map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("invalid request body: {e}")))
 }
 
-fn valid_session_id(id: &str) -> bool {
+/// The ids a session may have (`session_id` of a chat, `x-lovia-session` of a call).
+pub(crate) fn valid_session_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 128 && id.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
 }
 

@@ -6,6 +6,10 @@
 //! approval_timeout_secs = 600        # default; an undecided approval is then denied
 //! sse_keep_alive_secs = 15           # default; a keep-alive comment after this much silence
 //! max_plugin_bytes = 33554432        # default (32 MiB) for POST /api/plugins
+//! max_body_bytes_in_flight = 134217728  # default (128 MiB): request bodies held at once, all tenants
+//! body_read_timeout_secs = 30        # default; a body must arrive within this
+//! metrics_token = "<sha-256 hex>"    # default: none; then /metrics is refused unless
+//! metrics_public = false             # … this is true (it is false by default)
 //!
 //! [[tenants]]
 //! name = "acme"
@@ -15,6 +19,9 @@
 //! calls_per_minute = 600               # default; more get 429
 //! max_concurrent_runs = 4              # default; more chat runs at once get 429
 //! fuel_per_minute = 5_000_000_000      # default: none
+//! max_body_bytes_in_flight = 41943040  # default (40 MiB): this tenant's request bodies held at once
+//! max_plugins = 16                     # default: plugins it may upload
+//! max_uploaded_bytes = 67108864        # default (64 MiB): bytes of all its uploads
 //! provider = { kind = "env" }          # default: OPENAI_API_KEY / ANTHROPIC_API_KEY …
 //! agent = { name = "assistant", instructions = "Be brief.", max_turns = 50 }
 //!
@@ -58,6 +65,27 @@ pub struct ServeConfig {
     /// The largest `.wasm` `POST /api/plugins` accepts. Default: 32 MiB.
     #[serde(default = "default_max_plugin_bytes")]
     pub max_plugin_bytes: usize,
+    /// Bytes of request bodies being read or held by a request at once,
+    /// across all tenants; past it, 503. A body reserves its
+    /// `Content-Length` (else its route's limit) before a byte of it is read,
+    /// so the service's memory for bodies stays bounded however many
+    /// clients send at once. At least `max_plugin_bytes`. Default: 128 MiB.
+    #[serde(default = "default_service_body_bytes")]
+    pub max_body_bytes_in_flight: usize,
+    /// Seconds a request body may take to arrive; past it, 408. A slow
+    /// sender otherwise holds its reservation for ever. Default: 30; at least 1.
+    #[serde(default = "default_body_read_timeout")]
+    pub body_read_timeout_secs: u64,
+    /// The lower-case hex SHA-256 of the token `GET /metrics` needs
+    /// (`Authorization: Bearer <token>`; `lovia serve --hash-key` prints
+    /// it). Default: none, and then `/metrics` is refused (403) unless
+    /// `metrics_public` is true: the metrics name every tenant and its tools.
+    #[serde(default)]
+    pub metrics_token: Option<String>,
+    /// Serve `/metrics` to anyone, without a token (for a port only a
+    /// scraper can reach). Default: false. Not together with `metrics_token`.
+    #[serde(default)]
+    pub metrics_public: bool,
     /// The tenants; each sees only its own tools.
     pub tenants: Vec<TenantConfig>,
 }
@@ -72,6 +100,26 @@ fn default_sse_keep_alive() -> u64 {
 
 fn default_max_plugin_bytes() -> usize {
     32 << 20
+}
+
+fn default_service_body_bytes() -> usize {
+    128 << 20
+}
+
+fn default_body_read_timeout() -> u64 {
+    30
+}
+
+fn default_tenant_body_bytes() -> usize {
+    40 << 20
+}
+
+fn default_max_plugins() -> u32 {
+    16
+}
+
+fn default_max_uploaded_bytes() -> u64 {
+    64 << 20
 }
 
 fn default_listen() -> SocketAddr {
@@ -102,6 +150,19 @@ pub struct TenantConfig {
     /// Chat runs at once; beyond, 429. Default: 4.
     #[serde(default = "default_runs")]
     pub max_concurrent_runs: u32,
+    /// Bytes of this tenant's request bodies being read or held at once;
+    /// past it, 429. At least the service's `max_plugin_bytes`, so that one
+    /// upload of the largest size fits. Default: 40 MiB.
+    #[serde(default = "default_tenant_body_bytes")]
+    pub max_body_bytes_in_flight: usize,
+    /// Plugins the tenant may add with `POST /api/plugins` (while the
+    /// service runs; uploads are lost at restart); past it, 403. Default: 16.
+    #[serde(default = "default_max_plugins")]
+    pub max_plugins: u32,
+    /// Bytes of all the components the tenant has uploaded; an upload that
+    /// would pass it is refused (403) before it is compiled. Default: 64 MiB.
+    #[serde(default = "default_max_uploaded_bytes")]
+    pub max_uploaded_bytes: u64,
     /// The model behind `/api/chat`. Default: from the environment.
     #[serde(default)]
     pub provider: ProviderConfig,
@@ -270,6 +331,9 @@ impl TenantConfig {
             max_concurrent_calls: default_concurrent(),
             calls_per_minute: default_per_minute(),
             max_concurrent_runs: default_runs(),
+            max_body_bytes_in_flight: default_tenant_body_bytes(),
+            max_plugins: default_max_plugins(),
+            max_uploaded_bytes: default_max_uploaded_bytes(),
             fuel_per_minute: None,
             provider: ProviderConfig::default(),
             agent: AgentConfig::default(),
@@ -292,6 +356,10 @@ impl ServeConfig {
             approval_timeout_secs: default_approval_timeout(),
             sse_keep_alive_secs: default_sse_keep_alive(),
             max_plugin_bytes: default_max_plugin_bytes(),
+            max_body_bytes_in_flight: default_service_body_bytes(),
+            body_read_timeout_secs: default_body_read_timeout(),
+            metrics_token: None,
+            metrics_public: false,
             tenants,
         }
     }
@@ -316,6 +384,29 @@ impl ServeConfig {
         if self.sse_keep_alive_secs == 0 {
             return Err("sse_keep_alive_secs must be at least 1".into());
         }
+        if self.body_read_timeout_secs == 0 {
+            return Err("body_read_timeout_secs must be at least 1".into());
+        }
+        if self.max_body_bytes_in_flight < self.max_plugin_bytes {
+            return Err(format!(
+                "max_body_bytes_in_flight ({}) must be at least max_plugin_bytes ({}), or no upload of the largest size could be read",
+                self.max_body_bytes_in_flight, self.max_plugin_bytes
+            ));
+        }
+        if let Some(token) = &self.metrics_token {
+            if !is_sha256_hex(token) {
+                return Err(
+                    "metrics_token holds the lower-case hex SHA-256 of the token (64 characters); `lovia serve --hash-key` prints one"
+                        .into(),
+                );
+            }
+            if self.metrics_public {
+                return Err("set metrics_token or metrics_public = true, not both".into());
+            }
+            if self.tenants.iter().any(|t| t.api_keys.contains(token)) {
+                return Err("metrics_token must not be a tenant's API key: the metrics show every tenant".into());
+            }
+        }
         let mut names = std::collections::HashSet::new();
         let mut keys = std::collections::HashSet::new();
         for tenant in &mut self.tenants {
@@ -330,7 +421,7 @@ impl ServeConfig {
                 return Err(format!("tenant {:?} has no api_keys", tenant.name));
             }
             for key in &tenant.api_keys {
-                if key.len() != 64 || !key.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+                if !is_sha256_hex(key) {
                     return Err(format!(
                         "tenant {:?}: api_keys hold the lower-case hex SHA-256 of a key (64 characters); `lovia serve --hash-key` prints one",
                         tenant.name
@@ -351,6 +442,12 @@ impl ServeConfig {
             if tenant.max_concurrent_calls == 0 || tenant.calls_per_minute == 0 || tenant.max_concurrent_runs == 0 {
                 return Err(format!("tenant {:?}: quotas must be at least 1", tenant.name));
             }
+            if tenant.max_body_bytes_in_flight < self.max_plugin_bytes {
+                return Err(format!(
+                    "tenant {:?}: max_body_bytes_in_flight ({}) must be at least max_plugin_bytes ({})",
+                    tenant.name, tenant.max_body_bytes_in_flight, self.max_plugin_bytes
+                ));
+            }
             for plugin in &mut tenant.plugins {
                 if plugin.path.is_relative() {
                     plugin.path = base.join(&plugin.path);
@@ -367,6 +464,16 @@ impl ServeConfig {
 impl PluginEntry {
     /// The plugin config this entry describes.
     pub fn plugin_config(&self) -> PluginConfig {
-        PluginConfig { instance: self.instance, grants: self.grants.clone(), limits: self.limits.clone() }
+        PluginConfig {
+            instance: self.instance,
+            grants: self.grants.clone(),
+            limits: self.limits.clone(),
+            ..PluginConfig::default()
+        }
     }
+}
+
+/// Whether `text` is a lower-case hex SHA-256, as `api_keys` and `metrics_token` hold.
+fn is_sha256_hex(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }

@@ -1,11 +1,13 @@
 //! `lovia serve`: the tool host as a multi-tenant HTTP service (axum).
 //!
 //! Every `/api` route needs `Authorization: Bearer <key>`; the key's
-//! SHA-256 picks the tenant. A tenant sees and calls only its own tools:
-//! another tenant's tool is a 404, exactly like a tool that does not exist.
+//! SHA-256 picks the tenant, before any of the body is read (`door`). A
+//! tenant sees and calls only its own tools: another tenant's tool is a 404,
+//! exactly like a tool that does not exist.
 //!
 //! - `GET /healthz` → `ok`
-//! - `GET /metrics` → Prometheus text (calls, errors, latency, in flight, refusals)
+//! - `GET /metrics` → Prometheus text (calls, errors, latency, in flight,
+//!   refusals), with the `metrics_token`, or to anyone with `metrics_public`
 //! - `GET /api/tools` → the tenant's tools in OpenAI's function format
 //! - `POST /api/tools/{name}/call`, body = the arguments as JSON →
 //!   `{"output": "...", "is_error": false}`: the string the model would see,
@@ -28,6 +30,7 @@
 mod auth;
 mod chat;
 mod config;
+mod door;
 mod metrics;
 mod model;
 mod quota;
@@ -83,6 +86,12 @@ struct Inner {
     /// Silence on an SSE stream before a keep-alive comment.
     sse_keep_alive: Duration,
     max_plugin_bytes: usize,
+    /// Bytes of request bodies held at once, across tenants ([`door`]).
+    bodies: Arc<Semaphore>,
+    body_read_timeout: Duration,
+    /// SHA-256 (hex) of the token `/metrics` needs.
+    metrics_token: Option<String>,
+    metrics_public: bool,
 }
 
 struct Tenant {
@@ -96,6 +105,12 @@ struct Tenant {
     /// One upload of this tenant compiles at a time.
     uploads: Arc<Semaphore>,
     quota: Arc<quota::Quota>,
+    /// Bytes of this tenant's request bodies held at once ([`door`]).
+    bodies: Arc<Semaphore>,
+    /// The upload quota: (plugins, bytes) uploaded so far, and the limits.
+    uploaded: Mutex<(u32, u64)>,
+    max_plugins: u32,
+    max_uploaded_bytes: u64,
 }
 
 /// Uploads compiling at once across all tenants: one per core of the
@@ -187,6 +202,10 @@ impl Service {
                     t.calls_per_minute,
                     metrics.clone(),
                 )),
+                bodies: door::budget(t.max_body_bytes_in_flight),
+                uploaded: Mutex::new((0, 0)),
+                max_plugins: t.max_plugins,
+                max_uploaded_bytes: t.max_uploaded_bytes,
             });
         }
         Ok(Service {
@@ -202,26 +221,42 @@ impl Service {
                 compile_slots: Arc::new(Semaphore::new(COMPILE_SLOTS)),
                 sse_keep_alive: Duration::from_secs(config.sse_keep_alive_secs.max(1)),
                 max_plugin_bytes: config.max_plugin_bytes,
+                bodies: door::budget(config.max_body_bytes_in_flight),
+                body_read_timeout: Duration::from_secs(config.body_read_timeout_secs.max(1)),
+                metrics_token: config.metrics_token.clone(),
+                metrics_public: config.metrics_public,
             }),
         })
     }
 
     /// The routes.
     pub fn router(&self) -> Router {
-        Router::new()
-            .route("/healthz", get(|| async { "ok\n" }))
-            .route("/metrics", get(metrics_text))
+        // Each group of `/api` routes has its own door, with its body limit:
+        // the key is checked and the body read (into a reservation) there,
+        // before any handler or body extractor runs.
+        let door = |limit: usize, upload: bool| {
+            axum::middleware::from_fn_with_state(door::Door { service: self.clone(), limit, upload }, door::admit)
+        };
+        let api = Router::new()
             .route("/api/tools", get(list_tools))
             .route("/api/tools/{name}/call", post(call_tool))
             .route("/api/chat", post(chat::chat))
             .route("/api/chat/approve", post(chat::approve))
             .route("/api/chat/cancel", post(chat::cancel))
             .route("/api/chat/{session_id}", get(chat::transcript))
+            .route_layer(door(MAX_ARGUMENTS_BYTES, false));
+        let uploads = Router::new()
             .route(
                 "/api/plugins",
                 post(upload::upload)
                     .layer(axum::extract::DefaultBodyLimit::max(self.inner.max_plugin_bytes.saturating_add(1))),
             )
+            .route_layer(door(self.inner.max_plugin_bytes, true));
+        Router::new()
+            .route("/healthz", get(|| async { "ok\n" }))
+            .route("/metrics", get(metrics_text))
+            .merge(api)
+            .merge(uploads)
             .fallback(|| async { error(StatusCode::NOT_FOUND, "no such route") })
             .layer(axum::extract::DefaultBodyLimit::max(MAX_ARGUMENTS_BYTES))
             .with_state(self.clone())
@@ -244,7 +279,25 @@ fn error(status: StatusCode, message: &str) -> Response {
     (status, Json(json!({ "error": message }))).into_response()
 }
 
-async fn metrics_text(State(service): State<Service>) -> Response {
+async fn metrics_text(State(service): State<Service>, headers: HeaderMap) -> Response {
+    // The metrics name every tenant and its tools: never served by default.
+    match &service.inner.metrics_token {
+        Some(hash) => {
+            let token = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(auth::bearer);
+            if token.is_none_or(|t| hash_key(t) != *hash) {
+                let mut response = error(StatusCode::UNAUTHORIZED, "missing or wrong metrics token");
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+                return response;
+            }
+        }
+        None if service.inner.metrics_public => {}
+        None => {
+            return error(
+                StatusCode::FORBIDDEN,
+                "metrics are not enabled: set metrics_token (or metrics_public = true) in the service config",
+            );
+        }
+    }
     let in_flight: Vec<(String, usize)> =
         service.inner.tenants.iter().map(|t| (t.name.clone(), t.quota.in_flight())).collect();
     let pending = service.pending_approvals();
@@ -271,6 +324,15 @@ async fn call_tool(
     body: String,
 ) -> Response {
     let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+    // The session id keys warm instances and the session store: only the
+    // ids a chat may have, never arbitrary bytes of any length.
+    let session_id = match headers.get("x-lovia-session") {
+        None => None,
+        Some(value) => match value.to_str().ok().filter(|id| chat::valid_session_id(id)) {
+            Some(id) => Some(id.to_owned()),
+            None => return error(StatusCode::BAD_REQUEST, "x-lovia-session must be 1-128 letters, digits, _ . or -"),
+        },
+    };
     let executor = tenant.executor();
     if executor.tools().get(&name).is_none() {
         return error(StatusCode::NOT_FOUND, &format!("no tool named {name}"));
@@ -282,12 +344,8 @@ async fn call_tool(
     let n = service.inner.calls.fetch_add(1, Ordering::Relaxed);
     let call =
         ToolCall::new(format!("http_{n}"), name.clone(), if body.trim().is_empty() { "{}".into() } else { body });
-    let run = RunState {
-        run_id: format!("serve_{n}"),
-        session_id: headers.get("x-lovia-session").and_then(|v| v.to_str().ok()).map(str::to_owned),
-        tenant: Some(tenant.name.clone()),
-        ..RunState::default()
-    };
+    let run =
+        RunState { run_id: format!("serve_{n}"), session_id, tenant: Some(tenant.name.clone()), ..RunState::default() };
     let started = Instant::now();
     let results = executor.run_turn(std::slice::from_ref(&call), &run, &EventSink::none()).await;
     let (output, error_kind) = match results.ok().and_then(|r| r.into_iter().next()) {

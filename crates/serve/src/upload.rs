@@ -1,6 +1,9 @@
 //! `POST /api/plugins`: a tenant adds a component. It is validated,
 //! compiled and cached like any plugin, granted nothing, and its tools join
-//! the tenant's (a name clash is a 409 and changes nothing).
+//! the tenant's (a name clash is a 409 and changes nothing). Each tenant's
+//! uploads are bounded in number and in bytes (`max_plugins`,
+//! `max_uploaded_bytes`), checked before the compile, so that one tenant
+//! cannot fill the service's memory with compiled code.
 
 use super::{Service, error, unauthorized};
 use axum::Json;
@@ -32,6 +35,28 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
             "an upload of this tenant is already compiling; retry when it is done",
         );
     };
+    // Checked and charged under the tenant's upload slot, so two uploads of
+    // one tenant cannot both pass the check.
+    let (count, bytes) = *tenant.uploaded.lock().unwrap_or_else(|e| e.into_inner());
+    if count >= tenant.max_plugins {
+        service.inner.metrics.refuse(&tenant.name, "max_plugins");
+        return error(
+            StatusCode::FORBIDDEN,
+            &format!("this tenant has uploaded {count} plugins; the limit is {} (max_plugins)", tenant.max_plugins),
+        );
+    }
+    let after = bytes.saturating_add(body.len() as u64);
+    if after > tenant.max_uploaded_bytes {
+        service.inner.metrics.refuse(&tenant.name, "max_uploaded_bytes");
+        return error(
+            StatusCode::FORBIDDEN,
+            &format!(
+                "this tenant's uploads would reach {after} bytes; the limit is {} bytes (max_uploaded_bytes)",
+                tenant.max_uploaded_bytes
+            ),
+        );
+    }
+    let size = body.len() as u64;
     let origin = format!("upload by {}", tenant.name);
     let host = service.inner.host.clone();
     let plugin = match compile_on_the_blocking_pool(host, &service.inner.compile_slots, body, origin).await {
@@ -47,6 +72,11 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
     }
     *current = Executor::new(set, current.settings().clone());
     drop(current);
+    {
+        let mut uploaded = tenant.uploaded.lock().unwrap_or_else(|e| e.into_inner());
+        uploaded.0 += 1;
+        uploaded.1 = uploaded.1.saturating_add(size);
+    }
     tracing::info!(tenant = %tenant.name, plugin = ?plugin.info().name, digest = %plugin.digest(), "plugin uploaded");
     (StatusCode::CREATED, Json(json!({"plugin": plugin.info().name, "digest": plugin.digest(), "tools": names})))
         .into_response()

@@ -45,11 +45,12 @@ async fn a_chat_holds_an_approval_round_trip_over_sse() {
         calls(&[("c1", "lookup_order", r#"{"order_id": "A-1002"}"#), ("c2", "refund", REFUND)]),
         {"content": "Refunded 90 dollars."}
     ]);
-    let addr = start_with(ServeConfig::new(vec![
+    let mut config = ServeConfig::new(vec![
         chat_tenant("acme", "acme-key", script(dir.path(), replies.clone())),
         chat_tenant("globex", "globex-key", script(dir.path(), replies)),
-    ]))
-    .await;
+    ]);
+    config.metrics_token = Some(lovia_serve::hash_key("scraper-token"));
+    let addr = start_with(config).await;
     let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "s1", "input": "refund A-1002"}"#).await;
     assert_eq!(sse.status, 200);
     let first = sse.until("approval_required").await;
@@ -87,7 +88,7 @@ async fn a_chat_holds_an_approval_round_trip_over_sse() {
     assert_eq!((status, json(&body)["status"].as_str()), (200, Some("completed")));
     assert_eq!(json(&body)["messages"].as_array().expect("messages").len(), 5);
     assert_eq!(request(addr, "GET", "/api/chat/s1", Some("globex-key"), "").await.0, 404);
-    let (_, metrics) = request(addr, "GET", "/metrics", None, "").await;
+    let (_, metrics) = request(addr, "GET", "/metrics", Some("scraper-token"), "").await;
     assert!(metrics.contains("lovia_runs_total{tenant=\"acme\",outcome=\"completed\"} 1"), "{metrics}");
     assert!(metrics.contains("lovia_approvals_pending{tenant=\"acme\"} 0"), "{metrics}");
 }

@@ -29,7 +29,11 @@ pub(crate) fn tenant(name: &str, key: &str, plugins: &[&str]) -> TenantConfig {
 /// Starts the service on a free loopback port, with its session store in a
 /// fresh temporary directory.
 pub(crate) async fn start(tenants: Vec<TenantConfig>) -> SocketAddr {
-    start_with(ServeConfig::new(tenants)).await
+    let mut config = ServeConfig::new(tenants);
+    // These tests read /metrics without a token (tests/all/threat/serve.rs
+    // tests the token).
+    config.metrics_public = true;
+    start_with(config).await
 }
 
 /// Starts the service of `config` on a free loopback port; without a store

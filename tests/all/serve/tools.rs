@@ -195,6 +195,7 @@ async fn a_tenant_fuel_quota_stops_its_calls_and_no_one_elses() {
     let mut hungry = tenant("hungry", "hungry-key", &[fixtures::DIAGNOSTICS]);
     hungry.fuel_per_minute = Some(1_000_000);
     let mut config = ServeConfig::new(vec![hungry, tenant("calm", "calm-key", &[fixtures::DIAGNOSTICS])]);
+    config.metrics_public = true;
     config.resolve(std::path::Path::new(".")).expect("config");
     let dir = tempfile::tempdir().expect("tempdir");
     let store = std::sync::Arc::new(lovia_runner::SqliteRunStore::open(dir.path().join("s.db")).expect("store"));

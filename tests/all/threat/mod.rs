@@ -1,6 +1,7 @@
 //! The multi-tenant threat model (docs/security.md): each attack runs as
-//! tenant A with a real hostile component, and tenant B's calls keep
-//! answering, correctly and within a bound. One module per surface.
+//! tenant A with a real hostile component or real HTTP, and tenant B's calls
+//! keep answering, correctly and within a bound. One module per surface.
 
 mod instances;
 mod neighbour;
+mod serve;

@@ -3,6 +3,7 @@
 //!
 //! ```toml
 //! instance = "fresh"   # or "session": one warm instance per session
+//! store_namespace = "notes"   # default: the component's SHA-256; shared only when given
 //!
 //! [grants]
 //! env = ["LANG"]
@@ -37,6 +38,20 @@ pub struct PluginConfig {
     /// Limits over the host's.
     #[serde(default)]
     pub limits: LimitOverrides,
+    /// What keys the plugin's session store, with the tenant and the session:
+    /// 1-128 letters, digits, `_`, `.` or `-`. Default: none, which means
+    /// the component's SHA-256 (hex). The name a plugin declares in `info()`
+    /// is never used: any component may call itself `notes`, and must not
+    /// read another's notes for it. Two different components share data
+    /// only when the operator gives both the same namespace; a new build of
+    /// a plugin keeps its data only with a namespace set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_namespace: Option<String>,
+}
+
+/// Whether `namespace` can be a [`PluginConfig::store_namespace`].
+pub fn is_valid_store_namespace(namespace: &str) -> bool {
+    (1..=128).contains(&namespace.len()) && namespace.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
 }
 
 /// Per-plugin limits; each absent one keeps the host's.
@@ -101,6 +116,11 @@ impl PluginConfig {
 
     /// Makes relative directory grants absolute against `base` and checks them.
     pub fn resolve(&mut self, base: &Path) -> Result<(), String> {
+        if let Some(namespace) = &self.store_namespace
+            && !is_valid_store_namespace(namespace)
+        {
+            return Err(format!("store_namespace {namespace:?} must be 1-128 letters, digits, _ . or -"));
+        }
         for dir in &mut self.grants.dirs {
             if dir.host.is_relative() {
                 dir.host = base.join(&dir.host);

@@ -84,6 +84,8 @@ struct Inner {
     origin: String,
     digest: String,
     name: Arc<str>,
+    /// What keys its session store: the config's `store_namespace`, else the digest.
+    store_namespace: Arc<str>,
     pre: ToolPluginPre<sandbox::SandboxState>,
     info: PluginInfo,
     tools: Vec<LoadedTool>,
@@ -140,6 +142,11 @@ impl Host {
         config: config::PluginConfig,
     ) -> Result<Plugin, LoadError> {
         check_header(bytes, origin)?;
+        if let Some(namespace) = &config.store_namespace
+            && !config::is_valid_store_namespace(namespace)
+        {
+            return Err(LoadError::StoreNamespace { origin: origin.into(), namespace: namespace.clone() });
+        }
         let digest = hex::encode(Sha256::digest(bytes));
         let component = cache::compile(&self.engine, bytes, &digest, origin, self.config.cache_dir.as_deref())?;
         // What `info()` and `tools()` said, checked, and the imports are
@@ -193,6 +200,7 @@ impl Host {
         let plugin = Plugin {
             inner: Arc::new(Inner {
                 limits: config.limits.apply(&self.config.limits),
+                store_namespace: config.store_namespace.as_deref().unwrap_or(&digest).into(),
                 config,
                 host: self.clone(),
                 origin: origin.into(),
@@ -230,6 +238,12 @@ impl Plugin {
     /// The SHA-256 of its bytes, hex.
     pub fn digest(&self) -> &str {
         &self.inner.digest
+    }
+
+    /// What keys its session store (with the tenant and the session): the
+    /// config's `store_namespace`, or else its digest.
+    pub fn store_namespace(&self) -> &str {
+        &self.inner.store_namespace
     }
 
     /// What the plugin is granted and its limits.
@@ -515,6 +529,7 @@ impl Plugin {
     ) -> StoreSpec<'a> {
         StoreSpec {
             plugin: self.inner.name.clone(),
+            store_namespace: self.inner.store_namespace.clone(),
             tool: tool.name.clone(),
             call,
             limits,
@@ -585,6 +600,8 @@ async fn describe(
         &host.engine,
         StoreSpec {
             plugin: origin.into(),
+            // info() and tools() get no session store.
+            store_namespace: "".into(),
             tool: "".into(),
             call: CallContext::default(),
             limits: &host.config.limits,

@@ -48,6 +48,8 @@ pub struct SandboxState {
     pub(crate) limits: CallLimits,
     pub(crate) call: CallContext,
     pub(crate) plugin: Arc<str>,
+    /// The plugin's part of its session store's namespace, from the host.
+    pub(crate) store_namespace: Arc<str>,
     pub(crate) tool: Arc<str>,
     pub(crate) session_store: Option<Arc<dyn SessionStore>>,
     pub(crate) stderr: OutputRing,
@@ -81,6 +83,8 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<SandboxState>> 
 /// What one store is for.
 pub(crate) struct StoreSpec<'a> {
     pub(crate) plugin: Arc<str>,
+    /// The host-assigned identity that keys the plugin's session store.
+    pub(crate) store_namespace: Arc<str>,
     pub(crate) tool: Arc<str>,
     pub(crate) call: CallContext,
     pub(crate) limits: &'a CallLimits,
@@ -129,6 +133,7 @@ pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxSt
         events_left: spec.limits.events_per_call,
         call: spec.call,
         plugin: spec.plugin,
+        store_namespace: spec.store_namespace,
         tool: spec.tool,
         session_store: spec.session_store,
         stderr,

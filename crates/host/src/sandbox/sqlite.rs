@@ -72,8 +72,9 @@ impl SessionStore for SqliteStore {
         let quota = self.quota;
         self.with(|c| {
             let tx = c.unchecked_transaction()?;
+            // Keys count in the total like values (in bytes: LENGTH of TEXT counts characters).
             let (keys, total): (i64, i64) = tx.query_row(
-                "SELECT COUNT(*), COALESCE(SUM(LENGTH(value)), 0) FROM session_kv WHERE ns = ?1",
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(key AS BLOB)) + LENGTH(value)), 0) FROM session_kv WHERE ns = ?1",
                 params![namespace],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )?;
@@ -85,7 +86,7 @@ impl SessionStore for SqliteStore {
                 )
                 .optional()?;
             let to_usize = |n: i64| usize::try_from(n).unwrap_or(usize::MAX);
-            if let Err(message) = quota.check(to_usize(keys), to_usize(total), old.map(to_usize), value.len()) {
+            if let Err(message) = quota.check(key, to_usize(keys), to_usize(total), old.map(to_usize), value.len()) {
                 return Ok(Err(message));
             }
             tx.execute(
@@ -111,11 +112,38 @@ impl SessionStore for SqliteStore {
     }
 
     fn keys(&self, namespace: &str, prefix: &str) -> Vec<String> {
+        let quota = self.quota;
+        if prefix.len() > quota.key_bytes {
+            return Vec::new();
+        }
         self.with(|c| {
-            let mut stmt =
-                c.prepare("SELECT key FROM session_kv WHERE ns = ?1 AND substr(key, 1, length(?2)) = ?2 ORDER BY key")?;
-            let rows = stmt.query_map(params![namespace, prefix], |r| r.get(0))?;
-            rows.collect()
+            // The listing is bounded in SQL, not after: a store written before
+            // keys were bounded may hold keys of megabytes, and none of them
+            // should be read into memory for nothing. A key longer than the
+            // whole listing's byte budget can never be returned; it is
+            // skipped rather than allowed to hide every key after it.
+            let mut stmt = c.prepare(
+                "SELECT key FROM session_kv
+                 WHERE ns = ?1 AND substr(key, 1, length(?2)) = ?2 AND LENGTH(CAST(key AS BLOB)) <= ?3
+                 ORDER BY key LIMIT ?4",
+            )?;
+            let limit = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+            let rows = stmt
+                .query_map(params![namespace, prefix, limit(quota.list_bytes), limit(quota.list_keys)], |r| {
+                    r.get::<_, String>(0)
+                })?;
+            // Rows are read one at a time, and the reading stops at the budget.
+            let mut keys = Vec::new();
+            let mut bytes = 0usize;
+            for row in rows {
+                let key = row?;
+                bytes = bytes.saturating_add(key.len());
+                if bytes > quota.list_bytes {
+                    break;
+                }
+                keys.push(key);
+            }
+            Ok(keys)
         })
         .unwrap_or_else(|e| {
             tracing::error!(%e, "session store listing failed");
