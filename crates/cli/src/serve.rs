@@ -84,7 +84,7 @@ pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliE
         eprintln!("shutting down: finishing requests in flight (at most {} s)", SHUTDOWN_GRACE.as_secs());
         signalled.notify_one();
     };
-    let server = axum::serve(listener, service.router()).with_graceful_shutdown(shutdown);
+    let server = axum::serve(service.listener(listener), service.router()).with_graceful_shutdown(shutdown);
     tokio::select! {
         served = server => served.map_err(|e| CliError::new(format!("server error: {e}")))?,
         () = async { stop.notified().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {

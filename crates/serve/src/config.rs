@@ -10,6 +10,9 @@
 //! body_read_timeout_secs = 30        # default; a body must arrive within this
 //! metrics_token = "<sha-256 hex>"    # default: none; then /metrics is refused unless
 //! metrics_public = false             # … this is true (it is false by default)
+//! max_connections = 1024             # default: connections held at once, in all
+//! max_connections_per_ip = 64        # default: from one peer address (raise it behind a proxy)
+//! idle_connection_secs = 60          # default: a connection silent this long is closed
 //!
 //! [[tenants]]
 //! name = "acme"
@@ -86,6 +89,22 @@ pub struct ServeConfig {
     /// scraper can reach). Default: false. Not together with `metrics_token`.
     #[serde(default)]
     pub metrics_public: bool,
+    /// Connections held at once, in all; more wait in the kernel's backlog.
+    /// Default: 1,024.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Connections held at once from one peer IP address; more are closed
+    /// on accept. Default: 64. Behind a reverse proxy every client has the
+    /// proxy's address: raise it to `max_connections` and bound clients at
+    /// the proxy.
+    #[serde(default = "default_max_connections_per_ip")]
+    pub max_connections_per_ip: usize,
+    /// Seconds a connection may pass without a byte either way before it is
+    /// closed (a streamed SSE response, with its keep-alive comments, is
+    /// traffic). Default: 60; at least 1, and more than
+    /// `sse_keep_alive_secs`.
+    #[serde(default = "default_idle_connection")]
+    pub idle_connection_secs: u64,
     /// The tenants; each sees only its own tools.
     pub tenants: Vec<TenantConfig>,
 }
@@ -104,6 +123,18 @@ fn default_max_plugin_bytes() -> usize {
 
 fn default_service_body_bytes() -> usize {
     128 << 20
+}
+
+fn default_max_connections() -> usize {
+    1024
+}
+
+fn default_max_connections_per_ip() -> usize {
+    64
+}
+
+fn default_idle_connection() -> u64 {
+    60
 }
 
 fn default_body_read_timeout() -> u64 {
@@ -360,6 +391,9 @@ impl ServeConfig {
             body_read_timeout_secs: default_body_read_timeout(),
             metrics_token: None,
             metrics_public: false,
+            max_connections: default_max_connections(),
+            max_connections_per_ip: default_max_connections_per_ip(),
+            idle_connection_secs: default_idle_connection(),
             tenants,
         }
     }
@@ -383,6 +417,15 @@ impl ServeConfig {
         }
         if self.sse_keep_alive_secs == 0 {
             return Err("sse_keep_alive_secs must be at least 1".into());
+        }
+        if self.max_connections == 0 || self.max_connections_per_ip == 0 {
+            return Err("max_connections and max_connections_per_ip must be at least 1".into());
+        }
+        if self.idle_connection_secs <= self.sse_keep_alive_secs {
+            return Err(format!(
+                "idle_connection_secs ({}) must be more than sse_keep_alive_secs ({}), or a waiting chat stream would be cut",
+                self.idle_connection_secs, self.sse_keep_alive_secs
+            ));
         }
         if self.body_read_timeout_secs == 0 {
             return Err("body_read_timeout_secs must be at least 1".into());

@@ -31,6 +31,7 @@ mod auth;
 mod chat;
 mod config;
 mod door;
+mod listener;
 mod metrics;
 mod model;
 mod quota;
@@ -38,6 +39,7 @@ mod sse;
 mod upload;
 
 pub use auth::hash_key;
+pub use listener::{ConnectionLimits, LimitedListener, LimitedStream};
 pub use config::{
     AgentConfig, PluginEntry, ProviderChoice, ProviderConfig, ServeConfig, ServeConfigError, TenantConfig,
 };
@@ -92,6 +94,7 @@ struct Inner {
     /// SHA-256 (hex) of the token `/metrics` needs.
     metrics_token: Option<String>,
     metrics_public: bool,
+    connections: ConnectionLimits,
 }
 
 struct Tenant {
@@ -225,8 +228,20 @@ impl Service {
                 body_read_timeout: Duration::from_secs(config.body_read_timeout_secs.max(1)),
                 metrics_token: config.metrics_token.clone(),
                 metrics_public: config.metrics_public,
+                connections: ConnectionLimits {
+                    max_connections: config.max_connections,
+                    max_connections_per_ip: config.max_connections_per_ip,
+                    idle_timeout: Duration::from_secs(config.idle_connection_secs.max(1)),
+                },
             }),
         })
+    }
+
+    /// `listener` bounded by the config's connection limits
+    /// (`max_connections`, `max_connections_per_ip`, `idle_connection_secs`):
+    /// serve the [`Service::router`] on it with `axum::serve`.
+    pub fn listener(&self, listener: tokio::net::TcpListener) -> LimitedListener {
+        LimitedListener::new(listener, self.inner.connections, self.inner.metrics.clone())
     }
 
     /// The routes.

@@ -1,0 +1,217 @@
+//! Connections: how many the service holds at once, in all and per peer
+//! address, and how long one may sit idle.
+//!
+//! A connection is opened before anyone is authenticated, so these bounds
+//! cannot be per tenant; they are what keeps a client that opens thousands
+//! of connections, or trickles bytes to keep them open (slowloris), from
+//! taking the connections every tenant needs. Past a bound the connection
+//! is accepted and closed at once (a client sees a reset, not a hang), and
+//! the refusal is counted in `lovia_refused_total{reason="connections"}`.
+//!
+//! axum's [`Listener`] is the hook: axum serves whatever it accepts, so the
+//! limits live in `accept` and in the stream it returns. Hyper has a header
+//! timeout, but axum's `serve` runs it without a timer, so the idle bound is
+//! kept here, on the stream, where it also covers a silent keep-alive
+//! connection between requests.
+
+use crate::metrics::Metrics;
+use axum::serve::Listener;
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
+
+/// The bounds on connections. Every field documents its default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnectionLimits {
+    /// Connections held at once, in all. Default: 1,024.
+    pub max_connections: usize,
+    /// Connections held at once from one peer IP address. Default: 64. Behind
+    /// a reverse proxy every client shares the proxy's address: raise it to
+    /// `max_connections` there and bound clients at the proxy.
+    pub max_connections_per_ip: usize,
+    /// A connection that neither sends nor receives a byte for this long is
+    /// closed (a response being streamed, such as SSE with its keep-alive
+    /// comments, is activity). Default: 60 s.
+    pub idle_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self { max_connections: 1024, max_connections_per_ip: 64, idle_timeout: Duration::from_secs(60) }
+    }
+}
+
+/// A [`TcpListener`] that holds to [`ConnectionLimits`]; give it to
+/// `axum::serve` in place of the listener.
+pub struct LimitedListener {
+    inner: TcpListener,
+    limits: ConnectionLimits,
+    all: Arc<Semaphore>,
+    per_ip: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    metrics: Arc<Metrics>,
+}
+
+impl LimitedListener {
+    pub(crate) fn new(inner: TcpListener, limits: ConnectionLimits, metrics: Arc<Metrics>) -> Self {
+        Self {
+            inner,
+            all: Arc::new(Semaphore::new(limits.max_connections.max(1))),
+            limits,
+            per_ip: Arc::default(),
+            metrics,
+        }
+    }
+
+    /// One of the peer's connection places, if it has one left.
+    fn claim(&self, ip: IpAddr) -> Option<PeerSlot> {
+        let mut peers = self.per_ip.lock().unwrap_or_else(|p| p.into_inner());
+        let held = peers.entry(ip).or_insert(0);
+        if *held >= self.limits.max_connections_per_ip.max(1) {
+            return None;
+        }
+        *held += 1;
+        Some(PeerSlot { ip, peers: self.per_ip.clone() })
+    }
+}
+
+/// A peer's place, given back when its connection closes.
+struct PeerSlot {
+    ip: IpAddr,
+    peers: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(held) = peers.get_mut(&self.ip) {
+            *held -= 1;
+            if *held == 0 {
+                peers.remove(&self.ip);
+            }
+        }
+    }
+}
+
+impl Listener for LimitedListener {
+    type Io = LimitedStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            // Wait for a place before accepting: past the bound, clients
+            // queue in the kernel's backlog rather than in memory here.
+            let Ok(permit) = self.all.clone().acquire_owned().await else { continue };
+            let (stream, addr) = match self.inner.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors and the like: axum's own
+                    // listener also waits a moment rather than spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Some(peer) = self.claim(addr.ip()) else {
+                self.metrics.refuse("-", "connections");
+                tracing::debug!(peer = %addr.ip(), "connection refused: too many from this address");
+                drop(stream);
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let idle = self.limits.idle_timeout;
+            let stream = LimitedStream {
+                inner: stream,
+                idle,
+                deadline: Box::pin(tokio::time::sleep(idle)),
+                _peer: peer,
+                _permit: permit,
+            };
+            return (stream, addr);
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<Self::Addr> {
+        self.inner.local_addr()
+    }
+}
+
+/// An accepted connection: closed when idle too long; its places are given
+/// back when it is dropped.
+pub struct LimitedStream {
+    inner: TcpStream,
+    idle: Duration,
+    deadline: Pin<Box<Sleep>>,
+    _peer: PeerSlot,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl LimitedStream {
+    fn active(&mut self) {
+        self.deadline.as_mut().reset(Instant::now() + self.idle);
+    }
+}
+
+impl AsyncRead for LimitedStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(result) => {
+                if buf.filled().len() > before {
+                    this.active();
+                }
+                Poll::Ready(result)
+            }
+            Poll::Pending => match this.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "connection idle"))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl AsyncWrite for LimitedStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let result = Pin::new(&mut this.inner).poll_write(cx, data);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            this.active();
+        }
+        result
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            this.active();
+        }
+        result
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
