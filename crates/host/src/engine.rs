@@ -1,6 +1,7 @@
 //! The wasmtime engine and the [`Host`] that loads plugins.
 
 use crate::error::HostError;
+use crate::plugin::cache::ArtifactCache;
 use crate::sandbox::{CallLimits, SandboxState, Ticker};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,7 +15,11 @@ pub use crate::sandbox::EPOCH_TICK;
 pub struct HostConfig {
     /// Where compiled components are cached, keyed by content digest and
     /// engine configuration. Default: `None`, no cache (the `lovia` CLI uses
-    /// `$XDG_CACHE_HOME/lovia` or `~/.cache/lovia`).
+    /// `$XDG_CACHE_HOME/lovia` or `~/.cache/lovia`). Created 0700; a
+    /// directory that group or others may write, or that another user owns,
+    /// is refused ([`HostError::CacheInsecure`]). Every artifact carries an
+    /// HMAC under a per-host key kept in the directory (`artifact.key`,
+    /// 0600); one that does not verify is recompiled, never loaded.
     pub cache_dir: Option<PathBuf>,
     /// Instance slots reserved by the pooling allocator. Default: 128. Each
     /// slot reserves address space, not memory; if the reservation fails the
@@ -57,6 +62,8 @@ pub struct Host {
     pub(crate) linker: Arc<Linker<SandboxState>>,
     pub(crate) config: Arc<HostConfig>,
     pub(crate) tenant_fuel: Arc<crate::sandbox::FuelLedger>,
+    /// The opened artifact cache (`cache_dir`), with its key.
+    pub(crate) cache: Option<Arc<ArtifactCache>>,
     pooled: bool,
     pub(crate) ticker: Arc<Ticker>,
 }
@@ -71,9 +78,9 @@ impl Host {
     /// Creates the engine (pooling allocator if possible), the linker with
     /// WASI 0.2 and the lovia interfaces, and starts the epoch ticker.
     pub fn new(config: HostConfig) -> Result<Host, HostError> {
-        if let Some(dir) = &config.cache_dir {
-            std::fs::create_dir_all(dir).map_err(|source| HostError::CacheDir { path: dir.clone(), source })?;
-        }
+        // Created 0700 and checked: whoever can write it could make this
+        // host run their native code.
+        let cache = config.cache_dir.as_deref().map(ArtifactCache::open).transpose()?.map(Arc::new);
         let (engine, pooled) = match Engine::new(&engine_config(&config, true)) {
             Ok(engine) => (engine, true),
             Err(err) => {
@@ -91,6 +98,7 @@ impl Host {
             linker: Arc::new(linker),
             config: Arc::new(config),
             tenant_fuel,
+            cache,
             pooled,
             ticker: Arc::new(ticker),
         })

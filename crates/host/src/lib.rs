@@ -33,7 +33,7 @@ pub use call::{
     Rendered, Renderer, ToolHints, ToolOutput, ToolSpec, render_json, truncate,
 };
 pub use engine::{Host, HostConfig};
-pub use error::{HostError, LoadError};
+pub use error::{CacheProblem, HostError, LoadError};
 pub use exec::{
     Budget, BudgetMeter, CancelToken, EventSink, ExecSettings, Executor, InvalidTool, NameConflict, RunState, Tool,
     ToolCall, ToolEvent, ToolResultEntry, ToolSource, Toolset, TurnError, Usage,

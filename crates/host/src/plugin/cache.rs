@@ -2,13 +2,158 @@
 //! by the component's content digest and the engine's configuration
 //! (a precompiled artifact is only valid for the engine settings it was
 //! compiled with, docs/performance.md).
+//!
+//! A cached artifact is native code that wasmtime maps and runs, so the
+//! cache is trusted only as far as it is proven to be the host's own
+//! (issue 12, item 11): the directory is created 0700 and refused when
+//! group or others may write to it or another user owns it, and every file
+//! in it carries an HMAC-SHA256 tag under a random per-host key (the file
+//! `artifact.key`, 0600, in the directory). A file whose tag does not verify
+//! is never deserialised: it is recompiled and replaced.
 
 use super::manifest::Manifest;
-use crate::error::LoadError;
+use crate::error::{CacheProblem, HostError, LoadError};
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+/// The name of the key file inside the cache directory.
+const KEY_FILE: &str = "artifact.key";
+/// Bytes of the key and of each tag (HMAC-SHA256).
+const KEY_BYTES: usize = 32;
+const TAG_BYTES: usize = 32;
+
+/// An opened cache directory: checked, with its key.
+pub(crate) struct ArtifactCache {
+    dir: PathBuf,
+    key: [u8; KEY_BYTES],
+}
+
+impl std::fmt::Debug for ArtifactCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.debug_struct("ArtifactCache").field("dir", &self.dir).finish_non_exhaustive()
+    }
+}
+
+impl ArtifactCache {
+    /// Creates `dir` (0700) if needed, checks that only this user can write
+    /// it, and reads its key, creating one on first use.
+    pub(crate) fn open(dir: &Path) -> Result<Self, HostError> {
+        let io = |source| HostError::CacheDir { path: dir.to_owned(), source };
+        create_private_dir(dir).map_err(io)?;
+        check_private(dir, false)?;
+        let key = read_or_create_key(&dir.join(KEY_FILE))?;
+        Ok(Self { dir: dir.to_owned(), key })
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn mac(&self, path: &Path) -> Hmac<Sha256> {
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key).expect("HMAC takes a key of any length");
+        // The tag covers the file's name too: an artifact moved to another
+        // name (another component's digest) does not verify.
+        let name = path.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default();
+        mac.update(name);
+        mac.update(&[0]);
+        mac
+    }
+
+    /// `tag || body`, as written to `path`.
+    fn seal(&self, path: &Path, body: &[u8]) -> Vec<u8> {
+        let mut mac = self.mac(path);
+        mac.update(body);
+        let tag = mac.finalize().into_bytes();
+        let mut out = Vec::with_capacity(TAG_BYTES + body.len());
+        out.extend_from_slice(&tag);
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// The body of `sealed` read from `path`, if its tag verifies.
+    fn open_sealed<'a>(&self, path: &Path, sealed: &'a [u8]) -> Option<&'a [u8]> {
+        if sealed.len() < TAG_BYTES {
+            return None;
+        }
+        let (tag, body) = sealed.split_at(TAG_BYTES);
+        let mut mac = self.mac(path);
+        mac.update(body);
+        // Constant-time comparison.
+        mac.verify_slice(tag).ok().map(|()| body)
+    }
+
+    fn write_sealed(&self, path: &Path, body: &[u8]) -> std::io::Result<()> {
+        write_atomically(path, &self.seal(path, body))
+    }
+}
+
+#[cfg(unix)]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
+#[cfg(not(unix))]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)
+}
+
+/// Refuses `path` when group or others may write to it (for the key: read
+/// or write), or when another user owns it.
+#[cfg(unix)]
+fn check_private(path: &Path, is_key: bool) -> Result<(), HostError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(|source| HostError::CacheDir { path: path.to_owned(), source })?;
+    let refuse = |problem| Err(HostError::CacheInsecure { path: path.to_owned(), problem });
+    let uid = rustix::process::geteuid().as_raw();
+    if meta.uid() != uid {
+        return refuse(CacheProblem::Owner { owner: meta.uid(), uid });
+    }
+    let mode = meta.mode() & 0o7777;
+    if is_key && mode & 0o077 != 0 {
+        return refuse(CacheProblem::KeyExposed { mode });
+    }
+    if mode & 0o022 != 0 {
+        return refuse(CacheProblem::Writable { mode });
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_private(_path: &Path, _is_key: bool) -> Result<(), HostError> {
+    Ok(())
+}
+
+/// The per-host key at `path`, created (random, 0600) on first use. Two
+/// hosts starting together agree on one key: each writes its own candidate
+/// and links it into place, which fails for all but the first.
+fn read_or_create_key(path: &Path) -> Result<[u8; KEY_BYTES], HostError> {
+    let io = |source| HostError::CacheDir { path: path.to_owned(), source };
+    if !path.exists() {
+        let mut key = [0u8; KEY_BYTES];
+        getrandom::fill(&mut key).map_err(|e| io(std::io::Error::other(e)))?;
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        write_private(&tmp, &key).map_err(io)?;
+        let linked = std::fs::hard_link(&tmp, path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io(e)),
+        }
+    }
+    check_private(path, true)?;
+    let bytes = std::fs::read(path).map_err(io)?;
+    bytes.as_slice().try_into().map_err(|_| HostError::CacheInsecure {
+        path: path.to_owned(),
+        problem: CacheProblem::KeyInvalid { len: bytes.len() as u64 },
+    })
+}
 
 /// The artifact path of `digest` for `engine` under `dir`.
 pub(crate) fn artifact_path(dir: &Path, engine: &Engine, digest: &str) -> PathBuf {
@@ -17,27 +162,28 @@ pub(crate) fn artifact_path(dir: &Path, engine: &Engine, digest: &str) -> PathBu
     dir.join(format!("{digest}-{:016x}.cwasm", hasher.finish()))
 }
 
-/// Compiles `bytes`, or loads the cached artifact when one exists.
+/// Compiles `bytes`, or loads the cached artifact when one exists and its
+/// tag verifies.
 pub(crate) fn compile(
     engine: &Engine,
     bytes: &[u8],
     digest: &str,
     origin: &str,
-    cache_dir: Option<&Path>,
+    cache: Option<&ArtifactCache>,
 ) -> Result<Component, LoadError> {
-    let Some(dir) = cache_dir else { return compile_fresh(engine, bytes, origin) };
-    let path = artifact_path(dir, engine, digest);
+    let Some(cache) = cache else { return compile_fresh(engine, bytes, origin) };
+    let path = artifact_path(cache.dir(), engine, digest);
     if path.exists() {
-        match load_artifact(engine, &path) {
+        match load_artifact(engine, cache, &path) {
             Ok(component) => return Ok(component),
-            // A stale or damaged artifact is rebuilt, never trusted.
+            // A stale, damaged or forged artifact is rebuilt, never trusted.
             Err(err) => tracing::warn!(path = %path.display(), %err, "discarding an unusable cached artifact"),
         }
     }
     let component = compile_fresh(engine, bytes, origin)?;
     let serialized =
         component.serialize().map_err(|e| LoadError::Invalid { origin: origin.into(), reason: e.to_string() })?;
-    write_atomically(&path, &serialized).map_err(|source| LoadError::Cache { path: path.clone(), source })?;
+    cache.write_sealed(&path, &serialized).map_err(|source| LoadError::Cache { path: path.clone(), source })?;
     Ok(component)
 }
 
@@ -45,19 +191,31 @@ fn compile_fresh(engine: &Engine, bytes: &[u8], origin: &str) -> Result<Componen
     Component::new(engine, bytes).map_err(|e| LoadError::Invalid { origin: origin.into(), reason: root_cause(&e) })
 }
 
+/// Why a cached artifact was not used.
+#[derive(Debug, thiserror::Error)]
+enum ArtifactError {
+    #[error("cannot read it: {0}")]
+    Read(#[from] std::io::Error),
+    #[error("its tag does not verify under this host's key (damaged, or not written by this host)")]
+    Unauthenticated,
+    #[error("wasmtime refused it: {0}")]
+    Deserialize(wasmtime::Error),
+}
+
 #[expect(unsafe_code, reason = "deserialising a precompiled artifact is unsafe by wasmtime's contract")]
-fn load_artifact(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
+fn load_artifact(engine: &Engine, cache: &ArtifactCache, path: &Path) -> Result<Component, ArtifactError> {
     // Read, not mmap: a mapped artifact that someone truncates or rewrites in
     // place (an operator clearing the cache, a second host) would kill this
     // process with SIGBUS. The copy costs well under a millisecond for the
     // artifacts of small plugins.
-    let bytes = std::fs::read(path)?;
-    // SAFETY: the cache directory is the host's own (created by `Host::new`),
-    // artifacts are written only by `write_atomically` below from components
-    // this process compiled, and wasmtime checks the header and the engine
-    // compatibility before using one. An attacker who can write the cache
-    // directory can already replace the host binary.
-    unsafe { Component::deserialize(engine, &bytes) }
+    let sealed = std::fs::read(path)?;
+    let body = cache.open_sealed(path, &sealed).ok_or(ArtifactError::Unauthenticated)?;
+    // SAFETY: the bytes carry a valid HMAC under this host's key, which only
+    // this user can read (the key file is 0600 in a 0700 directory, both
+    // checked by `ArtifactCache::open`), so they are exactly what
+    // `write_sealed` wrote from a component this host compiled; wasmtime
+    // also checks the header and the engine compatibility.
+    unsafe { Component::deserialize(engine, body) }.map_err(ArtifactError::Deserialize)
 }
 
 /// Where the checked manifest of `digest` is cached. The key includes
@@ -82,17 +240,30 @@ struct DescribedRef<'a> {
 }
 
 /// The cached, already checked description of `digest`, if there is a usable one.
-pub(crate) fn load_described(dir: &Path, engine: &Engine, digest: &str) -> Option<Described> {
-    let text = std::fs::read(described_path(dir, engine, digest)).ok()?;
-    serde_json::from_slice(&text).ok()
+pub(crate) fn load_described(cache: &ArtifactCache, engine: &Engine, digest: &str) -> Option<Described> {
+    let path = described_path(cache.dir(), engine, digest);
+    let sealed = std::fs::read(&path).ok()?;
+    // The description decides approvals and schemas: it is authenticated
+    // like the artifact.
+    let Some(body) = cache.open_sealed(&path, &sealed) else {
+        tracing::warn!(path = %path.display(), "discarding a cached description whose tag does not verify");
+        return None;
+    };
+    serde_json::from_slice(body).ok()
 }
 
 /// Caches a description; a failure only costs the next load a describe.
-pub(crate) fn store_described(dir: &Path, engine: &Engine, digest: &str, manifest: &Manifest, imports: &[String]) {
-    let path = described_path(dir, engine, digest);
+pub(crate) fn store_described(
+    cache: &ArtifactCache,
+    engine: &Engine,
+    digest: &str,
+    manifest: &Manifest,
+    imports: &[String],
+) {
+    let path = described_path(cache.dir(), engine, digest);
     let written = serde_json::to_vec(&DescribedRef { manifest, imports })
         .map_err(std::io::Error::other)
-        .and_then(|b| write_atomically(&path, &b));
+        .and_then(|b| cache.write_sealed(&path, &b));
     if let Err(err) = written {
         tracing::warn!(path = %path.display(), %err, "cannot cache the plugin's manifest");
     }
@@ -100,8 +271,18 @@ pub(crate) fn store_described(dir: &Path, engine: &Engine, digest: &str, manifes
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
+    write_private(&tmp, bytes)?;
     std::fs::rename(&tmp, path)
+}
+
+/// Writes a new file only this user may read (0600 on unix).
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(bytes)
 }
 
 pub(crate) fn root_cause(err: &wasmtime::Error) -> String {
