@@ -33,8 +33,10 @@ pub struct HostConfig {
     /// Default: false.
     pub fuel_metering: bool,
     /// Fuel each tenant may burn over the host's lifetime, across all its
-    /// calls; a tenant past it gets `CPU budget exhausted`. Needs
-    /// `fuel_metering`. Default: none.
+    /// calls; a tenant past it gets `CPU budget exhausted`. Each call holds
+    /// its fuel (its [`CallLimits::fuel`], or all that is left) from this
+    /// budget while it runs and gives back what it did not burn, so parallel
+    /// calls cannot overspend it. Needs `fuel_metering`. Default: none.
     pub tenant_fuel: Option<u64>,
     /// Size of the wasm call stack. Default: 512 KiB (wasmtime's). Past it
     /// the model sees `Tool error: stack overflow`.

@@ -53,7 +53,9 @@ async fn parallel_spinning_calls_cannot_overspend_their_tenants_fuel() {
         assert_eq!(outcome.expect("joined"), CallOutcome::Failed(Failure::CpuBudget));
     }
     let used = host.tenant_fuel().used("acme");
-    println!("8 parallel spinning calls burned {used} fuel of a {BUDGET} budget; the neighbour answered in {neighbour_took:?}");
+    println!(
+        "8 parallel spinning calls burned {used} fuel of a {BUDGET} budget; the neighbour answered in {neighbour_took:?}"
+    );
     // Exactly the budget: four calls held 5M each, the other four got none.
     assert_eq!(used, BUDGET, "the calls together burned the budget, no more");
     assert_eq!(host.tenant_fuel_remaining(Some("acme")), Some(0));
@@ -72,18 +74,19 @@ async fn fuel_held_by_a_timed_out_or_dropped_call_is_refunded() {
     let spin = CallRequest { context: tenant("acme"), ..CallRequest::new("loop_forever", "{}") };
     // Without a per-call cap a call holds all that is left: a parallel one gets nothing.
     let timed = CallRequest { timeout: Some(Duration::from_millis(300)), ..spin.clone() };
-    let (first, second) = tokio::join!(
-        hostile.invoke(&timed),
-        async {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            hostile.invoke(&spin).await
-        }
-    );
+    let (first, second) = tokio::join!(hostile.invoke(&timed), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        hostile.invoke(&spin).await
+    });
     assert_eq!(first, CallOutcome::Failed(Failure::TimedOut { ms: 300 }));
     assert_eq!(second, CallOutcome::Failed(Failure::CpuBudget), "the first call held the whole budget");
     let used = host.tenant_fuel().used("acme");
     assert!(used > 0);
-    assert_eq!(host.tenant_fuel_remaining(Some("acme")), Some(BUDGET - used), "the unburnt fuel came back after the timeout");
+    assert_eq!(
+        host.tenant_fuel_remaining(Some("acme")),
+        Some(BUDGET - used),
+        "the unburnt fuel came back after the timeout"
+    );
 
     let dropped = tokio::time::timeout(Duration::from_millis(200), hostile.invoke(&spin)).await;
     assert!(dropped.is_err(), "the call was still running when dropped");
@@ -158,7 +161,10 @@ async fn a_cache_directory_others_can_write_or_own_is_refused() {
     let err = cache_host(&dir).expect_err("refused");
     assert_eq!(
         err.to_string(),
-        format!("refusing the cache directory {}: its mode 777 lets group or others write to it (chmod 700 it)", dir.display())
+        format!(
+            "refusing the cache directory {}: its mode 777 lets group or others write to it (chmod 700 it)",
+            dir.display()
+        )
     );
     assert!(matches!(err, lovia_host::HostError::CacheInsecure { .. }));
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
@@ -181,7 +187,11 @@ async fn a_cache_directory_others_can_write_or_own_is_refused() {
     let err = cache_host(&dir).expect_err("refused");
     assert_eq!(
         err.to_string(),
-        format!("refusing the cache directory {}: it is owned by uid {}, not by this process's uid {uid}", dir.display(), uid + 1)
+        format!(
+            "refusing the cache directory {}: it is owned by uid {}, not by this process's uid {uid}",
+            dir.display(),
+            uid + 1
+        )
     );
 }
 
@@ -232,12 +242,15 @@ async fn a_wildcard_grant_never_reaches_loopback_through_translated_ipv6_forms()
     let server = Server::start().await;
     let port = server.addr.port();
     let plugin = with_http(&["http://*:*"]).await;
-    for host in ["[::ffff:0:7f00:1]", "[::ffff:0:a9fe:a9fe]", "[64:ff9b:1::7f00:1]", "[2002:7f00:1::1]", "[64:ff9b::7f00:1]"]
+    for host in
+        ["[::ffff:0:7f00:1]", "[::ffff:0:a9fe:a9fe]", "[64:ff9b:1::7f00:1]", "[2002:7f00:1::1]", "[64:ff9b::7f00:1]"]
     {
         let url = format!("http://{host}:{port}/");
         assert_eq!(
             call(&plugin, "fetch", json!({ "url": url })).await,
-            format!("Tool error: HTTP request to {url} denied: the address is loopback, private, link-local or metadata"),
+            format!(
+                "Tool error: HTTP request to {url} denied: the address is loopback, private, link-local or metadata"
+            ),
         );
     }
     assert!(server.seen().is_empty(), "{:?}", server.seen());

@@ -218,7 +218,11 @@ const SPECIAL_V4: &[(Ipv4Addr, u8, &str)] = &[
     (Ipv4Addr::new(127, 0, 0, 0), 8, "loopback (RFC 1122)"),
     (Ipv4Addr::new(169, 254, 0, 0), 16, "link local, cloud metadata (RFC 3927)"),
     (Ipv4Addr::new(172, 16, 0, 0), 12, "private use (RFC 1918)"),
-    (Ipv4Addr::new(192, 0, 0, 0), 24, "IETF protocol assignments, DS-Lite, PCP/TURN anycast, NAT64 discovery (RFC 6890)"),
+    (
+        Ipv4Addr::new(192, 0, 0, 0),
+        24,
+        "IETF protocol assignments, DS-Lite, PCP/TURN anycast, NAT64 discovery (RFC 6890)",
+    ),
     (Ipv4Addr::new(192, 0, 2, 0), 24, "documentation TEST-NET-1 (RFC 5737)"),
     (Ipv4Addr::new(192, 31, 196, 0), 24, "AS112-v4 (RFC 7535)"),
     (Ipv4Addr::new(192, 52, 193, 0), 24, "AMT (RFC 7450)"),

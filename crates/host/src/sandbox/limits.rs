@@ -81,8 +81,7 @@ pub(crate) struct InstanceLimiter {
 
 impl InstanceLimiter {
     pub(crate) fn new(memory_limit: usize) -> Self {
-        let others =
-            StoreLimitsBuilder::new().trap_on_grow_failure(true).instances(16).tables(16).memories(4).build();
+        let others = StoreLimitsBuilder::new().trap_on_grow_failure(true).instances(16).tables(16).memories(4).build();
         Self { memory_limit, memory_total: 0, others }
     }
 }
@@ -202,7 +201,10 @@ mod tests {
         assert!(limiter.memory_growing(0, 40, None).expect("second memory"));
         assert!(limiter.memory_growing(40, 60, None).expect("80 → 100 in all"));
         let err = limiter.memory_growing(60, 61, None).expect_err("101 in all");
-        assert_eq!(err.to_string(), "memory limit of the instance exceeded: 101 bytes in all its memories, the limit is 100");
+        assert_eq!(
+            err.to_string(),
+            "memory limit of the instance exceeded: 101 bytes in all its memories, the limit is 100"
+        );
         assert!(!limiter.memory_growing(40, 50, Some(45)).expect("past the memory's own maximum"));
     }
 }
