@@ -1,7 +1,7 @@
 //! The wasmtime engine and the [`Host`] that loads plugins.
 
+use crate::artifacts::ArtifactCache;
 use crate::error::HostError;
-use crate::plugin::cache::ArtifactCache;
 use crate::sandbox::{CallLimits, SandboxState, Ticker};
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -17,6 +17,7 @@
 
 pub mod approval;
 pub mod args;
+mod artifacts;
 mod bindings;
 pub mod call;
 pub mod engine;

@@ -1,7 +1,7 @@
 //! Loading a component into a [`Plugin`]: checks, compilation (cached),
 //! `InstancePre`, the plugin's info and tool specs, and calls.
 
-pub(crate) mod cache;
+mod cache;
 pub mod config;
 pub mod manifest;
 mod request;
