@@ -59,7 +59,8 @@ async fn the_compiled_artifact_cache_is_reused_and_a_damaged_artifact_rebuilt() 
     let artifacts = named(".cwasm");
     assert_eq!(artifacts.len(), 1, "one artifact per component and engine: {files:?}");
     assert_eq!(named(".manifest.json").len(), 1, "and its checked description: {files:?}");
-    assert_eq!(files.len(), 2, "{files:?}");
+    assert_eq!(named("artifact.key").len(), 1, "and the host's key that authenticates them: {files:?}");
+    assert_eq!(files.len(), 3, "{files:?}");
     let artifact = &artifacts[0];
     let described = named(".manifest.json").remove(0);
     assert!(artifact.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(first.digest())));
@@ -77,7 +78,9 @@ async fn the_compiled_artifact_cache_is_reused_and_a_damaged_artifact_rebuilt() 
     let third = cached.load_file(fixtures::DOCS).await.expect("load after damage");
     assert_eq!(third.manifest(), first.manifest());
     assert!(std::fs::metadata(artifact).expect("artifact").len() > 1000, "the artifact was rewritten");
-    let rewritten: serde_json::Value = serde_json::from_slice(&std::fs::read(&described).expect("read")).expect("json");
+    // The file is a 32-byte HMAC tag, then the JSON.
+    let sealed = std::fs::read(&described).expect("read");
+    let rewritten: serde_json::Value = serde_json::from_slice(&sealed[32..]).expect("json");
     assert_eq!(rewritten["manifest"]["tools"][0]["name"], "search_docs", "the description was rewritten");
     let out = third.invoke(&lovia_host::CallRequest::new("search_docs", r#"{"query": "limits"}"#)).await;
     assert_eq!(out.model_output(), r#"["Limits"]"#);

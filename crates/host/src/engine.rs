@@ -1,5 +1,6 @@
 //! The wasmtime engine and the [`Host`] that loads plugins.
 
+use crate::artifacts::ArtifactCache;
 use crate::error::HostError;
 use crate::sandbox::{CallLimits, SandboxState, Ticker};
 use std::path::PathBuf;
@@ -15,7 +16,11 @@ pub use crate::sandbox::EPOCH_TICK;
 pub struct HostConfig {
     /// Where compiled components are cached, keyed by content digest and
     /// engine configuration. Default: `None`, no cache (the `lovia` CLI uses
-    /// `$XDG_CACHE_HOME/lovia` or `~/.cache/lovia`).
+    /// `$XDG_CACHE_HOME/lovia` or `~/.cache/lovia`). Created 0700; a
+    /// directory that group or others may write, or that another user owns,
+    /// is refused ([`HostError::CacheInsecure`]). Every artifact carries an
+    /// HMAC under a per-host key kept in the directory (`artifact.key`,
+    /// 0600); one that does not verify is recompiled, never loaded.
     pub cache_dir: Option<PathBuf>,
     /// Instance slots reserved by the pooling allocator. Default: 128. Each
     /// slot reserves address space, not memory; if the reservation fails the
@@ -29,8 +34,10 @@ pub struct HostConfig {
     /// Default: false.
     pub fuel_metering: bool,
     /// Fuel each tenant may burn over the host's lifetime, across all its
-    /// calls; a tenant past it gets `CPU budget exhausted`. Needs
-    /// `fuel_metering`. Default: none.
+    /// calls; a tenant past it gets `CPU budget exhausted`. Each call holds
+    /// its fuel (its [`CallLimits::fuel`], or all that is left) from this
+    /// budget while it runs and gives back what it did not burn, so parallel
+    /// calls cannot overspend it. Needs `fuel_metering`. Default: none.
     pub tenant_fuel: Option<u64>,
     /// Size of the wasm call stack. Default: 512 KiB (wasmtime's). Past it
     /// the model sees `Tool error: stack overflow`.
@@ -80,6 +87,8 @@ pub struct Host {
     /// The warm instances of every session-mode plugin, so that a tenant at
     /// its instance limit can give up an idle one in any plugin.
     pub(crate) warm_pools: Arc<Mutex<Vec<Weak<crate::plugin::WarmInstances>>>>,
+    /// The opened artifact cache (`cache_dir`), with its key.
+    pub(crate) cache: Option<Arc<ArtifactCache>>,
     pooled: bool,
     pub(crate) ticker: Arc<Ticker>,
 }
@@ -94,9 +103,9 @@ impl Host {
     /// Creates the engine (pooling allocator if possible), the linker with
     /// WASI 0.2 and the lovia interfaces, and starts the epoch ticker.
     pub fn new(config: HostConfig) -> Result<Host, HostError> {
-        if let Some(dir) = &config.cache_dir {
-            std::fs::create_dir_all(dir).map_err(|source| HostError::CacheDir { path: dir.clone(), source })?;
-        }
+        // Created 0700 and checked: whoever can write it could make this
+        // host run their native code.
+        let cache = config.cache_dir.as_deref().map(ArtifactCache::open).transpose()?.map(Arc::new);
         let (engine, pooled) = match Engine::new(&engine_config(&config, true)) {
             Ok(engine) => (engine, true),
             Err(err) => {
@@ -117,6 +126,7 @@ impl Host {
             linker: Arc::new(linker),
             config: Arc::new(config),
             tenant_fuel,
+            cache,
             pooled,
             ticker: Arc::new(ticker),
         })

@@ -21,6 +21,47 @@ pub enum HostError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The cache directory or its key could be written or read by someone
+    /// else, who could then make the host run their native code.
+    #[error("refusing the cache directory {path}: {problem}")]
+    CacheInsecure {
+        /// The directory or key file at fault.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: CacheProblem,
+    },
+}
+
+/// Why a cache directory is refused ([`HostError::CacheInsecure`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CacheProblem {
+    /// Group or others may write to it.
+    #[error("its mode {mode:o} lets group or others write to it (chmod 700 it)")]
+    Writable {
+        /// The permission bits.
+        mode: u32,
+    },
+    /// Another user owns it.
+    #[error("it is owned by uid {owner}, not by this process's uid {uid}")]
+    Owner {
+        /// The owner's uid.
+        owner: u32,
+        /// This process's effective uid.
+        uid: u32,
+    },
+    /// The artifact key may be read or written by group or others.
+    #[error("its mode {mode:o} lets group or others read or write the artifact key (chmod 600 it)")]
+    KeyExposed {
+        /// The permission bits.
+        mode: u32,
+    },
+    /// The artifact key file does not hold a key.
+    #[error("the artifact key is {len} bytes, not 32 (delete it and the cache to start afresh)")]
+    KeyInvalid {
+        /// Its length.
+        len: u64,
+    },
 }
 
 /// Loading a plugin failed. Each variant names the cause; `hint()` says what to do.

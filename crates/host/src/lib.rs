@@ -17,6 +17,7 @@
 
 pub mod approval;
 pub mod args;
+mod artifacts;
 mod bindings;
 pub mod call;
 pub mod engine;
@@ -33,7 +34,7 @@ pub use call::{
     Rendered, Renderer, ToolHints, ToolOutput, ToolSpec, render_json, truncate,
 };
 pub use engine::{Host, HostConfig};
-pub use error::{HostError, LoadError};
+pub use error::{CacheProblem, HostError, LoadError};
 pub use exec::{
     Budget, BudgetMeter, CancelToken, EventSink, ExecSettings, Executor, InvalidTool, NameConflict, RunState, Tool,
     ToolCall, ToolEvent, ToolResultEntry, ToolSource, Toolset, TurnError, Usage,

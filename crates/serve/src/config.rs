@@ -174,8 +174,11 @@ pub struct TenantConfig {
     /// Fuel (wasm instructions, roughly) the tenant's calls may burn per
     /// minute; once spent, calls fail `CPU budget exhausted` until the
     /// minute is over. Needs a host with fuel metering (`lovia serve` turns
-    /// it on when a tenant sets this). Default: none (calls are still bounded
-    /// by their own time and fuel limits).
+    /// it on when a tenant sets this). Each call's fuel is held from this
+    /// budget while it runs, so a plugin entry without its own `fuel` limit
+    /// gets `fuel_per_minute / max_concurrent_calls` per call, and the
+    /// tenant's calls can all run at once. Default: none (calls are still
+    /// bounded by their own time and fuel limits).
     #[serde(default)]
     pub fuel_per_minute: Option<u64>,
     /// Chat runs at once; beyond, 429. Default: 4.

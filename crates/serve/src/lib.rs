@@ -39,10 +39,10 @@ mod sse;
 mod upload;
 
 pub use auth::hash_key;
-pub use listener::{ConnectionLimits, LimitedListener, LimitedStream};
 pub use config::{
     AgentConfig, PluginEntry, ProviderChoice, ProviderConfig, ServeConfig, ServeConfigError, TenantConfig,
 };
+pub use listener::{ConnectionLimits, LimitedListener, LimitedStream};
 
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -179,8 +179,18 @@ impl Service {
             }
             let mut tools = Toolset::new();
             for entry in &t.plugins {
+                let mut plugin_config = entry.plugin_config();
+                // Fuel is held from the tenant's budget before a call runs, and
+                // an uncapped call would hold all of it, failing every call
+                // beside it: each call gets an equal share of the minute's
+                // fuel by default.
+                if let Some(fuel) = t.fuel_per_minute
+                    && plugin_config.limits.fuel.is_none()
+                {
+                    plugin_config.limits.fuel = Some((fuel / u64::from(t.max_concurrent_calls.max(1))).max(1));
+                }
                 let plugin = host
-                    .load_file_with(&entry.path, entry.plugin_config())
+                    .load_file_with(&entry.path, plugin_config)
                     .await
                     .map_err(|source| ServeError::Load { tenant: t.name.clone(), source })?;
                 tools

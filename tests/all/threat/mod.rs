@@ -4,4 +4,5 @@
 
 mod instances;
 mod neighbour;
+mod sandbox;
 mod serve;

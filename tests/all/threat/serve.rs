@@ -410,3 +410,49 @@ async fn store_keys_are_capped_counted_and_listed_within_bounds() {
     let listed = hog.invoke(&with_store(&wide, in_session("s1"), "list_keys", r#"{"prefix": ""}"#)).await;
     assert_eq!(listed.model_output(), r#"1 keys, 7 bytes, first "z000000", last "z000000""#);
 }
+
+/// Connections: a peer address holds at most `max_connections_per_ip`
+/// (more are closed on accept, while another address is still served), and
+/// a connection silent for `idle_connection_secs` is closed, freeing its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_bounded_per_peer_and_idle_ones_closed() {
+    let mut config = ServeConfig::new(vec![tenant("b", "b-key", &[fixtures::DIAGNOSTICS])]);
+    config.max_connections_per_ip = 4;
+    config.sse_keep_alive_secs = 1;
+    config.idle_connection_secs = 2;
+    let addr = start_with(config).await;
+    // Four silent connections from 127.0.0.1 take that address's places.
+    let mut idle = Vec::new();
+    for _ in 0..4 {
+        idle.push(TcpStream::connect(addr).await.expect("connect"));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A fifth from the same address is closed without an answer.
+    let mut fifth = TcpStream::connect(addr).await.expect("the kernel accepts it");
+    let _ = fifth.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(PROMPTLY, fifth.read_to_end(&mut answer)).await.expect("closed promptly");
+    assert!(
+        read.is_err() || answer.is_empty(),
+        "the fifth connection was served: {}",
+        String::from_utf8_lossy(&answer)
+    );
+    // Another address (all of 127/8 is loopback) is served meanwhile.
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind("127.0.0.2:0".parse().expect("addr")).expect("bind 127.0.0.2");
+    let mut other = socket.connect(addr).await.expect("connect from 127.0.0.2");
+    other.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.expect("write");
+    let mut answer = String::new();
+    other.read_to_string(&mut answer).await.expect("read");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // The silent ones are closed after about two seconds, and their places come back.
+    let start = Instant::now();
+    for stream in &mut idle {
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(PROMPTLY, stream.read_to_end(&mut rest)).await;
+        assert!(closed.is_ok(), "an idle connection was still open after {:?}", start.elapsed());
+    }
+    assert!(start.elapsed() >= Duration::from_secs(1), "closed too early: {:?}", start.elapsed());
+    let (status, _) = request(addr, "GET", "/healthz", None, "").await;
+    assert_eq!(status, 200, "127.0.0.1 is served again");
+}

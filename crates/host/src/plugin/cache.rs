@@ -1,9 +1,12 @@
 //! Compiling components, with an on-disk cache of compiled artifacts keyed
 //! by the component's content digest and the engine's configuration
 //! (a precompiled artifact is only valid for the engine settings it was
-//! compiled with, docs/performance.md).
+//! compiled with, docs/performance.md). Every cached file is sealed with
+//! the cache's key ([`crate::artifacts`]); one that does not verify is
+//! never deserialised: it is recompiled and replaced.
 
 use super::manifest::Manifest;
+use crate::artifacts::ArtifactCache;
 use crate::error::LoadError;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -17,27 +20,28 @@ pub(crate) fn artifact_path(dir: &Path, engine: &Engine, digest: &str) -> PathBu
     dir.join(format!("{digest}-{:016x}.cwasm", hasher.finish()))
 }
 
-/// Compiles `bytes`, or loads the cached artifact when one exists.
+/// Compiles `bytes`, or loads the cached artifact when one exists and its
+/// tag verifies.
 pub(crate) fn compile(
     engine: &Engine,
     bytes: &[u8],
     digest: &str,
     origin: &str,
-    cache_dir: Option<&Path>,
+    cache: Option<&ArtifactCache>,
 ) -> Result<Component, LoadError> {
-    let Some(dir) = cache_dir else { return compile_fresh(engine, bytes, origin) };
-    let path = artifact_path(dir, engine, digest);
+    let Some(cache) = cache else { return compile_fresh(engine, bytes, origin) };
+    let path = artifact_path(cache.dir(), engine, digest);
     if path.exists() {
-        match load_artifact(engine, &path) {
+        match load_artifact(engine, cache, &path) {
             Ok(component) => return Ok(component),
-            // A stale or damaged artifact is rebuilt, never trusted.
+            // A stale, damaged or forged artifact is rebuilt, never trusted.
             Err(err) => tracing::warn!(path = %path.display(), %err, "discarding an unusable cached artifact"),
         }
     }
     let component = compile_fresh(engine, bytes, origin)?;
     let serialized =
         component.serialize().map_err(|e| LoadError::Invalid { origin: origin.into(), reason: e.to_string() })?;
-    write_atomically(&path, &serialized).map_err(|source| LoadError::Cache { path: path.clone(), source })?;
+    cache.write_sealed(&path, &serialized).map_err(|source| LoadError::Cache { path: path.clone(), source })?;
     Ok(component)
 }
 
@@ -45,19 +49,31 @@ fn compile_fresh(engine: &Engine, bytes: &[u8], origin: &str) -> Result<Componen
     Component::new(engine, bytes).map_err(|e| LoadError::Invalid { origin: origin.into(), reason: root_cause(&e) })
 }
 
+/// Why a cached artifact was not used.
+#[derive(Debug, thiserror::Error)]
+enum ArtifactError {
+    #[error("cannot read it: {0}")]
+    Read(#[from] std::io::Error),
+    #[error("its tag does not verify under this host's key (damaged, or not written by this host)")]
+    Unauthenticated,
+    #[error("wasmtime refused it: {0}")]
+    Deserialize(wasmtime::Error),
+}
+
 #[expect(unsafe_code, reason = "deserialising a precompiled artifact is unsafe by wasmtime's contract")]
-fn load_artifact(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
+fn load_artifact(engine: &Engine, cache: &ArtifactCache, path: &Path) -> Result<Component, ArtifactError> {
     // Read, not mmap: a mapped artifact that someone truncates or rewrites in
     // place (an operator clearing the cache, a second host) would kill this
     // process with SIGBUS. The copy costs well under a millisecond for the
     // artifacts of small plugins.
-    let bytes = std::fs::read(path)?;
-    // SAFETY: the cache directory is the host's own (created by `Host::new`),
-    // artifacts are written only by `write_atomically` below from components
-    // this process compiled, and wasmtime checks the header and the engine
-    // compatibility before using one. An attacker who can write the cache
-    // directory can already replace the host binary.
-    unsafe { Component::deserialize(engine, &bytes) }
+    let sealed = std::fs::read(path)?;
+    let body = cache.open_sealed(path, &sealed).ok_or(ArtifactError::Unauthenticated)?;
+    // SAFETY: the bytes carry a valid HMAC under this host's key, which only
+    // this user can read (the key file is 0600 in a 0700 directory, both
+    // checked by `ArtifactCache::open`), so they are exactly what
+    // `write_sealed` wrote from a component this host compiled; wasmtime
+    // also checks the header and the engine compatibility.
+    unsafe { Component::deserialize(engine, body) }.map_err(ArtifactError::Deserialize)
 }
 
 /// Where the checked manifest of `digest` is cached. The key includes
@@ -82,26 +98,33 @@ struct DescribedRef<'a> {
 }
 
 /// The cached, already checked description of `digest`, if there is a usable one.
-pub(crate) fn load_described(dir: &Path, engine: &Engine, digest: &str) -> Option<Described> {
-    let text = std::fs::read(described_path(dir, engine, digest)).ok()?;
-    serde_json::from_slice(&text).ok()
+pub(crate) fn load_described(cache: &ArtifactCache, engine: &Engine, digest: &str) -> Option<Described> {
+    let path = described_path(cache.dir(), engine, digest);
+    let sealed = std::fs::read(&path).ok()?;
+    // The description decides approvals and schemas: it is authenticated
+    // like the artifact.
+    let Some(body) = cache.open_sealed(&path, &sealed) else {
+        tracing::warn!(path = %path.display(), "discarding a cached description whose tag does not verify");
+        return None;
+    };
+    serde_json::from_slice(body).ok()
 }
 
 /// Caches a description; a failure only costs the next load a describe.
-pub(crate) fn store_described(dir: &Path, engine: &Engine, digest: &str, manifest: &Manifest, imports: &[String]) {
-    let path = described_path(dir, engine, digest);
+pub(crate) fn store_described(
+    cache: &ArtifactCache,
+    engine: &Engine,
+    digest: &str,
+    manifest: &Manifest,
+    imports: &[String],
+) {
+    let path = described_path(cache.dir(), engine, digest);
     let written = serde_json::to_vec(&DescribedRef { manifest, imports })
         .map_err(std::io::Error::other)
-        .and_then(|b| write_atomically(&path, &b));
+        .and_then(|b| cache.write_sealed(&path, &b));
     if let Err(err) = written {
         tracing::warn!(path = %path.display(), %err, "cannot cache the plugin's manifest");
     }
-}
-
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
 }
 
 pub(crate) fn root_cause(err: &wasmtime::Error) -> String {

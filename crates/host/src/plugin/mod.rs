@@ -148,12 +148,12 @@ impl Host {
             return Err(LoadError::StoreNamespace { origin: origin.into(), namespace: namespace.clone() });
         }
         let digest = hex::encode(Sha256::digest(bytes));
-        let component = cache::compile(&self.engine, bytes, &digest, origin, self.config.cache_dir.as_deref())?;
+        let component = cache::compile(&self.engine, bytes, &digest, origin, self.cache.as_deref())?;
         // What `info()` and `tools()` said, checked, and the imports are
         // cached beside the artifact: a cached load runs none of the
         // plugin's code and parses none of its bytes.
-        let cache_dir = self.config.cache_dir.as_deref();
-        let cached = cache_dir.and_then(|dir| cache::load_described(dir, &self.engine, &digest));
+        let cache_dir = self.cache.as_deref();
+        let cached = cache_dir.and_then(|cache| cache::load_described(cache, &self.engine, &digest));
         let (cached, imports) = match cached {
             Some(described) => (Some(described.manifest), described.imports),
             None => {
@@ -314,11 +314,12 @@ impl Plugin {
         let limits = request.limits.as_ref().unwrap_or(&self.inner.limits);
         let host = &self.inner.host;
         let tenant = request.context.tenant.as_deref();
-        let fuel = match (limits.fuel, host.tenant_fuel.remaining(tenant)) {
-            (_, Some(0)) => return CallOutcome::Failed(Failure::CpuBudget),
-            (Some(call), Some(left)) => Some(call.min(left)),
-            (call, left) => call.or(left),
+        // Held before the call and refunded when `metered` drops, however
+        // the call ends (return, trap, timeout, or this future dropped).
+        let Ok(reservation) = host.tenant_fuel.reserve(tenant, limits.fuel, host.config.fuel_metering) else {
+            return CallOutcome::Failed(Failure::CpuBudget);
         };
+        let fuel = reservation.fuel;
         let deadline = sandbox::deadline_of(limits, timeout);
         let spec = self.store_spec(tool, request.context.clone(), limits, timeout, fuel, request.session_store.clone());
         // Session mode: take the session's warm instance (if any) out of its
@@ -334,7 +335,7 @@ impl Plugin {
         // The instance slot is declared before the store so that it is
         // released after the store (and its instance) is gone.
         let mut permit: Option<sandbox::SlotPermit> = None;
-        let (mut store, warm_instance) = match guard.as_mut().and_then(|g| g.take()) {
+        let (store, warm_instance) = match guard.as_mut().and_then(|g| g.take()) {
             Some(mut warm) => {
                 sandbox::reuse_store(&mut warm.store, spec);
                 permit = Some(warm.permit);
@@ -342,28 +343,27 @@ impl Plugin {
             }
             None => (sandbox::new_store(&host.engine, spec), None),
         };
+        let mut metered = sandbox::MeteredStore::new(store, reservation);
         let session = request.context.session_id.as_deref().unwrap_or("");
         let held = &mut permit;
         let call = async {
+            let store = metered.store_mut();
             let instance = match warm_instance {
                 Some(instance) => instance,
                 None => {
                     // Waiting for a slot counts against the call's deadline.
                     *held = Some(self.instance_slot(tenant, session).await);
-                    self.inner.pre.instantiate_async(&mut store).await?
+                    self.inner.pre.instantiate_async(&mut *store).await?
                 }
             };
-            let output = instance.lovia_tools_plugin().call_call(&mut store, &tool.spec.name, arguments).await?;
+            let output = instance.lovia_tools_plugin().call_call(&mut *store, &tool.spec.name, arguments).await?;
             wasmtime::Result::Ok((output, instance))
         };
         let result = match tokio::time::timeout(deadline.budget, call).await {
             Ok(Ok((output, instance))) => {
                 if let Some(guard) = guard.as_mut() {
                     // Only a call that returned (even with a tool error) leaves a usable instance.
-                    let fuel_left = store.get_fuel().ok();
-                    if let Some(left) = fuel_left {
-                        host.tenant_fuel.charge(tenant, fuel.unwrap_or(u64::MAX).saturating_sub(left));
-                    }
+                    let mut store = metered.into_store();
                     if let Some(permit) = permit.take() {
                         sandbox::park_store(&mut store);
                         **guard = Some(warm::Warm { store, instance, permit });
@@ -375,10 +375,8 @@ impl Plugin {
             Ok(Err(e)) => Err(e),
             Err(_) => Err(wasmtime::Error::new(deadline)),
         };
-        if let Ok(left) = store.get_fuel() {
-            host.tenant_fuel.charge(tenant, fuel.unwrap_or(u64::MAX).saturating_sub(left));
-        }
-        self.finish(tool, request, limits, result, Some(&store))
+        metered.settle();
+        self.finish(tool, request, limits, result, Some(&*metered.store_mut()))
     }
 
     /// The outcome of a call from what the component returned, or from the

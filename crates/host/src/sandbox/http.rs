@@ -194,46 +194,109 @@ impl Target {
 }
 
 /// Whether `ip` is an address a plugin must not reach through a wildcard
-/// grant: loopback, private, link-local (cloud metadata lives at
-/// 169.254.169.254), shared, unspecified, broadcast, multicast, reserved, and
-/// IPv6 forms that embed such an IPv4 address.
+/// grant: every range of IANA's special-purpose address registries for
+/// both families (loopback, private, shared, link-local where cloud
+/// metadata lives, documentation, benchmarking, protocol assignments,
+/// translation prefixes, …), multicast, and IPv6 forms that embed an IPv4
+/// address, which are judged by the embedded address.
 pub fn is_special_address(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_special_v4(v4),
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4() {
-                return is_special_v4(v4);
-            }
-            let s = v6.segments();
-            // NAT64 (64:ff9b::/96) reaches the embedded IPv4 address.
-            if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
-                let [a, b] = s[6].to_be_bytes();
-                let [c, d] = s[7].to_be_bytes();
-                return is_special_v4(Ipv4Addr::new(a, b, c, d));
-            }
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00 // unique local, incl. fd00:ec2::254 (metadata)
-                || (s[0] & 0xffc0) == 0xfe80 // link-local
-                || (s[0] & 0xffc0) == 0xfec0 // site-local (deprecated)
-        }
+        IpAddr::V6(v6) => is_special_v6(v6),
     }
 }
 
+/// The IPv4 special-purpose registry
+/// (<https://www.iana.org/assignments/iana-ipv4-special-registry>, as of
+/// 2025), every entry whatever its "globally reachable" column says: none is
+/// a destination a tool needs through a wildcard grant. Then multicast
+/// (<https://www.iana.org/assignments/multicast-addresses>).
+const SPECIAL_V4: &[(Ipv4Addr, u8, &str)] = &[
+    (Ipv4Addr::new(0, 0, 0, 0), 8, "this network (RFC 791)"),
+    (Ipv4Addr::new(10, 0, 0, 0), 8, "private use (RFC 1918)"),
+    (Ipv4Addr::new(100, 64, 0, 0), 10, "shared address space (RFC 6598)"),
+    (Ipv4Addr::new(127, 0, 0, 0), 8, "loopback (RFC 1122)"),
+    (Ipv4Addr::new(169, 254, 0, 0), 16, "link local, cloud metadata (RFC 3927)"),
+    (Ipv4Addr::new(172, 16, 0, 0), 12, "private use (RFC 1918)"),
+    (
+        Ipv4Addr::new(192, 0, 0, 0),
+        24,
+        "IETF protocol assignments, DS-Lite, PCP/TURN anycast, NAT64 discovery (RFC 6890)",
+    ),
+    (Ipv4Addr::new(192, 0, 2, 0), 24, "documentation TEST-NET-1 (RFC 5737)"),
+    (Ipv4Addr::new(192, 31, 196, 0), 24, "AS112-v4 (RFC 7535)"),
+    (Ipv4Addr::new(192, 52, 193, 0), 24, "AMT (RFC 7450)"),
+    (Ipv4Addr::new(192, 88, 99, 0), 24, "deprecated 6to4 relay anycast (RFC 7526)"),
+    (Ipv4Addr::new(192, 168, 0, 0), 16, "private use (RFC 1918)"),
+    (Ipv4Addr::new(192, 175, 48, 0), 24, "direct delegation AS112 service (RFC 7534)"),
+    (Ipv4Addr::new(198, 18, 0, 0), 15, "benchmarking (RFC 2544)"),
+    (Ipv4Addr::new(198, 51, 100, 0), 24, "documentation TEST-NET-2 (RFC 5737)"),
+    (Ipv4Addr::new(203, 0, 113, 0), 24, "documentation TEST-NET-3 (RFC 5737)"),
+    (Ipv4Addr::new(224, 0, 0, 0), 4, "multicast (RFC 5771)"),
+    (Ipv4Addr::new(240, 0, 0, 0), 4, "reserved, and limited broadcast 255.255.255.255 (RFC 1112, RFC 919)"),
+];
+
+/// The IPv6 special-purpose registry
+/// (<https://www.iana.org/assignments/iana-ipv6-special-registry>, as of
+/// 2025), every entry, plus multicast, the deprecated site-local and
+/// IPv4-compatible forms (RFC 4291 §2.5.5.1, §2.5.7). The prefixes that
+/// embed an IPv4 address (IPv4-mapped `::ffff:0:0/96`, SIIT's
+/// IPv4-translated `::ffff:0:0:0/96`, NAT64's `64:ff9b::/96`) are not here:
+/// [`embedded_v4`] judges them by that address.
+const SPECIAL_V6: &[(Ipv6Addr, u8, &str)] = &[
+    (Ipv6Addr::new(0, 0, 0, 0, 0, 0, 0, 0), 96, "unspecified, loopback, deprecated IPv4-compatible (RFC 4291)"),
+    (Ipv6Addr::new(0x64, 0xff9b, 1, 0, 0, 0, 0, 0), 48, "local-use IPv4/IPv6 translation (RFC 8215)"),
+    (Ipv6Addr::new(0x100, 0, 0, 0, 0, 0, 0, 0), 64, "discard-only (RFC 6666)"),
+    (Ipv6Addr::new(0x100, 0, 0, 1, 0, 0, 0, 0), 64, "dummy IPv6 prefix (RFC 9780)"),
+    (
+        Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, 0),
+        23,
+        "IETF protocol assignments: Teredo, PCP/TURN/DNS-SD anycast, benchmarking, AMT, AS112, ORCHID, drone ID (RFC 2928)",
+    ),
+    (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0), 32, "documentation (RFC 3849)"),
+    (Ipv6Addr::new(0x2002, 0, 0, 0, 0, 0, 0, 0), 16, "6to4, reaches any IPv4 address through a relay (RFC 3056)"),
+    (Ipv6Addr::new(0x2620, 0x4f, 0x8000, 0, 0, 0, 0, 0), 48, "direct delegation AS112 service (RFC 7534)"),
+    (Ipv6Addr::new(0x3fff, 0, 0, 0, 0, 0, 0, 0), 20, "documentation (RFC 9637)"),
+    (Ipv6Addr::new(0x5f00, 0, 0, 0, 0, 0, 0, 0), 16, "segment routing SIDs (RFC 9602)"),
+    (Ipv6Addr::new(0xfc00, 0, 0, 0, 0, 0, 0, 0), 7, "unique local, incl. fd00:ec2::254 metadata (RFC 4193)"),
+    (Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0), 10, "link-local unicast (RFC 4291)"),
+    (Ipv6Addr::new(0xfec0, 0, 0, 0, 0, 0, 0, 0), 10, "deprecated site-local (RFC 3879)"),
+    (Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8, "multicast (RFC 4291)"),
+];
+
+fn in_prefix(ip: u128, prefix: u128, len: u8, bits: u32) -> bool {
+    let len = u32::from(len).min(bits);
+    if len == 0 {
+        return true;
+    }
+    let mask = u128::MAX << (128 - len);
+    let shift = 128 - bits;
+    ((ip << shift) & mask) == ((prefix << shift) & mask)
+}
+
 fn is_special_v4(ip: Ipv4Addr) -> bool {
-    let [a, b, _, _] = ip.octets();
-    ip.is_loopback()
-        || ip.is_private()
-        || ip.is_link_local()
-        || ip.is_unspecified()
-        || ip.is_broadcast()
-        || ip.is_multicast()
-        || a == 0 // "this network"
-        || (a == 100 && (64..128).contains(&b)) // shared address space (carrier NAT, some metadata services)
-        || (a == 192 && b == 0 && ip.octets()[2] == 0) // IETF protocol assignments
-        || (a == 198 && (18..20).contains(&b)) // benchmarking
-        || a >= 240 // reserved
+    let bits = u128::from(u32::from(ip));
+    SPECIAL_V4.iter().any(|(net, len, _)| in_prefix(bits, u128::from(u32::from(*net)), *len, 32))
+}
+
+/// The IPv4 address an IPv6 address stands for, in the forms that reach it:
+/// IPv4-mapped `::ffff:a.b.c.d` (RFC 4291), SIIT's IPv4-translated
+/// `::ffff:0:a.b.c.d` (RFC 2765) and NAT64's well-known `64:ff9b::a.b.c.d`
+/// (RFC 6052).
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let mapped = s[..5] == [0, 0, 0, 0, 0] && s[5] == 0xffff;
+    let translated = s[..4] == [0, 0, 0, 0] && s[4] == 0xffff && s[5] == 0;
+    let nat64 = s[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
+    (mapped || translated || nat64).then(|| Ipv4Addr::from(ip.to_bits() as u32))
+}
+
+fn is_special_v6(ip: Ipv6Addr) -> bool {
+    if let Some(v4) = embedded_v4(ip) {
+        return is_special_v4(v4);
+    }
+    let bits = ip.to_bits();
+    SPECIAL_V6.iter().any(|(net, len, _)| in_prefix(bits, net.to_bits(), *len, 128))
 }
 
 /// The `wasi:http` hooks of one call: which origins it may reach, and who
@@ -263,6 +326,13 @@ impl WasiHttpHooks for HttpHooks {
                 tracing::warn!(plugin = %escape_controls(&plugin), %tool, %call, %url, reason, "outbound HTTP refused");
                 Err(error)
             };
+            // Userinfo (`user@host`) is refused, not stripped: the host's
+            // allowlist would judge `host` while the guest chose what goes
+            // on the wire in the Host header (built from the authority), and
+            // RFC 9110 §4.2.4 forbids userinfo in http(s) URIs anyway.
+            if has_userinfo(&request) {
+                return refuse(WasiHttpError::HttpRequestUriInvalid, "userinfo in the URL or Host header");
+            }
             let Some(target) = Target::of(request.uri()) else {
                 return refuse(WasiHttpError::HttpRequestUriInvalid, "not an http(s) URL with a host");
             };
@@ -285,6 +355,13 @@ impl WasiHttpHooks for HttpHooks {
             Ok((response, Box::new(io) as IoFuture))
         })
     }
+}
+
+/// Whether the request's authority or its Host header carries userinfo.
+fn has_userinfo(request: &http::Request<WasiBody>) -> bool {
+    let in_uri = request.uri().authority().is_some_and(|a| a.as_str().contains('@'));
+    let in_host = request.headers().get_all(http::header::HOST).iter().any(|h| h.as_bytes().contains(&b'@'));
+    in_uri || in_host
 }
 
 fn dns_error(rcode: &str) -> WasiHttpError {
@@ -432,29 +509,122 @@ mod tests {
         assert_eq!(origin("https://a.com:443/").to_string(), "https://a.com");
     }
 
+    /// One address inside every range of both IANA special-purpose
+    /// registries (and multicast), written out independently of the tables.
     #[test]
-    fn special_addresses_are_recognised() {
-        for ip in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.169.254",
-            "100.100.100.200",
-            "0.0.0.0",
-            "255.255.255.255",
-            "::1",
-            "::",
-            "fd00:ec2::254",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-            "::ffff:169.254.169.254",
-            "64:ff9b::a9fe:a9fe",
+    fn every_iana_special_purpose_range_is_special() {
+        for (ip, range) in [
+            ("0.1.2.3", "0.0.0.0/8"),
+            ("0.0.0.0", "0.0.0.0/32"),
+            ("10.255.0.1", "10.0.0.0/8"),
+            ("100.64.0.1", "100.64.0.0/10"),
+            ("100.127.255.254", "100.64.0.0/10"),
+            ("127.0.0.1", "127.0.0.0/8"),
+            ("127.255.255.254", "127.0.0.0/8"),
+            ("169.254.169.254", "169.254.0.0/16"),
+            ("172.16.0.1", "172.16.0.0/12"),
+            ("172.31.255.255", "172.16.0.0/12"),
+            ("192.0.0.1", "192.0.0.0/24"),
+            ("192.0.0.8", "192.0.0.8/32"),
+            ("192.0.0.9", "192.0.0.9/32"),
+            ("192.0.0.10", "192.0.0.10/32"),
+            ("192.0.0.170", "192.0.0.170/31"),
+            ("192.0.0.171", "192.0.0.170/31"),
+            ("192.0.2.1", "192.0.2.0/24"),
+            ("192.31.196.1", "192.31.196.0/24"),
+            ("192.52.193.1", "192.52.193.0/24"),
+            ("192.88.99.1", "192.88.99.0/24"),
+            ("192.168.1.1", "192.168.0.0/16"),
+            ("192.175.48.1", "192.175.48.0/24"),
+            ("198.18.0.1", "198.18.0.0/15"),
+            ("198.19.255.255", "198.18.0.0/15"),
+            ("198.51.100.1", "198.51.100.0/24"),
+            ("203.0.113.1", "203.0.113.0/24"),
+            ("224.0.0.1", "224.0.0.0/4"),
+            ("239.255.255.255", "224.0.0.0/4"),
+            ("240.0.0.1", "240.0.0.0/4"),
+            ("255.255.255.255", "255.255.255.255/32"),
+            ("::1", "::1/128"),
+            ("::", "::/128"),
+            ("::7f00:1", "::/96 IPv4-compatible (deprecated)"),
+            ("::ffff:127.0.0.1", "::ffff:0:0/96 with a loopback IPv4"),
+            ("::ffff:10.0.0.1", "::ffff:0:0/96 with a private IPv4"),
+            ("::ffff:0:7f00:1", "::ffff:0:0:0/96 SIIT with a loopback IPv4"),
+            ("::ffff:0:a9fe:a9fe", "::ffff:0:0:0/96 SIIT with the metadata IPv4"),
+            ("64:ff9b::a9fe:a9fe", "64:ff9b::/96 with the metadata IPv4"),
+            ("64:ff9b::7f00:1", "64:ff9b::/96 with a loopback IPv4"),
+            ("64:ff9b:1::1", "64:ff9b:1::/48"),
+            ("64:ff9b:1:ffff::5db8:d70e", "64:ff9b:1::/48, whatever it embeds"),
+            ("100::1", "100::/64"),
+            ("100:0:0:1::1", "100:0:0:1::/64"),
+            ("2001::1", "2001::/32 Teredo"),
+            ("2001:1::1", "2001:1::1/128"),
+            ("2001:1::2", "2001:1::2/128"),
+            ("2001:1::3", "2001:1::3/128"),
+            ("2001:2::1", "2001:2::/48"),
+            ("2001:3::1", "2001:3::/32"),
+            ("2001:4:112::1", "2001:4:112::/48"),
+            ("2001:10::1", "2001:10::/28"),
+            ("2001:20::1", "2001:20::/28"),
+            ("2001:30::1", "2001:30::/28"),
+            ("2001:1ff::1", "2001::/23"),
+            ("2001:db8::1", "2001:db8::/32"),
+            ("2002::1", "2002::/16"),
+            ("2002:5db8:d70e::1", "2002::/16 with a public IPv4"),
+            ("2620:4f:8000::1", "2620:4f:8000::/48"),
+            ("3fff::1", "3fff::/20"),
+            ("3fff:fff::1", "3fff::/20"),
+            ("5f00::1", "5f00::/16"),
+            ("fc00::1", "fc00::/7"),
+            ("fd00:ec2::254", "fc00::/7"),
+            ("fe80::1", "fe80::/10"),
+            ("febf::1", "fe80::/10"),
+            ("fec0::1", "fec0::/10"),
+            ("ff02::1", "ff00::/8"),
         ] {
-            assert!(is_special_address(ip.parse().expect("ip")), "{ip}");
+            assert!(is_special_address(ip.parse().expect("ip")), "{ip} in {range}");
         }
-        for ip in ["93.184.215.14", "1.1.1.1", "2606:4700::1111", "100.128.0.1"] {
+    }
+
+    #[test]
+    fn public_addresses_and_embedded_public_ones_are_not_special() {
+        for ip in [
+            "93.184.215.14",
+            "1.1.1.1",
+            "100.128.0.1",
+            "100.63.255.255",
+            "172.32.0.1",
+            "192.0.1.1",
+            "198.20.0.1",
+            "223.255.255.255",
+            "2606:4700::1111",
+            "2001:200::1",
+            "2001:dba::1",
+            "3fff:1000::1",
+            "::ffff:1.1.1.1",
+            "::ffff:0:101:101",
+            "64:ff9b::101:101",
+        ] {
             assert!(!is_special_address(ip.parse().expect("ip")), "{ip}");
+        }
+    }
+
+    #[test]
+    fn every_table_entry_is_special_at_both_ends() {
+        for (net, len, name) in SPECIAL_V4 {
+            let first = u32::from(*net);
+            let last = first | (u32::MAX.checked_shr(u32::from(*len)).unwrap_or(0));
+            for ip in [first, last] {
+                assert!(is_special_v4(Ipv4Addr::from(ip)), "{} in {net}/{len} {name}", Ipv4Addr::from(ip));
+            }
+        }
+        for (net, len, name) in SPECIAL_V6 {
+            let first = net.to_bits();
+            let last = first | (u128::MAX.checked_shr(u32::from(*len)).unwrap_or(0));
+            for ip in [first, last] {
+                let ip = Ipv6Addr::from_bits(ip);
+                assert!(is_special_v6(ip) || embedded_v4(ip).is_some(), "{ip} in {net}/{len} {name}");
+            }
         }
     }
 }

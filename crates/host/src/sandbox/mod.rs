@@ -17,10 +17,12 @@ mod ticker;
 mod trap;
 
 pub use fuel::FuelLedger;
+use fuel::Reservation;
 pub use grants::{DirGrant, DirMode, Grants, SecretSource};
 pub(crate) use http::HttpHooks;
 pub use http::{HttpOrigin, InvalidOrigin, is_special_address};
 pub use limits::CallLimits;
+pub(crate) use limits::{InstanceLimiter, MemoryLimitExceeded};
 pub(crate) use slots::{InstanceSlots, SlotPermit};
 #[cfg(feature = "sqlite-session-store")]
 pub use sqlite::{SqliteStore, StoreOpenError};
@@ -34,7 +36,7 @@ use std::time::{Duration, Instant};
 pub use ticker::EPOCH_TICK;
 pub(crate) use ticker::{Ticker, Ticking};
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
-use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
@@ -44,7 +46,7 @@ pub struct SandboxState {
     http: WasiHttpCtx,
     http_hooks: HttpHooks,
     table: ResourceTable,
-    pub(crate) store_limits: StoreLimits,
+    pub(crate) store_limits: InstanceLimiter,
     pub(crate) limits: CallLimits,
     pub(crate) call: CallContext,
     pub(crate) plugin: Arc<str>,
@@ -80,6 +82,43 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<SandboxState>> 
     Ok(linker)
 }
 
+/// A call's store together with the fuel held for it: whatever ends the
+/// call (a return, a trap, a timeout, or the call's future being dropped),
+/// the fuel it did not burn goes back to its tenant.
+pub(crate) struct MeteredStore {
+    /// `None` only after [`MeteredStore::into_store`], which consumes it.
+    store: Option<Store<SandboxState>>,
+    fuel: Reservation,
+}
+
+impl MeteredStore {
+    pub(crate) fn new(store: Store<SandboxState>, fuel: Reservation) -> Self {
+        Self { store: Some(store), fuel }
+    }
+
+    pub(crate) fn store_mut(&mut self) -> &mut Store<SandboxState> {
+        self.store.as_mut().expect("a metered store holds its store until into_store consumes it")
+    }
+
+    /// Records the fuel burned so far and refunds the rest (once).
+    pub(crate) fn settle(&mut self) {
+        let left = self.store.as_ref().and_then(|s| s.get_fuel().ok());
+        self.fuel.finish(left);
+    }
+
+    /// Settles, and hands the store over (to be kept warm).
+    pub(crate) fn into_store(mut self) -> Store<SandboxState> {
+        self.settle();
+        self.store.take().expect("a metered store holds its store until into_store consumes it")
+    }
+}
+
+impl Drop for MeteredStore {
+    fn drop(&mut self) {
+        self.settle();
+    }
+}
+
 /// What one store is for.
 pub(crate) struct StoreSpec<'a> {
     pub(crate) plugin: Arc<str>,
@@ -106,17 +145,22 @@ pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxSt
     let stderr = OutputRing::new(spec.limits.stderr_bytes);
     let wasi = {
         let mut builder = WasiCtxBuilder::new();
+        // `wasi:sockets` is linked (Rust's std imports it), but no socket may
+        // be created, bound or connected, and no name looked up: these are
+        // wasmtime-wasi's defaults, set here so that a change of default
+        // cannot open the network behind the `wasi:http` allowlist.
+        builder
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .socket_addr_check(|_, _| Box::pin(async { false }));
         builder.stdout(OutputRing::new(spec.limits.stdout_bytes)).stderr(stderr.clone());
         spec.grants.apply(&mut builder, &spec.plugin);
         builder.build()
     };
-    let store_limits = StoreLimitsBuilder::new()
-        .memory_size(spec.limits.memory_bytes)
-        .trap_on_grow_failure(true)
-        .instances(16)
-        .tables(16)
-        .memories(4)
-        .build();
+    // The memory limit is one sum over every linear memory of the
+    // instance: a component may define several (issue 12, item 15).
+    let store_limits = InstanceLimiter::new(spec.limits.memory_bytes);
     let http_hooks = HttpHooks {
         origins: spec.grants.http.clone().into(),
         plugin: spec.plugin.clone(),

@@ -48,6 +48,9 @@ pub(crate) fn classify(err: &wasmtime::Error, store: &Store<SandboxState>) -> Fa
 
 fn is_memory_grow_failure(err: &wasmtime::Error) -> bool {
     err.chain().any(|cause| {
+        if cause.downcast_ref::<super::MemoryLimitExceeded>().is_some() {
+            return true;
+        }
         let text = cause.to_string();
         text.contains("forcing trap when growing memory") || text.contains("memory minimum size")
     })
