@@ -219,8 +219,12 @@ async fn a_tenant_fuel_quota_stops_its_calls_and_no_one_elses() {
             json(&String::from_utf8_lossy(&axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body")))
         }
     };
-    let first = call("hungry-key", "spin_ms", r#"{"ms": 2000}"#).await;
-    assert_eq!(first["output"], "Tool error: CPU budget exhausted", "{first}");
+    // Each call holds an equal share of the minute's fuel (1/16, as the
+    // tenant may run 16 calls at once): sixteen spinning calls spend it.
+    for _ in 0..16 {
+        let spin = call("hungry-key", "spin_ms", r#"{"ms": 2000}"#).await;
+        assert_eq!(spin["output"], "Tool error: CPU budget exhausted", "{spin}");
+    }
     let next = call("hungry-key", "echo", r#"{"text": "hi"}"#).await;
     assert_eq!(next["output"], "Tool error: CPU budget exhausted", "the quota is spent for the minute");
     assert_eq!(call("calm-key", "echo", r#"{"text": "hi"}"#).await["output"], "hi", "another tenant is untouched");
@@ -237,7 +241,7 @@ async fn a_tenant_fuel_quota_stops_its_calls_and_no_one_elses() {
         .and_then(|n| n.parse().ok())
         .expect("fuel metric");
     assert!(used >= 1_000_000, "{text}");
-    assert!(text.contains("lovia_traps_total{tenant=\"hungry\"} 2"), "{text}");
+    assert!(text.contains("lovia_traps_total{tenant=\"hungry\"} 17"), "{text}");
 }
 
 #[tokio::test]

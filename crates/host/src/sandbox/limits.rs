@@ -153,6 +153,7 @@ mod tests {
         let (limits, grants) = (CallLimits::default(), Grants::default());
         let spec = StoreSpec {
             plugin: "two-memories".into(),
+            store_namespace: "two-memories".into(),
             tool: "none".into(),
             call: CallContext::default(),
             limits: &limits,
