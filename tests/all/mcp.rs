@@ -18,13 +18,13 @@ use std::time::Duration;
 /// it could stop the spinning call itself.
 const TIMEOUT_MS: &str = "4000";
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// The venv's python, made on first use (`.ci/run` makes it up front);
 /// `None`, after printing why, when it cannot be made on this machine.
-fn python() -> Option<PathBuf> {
+pub(crate) fn python() -> Option<PathBuf> {
     static MADE: Mutex<Option<Result<PathBuf, String>>> = Mutex::new(None);
     let mut made = MADE.lock().unwrap_or_else(|p| p.into_inner());
     let result = made.get_or_insert_with(|| {
@@ -63,7 +63,7 @@ fn server_args() -> Vec<String> {
     args
 }
 
-fn client(py: &Path, args: &[String]) -> Value {
+pub(crate) fn client(py: &Path, args: &[String]) -> Value {
     let out = Command::new(py).arg(root().join("tests/mcp/client.py")).args(args).output().expect("run the client");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "client failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
@@ -78,7 +78,7 @@ fn over_stdio(mode: &str) -> Option<Value> {
 }
 
 /// Kills the server this test started, however the test ends.
-struct Server(Child);
+pub(crate) struct Server(Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -87,9 +87,8 @@ impl Drop for Server {
     }
 }
 
-fn over_http(mode: &str) -> Option<Value> {
-    let py = python()?;
-    let mut args = server_args();
+/// Starts `lovia <args> --http 127.0.0.1:0`; returns it with its URL and pid.
+pub(crate) fn start_http(mut args: Vec<String>) -> (Server, String, u32) {
     args.extend(["--http", "127.0.0.1:0"].map(String::from));
     let mut child = Command::new(env!("CARGO_BIN_EXE_lovia"))
         .args(&args)
@@ -110,12 +109,18 @@ fn over_http(mode: &str) -> Option<Value> {
     };
     // Keep reading stderr so the server never blocks on a full pipe.
     std::thread::spawn(move || lines.for_each(drop));
+    (server, url, pid)
+}
+
+fn over_http(mode: &str) -> Option<Value> {
+    let py = python()?;
+    let (server, url, pid) = start_http(server_args());
     let out = client(&py, &[mode.to_owned(), "http".to_owned(), url, pid.to_string()]);
     drop(server);
     Some(out)
 }
 
-fn result(is_error: bool, text: &str, structured: Value) -> Value {
+pub(crate) fn result(is_error: bool, text: &str, structured: Value) -> Value {
     json!({"is_error": is_error, "text": [text], "structured": structured})
 }
 

@@ -3,6 +3,7 @@
 Usage:
   client.py MODE stdio LOVIA_ARGS...      # spawns `lovia mcp ...` itself
   client.py MODE http URL SERVER_PID
+  client.py MODE neighbour URL            # two clients: one attacks, one works
 
 MODE is the client's `mode`: "auto" negotiates 2026-07-28 through
 server/discover, "legacy" uses the initialize handshake (2025-11-25).
@@ -84,8 +85,36 @@ async def observe(client, pid_of_server):
     return out
 
 
+async def neighbours(mode, url):
+    """Client A runs a component that never yields; client B, on its own
+    session, keeps calling echo meanwhile and records its slowest answer."""
+    out = {}
+    async with Client(url, mode=mode) as a, Client(url, mode=mode) as b:
+        async def attack():
+            out["attack"] = block(await a.call_tool("loop_forever", {}))
+
+        async def work():
+            await anyio.sleep(0.3)
+            answers, slowest = [], 0.0
+            for i in range(10):
+                t = time.monotonic()
+                answers.append(block(await b.call_tool("echo", {"text": f"b{i}"})))
+                slowest = max(slowest, time.monotonic() - t)
+                await anyio.sleep(0.1)
+            out["neighbour"] = answers
+            out["neighbour_slowest_ms"] = slowest * 1000
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(attack)
+            tg.start_soon(work)
+    return out
+
+
 async def main():
     mode, transport = sys.argv[1], sys.argv[2]
+    if transport == "neighbour":
+        print(json.dumps(await neighbours(mode, sys.argv[3])))
+        return
     if transport == "stdio":
         server = StdioServerParameters(command=sys.argv[3], args=sys.argv[4:])
         pid_of_server = child_pid

@@ -3,4 +3,5 @@
 //! answering, correctly and within a bound. One module per surface.
 
 mod instances;
+mod mcp;
 mod neighbour;
