@@ -4,6 +4,7 @@ mod args;
 mod cli;
 mod exec;
 mod load;
+mod mcp;
 mod outcomes;
 mod providers;
 mod runner;

@@ -3,6 +3,7 @@
 mod bench;
 mod call;
 mod inspect;
+mod mcp;
 mod pack;
 mod run;
 mod serve;
@@ -58,6 +59,11 @@ enum Command {
     /// Serve the tools of many tenants over HTTP: health, metrics, tool
     /// listing and direct calls, each behind a tenant's API key.
     Serve(serve::Args),
+    /// Serve plugins' tools to MCP clients (Claude Desktop and Code, Cursor,
+    /// VS Code, ...) over stdio, or over streamable HTTP with --http. Every
+    /// call runs through the executor, sandboxed, with the plugin's grants
+    /// and limits.
+    Mcp(mcp::Args),
 }
 
 /// A failure of the CLI itself: printed as one line plus a hint, exit status 2.
@@ -105,6 +111,7 @@ fn main() -> ExitCode {
             Command::Call(args) => call::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
             Command::Pack(args) => pack::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
             Command::Run(args) => run::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
+            Command::Mcp(args) => mcp::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Serve(args) => {
                 serve::run(args, |fuel_metering| {

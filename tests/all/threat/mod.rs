@@ -3,6 +3,7 @@
 //! keep answering, correctly and within a bound. One module per surface.
 
 mod instances;
+mod mcp;
 mod neighbour;
 mod sandbox;
 mod serve;

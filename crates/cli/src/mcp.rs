@@ -1,0 +1,101 @@
+//! `lovia mcp`.
+
+use crate::CliError;
+use lovia_host::plugin::config::PluginConfig;
+use lovia_host::{ExecSettings, Executor, Host, Tool, ToolSource, Toolset};
+use lovia_mcp::{HttpOptions, McpServer};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+#[command(after_help = "\
+Examples:
+  lovia mcp orders.wasm docs.wasm                      # stdio, what desktop clients launch
+  lovia mcp orders.wasm --http 127.0.0.1:8765          # streamable HTTP at http://127.0.0.1:8765/mcp
+
+Results: a text result is a text block; a JSON result is structuredContent plus
+the same JSON as text; a tool error or invalid arguments is isError with the
+exact string a model reads. A call that needs approval is not run (no client
+can be asked yet). Logs go to stderr (LOVIA_LOG=info for more); on stdio,
+stdout carries only the protocol. See docs/mcp.md.")]
+pub(crate) struct Args {
+    /// The plugins (.wasm components) whose tools are served, in this order.
+    /// Each one's grants and limits come from the .toml beside it, as for
+    /// `lovia call` [default: nothing granted, the host's limits].
+    #[arg(value_name = "PLUGIN.wasm", required = true)]
+    plugins: Vec<PathBuf>,
+    /// A plugin config (TOML: grants, limits) used for every plugin listed,
+    /// instead of the one beside each.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio. Only
+    /// loopback Host headers are accepted (against DNS rebinding) unless
+    /// --allow-host names more.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
+    /// Per-attempt timeout in milliseconds for tools that declare none
+    /// [default: none; the host's 60 s wall-clock ceiling always applies].
+    #[arg(long, value_name = "N")]
+    timeout_ms: Option<u64>,
+    /// With --http: also accept this Host header (name or name:port; repeatable).
+    #[arg(long, value_name = "HOST", requires = "http")]
+    allow_host: Vec<String>,
+}
+
+pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
+    let shared = match &args.config {
+        Some(path) => Some(PluginConfig::load(path)?),
+        None => None,
+    };
+    let mut tools = Toolset::new();
+    for path in &args.plugins {
+        let config = match &shared {
+            Some(c) => c.clone(),
+            None => PluginConfig::load_beside(path)?.unwrap_or_default(),
+        };
+        let plugin = host.load_file_with(path, config).await?;
+        tools.add(ToolSource::Plugin, Tool::from_plugin(&plugin)).map_err(|e| {
+            CliError::new(format!("{}: {}", path.display(), e.to_string().replace("\n  hint: ", " — ")))
+        })?;
+    }
+    // No approval handler: a call that needs approval and that nobody
+    // decided is denied (docs/semantics.md §13), and lovia-mcp refuses it
+    // before that anyway, since it cannot ask an MCP client yet.
+    let settings = ExecSettings {
+        agent: "lovia-mcp".into(),
+        default_timeout: args.timeout_ms.map(std::time::Duration::from_millis),
+        ..ExecSettings::default()
+    };
+    let server = McpServer::new(Executor::new(tools, settings)).map_err(|e| CliError::new(e.to_string()))?;
+    let count = server.tools().len();
+    match args.http {
+        None => {
+            tracing::info!(tools = count, "serving MCP on stdio");
+            server.serve_stdio().await.map_err(|e| CliError::new(e.to_string()))?;
+        }
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| CliError::new(format!("cannot listen on {addr}: {e}")).hint("pick another port"))?;
+            let local = listener.local_addr().map_err(|e| CliError::new(e.to_string()))?;
+            // A bare name in the allowlist matches any port.
+            let mut options = HttpOptions::default();
+            options.allowed_hosts.extend(args.allow_host);
+            let shutdown = options.shutdown.clone();
+            let router = axum::Router::new().route_service("/mcp", server.http_service(options));
+            // The address goes to stderr, as every log line: a test or a
+            // supervisor reads it there.
+            eprintln!("lovia mcp: {count} tools at http://{local}/mcp");
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = tokio::signal::ctrl_c().await;
+                    // Ends open SSE streams, which would otherwise hold the shutdown.
+                    shutdown.cancel();
+                })
+                .await
+                .map_err(|e| CliError::new(format!("server error: {e}")))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

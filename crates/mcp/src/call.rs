@@ -1,0 +1,117 @@
+//! `tools/call`: one MCP request is one [`ToolCall`] through the executor,
+//! so validation, timeouts, retries, policies, truncation and rendering are
+//! lovia's, and the client reads the exact string any model would.
+
+use crate::catalog::WRAPPED_RESULT_KEY;
+use lovia_host::call::text;
+use lovia_host::{EventSink, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError};
+use rmcp::RoleServer;
+use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam, ProgressToken};
+use rmcp::service::Peer;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+/// The reason the run of a call cancelled by its client records.
+pub(crate) const CANCELLED_BY_CLIENT: &str = "cancelled by the MCP client";
+
+/// What the request brought besides the call itself.
+pub(crate) struct Request {
+    /// The call, with the argument text as the client sent it.
+    pub(crate) call: ToolCall,
+    /// Cancelled when the client sends `notifications/cancelled` (or, over
+    /// HTTP, drops the request).
+    pub(crate) cancelled: CancellationToken,
+    /// Where progress goes, when the request carried a progress token.
+    pub(crate) progress: Option<(Peer<RoleServer>, ProgressToken)>,
+}
+
+/// Runs the call as a one-call turn and maps lovia's result onto MCP's.
+pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResult {
+    let Request { call, cancelled, progress } = request;
+    // A fresh run per request: a call's cancellation or budget never
+    // reaches another client's call.
+    let state = RunState { run_id: format!("mcp-{}", call.id), turn: 1, ..RunState::default() };
+    let (sink, mut events) = EventSink::channel();
+    let turn = async {
+        let result = exec.run_turn(std::slice::from_ref(&call), &state, &sink).await;
+        // Closing the sink ends the forwarding loop once it has drained.
+        drop(sink);
+        result
+    };
+    let forward = async {
+        let mut step = 0u32;
+        while let Some(event) = events.recv().await {
+            match event {
+                // MCP has no way to ask yet (elicitation is a later step), so
+                // a gated call is refused here, whatever handler the executor
+                // has: it never runs unasked.
+                ToolEvent::ApprovalRequired { ticket, .. } => {
+                    ticket.reject();
+                }
+                ToolEvent::ToolProgress { message, .. } => {
+                    if let Some((peer, token)) = &progress {
+                        step = step.saturating_add(1);
+                        let note = ProgressNotificationParam::new(token.clone(), f64::from(step)).with_message(message);
+                        // A client gone away only loses its progress; the call's result still counts.
+                        if let Err(e) = peer.notify_progress(note).await {
+                            tracing::debug!(error = %e, "progress notification not delivered");
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    };
+    let cancel = state.cancel.clone();
+    let watch = async move {
+        cancelled.cancelled().await;
+        // Cancelling the run interrupts the instance at its next epoch tick.
+        cancel.cancel(Some(CANCELLED_BY_CLIENT));
+        std::future::pending::<()>().await;
+    };
+    let outcome = tokio::select! {
+        (outcome, ()) = async { tokio::join!(turn, forward) } => outcome,
+        () = watch => unreachable_pending(),
+    };
+    let entry = match outcome {
+        Ok(results) => results.into_iter().find(|r| r.call_id == call.id),
+        Err(TurnError::Cancelled { results, .. } | TurnError::BudgetExceeded { results, .. }) => {
+            results.into_iter().find(|r| r.call_id == call.id)
+        }
+        Err(_) => None,
+    };
+    match entry {
+        Some(entry) => to_mcp(entry),
+        // The call was cancelled before it recorded a result: a runner would
+        // answer it with the cancellation filler (docs/semantics.md D8).
+        None => CallToolResult::error(vec![ContentBlock::text(text::RUN_CANCELLED)]),
+    }
+}
+
+/// `watch` never completes; this keeps the select total without a panic.
+fn unreachable_pending() -> Result<Vec<ToolResultEntry>, TurnError> {
+    Ok(Vec::new())
+}
+
+/// A text result is one text block; a JSON result is `structuredContent`
+/// plus lovia's rendering of it as text; an error is `isError` with the
+/// model-facing string.
+pub(crate) fn to_mcp(entry: ToolResultEntry) -> CallToolResult {
+    if entry.is_error {
+        return CallToolResult::error(vec![ContentBlock::text(entry.output)]);
+    }
+    let mut result = CallToolResult::success(vec![ContentBlock::text(entry.output)]);
+    // `raw` is kept only when the output was not truncated and is at most
+    // 16,000 characters (docs/semantics.md §12): a larger value reaches the
+    // client as lovia's capped text only, never past the tool's cap.
+    result.structured_content = match entry.raw {
+        None | Some(Value::String(_)) => None,
+        Some(Value::Object(o)) => Some(Value::Object(o)),
+        Some(other) => {
+            let mut wrapped = Map::new();
+            wrapped.insert(WRAPPED_RESULT_KEY.to_owned(), other);
+            Some(Value::Object(wrapped))
+        }
+    };
+    result
+}

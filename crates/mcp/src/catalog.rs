@@ -1,0 +1,109 @@
+//! `tools/list`: each lovia tool as an MCP `Tool`, in the toolset's order.
+
+use lovia_host::{ToolSpec, Toolset};
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// A tool that cannot be described to an MCP client.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CatalogError {
+    /// MCP requires `inputSchema` to be a JSON object; lovia's loader
+    /// already insists on an object schema, so this only catches a host
+    /// tool built by hand with something else.
+    #[error("tool '{tool}' cannot be served over MCP: its parameter schema is not a JSON object")]
+    SchemaNotAnObject {
+        /// The tool.
+        tool: String,
+    },
+}
+
+/// The key a non-object JSON result is wrapped under in `structuredContent`
+/// (MCP requires an object there and an `outputSchema` of type object).
+pub(crate) const WRAPPED_RESULT_KEY: &str = "result";
+
+/// The MCP descriptions of every tool, in the toolset's insertion order, so
+/// that two listings of the same plugins are byte-identical.
+pub(crate) fn describe(tools: &Toolset) -> Result<Vec<Tool>, CatalogError> {
+    tools.iter().map(|t| describe_one(t.spec())).collect()
+}
+
+fn describe_one(spec: &ToolSpec) -> Result<Tool, CatalogError> {
+    // The schema the model sees: the same value lovia gives every provider.
+    let Value::Object(input) = &spec.parameters else {
+        return Err(CatalogError::SchemaNotAnObject { tool: spec.name.clone() });
+    };
+    let mut tool = Tool::new_with_raw(spec.name.clone(), Some(spec.description.clone().into()), input.clone())
+        .with_title(title(&spec.name))
+        .with_annotations(annotations(spec));
+    if let Some(schema) = &spec.output_schema {
+        tool = tool.with_raw_output_schema(Arc::new(output_schema(schema)));
+    }
+    Ok(tool)
+}
+
+/// MCP's `outputSchema` must describe an object; a tool returning an array
+/// or a scalar gets its schema wrapped the same way its result is
+/// (see [`WRAPPED_RESULT_KEY`]).
+fn output_schema(schema: &Value) -> JsonObject {
+    match schema {
+        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("object") => o.clone(),
+        other => {
+            let wrapped = json!({
+                "type": "object",
+                "properties": { WRAPPED_RESULT_KEY: other },
+                "required": [WRAPPED_RESULT_KEY],
+            });
+            match wrapped {
+                Value::Object(o) => o,
+                _ => JsonObject::new(),
+            }
+        }
+    }
+}
+
+/// The hints, all four always present: an absent hint means something
+/// different in MCP (`destructiveHint` defaults to true there).
+fn annotations(spec: &ToolSpec) -> ToolAnnotations {
+    ToolAnnotations::with_title(title(&spec.name))
+        .read_only(spec.hints.read_only)
+        .destructive(spec.hints.destructive)
+        .idempotent(spec.hints.idempotent)
+        .open_world(spec.hints.open_world)
+}
+
+/// A display title from the tool's name: `lookup_order` → `Lookup order`.
+/// lovia specs carry no title, and names are `[a-zA-Z0-9_-]`.
+pub(crate) fn title(name: &str) -> String {
+    let spaced: String = name.chars().map(|c| if c == '_' || c == '-' { ' ' } else { c }).collect();
+    let mut chars = spaced.trim().chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => name.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_read_like_words() {
+        assert_eq!(title("lookup_order"), "Lookup order");
+        assert_eq!(title("spin-ms"), "Spin ms");
+        assert_eq!(title("x"), "X");
+        assert_eq!(title("_"), "_");
+    }
+
+    #[test]
+    fn non_object_output_schemas_are_wrapped() {
+        let s = output_schema(&json!({"type": "array", "items": {"type": "string"}}));
+        assert_eq!(
+            Value::Object(s),
+            json!({"type": "object", "properties": {"result": {"type": "array", "items": {"type": "string"}}}, "required": ["result"]})
+        );
+        let o = json!({"type": "object", "properties": {}});
+        assert_eq!(Value::Object(output_schema(&o)), o);
+    }
+}

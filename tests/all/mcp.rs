@@ -1,0 +1,222 @@
+//! `lovia mcp` driven by the official Python MCP client (PyPI `mcp`, in a
+//! virtual environment under target/) over stdio and streamable HTTP, on
+//! both protocol revisions: tests/mcp/client.py makes the calls and prints
+//! what it saw; these tests assert on it.
+
+use lovia_host::Tool;
+use lovia_host::call::text;
+use lovia_tests::fixtures;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The default per-attempt timeout the server runs with: long enough that
+/// the cancellation check (1 to 3 s after the call started) is over before
+/// it could stop the spinning call itself.
+const TIMEOUT_MS: &str = "4000";
+
+pub(crate) fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The venv's python, made on first use (`.ci/run` makes it up front);
+/// `None`, after printing why, when it cannot be made on this machine.
+pub(crate) fn python() -> Option<PathBuf> {
+    static MADE: Mutex<Option<Result<PathBuf, String>>> = Mutex::new(None);
+    let mut made = MADE.lock().unwrap_or_else(|p| p.into_inner());
+    let result = made.get_or_insert_with(|| {
+        let venv = root().join("target/mcp-venv");
+        let py = venv.join("bin/python");
+        let has_mcp = |py: &Path| Command::new(py).args(["-c", "import mcp"]).status().is_ok_and(|s| s.success());
+        if has_mcp(&py) {
+            return Ok(py);
+        }
+        let ok = |c: &mut Command| c.status().is_ok_and(|s| s.success());
+        if !ok(Command::new("python3").arg("-m").arg("venv").arg(&venv)) {
+            return Err(format!("python3 -m venv {} failed", venv.display()));
+        }
+        if !ok(Command::new(venv.join("bin/pip")).args(["install", "-q", "mcp"])) {
+            return Err("pip install mcp failed".into());
+        }
+        if has_mcp(&py) { Ok(py) } else { Err("the mcp package does not import".into()) }
+    });
+    match result {
+        Ok(py) => Some(py.clone()),
+        Err(why) => {
+            println!("skipped: no Python MCP client: {why}");
+            None
+        }
+    }
+}
+
+/// The `lovia` arguments of every server here: one plugin of each kind,
+/// the hostile one for its stdout flood.
+fn server_args() -> Vec<String> {
+    let mut args: Vec<String> = ["--no-cache", "mcp"].map(String::from).to_vec();
+    args.extend(
+        [fixtures::DIAGNOSTICS, fixtures::DOCS, fixtures::ORDERS, fixtures::OPS, fixtures::HOSTILE].map(String::from),
+    );
+    args.extend(["--timeout-ms", TIMEOUT_MS].map(String::from));
+    args
+}
+
+pub(crate) fn client(py: &Path, args: &[String]) -> Value {
+    let out = Command::new(py).arg(root().join("tests/mcp/client.py")).args(args).output().expect("run the client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "client failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("client output {stdout:?}: {e}"))
+}
+
+fn over_stdio(mode: &str) -> Option<Value> {
+    let py = python()?;
+    let mut args = vec![mode.to_owned(), "stdio".to_owned(), env!("CARGO_BIN_EXE_lovia").to_owned()];
+    args.extend(server_args());
+    Some(client(&py, &args))
+}
+
+/// Kills the server this test started, however the test ends.
+pub(crate) struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `lovia <args> --http 127.0.0.1:0`; returns it with its URL and pid.
+pub(crate) fn start_http(mut args: Vec<String>) -> (Server, String, u32) {
+    args.extend(["--http", "127.0.0.1:0"].map(String::from));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lovia"))
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start lovia mcp --http");
+    let stderr = child.stderr.take().expect("stderr");
+    let pid = child.id();
+    let server = Server(child);
+    let mut lines = BufReader::new(stderr).lines();
+    let url = loop {
+        let line = lines.next().expect("lovia mcp printed its address").expect("stderr line");
+        if let Some(at) = line.find("http://") {
+            break line[at..].to_owned();
+        }
+    };
+    // Keep reading stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    (server, url, pid)
+}
+
+fn over_http(mode: &str) -> Option<Value> {
+    let py = python()?;
+    let (server, url, pid) = start_http(server_args());
+    let out = client(&py, &[mode.to_owned(), "http".to_owned(), url, pid.to_string()]);
+    drop(server);
+    Some(out)
+}
+
+pub(crate) fn result(is_error: bool, text: &str, structured: Value) -> Value {
+    json!({"is_error": is_error, "text": [text], "structured": structured})
+}
+
+/// Everything the client saw, against what lovia says a model reads.
+async fn check(out: &Value, protocol: &str) {
+    assert_eq!(out["protocol"], protocol);
+
+    // tools/list: every tool in plugin order, with the schema the model sees.
+    let mut expected = Vec::new();
+    for path in [fixtures::DIAGNOSTICS, fixtures::DOCS, fixtures::ORDERS, fixtures::OPS, fixtures::HOSTILE] {
+        let plugin = lovia_tests::load(path).await;
+        expected.extend(Tool::from_plugin(&plugin).into_iter().map(|t| t.spec().clone()));
+    }
+    let tools = out["tools"].as_array().expect("tools");
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap_or_default()).collect();
+    let want: Vec<&str> = expected.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, want);
+    for (tool, spec) in tools.iter().zip(&expected) {
+        assert_eq!(tool["inputSchema"], spec.parameters, "{}", spec.name);
+    }
+    let echo = &tools[0];
+    assert_eq!(echo["title"], "Echo");
+    assert_eq!(
+        echo["annotations"],
+        json!({"title": "Echo", "readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false})
+    );
+    let migration = tools.iter().find(|t| t["name"] == "apply_migration").expect("apply_migration");
+    assert_eq!(migration["annotations"]["destructiveHint"], true);
+    assert_eq!(migration["title"], "Apply migration");
+    // outputSchema appears exactly for the tools whose spec declares one.
+    for (tool, spec) in tools.iter().zip(&expected) {
+        assert_eq!(tool.get("outputSchema").is_some(), spec.output_schema.is_some(), "{}", spec.name);
+    }
+
+    // tools/call through the executor.
+    assert_eq!(out["text"], result(false, "hi", Value::Null));
+    assert_eq!(out["json"], result(false, "1", json!({"result": 1})));
+    assert_eq!(out["array"], result(false, r#"["Timeouts"]"#, json!({"result": ["Timeouts"]})));
+    let invalid = out["invalid"]["text"][0].as_str().unwrap_or_default();
+    assert_eq!(out["invalid"]["is_error"], true);
+    assert!(
+        invalid.starts_with("Tool error: Invalid arguments for tool 'search_docs': query: Field required"),
+        "{invalid}"
+    );
+    assert_eq!(
+        out["tool_error"],
+        result(true, "Tool error: no order A-0000\n  hint: ids look like A-1001", Value::Null)
+    );
+    assert_eq!(out["unknown"], result(true, &text::unknown_tool("no_such_tool"), Value::Null));
+    assert_eq!(out["approval"], result(true, &text::not_approved("apply_migration"), Value::Null));
+    // 64 KiB printed by the guest never reached the protocol stream.
+    assert_eq!(out["stdout_flood"], result(false, "flooded", Value::Null));
+    assert_eq!(out["progress_result"], result(false, "done in 3 steps", Value::Null));
+    assert_eq!(out["progress"], json!([[1.0, "step 1 of 3"], [2.0, "step 2 of 3"], [3.0, "step 3 of 3"]]));
+    assert_eq!(out["timeout"], result(true, &format!("Tool error: timed out after {TIMEOUT_MS} ms"), Value::Null));
+
+    // Cancellation: the client gave up at 0.5 s; the component stopped.
+    assert!(out["cancel_error"].is_string(), "the abandoned call raised: {}", out["cancel_error"]);
+    let cpu = out["cpu_after_cancel_s"].as_f64().expect("cpu");
+    println!("{protocol}: server CPU over the 2 s after a cancelled spin: {cpu:.2} s");
+    assert!(cpu < 0.5, "the cancelled spin kept running: {cpu} s of CPU in 2 s");
+    assert_eq!(out["after_cancel"], result(false, "still here", Value::Null));
+    let ms = out["after_cancel_ms"].as_f64().expect("ms");
+    assert!(ms < Duration::from_secs(2).as_millis() as f64, "the next call took {ms} ms");
+}
+
+#[tokio::test]
+async fn stdio_on_2026_07_28() {
+    let Some(out) = over_stdio("auto") else { return };
+    check(&out, "2026-07-28").await;
+}
+
+#[tokio::test]
+async fn stdio_on_2025_11_25() {
+    let Some(out) = over_stdio("legacy") else { return };
+    check(&out, "2025-11-25").await;
+}
+
+#[tokio::test]
+async fn http_on_2026_07_28() {
+    let Some(out) = over_http("auto") else { return };
+    check(&out, "2026-07-28").await;
+}
+
+#[tokio::test]
+async fn http_on_2025_11_25() {
+    let Some(out) = over_http("legacy") else { return };
+    check(&out, "2025-11-25").await;
+}
+
+#[test]
+fn mcp_help_names_both_transports() {
+    let out = Command::new(env!("CARGO_BIN_EXE_lovia")).args(["mcp", "--help"]).output().expect("run lovia");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    for needle in ["--http <ADDR>", "--config <FILE>", "PLUGIN.wasm", "structuredContent", "docs/mcp.md"] {
+        assert!(help.contains(needle), "{needle:?} missing from:\n{help}");
+    }
+}

@@ -1,0 +1,60 @@
+//! `lovia mcp --http`: one client's hostile component cannot hold another
+//! client's calls, and a request naming a foreign Host (DNS rebinding from a
+//! web page) is refused before anything runs. The guest that floods stdout
+//! on stdio is in tests/all/mcp.rs (`stdout_flood`).
+
+use crate::mcp::{client, python, result, start_http};
+use lovia_tests::fixtures;
+use serde_json::Value;
+use std::io::{Read, Write};
+
+#[tokio::test]
+async fn a_component_that_never_yields_does_not_hold_another_mcp_client() {
+    let Some(py) = python() else { return };
+    let args = ["--no-cache", "mcp", fixtures::DIAGNOSTICS, fixtures::HOSTILE, "--timeout-ms", "3000"];
+    let (server, url, _) = start_http(args.map(String::from).to_vec());
+    let out = client(&py, &["auto".to_owned(), "neighbour".to_owned(), url]);
+    drop(server);
+    // The attacker's own call ends with lovia's timeout, at its bound.
+    assert_eq!(out["attack"], result(true, "Tool error: timed out after 3000 ms", Value::Null));
+    // Its neighbour, on another session, got every answer right meanwhile.
+    let answers = out["neighbour"].as_array().expect("answers");
+    assert_eq!(answers.len(), 10);
+    for (i, answer) in answers.iter().enumerate() {
+        assert_eq!(*answer, result(false, &format!("b{i}"), Value::Null));
+    }
+    let slowest = out["neighbour_slowest_ms"].as_f64().expect("ms");
+    println!("neighbour's slowest echo while a component spun: {slowest:.1} ms");
+    assert!(slowest < 1000.0, "a neighbour's call took {slowest} ms");
+}
+
+/// One raw HTTP/1.1 request over a real socket; the status line and body.
+fn post(addr: &str, host: &str) -> String {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).expect("write");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(3))).expect("timeout");
+    let mut out = Vec::new();
+    // An SSE answer may stay open; what arrived by the timeout is enough.
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn a_foreign_host_header_is_refused() {
+    let args = ["--no-cache", "mcp", fixtures::DIAGNOSTICS];
+    let (server, url, _) = start_http(args.map(String::from).to_vec());
+    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let refused = post(&addr, "evil.example");
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+    assert!(refused.ends_with("Forbidden: Host header is not allowed"), "{refused}");
+    let port = addr.rsplit(':').next().unwrap_or_default();
+    let served = post(&addr, &format!("localhost:{port}"));
+    assert!(served.starts_with("HTTP/1.1 200"), "{served}");
+    assert!(served.contains(r#""serverInfo":{"name":"lovia""#), "{served}");
+    drop(server);
+}

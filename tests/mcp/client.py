@@ -1,0 +1,133 @@
+"""Drives `lovia mcp` with the official Python MCP client (PyPI `mcp`).
+
+Usage:
+  client.py MODE stdio LOVIA_ARGS...      # spawns `lovia mcp ...` itself
+  client.py MODE http URL SERVER_PID
+  client.py MODE neighbour URL            # two clients: one attacks, one works
+
+MODE is the client's `mode`: "auto" negotiates 2026-07-28 through
+server/discover, "legacy" uses the initialize handshake (2025-11-25).
+Prints one JSON object of observations on stdout; tests/all/mcp.rs asserts
+on it. Anything unexpected raises, so the process fails loudly.
+"""
+
+import json
+import os
+import sys
+import time
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # utime and stime are fields 14 and 15 of the whole line (1-based).
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child_pid():
+    me = os.getpid()
+    with open(f"/proc/{me}/task/{me}/children") as f:
+        kids = f.read().split()
+    assert len(kids) == 1, kids
+    return int(kids[0])
+
+
+def block(result):
+    wire = result.model_dump(by_alias=True, mode="json")
+    return {
+        "is_error": bool(wire.get("isError")),
+        "text": [c["text"] for c in wire["content"] if c["type"] == "text"],
+        "structured": wire.get("structuredContent"),
+    }
+
+
+async def observe(client, pid_of_server):
+    out = {"protocol": client.protocol_version}
+    listed = await client.list_tools()
+    # The wire names (inputSchema, outputSchema, annotations, ...), as a client receives them.
+    out["tools"] = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in listed.tools]
+    out["text"] = block(await client.call_tool("echo", {"text": "hi"}))
+    out["json"] = block(await client.call_tool("count_calls", {}))
+    out["array"] = block(await client.call_tool("search_docs", {"query": "timeouts"}))
+    out["invalid"] = block(await client.call_tool("search_docs", {"limit": 99}))
+    out["tool_error"] = block(await client.call_tool("lookup_order", {"order_id": "A-0000"}))
+    out["unknown"] = block(await client.call_tool("no_such_tool", {}))
+    out["approval"] = block(await client.call_tool("apply_migration", {"version": 7}))
+    out["stdout_flood"] = block(await client.call_tool("flood_stdout", {"kib": 64}))
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append([progress, message])
+
+    out["progress_result"] = block(await client.call_tool("progress", {"steps": 3}, progress_callback=on_progress))
+    out["progress"] = seen
+    out["timeout"] = block(await client.call_tool("spin_ms", {"ms": 20000}))
+
+    # Cancellation: the client gives up after 0.5 s and sends notifications/cancelled.
+    pid = pid_of_server()
+    started = time.monotonic()
+    try:
+        await client.call_tool("spin_ms", {"ms": 3_000_000}, read_timeout_seconds=0.5)
+        out["cancel_error"] = None
+    except Exception as e:  # noqa: BLE001 - the kind is what we record
+        out["cancel_error"] = type(e).__name__
+    out["cancel_returned_after_s"] = time.monotonic() - started
+    await anyio.sleep(0.5)
+    before = cpu_seconds(pid)
+    await anyio.sleep(2.0)
+    out["cpu_after_cancel_s"] = cpu_seconds(pid) - before
+    t = time.monotonic()
+    out["after_cancel"] = block(await client.call_tool("echo", {"text": "still here"}))
+    out["after_cancel_ms"] = (time.monotonic() - t) * 1000
+    return out
+
+
+async def neighbours(mode, url):
+    """Client A runs a component that never yields; client B, on its own
+    session, keeps calling echo meanwhile and records its slowest answer."""
+    out = {}
+    async with Client(url, mode=mode) as a, Client(url, mode=mode) as b:
+        async def attack():
+            out["attack"] = block(await a.call_tool("loop_forever", {}))
+
+        async def work():
+            await anyio.sleep(0.3)
+            answers, slowest = [], 0.0
+            for i in range(10):
+                t = time.monotonic()
+                answers.append(block(await b.call_tool("echo", {"text": f"b{i}"})))
+                slowest = max(slowest, time.monotonic() - t)
+                await anyio.sleep(0.1)
+            out["neighbour"] = answers
+            out["neighbour_slowest_ms"] = slowest * 1000
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(attack)
+            tg.start_soon(work)
+    return out
+
+
+async def main():
+    mode, transport = sys.argv[1], sys.argv[2]
+    if transport == "neighbour":
+        print(json.dumps(await neighbours(mode, sys.argv[3])))
+        return
+    if transport == "stdio":
+        server = StdioServerParameters(command=sys.argv[3], args=sys.argv[4:])
+        pid_of_server = child_pid
+    else:
+        server = sys.argv[3]
+        pid = int(sys.argv[4])
+
+        def pid_of_server():
+            return pid
+
+    async with Client(server, mode=mode) as client:
+        out = await observe(client, pid_of_server)
+    print(json.dumps(out))
+
+
+anyio.run(main)
