@@ -20,7 +20,7 @@ fn hold(ms: u32, tenant: &str, session: Option<&str>) -> CallRequest {
     CallRequest {
         context,
         timeout: Some(Duration::from_secs(20)),
-        ..CallRequest::new("hold", &format!(r#"{{"ms": {ms}}}"#))
+        ..CallRequest::new("hold", format!(r#"{{"ms": {ms}}}"#))
     }
 }
 
