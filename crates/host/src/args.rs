@@ -5,6 +5,8 @@
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{Draft, Validator};
 use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::time::Instant;
 
 /// Why the model's arguments were rejected. `Display` is the exact text the
 /// model reads (without the `Tool error: ` prefix for [`ArgumentError::Invalid`]).
@@ -32,6 +34,11 @@ pub enum ArgumentError {
         /// (`p.x`, `xs.1`) and `arguments` when empty.
         problems: Vec<(String, String)>,
     },
+    /// The call's deadline passed while its arguments were being checked
+    /// ([`ArgumentValidator::prepare_value_by`]); the executor reports it as
+    /// the call's timeout.
+    #[error("the call's deadline passed while its arguments were checked")]
+    DeadlinePassed,
 }
 
 /// A tool's compiled argument checker.
@@ -58,10 +65,61 @@ pub enum SchemaError {
         /// The schema compiler's message.
         message: String,
     },
+    /// Too many schema nodes can apply to the arguments at one nesting depth
+    /// (`$ref`s shared between `anyOf` branches multiply): validating a call
+    /// could take time exponential in its size.
+    #[error(
+        "the parameters schema lets {figure} schema nodes apply at nesting depth {depth} of the arguments; the limit is {limit}"
+    )]
+    TooComplex {
+        /// How many schema nodes apply at `depth`, counted with repetition.
+        figure: u64,
+        /// The nesting depth of the arguments (the top-level object is 0).
+        depth: usize,
+        /// [`MAX_SCHEMA_FAN`].
+        limit: u64,
+    },
+    /// A `$ref` is not a JSON pointer into the schema itself, or the schema
+    /// uses `$id`, `$dynamicRef` or `$recursiveRef` below its root, which
+    /// would make references resolve where the load-time check cannot follow.
+    #[error("the parameters schema uses {keyword} \"{value}\"; only local references (\"#/...\") are supported")]
+    UnsupportedReference {
+        /// `$ref`, `$id`, `$dynamicRef` or `$recursiveRef`.
+        keyword: &'static str,
+        /// Its value (cut to 200 characters).
+        value: String,
+    },
+    /// A chain of `$ref`s leads back to where it started without descending
+    /// into the arguments: validation would never end.
+    #[error("the parameters schema's $ref \"{reference}\" leads back to itself")]
+    RefCycle {
+        /// The reference that closes the cycle (cut to 200 characters).
+        reference: String,
+    },
 }
 
-/// Nesting past this depth is not coerced (the validator still checks it).
-const MAX_DEPTH: usize = 64;
+/// The deepest nesting of argument values accepted: the top-level object is
+/// depth 0, its values depth 1. Deeper arguments are rejected before any
+/// schema work, so coercion, the load-time figure and the validator's
+/// recursion are all bounded by it. Fixed: 64.
+pub const MAX_ARGUMENT_DEPTH: usize = 64;
+
+/// The most schema nodes that may apply at one nesting depth of the
+/// arguments, counted at load with repetition (every `$ref` unfolded, every
+/// combinator branch and every property's schema counted, up to
+/// [`MAX_ARGUMENT_DEPTH`]); a schema above it is refused with
+/// [`SchemaError::TooComplex`]. Real schemas stay in the tens; a `$ref`
+/// shared between union branches doubles it per level. Fixed: 10,000.
+pub const MAX_SCHEMA_FAN: u64 = 10_000;
+
+/// The work budget of one argument check, in steps (one step is one schema
+/// node applied to one argument value, by coercion or by the cost estimate
+/// that precedes validation). Past it the call is rejected instead of burning
+/// CPU on a tokio worker. Fixed: 1,000,000 (tens of milliseconds).
+pub const MAX_ARGUMENT_STEPS: u64 = 1_000_000;
+
+/// Nesting past this depth is not coerced; [`MAX_ARGUMENT_DEPTH`] rejects it first.
+const MAX_DEPTH: usize = MAX_ARGUMENT_DEPTH;
 
 impl ArgumentValidator {
     /// Compiles `schema`. Fails with a readable reason when it is not a valid
@@ -85,6 +143,8 @@ impl ArgumentValidator {
             .with_draft(Draft::Draft202012)
             .build(&checked)
             .map_err(|e| SchemaError::Invalid { message: e.to_string() })?;
+        check_references(&checked)?;
+        check_fan(&checked)?;
         let order = schema
             .get("properties")
             .and_then(Value::as_object)
@@ -102,11 +162,46 @@ impl ArgumentValidator {
 
     /// [`ArgumentValidator::prepare`] for arguments already parsed, so that a
     /// call's text is parsed once: `value` must be an object.
-    pub fn prepare_value(&self, mut value: Value) -> Result<Value, ArgumentError> {
+    pub fn prepare_value(&self, value: Value) -> Result<Value, ArgumentError> {
+        self.prepare_value_by(value, None)
+    }
+
+    /// [`ArgumentValidator::prepare_value`] that gives up with
+    /// [`ArgumentError::DeadlinePassed`] once `deadline` passes, so that the
+    /// check counts against the call's timeout. The work is bounded anyway
+    /// ([`MAX_ARGUMENT_DEPTH`], [`MAX_ARGUMENT_STEPS`]).
+    pub fn prepare_value_by(&self, mut value: Value, deadline: Option<Instant>) -> Result<Value, ArgumentError> {
         if !value.is_object() {
             return Err(ArgumentError::NotObject { got: json_type(&value) });
         }
-        coerce(&mut value, &self.schema, &self.schema, !self.strict, 0);
+        let invalid = |message: String| ArgumentError::Invalid {
+            tool: self.tool.clone(),
+            problems: vec![("arguments".to_owned(), message)],
+        };
+        if nested_deeper_than(&value, MAX_ARGUMENT_DEPTH) {
+            return Err(invalid(format!("Input should be nested at most {MAX_ARGUMENT_DEPTH} levels deep")));
+        }
+        let mut budget = Budget::new(deadline);
+        let stopped = |stop: Stop| match stop {
+            Stop::Steps => invalid(format!(
+                "Input is too large to check against this tool's schema (over {MAX_ARGUMENT_STEPS} steps)"
+            )),
+            Stop::Deadline => ArgumentError::DeadlinePassed,
+        };
+        coerce(&mut value, &self.schema, &self.schema, !self.strict, 0, &mut budget).map_err(stopped)?;
+        // The validator cannot be interrupted or metered: it runs only after
+        // an estimate of its own work fits the budget. A valid instance is
+        // settled by `is_valid`, which checks `type` before anything else.
+        walk(&value, vec![&self.schema], &self.schema, true, &mut budget).map_err(stopped)?;
+        budget.check_deadline().map_err(stopped)?;
+        if self.validator.is_valid(&value) {
+            self.apply_defaults(&mut value);
+            return Ok(value);
+        }
+        // Collecting errors applies every keyword of every branch, whatever
+        // the `type` says: estimate that too before asking for the errors.
+        walk(&value, vec![&self.schema], &self.schema, false, &mut budget).map_err(stopped)?;
+        budget.check_deadline().map_err(stopped)?;
         let mut problems: Vec<(String, String)> = Vec::new();
         for error in self.validator.iter_errors(&value) {
             let path = pointer_to_path(error.instance_path().as_str());
@@ -161,16 +256,16 @@ impl ArgumentValidator {
                 }
                 return;
             }
-            ValidationErrorKind::AnyOf { .. } | ValidationErrorKind::OneOfNotValid { .. } => {
+            ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context } => {
                 // `Option<T>` is `anyOf [T, null]`: report why the value is not a T.
+                // The validator already collected each branch's errors (with
+                // absolute paths); nothing is compiled per call.
                 if let Some(branch) = self.single_non_null_branch(error.schema_path().as_str())
-                    && let Ok(sub) = jsonschema::options().with_draft(Draft::Draft202012).build(&branch)
+                    && let Some(errors) = context.get(branch)
                 {
                     let before = out.len();
-                    for e in sub.iter_errors(instance) {
-                        let mut p = path.clone();
-                        p.extend(pointer_to_path(e.instance_path().as_str()));
-                        self.describe(&e, p, out);
+                    for e in errors {
+                        self.describe(e, pointer_to_path(e.instance_path().as_str()), out);
                     }
                     if out.len() > before {
                         return;
@@ -209,17 +304,15 @@ impl ArgumentValidator {
     }
 
     /// For an `anyOf`/`oneOf` at `schema_path` with one non-null branch: that
-    /// branch as a standalone schema (with the root's `$defs` for references).
-    fn single_non_null_branch(&self, schema_path: &str) -> Option<Value> {
+    /// branch's index.
+    fn single_non_null_branch(&self, schema_path: &str) -> Option<usize> {
         let node = self.schema.pointer(schema_path)?;
-        let branches: Vec<&Value> =
-            node.as_array()?.iter().filter(|b| b.get("type") != Some(&Value::from("null"))).collect();
-        let [branch] = branches.as_slice() else { return None };
-        let mut standalone = (*branch).clone();
-        if let (Some(obj), Some(defs)) = (standalone.as_object_mut(), self.schema.get("$defs")) {
-            obj.insert("$defs".into(), defs.clone());
+        let mut branches =
+            node.as_array()?.iter().enumerate().filter(|(_, b)| b.get("type") != Some(&Value::from("null")));
+        match (branches.next(), branches.next()) {
+            (Some((i, _)), None) => Some(i),
+            _ => None,
         }
-        Some(standalone)
     }
 }
 
@@ -309,75 +402,140 @@ fn type_is(schema: &Value, name: &str) -> bool {
     }
 }
 
-/// Schema-guided lax coercion (docs/semantics.md D3): strings holding an integer,
-/// number or boolean where one is wanted, integral floats where an integer is
-/// wanted; nothing else. Unknown keys are dropped when `drop_unknown`.
-fn coerce(value: &mut Value, schema: &Value, root: &Value, drop_unknown: bool, depth: usize) {
-    if depth > MAX_DEPTH {
-        return;
-    }
-    let schema = resolve(schema, root);
-    for key in ["anyOf", "oneOf"] {
-        if let Some(Value::Array(branches)) = schema.get(key) {
-            if value.is_null() {
-                return;
-            }
-            for branch in branches.iter().filter(|b| !type_is(b, "null")) {
-                let mut candidate = value.clone();
-                coerce(&mut candidate, branch, root, drop_unknown, depth + 1);
-                if shallow_type_matches(&candidate, resolve(branch, root)) {
-                    *value = candidate;
-                    return;
-                }
-            }
-            return;
-        }
-    }
+/// The first `anyOf`/`oneOf` list of `schema`, as coercion reads it.
+fn union_of(schema: &Value) -> Option<&[Value]> {
+    ["anyOf", "oneOf"].into_iter().find_map(|key| match schema.get(key) {
+        Some(Value::Array(branches)) => Some(branches.as_slice()),
+        _ => None,
+    })
+}
+
+/// The scalar coercions of D3 for one node under a schema that is not a union.
+fn scalar(value: &Value, schema: &Value) -> Option<Value> {
     if type_is(schema, "integer") {
-        let replacement = match &*value {
+        match value {
             Value::String(s) => s.parse::<i64>().map(Value::from).or_else(|_| s.parse::<u64>().map(Value::from)).ok(),
             Value::Number(n) if !(n.is_i64() || n.is_u64()) => n
                 .as_f64()
                 .filter(|f| f.fract() == 0.0 && f.abs() < 9.007_199_254_740_992e15)
                 .map(|f| Value::from(f as i64)),
             _ => None,
-        };
-        if let Some(r) = replacement {
-            *value = r;
         }
     } else if type_is(schema, "number") {
-        if let Value::String(s) = &*value {
-            if let Ok(i) = s.parse::<i64>() {
-                *value = Value::from(i);
-            } else if let Some(n) =
-                s.parse::<f64>().ok().filter(|f| f.is_finite()).and_then(serde_json::Number::from_f64)
-            {
-                *value = Value::Number(n);
-            }
+        let Value::String(s) = value else { return None };
+        match s.parse::<i64>() {
+            Ok(i) => Some(Value::from(i)),
+            Err(_) => s.parse::<f64>().ok().filter(|f| f.is_finite()).and_then(serde_json::Number::from_f64).map(Value::Number),
         }
     } else if type_is(schema, "boolean") {
         match value.as_str() {
-            Some("true") => *value = Value::Bool(true),
-            Some("false") => *value = Value::Bool(false),
-            _ => {}
+            Some("true") => Some(Value::Bool(true)),
+            Some("false") => Some(Value::Bool(false)),
+            _ => None,
+        }
+    } else {
+        None
+    }
+}
+
+/// What coercion under `schema` makes of this node itself, children aside:
+/// `Some` replacement scalar, or `None` when it stays as it is. Only
+/// scalars change, so this never looks below the node.
+fn coerce_node(
+    value: &Value,
+    schema: &Value,
+    root: &Value,
+    depth: usize,
+    budget: &mut Budget,
+) -> Result<Option<Value>, Stop> {
+    if depth > MAX_DEPTH {
+        return Ok(None);
+    }
+    budget.spend(1)?;
+    let schema = resolve(schema, root);
+    match union_of(schema) {
+        Some(_) if value.is_null() => Ok(None),
+        Some(branches) => Ok(pick(value, branches, root, depth, budget)?.and_then(|(_, replaced)| replaced)),
+        None => Ok(scalar(value, schema)),
+    }
+}
+
+/// The branch of a union that coercion follows: the first non-null one whose
+/// type matches the node once the node itself is coerced by it. Only the
+/// node is examined (nested unions the same shallow way), never its
+/// children: the choice costs the size of the union, not of the subtree, and
+/// picks what trying each branch on a full copy did, since coercing the
+/// children never changes the node's own type.
+fn pick<'s>(
+    value: &Value,
+    branches: &'s [Value],
+    root: &Value,
+    depth: usize,
+    budget: &mut Budget,
+) -> Result<Option<(&'s Value, Option<Value>)>, Stop> {
+    for branch in branches.iter().filter(|b| !type_is(b, "null")) {
+        let replaced = coerce_node(value, branch, root, depth + 1, budget)?;
+        if shallow_type_matches(replaced.as_ref().unwrap_or(value), resolve(branch, root)) {
+            return Ok(Some((branch, replaced)));
         }
     }
+    Ok(None)
+}
+
+/// Schema-guided lax coercion (docs/semantics.md D3): strings holding an integer,
+/// number or boolean where one is wanted, integral floats where an integer is
+/// wanted; nothing else. Unknown keys are dropped when `drop_unknown`. Each
+/// argument value is coerced under one chain of schema nodes (a union picks
+/// its branch with [`pick`] first), so the work is linear in the arguments.
+fn coerce(
+    value: &mut Value,
+    schema: &Value,
+    root: &Value,
+    drop_unknown: bool,
+    depth: usize,
+    budget: &mut Budget,
+) -> Result<(), Stop> {
+    if depth > MAX_DEPTH {
+        return Ok(());
+    }
+    budget.spend(1)?;
+    let schema = resolve(schema, root);
+    if let Some(branches) = union_of(schema) {
+        if value.is_null() {
+            return Ok(());
+        }
+        return match pick(value, branches, root, depth, budget)? {
+            Some((branch, _)) => coerce(value, branch, root, drop_unknown, depth + 1, budget),
+            None => Ok(()),
+        };
+    }
+    if let Some(replacement) = scalar(value, schema) {
+        *value = replacement;
+    }
     match value {
-        Value::Object(obj) => coerce_object(obj, schema, root, drop_unknown, depth),
+        Value::Object(obj) => coerce_object(obj, schema, root, drop_unknown, depth, budget),
         Value::Array(items) => {
             let prefix = schema.get("prefixItems").and_then(Value::as_array);
             for (i, item) in items.iter_mut().enumerate() {
                 match (prefix.and_then(|p| p.get(i)), schema.get("items")) {
-                    (Some(s), _) | (None, Some(s)) => coerce(item, s, root, drop_unknown, depth + 1),
+                    (Some(s), _) | (None, Some(s)) => coerce(item, s, root, drop_unknown, depth + 1, budget)?,
                     (None, None) => {}
                 }
             }
+            Ok(())
         }
-        _ => {}
+        _ => Ok(()),
     }
 }
 
-fn coerce_object(obj: &mut Map<String, Value>, schema: &Value, root: &Value, drop_unknown: bool, depth: usize) {
+fn coerce_object(
+    obj: &mut Map<String, Value>,
+    schema: &Value,
+    root: &Value,
+    drop_unknown: bool,
+    depth: usize,
+    budget: &mut Budget,
+) -> Result<(), Stop> {
     let properties = schema.get("properties").and_then(Value::as_object);
     let additional = schema.get("additionalProperties").filter(|a| a.is_object());
     if drop_unknown
@@ -388,10 +546,11 @@ fn coerce_object(obj: &mut Map<String, Value>, schema: &Value, root: &Value, dro
     }
     for (key, item) in obj.iter_mut() {
         match (properties.and_then(|p| p.get(key)), additional) {
-            (Some(s), _) | (None, Some(s)) => coerce(item, s, root, drop_unknown, depth + 1),
+            (Some(s), _) | (None, Some(s)) => coerce(item, s, root, drop_unknown, depth + 1, budget)?,
             (None, None) => {}
         }
     }
+    Ok(())
 }
 
 fn shallow_type_matches(value: &Value, schema: &Value) -> bool {
@@ -402,4 +561,307 @@ fn shallow_type_matches(value: &Value, schema: &Value) -> bool {
             type_is(schema, t) || (t == "integer" && type_is(schema, "number"))
         }
     }
+}
+
+/// Why an argument check stopped early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// [`MAX_ARGUMENT_STEPS`] ran out.
+    Steps,
+    /// The call's deadline passed.
+    Deadline,
+}
+
+/// The steps one argument check has spent, and its deadline.
+struct Budget {
+    steps: u64,
+    deadline: Option<Instant>,
+    next_clock_check: u64,
+}
+
+/// Steps between two readings of the clock (a reading costs more than a step).
+const CLOCK_EVERY: u64 = 4096;
+
+impl Budget {
+    fn new(deadline: Option<Instant>) -> Self {
+        Self { steps: 0, deadline, next_clock_check: CLOCK_EVERY }
+    }
+
+    fn spend(&mut self, steps: u64) -> Result<(), Stop> {
+        self.steps = self.steps.saturating_add(steps);
+        if self.steps > MAX_ARGUMENT_STEPS {
+            return Err(Stop::Steps);
+        }
+        if self.steps >= self.next_clock_check {
+            self.next_clock_check = self.steps + CLOCK_EVERY;
+            self.check_deadline()?;
+        }
+        Ok(())
+    }
+
+    fn check_deadline(&self) -> Result<(), Stop> {
+        match self.deadline {
+            Some(deadline) if Instant::now() >= deadline => Err(Stop::Deadline),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Whether `value` nests deeper than `limit` (the value itself is depth 0).
+/// Iterative, so that no nesting can overflow the stack here.
+fn nested_deeper_than(value: &Value, limit: usize) -> bool {
+    let mut stack = vec![(value, 0usize)];
+    while let Some((v, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(obj) => Box::new(obj.values()),
+            _ => continue,
+        };
+        for child in children {
+            if depth + 1 > limit {
+                return true;
+            }
+            stack.push((child, depth + 1));
+        }
+    }
+    false
+}
+
+/// The target of a local `$ref` (`#` or `#/pointer`), if it resolves.
+fn ref_target<'a>(schema: &'a Value, root: &'a Value) -> Option<(&'a str, Option<&'a Value>)> {
+    let reference = schema.get("$ref")?.as_str()?;
+    Some((reference, reference.strip_prefix('#').and_then(|p| root.pointer(p))))
+}
+
+/// Whether a schema node's `type` admits instances of JSON type `name`
+/// (`integer` is also a `number`); a node without `type` admits anything.
+fn admits(schema: &Value, name: &str) -> bool {
+    match schema.get("type") {
+        None => true,
+        Some(_) => type_is(schema, name) || (name == "integer" && type_is(schema, "number")),
+    }
+}
+
+/// The subschemas that apply to the same instance as `schema` (in place).
+fn in_place(schema: &Value) -> impl Iterator<Item = &Value> {
+    let lists = ["allOf", "anyOf", "oneOf"]
+        .into_iter()
+        .filter_map(move |k| schema.get(k).and_then(Value::as_array))
+        .flatten();
+    let single = ["not", "if", "then", "else"].into_iter().filter_map(move |k| schema.get(k));
+    let dependent = schema.get("dependentSchemas").and_then(Value::as_object).into_iter().flat_map(|m| m.values());
+    lists.chain(single).chain(dependent)
+}
+
+/// The subschemas of `schema` that apply to the children of an object
+/// instance (`properties`, `patternProperties`, `additionalProperties`,
+/// `propertyNames`, `unevaluatedProperties`), each with the key it is for
+/// (`None`: possibly any key).
+fn object_children(schema: &Value) -> impl Iterator<Item = (Option<&str>, &Value)> {
+    let named = schema.get("properties").and_then(Value::as_object).into_iter().flatten().map(|(k, s)| (Some(k.as_str()), s));
+    let patterns = schema.get("patternProperties").and_then(Value::as_object).into_iter().flat_map(|m| m.values());
+    let rest = ["additionalProperties", "propertyNames", "unevaluatedProperties"].into_iter().filter_map(move |k| schema.get(k));
+    named.chain(patterns.chain(rest).map(|s| (None, s)))
+}
+
+/// The subschemas of `schema` that apply to the items of an array instance
+/// (`prefixItems`, `items`, `contains`, `unevaluatedItems`), with the index
+/// each is for (`None`: possibly any index).
+fn array_children(schema: &Value) -> impl Iterator<Item = (Option<usize>, &Value)> {
+    let prefix = schema.get("prefixItems").and_then(Value::as_array).into_iter().flatten().enumerate().map(|(i, s)| (Some(i), s));
+    let rest = ["items", "contains", "unevaluatedItems"].into_iter().filter_map(move |k| schema.get(k)).map(|s| (None, s));
+    prefix.chain(rest)
+}
+
+/// Estimates, within `budget`, the validator's work on `value`: every schema
+/// node that applies to every argument value, `$ref`s unfolded and every
+/// combinator branch counted, with repetition. `typed` models `is_valid`,
+/// which stops at a node whose `type` refuses the value; otherwise (error
+/// collection) every keyword of every node applies. The recursion follows
+/// the arguments, whose depth [`MAX_ARGUMENT_DEPTH`] bounds.
+fn walk<'s>(value: &Value, frontier: Vec<&'s Value>, root: &'s Value, typed: bool, budget: &mut Budget) -> Result<(), Stop> {
+    let kind = json_type(value);
+    let mut stack = frontier;
+    let mut applied: Vec<&Value> = Vec::new();
+    while let Some(schema) = stack.pop() {
+        budget.spend(1)?;
+        if typed && !admits(schema, kind) {
+            continue;
+        }
+        if let Some((_, Some(target))) = ref_target(schema, root) {
+            stack.push(target);
+        }
+        stack.extend(in_place(schema));
+        applied.push(schema);
+    }
+    match value {
+        Value::Object(obj) => {
+            for (key, child) in obj {
+                let mut next = Vec::new();
+                for schema in &applied {
+                    let declared = schema.get("properties").and_then(Value::as_object).is_some_and(|p| p.contains_key(key));
+                    for (for_key, sub) in object_children(schema) {
+                        // `additionalProperties` skips declared keys; the rest are counted
+                        // whenever they may apply (patterns are not matched here).
+                        match for_key {
+                            Some(k) if k != key => {}
+                            None if declared && schema.get("additionalProperties").is_some_and(|a| std::ptr::eq(a, sub)) => {}
+                            _ => next.push(sub),
+                        }
+                    }
+                }
+                if !next.is_empty() {
+                    walk(child, next, root, typed, budget)?;
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let mut next = Vec::new();
+                for schema in &applied {
+                    let prefixed = schema.get("prefixItems").and_then(Value::as_array).map_or(0, Vec::len);
+                    for (for_index, sub) in array_children(schema) {
+                        match for_index {
+                            Some(j) if j != i => {}
+                            None if i < prefixed && schema.get("items").is_some_and(|s| std::ptr::eq(s, sub)) => {}
+                            _ => next.push(sub),
+                        }
+                    }
+                }
+                if !next.is_empty() {
+                    walk(item, next, root, typed, budget)?;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `s` cut to 200 characters, for error messages about hostile schemas.
+fn cut(s: &str) -> String {
+    s.chars().take(200).collect()
+}
+
+/// Refuses what would let the validator resolve a reference elsewhere than
+/// [`ref_target`] does: a `$ref` that is not a local JSON pointer, `$id`
+/// below the root (it rebases the references under it), `$dynamicRef` and
+/// `$recursiveRef`. The load-time figure must see every reference the
+/// validator follows. Iterative over the whole document, values included (a
+/// false alarm in a `default` is preferable to a reference missed).
+fn check_references(root: &Value) -> Result<(), SchemaError> {
+    let mut stack = vec![(root, true)];
+    while let Some((node, is_root)) = stack.pop() {
+        match node {
+            Value::Object(obj) => {
+                for (key, value) in obj {
+                    let keyword = match key.as_str() {
+                        "$ref" => value.as_str().filter(|r| *r != "#" && !r.starts_with("#/")).map(|_| "$ref"),
+                        "$id" if !is_root => value.as_str().map(|_| "$id"),
+                        "$dynamicRef" => Some("$dynamicRef"),
+                        "$recursiveRef" => Some("$recursiveRef"),
+                        _ => None,
+                    };
+                    if let Some(keyword) = keyword {
+                        let shown = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+                        return Err(SchemaError::UnsupportedReference { keyword, value: cut(&shown) });
+                    }
+                    stack.push((value, false));
+                }
+            }
+            Value::Array(items) => stack.extend(items.iter().map(|v| (v, false))),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Computes, for each nesting depth of the arguments up to
+/// [`MAX_ARGUMENT_DEPTH`], how many schema nodes can apply there (with
+/// repetition, over every key at that depth) and refuses the schema when a
+/// depth exceeds [`MAX_SCHEMA_FAN`]. A node's multiplicity is summed over
+/// the in-place graph (`$ref`, combinators) in topological order, so shared
+/// references cost one visit per node and depth however often they repeat:
+/// the check is linear in the schema's size times the depth limit. Children
+/// are only counted where the node's `type` admits objects or arrays, as
+/// `is_valid` checks `type` first (the per-call estimate covers the rest).
+fn check_fan(root: &Value) -> Result<(), SchemaError> {
+    type Key = *const Value;
+    let mut frontier: HashMap<Key, (&Value, u64)> = HashMap::from([(root as Key, (root, 1))]);
+    for depth in 0..=MAX_ARGUMENT_DEPTH {
+        if frontier.is_empty() {
+            break;
+        }
+        // Discover the in-place graph below the frontier, in post-order,
+        // refusing a cycle (a node reached again while it is being explored).
+        let mut state: HashMap<Key, bool> = HashMap::new(); // false: open, true: done
+        let mut order: Vec<&Value> = Vec::new();
+        let mut edges: HashMap<Key, Vec<&Value>> = HashMap::new();
+        for &(start, _) in frontier.values() {
+            if state.contains_key(&(start as Key)) {
+                continue;
+            }
+            let mut stack: Vec<(&Value, bool)> = vec![(start, false)];
+            while let Some((node, expanded)) = stack.pop() {
+                let key = node as Key;
+                if expanded {
+                    state.insert(key, true);
+                    order.push(node);
+                    continue;
+                }
+                if state.contains_key(&key) {
+                    continue;
+                }
+                state.insert(key, false);
+                stack.push((node, true));
+                let mut next: Vec<&Value> = in_place(node).collect();
+                if let Some((reference, target)) = ref_target(node, root) {
+                    match target {
+                        Some(t) if state.get(&(t as Key)) == Some(&false) => {
+                            return Err(SchemaError::RefCycle { reference: cut(reference) });
+                        }
+                        Some(t) => next.push(t),
+                        None => {}
+                    }
+                }
+                for &n in &next {
+                    match state.get(&(n as Key)) {
+                        Some(false) => {
+                            let reference = n.get("$ref").and_then(Value::as_str).unwrap_or("#");
+                            return Err(SchemaError::RefCycle { reference: cut(reference) });
+                        }
+                        Some(true) => {}
+                        None => stack.push((n, false)),
+                    }
+                }
+                edges.insert(key, next);
+            }
+        }
+        // Multiplicities in topological order (reverse post-order).
+        let mut count: HashMap<Key, u64> = frontier.iter().map(|(k, (_, m))| (*k, *m)).collect();
+        let mut figure: u64 = 0;
+        for node in order.iter().rev() {
+            let m = count.get(&(*node as Key)).copied().unwrap_or(0);
+            figure = figure.saturating_add(m);
+            for &n in edges.get(&(*node as Key)).into_iter().flatten() {
+                let c = count.entry(n as Key).or_insert(0);
+                *c = c.saturating_add(m);
+            }
+        }
+        if figure > MAX_SCHEMA_FAN {
+            return Err(SchemaError::TooComplex { figure, depth, limit: MAX_SCHEMA_FAN });
+        }
+        let mut next: HashMap<Key, (&Value, u64)> = HashMap::new();
+        for node in &order {
+            let m = count.get(&(*node as Key)).copied().unwrap_or(0);
+            let objects = admits(node, "object").then(|| object_children(node).map(|(_, s)| s));
+            let arrays = admits(node, "array").then(|| array_children(node).map(|(_, s)| s));
+            for child in objects.into_iter().flatten().chain(arrays.into_iter().flatten()) {
+                let entry = next.entry(child as Key).or_insert((child, 0));
+                entry.1 = entry.1.saturating_add(m);
+            }
+        }
+        frontier = next;
+    }
+    Ok(())
 }

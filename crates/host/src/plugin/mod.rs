@@ -239,12 +239,26 @@ impl Plugin {
     }
 
     /// Runs one call: lookup, argument checks, then the component in a fresh
-    /// sandbox. Every outcome, including traps and timeouts, is data.
+    /// sandbox. Every outcome, including traps and timeouts, is data. The
+    /// call's timeout covers the argument checks too (docs/semantics.md D15).
     pub async fn invoke(&self, request: &CallRequest) -> CallOutcome {
         let Some(tool) = self.loaded(&request.tool) else { return unavailable(&request.tool) };
-        match prepare(tool, &request.arguments) {
-            Ok(args) => self.execute(tool, request, &args.to_string()).await,
-            Err(rejection) => rejection,
+        let started = std::time::Instant::now();
+        let timeout = request.timeout.or(tool.spec.timeout_ms.map(Duration::from_millis));
+        let timed_out = |t: Duration| {
+            CallOutcome::Failed(Failure::TimedOut { ms: u64::try_from(t.as_millis()).unwrap_or(u64::MAX) })
+        };
+        let args = match prepare_by(tool, &request.arguments, timeout.and_then(|t| started.checked_add(t))) {
+            Ok(args) => args.to_string(),
+            Err(None) => return timed_out(timeout.unwrap_or_default()),
+            Err(Some(rejection)) => return rejection,
+        };
+        let run = self.execute(tool, request, &args);
+        match timeout {
+            // The sandbox's own deadline is the full timeout; this one ends the
+            // call when what the checks left runs out (dropping the store stops the guest).
+            Some(t) => tokio::time::timeout(t.saturating_sub(started.elapsed()), run).await.unwrap_or_else(|_| timed_out(t)),
+            None => run.await,
         }
     }
 
@@ -415,12 +429,24 @@ impl Plugin {
 }
 
 fn prepare(tool: &LoadedTool, arguments: &str) -> Result<serde_json::Value, CallOutcome> {
-    tool.validator.prepare(arguments).map_err(|e| match e {
+    // Without a deadline the check cannot time out.
+    prepare_by(tool, arguments, None).map_err(|e| e.unwrap_or_else(|| CallOutcome::Failed(Failure::TimedOut { ms: 0 })))
+}
+
+/// The arguments the tool receives, or the rejection (`None`: `deadline` passed).
+fn prepare_by(
+    tool: &LoadedTool,
+    arguments: &str,
+    deadline: Option<std::time::Instant>,
+) -> Result<serde_json::Value, Option<CallOutcome>> {
+    let checked = crate::args::parse_object(arguments).and_then(|v| tool.validator.prepare_value_by(v, deadline));
+    checked.map_err(|e| match e {
         // Schema-invalid arguments read as the reference's execution error (docs/semantics.md D1, D4).
         ArgumentError::Invalid { .. } => {
-            CallOutcome::Rejected { kind: ErrorKind::InvalidArguments, text: text::tool_error(&e) }
+            Some(CallOutcome::Rejected { kind: ErrorKind::InvalidArguments, text: text::tool_error(&e) })
         }
-        other => CallOutcome::Rejected { kind: ErrorKind::InvalidArguments, text: other.to_string() },
+        ArgumentError::DeadlinePassed => None,
+        other => Some(CallOutcome::Rejected { kind: ErrorKind::InvalidArguments, text: other.to_string() }),
     })
 }
 
