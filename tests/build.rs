@@ -19,6 +19,13 @@ const GUESTS: &[(&str, &str)] = &[
     ("SCHEMA_HUGE", "schema_huge"),
     ("DUP_NAME", "dup_name"),
     ("BAD_NAME", "bad_name"),
+    ("UNION_BOMB", "union_bomb"),
+    ("REF_BOMB", "ref_bomb"),
+    ("HUGE_DESCRIPTION", "huge_description"),
+    ("HUGE_INSTRUCTIONS", "huge_instructions"),
+    ("BAD_PLUGIN_NAME", "bad_plugin_name"),
+    ("MANY_TOOLS", "many_tools"),
+    ("WIDE_PLUGIN", "wide_plugin"),
 ];
 
 fn main() -> anyhow::Result<()> {

@@ -10,3 +10,4 @@ mod runner;
 mod sandbox;
 mod schemas;
 mod serve;
+mod threat;

@@ -865,3 +865,121 @@ fn check_fan(root: &Value) -> Result<(), SchemaError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object(properties: Value) -> Value {
+        json!({"properties": properties, "type": "object"})
+    }
+
+    /// 30 levels of `anyOf` whose two branches share the next level.
+    fn ref_bomb(levels: usize) -> Value {
+        let mut defs = Map::new();
+        for k in 0..levels {
+            let branch = json!({"properties": {"a": {"$ref": format!("#/$defs/X{}", k + 1)}}});
+            defs.insert(format!("X{k}"), json!({"anyOf": [branch.clone(), branch]}));
+        }
+        defs.insert(format!("X{levels}"), json!({"type": "integer"}));
+        json!({"$defs": defs, "properties": {"a": {"$ref": "#/$defs/X0"}}, "type": "object"})
+    }
+
+    #[test]
+    fn shared_references_between_union_branches_are_refused_with_the_figure() {
+        let err = ArgumentValidator::new("t", &ref_bomb(30), false).expect_err("exponential");
+        assert_eq!(err, SchemaError::TooComplex { figure: 16384, depth: 13, limit: MAX_SCHEMA_FAN });
+        // 2^(d+1) nodes at depth d: 12 levels stay under the limit.
+        assert!(ArgumentValidator::new("t", &ref_bomb(12), false).is_ok());
+    }
+
+    #[test]
+    fn a_recursive_schema_that_descends_is_accepted_and_checked() {
+        let schema = json!({
+            "$defs": {"node": {"properties": {"n": {"type": "integer"}, "kids": {"items": {"$ref": "#/$defs/node"}, "type": "array"}}, "type": "object"}},
+            "properties": {"root": {"$ref": "#/$defs/node"}}, "type": "object"
+        });
+        let v = ArgumentValidator::new("t", &schema, false).expect("a tree is fine");
+        let mut tree = json!({"n": "1"});
+        for _ in 0..30 {
+            tree = json!({"n": "2", "kids": [tree]});
+        }
+        let out = v.prepare_value(json!({"root": tree})).expect("valid");
+        assert_eq!(out["root"]["n"], json!(2));
+    }
+
+    #[test]
+    fn a_reference_cycle_in_place_is_refused() {
+        let schema = json!({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}]}}, "properties": {"x": {"$ref": "#/$defs/a"}}, "type": "object"});
+        let err = ArgumentValidator::new("t", &schema, false).expect_err("cycle");
+        assert!(
+            matches!(&err, SchemaError::RefCycle { reference } if reference == "#/$defs/a")
+                || matches!(err, SchemaError::Invalid { .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn rebasing_references_are_refused() {
+        let schema = object(json!({"x": {"$id": "https://example.com/x", "type": "string"}}));
+        assert_eq!(
+            ArgumentValidator::new("t", &schema, false).expect_err("$id below the root"),
+            SchemaError::UnsupportedReference { keyword: "$id", value: "https://example.com/x".into() }
+        );
+        assert_eq!(
+            SchemaError::UnsupportedReference { keyword: "$id", value: "https://example.com/x".into() }.to_string(),
+            r#"the parameters schema uses $id "https://example.com/x"; only local references ("#/...") are supported"#
+        );
+    }
+
+    #[test]
+    fn nested_unions_pick_the_branch_coercion_always_picked() {
+        let schema = object(json!({
+            "v": {"anyOf": [
+                {"anyOf": [{"type": "boolean"}, {"type": "null"}]},
+                {"type": "array", "items": {"type": "integer"}},
+                {"anyOf": [{"type": "integer"}, {"type": "string"}]}
+            ]}
+        }));
+        let v = ArgumentValidator::new("t", &schema, false).expect("schema");
+        // "true" is a boolean for the first branch; "3" is no boolean, no
+        // array, and an integer for the last; ["1"] is the array of integers.
+        assert_eq!(v.prepare_value(json!({"v": "true"})).expect("ok")["v"], json!(true));
+        assert_eq!(v.prepare_value(json!({"v": "3"})).expect("ok")["v"], json!(3));
+        assert_eq!(v.prepare_value(json!({"v": ["1"]})).expect("ok")["v"], json!([1]));
+        assert_eq!(v.prepare_value(json!({"v": "x"})).expect("ok")["v"], json!("x"));
+    }
+
+    #[test]
+    fn the_work_budget_rejects_instead_of_burning_cpu() {
+        let schema = object(json!({"xs": {"items": {"type": "integer"}, "type": "array"}}));
+        let v = ArgumentValidator::new("t", &schema, false).expect("schema");
+        let xs: Vec<Value> = (0..600_000).map(|_| Value::from("1")).collect();
+        let err = v.prepare_value(json!({"xs": xs})).expect_err("over budget");
+        assert_eq!(
+            err.to_string(),
+            "Invalid arguments for tool 't': arguments: Input is too large to check against this tool's schema (over 1000000 steps)"
+        );
+    }
+
+    #[test]
+    fn a_passed_deadline_stops_the_check() {
+        let schema = object(json!({"xs": {"items": {"type": "integer"}, "type": "array"}}));
+        let v = ArgumentValidator::new("t", &schema, false).expect("schema");
+        let xs: Vec<Value> = (0..100_000).map(|_| Value::from("1")).collect();
+        let err = v.prepare_value_by(json!({"xs": xs}), Some(Instant::now())).expect_err("deadline");
+        assert_eq!(err, ArgumentError::DeadlinePassed);
+    }
+
+    #[test]
+    fn depth_is_counted_from_the_top_level_object() {
+        let mut deep = json!(1);
+        for _ in 0..MAX_ARGUMENT_DEPTH {
+            deep = json!([deep]);
+        }
+        assert!(!nested_deeper_than(&json!({"x": deep.clone()}), MAX_ARGUMENT_DEPTH + 1));
+        assert!(nested_deeper_than(&json!({"x": deep.clone()}), MAX_ARGUMENT_DEPTH));
+        assert!(!nested_deeper_than(&deep, MAX_ARGUMENT_DEPTH));
+    }
+}

@@ -135,6 +135,7 @@ impl Host {
             Some(manifest) => manifest,
             None => {
                 let (info, specs) = describe(self, &pre, origin).await?;
+                check_declared_size(&info, &specs, origin)?;
                 let info = PluginInfo { name: info.name, version: info.version, instructions: info.instructions };
                 let mut tools: Vec<ToolSpec> = Vec::with_capacity(specs.len());
                 for spec in specs {
@@ -151,6 +152,8 @@ impl Host {
                 manifest
             }
         };
+        // Also for a cached description: it may predate a limit.
+        check_manifest(&described, origin)?;
         let manifest::Manifest { info, tools: specs, .. } = described;
         let mut tools: Vec<LoadedTool> = Vec::with_capacity(specs.len());
         for spec in specs {
@@ -508,8 +511,154 @@ fn invalid_spec(origin: &str, tool: &str, reason: &str) -> LoadError {
     LoadError::InvalidSpec { origin: origin.into(), tool: tool.into(), reason: reason.into() }
 }
 
-/// Largest parameters schema accepted, in bytes of JSON text.
-const MAX_SCHEMA_BYTES: usize = 256 << 10;
+/// Largest parameters (or output) schema accepted, in bytes of JSON text. Fixed: 256 KiB.
+pub const MAX_SCHEMA_BYTES: usize = 256 << 10;
+
+/// Largest tool description accepted, in bytes; also the cap on each
+/// `description` and `title` string inside a schema. Models read it every
+/// turn. Fixed: 4 KiB.
+pub const MAX_DESCRIPTION_BYTES: usize = 4 << 10;
+
+/// Largest `instructions` a plugin's `info()` may give, in bytes. Fixed: 8 KiB.
+pub const MAX_INSTRUCTIONS_BYTES: usize = 8 << 10;
+
+/// Longest plugin version, in bytes (the name follows the tool-name grammar,
+/// `^[a-zA-Z0-9_-]{1,64}$`). Fixed: 64.
+pub const MAX_VERSION_BYTES: usize = 64;
+
+/// Most tools one plugin may declare (OpenAI accepts 128 per request). Fixed: 128.
+pub const MAX_TOOLS: usize = 128;
+
+/// Most text one plugin may put before a model, in bytes: its instructions
+/// and every tool's name, description and schemas together, which
+/// `/api/tools` serves and a model reads every turn. Fixed: 1 MiB.
+pub const MAX_DECLARED_BYTES: usize = 1 << 20;
+
+fn invalid_plugin(origin: &str, reason: String) -> LoadError {
+    LoadError::InvalidPlugin { origin: origin.into(), reason }
+}
+
+/// The count and total size of what `info()` and `tools()` returned, checked
+/// before any schema is parsed, so that a plugin declaring a million tools
+/// costs one pass over their lengths.
+fn check_declared_size(info: &guest::PluginInfo, specs: &[wit::ToolSpec], origin: &str) -> Result<(), LoadError> {
+    if specs.len() > MAX_TOOLS {
+        return Err(invalid_plugin(origin, format!("the plugin declares {} tools; the limit is {MAX_TOOLS}", specs.len())));
+    }
+    for spec in specs {
+        if spec.description.len() > MAX_DESCRIPTION_BYTES {
+            let shown: String = spec.name.chars().take(80).collect();
+            return Err(invalid_spec(
+                origin,
+                &shown,
+                &format!("the description is {} bytes; the limit is {MAX_DESCRIPTION_BYTES}", spec.description.len()),
+            ));
+        }
+    }
+    let text = |s: &wit::ToolSpec| {
+        s.name.len() + s.description.len() + s.parameters.len() + s.output_schema.as_ref().map_or(0, String::len)
+    };
+    let total = specs.iter().map(text).sum::<usize>() + info.instructions.as_ref().map_or(0, String::len);
+    check_total(total, origin)
+}
+
+fn check_total(total: usize, origin: &str) -> Result<(), LoadError> {
+    if total > MAX_DECLARED_BYTES {
+        return Err(invalid_plugin(
+            origin,
+            format!(
+                "the plugin's instructions, tool names, descriptions and schemas are {total} bytes; the limit is {MAX_DECLARED_BYTES}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// What the plugin says about itself, whether just described or cached:
+/// a plugin name of the tool-name grammar (it reaches logs, metrics and
+/// `/api/tools`), bounded version and instructions, and every text a model
+/// reads bounded (docs/tool-authors.md, "Limits").
+fn check_manifest(manifest: &manifest::Manifest, origin: &str) -> Result<(), LoadError> {
+    let info = &manifest.info;
+    if !is_valid_name(&info.name) {
+        // Shown escaped and cut: the name may hold newlines meant to forge log lines.
+        let shown: String = info.name.chars().take(80).collect();
+        return Err(invalid_plugin(
+            origin,
+            format!("the plugin name \"{}\" must match ^[a-zA-Z0-9_-]{{1,64}}$", shown.escape_debug()),
+        ));
+    }
+    if info.version.len() > MAX_VERSION_BYTES {
+        return Err(invalid_plugin(
+            origin,
+            format!("the plugin version is {} bytes; the limit is {MAX_VERSION_BYTES}", info.version.len()),
+        ));
+    }
+    let instructions = info.instructions.as_ref().map_or(0, String::len);
+    if instructions > MAX_INSTRUCTIONS_BYTES {
+        return Err(invalid_plugin(
+            origin,
+            format!("the plugin's instructions are {instructions} bytes; the limit is {MAX_INSTRUCTIONS_BYTES}"),
+        ));
+    }
+    if manifest.tools.len() > MAX_TOOLS {
+        return Err(invalid_plugin(
+            origin,
+            format!("the plugin declares {} tools; the limit is {MAX_TOOLS}", manifest.tools.len()),
+        ));
+    }
+    let mut total = instructions;
+    for spec in &manifest.tools {
+        if spec.description.len() > MAX_DESCRIPTION_BYTES {
+            return Err(invalid_spec(
+                origin,
+                &spec.name,
+                &format!("the description is {} bytes; the limit is {MAX_DESCRIPTION_BYTES}", spec.description.len()),
+            ));
+        }
+        for (what, schema) in [("parameters", Some(&spec.parameters)), ("output", spec.output_schema.as_ref())] {
+            if let Some(bytes) = schema.and_then(longest_description)
+                && bytes > MAX_DESCRIPTION_BYTES
+            {
+                return Err(invalid_spec(
+                    origin,
+                    &spec.name,
+                    &format!(
+                        "a description in the {what} schema is {bytes} bytes; the limit is {MAX_DESCRIPTION_BYTES}"
+                    ),
+                ));
+            }
+        }
+        total += spec.name.len()
+            + spec.description.len()
+            + spec.parameters.to_string().len()
+            + spec.output_schema.as_ref().map_or(0, |s| s.to_string().len());
+    }
+    check_total(total, origin)
+}
+
+/// The longest `description` or `title` string anywhere in `schema`, in bytes.
+fn longest_description(schema: &serde_json::Value) -> Option<usize> {
+    let mut longest = None;
+    let mut stack = vec![schema];
+    while let Some(node) = stack.pop() {
+        match node {
+            serde_json::Value::Object(obj) => {
+                for (key, value) in obj {
+                    match value {
+                        serde_json::Value::String(s) if key == "description" || key == "title" => {
+                            longest = longest.max(Some(s.len()));
+                        }
+                        other => stack.push(other),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    longest
+}
 
 fn convert_spec(spec: wit::ToolSpec, origin: &str) -> Result<ToolSpec, LoadError> {
     if !is_valid_name(&spec.name) {
