@@ -170,46 +170,96 @@ impl ArgumentValidator {
     /// [`ArgumentError::DeadlinePassed`] once `deadline` passes, so that the
     /// check counts against the call's timeout. The work is bounded anyway
     /// ([`MAX_ARGUMENT_DEPTH`], [`MAX_ARGUMENT_STEPS`]).
-    pub fn prepare_value_by(&self, mut value: Value, deadline: Option<Instant>) -> Result<Value, ArgumentError> {
-        if !value.is_object() {
-            return Err(ArgumentError::NotObject { got: json_type(&value) });
+    pub fn prepare_value_by(&self, value: Value, deadline: Option<Instant>) -> Result<Value, ArgumentError> {
+        self.prepare_within(value, deadline, MAX_ARGUMENT_STEPS).unwrap_or_else(|| {
+            // Unreachable: only a budget below MAX_ARGUMENT_STEPS hands the check back.
+            Err(self.too_large())
+        })
+    }
+
+    /// [`ArgumentValidator::prepare_value_by`] for async callers: a check that
+    /// fits in [`INLINE_STEPS`] runs in place; a costlier one starts again on
+    /// the blocking pool, so that it never holds a tokio worker that other
+    /// calls (other tenants', `/healthz`) are waiting for.
+    pub async fn prepare_value_async(
+        self: &std::sync::Arc<Self>,
+        value: Value,
+        deadline: Option<Instant>,
+    ) -> Result<Value, ArgumentError> {
+        if let Some(done) = self.prepare_within(value.clone(), deadline, INLINE_STEPS) {
+            return done;
         }
-        let invalid = |message: String| ArgumentError::Invalid {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.prepare_value_by(value, deadline))
+            .await
+            // The check does not panic; should it, the call is refused, not the host.
+            .unwrap_or_else(|_| Err(self.too_large()))
+    }
+
+    fn too_large(&self) -> ArgumentError {
+        ArgumentError::Invalid {
             tool: self.tool.clone(),
-            problems: vec![("arguments".to_owned(), message)],
-        };
-        if nested_deeper_than(&value, MAX_ARGUMENT_DEPTH) {
-            return Err(invalid(format!("Input should be nested at most {MAX_ARGUMENT_DEPTH} levels deep")));
+            problems: vec![(
+                "arguments".to_owned(),
+                format!("Input is too large to check against this tool's schema (over {MAX_ARGUMENT_STEPS} steps)"),
+            )],
         }
-        let mut budget = Budget::new(deadline);
-        let stopped = |stop: Stop| match stop {
-            Stop::Steps => invalid(format!(
-                "Input is too large to check against this tool's schema (over {MAX_ARGUMENT_STEPS} steps)"
-            )),
-            Stop::Deadline => ArgumentError::DeadlinePassed,
-        };
-        coerce(&mut value, &self.schema, &self.schema, !self.strict, 0, &mut budget).map_err(stopped)?;
+    }
+
+    /// The check with a budget of `max_steps`; `None` when a budget below
+    /// [`MAX_ARGUMENT_STEPS`] ran out (the caller may start again with more).
+    fn prepare_within(
+        &self,
+        mut value: Value,
+        deadline: Option<Instant>,
+        max_steps: u64,
+    ) -> Option<Result<Value, ArgumentError>> {
+        let mut budget = Budget::new(deadline, max_steps);
+        match self.check(&mut value, &mut budget) {
+            Ok(()) => Some(Ok(value)),
+            Err(Failed::Argument(e)) => Some(Err(e)),
+            Err(Failed::Stopped(Stop::Deadline)) => Some(Err(ArgumentError::DeadlinePassed)),
+            Err(Failed::Stopped(Stop::Steps)) if max_steps < MAX_ARGUMENT_STEPS => None,
+            Err(Failed::Stopped(Stop::Steps)) => Some(Err(self.too_large())),
+        }
+    }
+
+    /// Coerces and validates `value` in place within `budget`.
+    fn check(&self, value: &mut Value, budget: &mut Budget) -> Result<(), Failed> {
+        if !value.is_object() {
+            return Err(Failed::Argument(ArgumentError::NotObject { got: json_type(value) }));
+        }
+        if nested_deeper_than(value, MAX_ARGUMENT_DEPTH) {
+            return Err(Failed::Argument(ArgumentError::Invalid {
+                tool: self.tool.clone(),
+                problems: vec![(
+                    "arguments".to_owned(),
+                    format!("Input should be nested at most {MAX_ARGUMENT_DEPTH} levels deep"),
+                )],
+            }));
+        }
+        coerce(value, &self.schema, &self.schema, !self.strict, 0, budget)?;
         // The validator cannot be interrupted or metered: it runs only after
         // an estimate of its own work fits the budget. A valid instance is
         // settled by `is_valid`, which checks `type` before anything else.
-        walk(&value, vec![&self.schema], &self.schema, true, &mut budget).map_err(stopped)?;
-        budget.check_deadline().map_err(stopped)?;
-        if self.validator.is_valid(&value) {
-            self.apply_defaults(&mut value);
-            return Ok(value);
+        walk(value, &[&self.schema], &self.schema, true, budget)?;
+        budget.check_deadline()?;
+        if self.validator.is_valid(value) {
+            self.apply_defaults(value);
+            return Ok(());
         }
         // Collecting errors applies every keyword of every branch, whatever
         // the `type` says: estimate that too before asking for the errors.
-        walk(&value, vec![&self.schema], &self.schema, false, &mut budget).map_err(stopped)?;
-        budget.check_deadline().map_err(stopped)?;
+        walk(value, &[&self.schema], &self.schema, false, budget)?;
+        budget.check_deadline()?;
         let mut problems: Vec<(String, String)> = Vec::new();
-        for error in self.validator.iter_errors(&value) {
+        for error in self.validator.iter_errors(value) {
             let path = pointer_to_path(error.instance_path().as_str());
             self.describe(&error, path, &mut problems);
         }
         if problems.is_empty() {
-            self.apply_defaults(&mut value);
-            return Ok(value);
+            self.apply_defaults(value);
+            return Ok(());
         }
         let rank = |path: &str| {
             let first = path.split('.').next().unwrap_or("");
@@ -217,7 +267,7 @@ impl ArgumentValidator {
         };
         problems.sort_by_key(|(p, _)| rank(p));
         problems.dedup();
-        Err(ArgumentError::Invalid { tool: self.tool.clone(), problems })
+        Err(Failed::Argument(ArgumentError::Invalid { tool: self.tool.clone(), problems }))
     }
 
     /// Omitted arguments receive their declared default (docs/semantics.md §3B).
@@ -563,6 +613,20 @@ fn shallow_type_matches(value: &Value, schema: &Value) -> bool {
     }
 }
 
+/// Why a budgeted check did not produce a value.
+enum Failed {
+    /// The arguments are rejected.
+    Argument(ArgumentError),
+    /// The check stopped early.
+    Stopped(Stop),
+}
+
+impl From<Stop> for Failed {
+    fn from(stop: Stop) -> Self {
+        Failed::Stopped(stop)
+    }
+}
+
 /// Why an argument check stopped early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stop {
@@ -575,21 +639,27 @@ enum Stop {
 /// The steps one argument check has spent, and its deadline.
 struct Budget {
     steps: u64,
+    limit: u64,
     deadline: Option<Instant>,
     next_clock_check: u64,
 }
+
+/// The budget of a check run in place on an async task before it moves to
+/// the blocking pool ([`ArgumentValidator::prepare_value_async`]): ordinary
+/// calls take a few hundred steps. Fixed: 10,000.
+pub const INLINE_STEPS: u64 = 10_000;
 
 /// Steps between two readings of the clock (a reading costs more than a step).
 const CLOCK_EVERY: u64 = 4096;
 
 impl Budget {
-    fn new(deadline: Option<Instant>) -> Self {
-        Self { steps: 0, deadline, next_clock_check: CLOCK_EVERY }
+    fn new(deadline: Option<Instant>, limit: u64) -> Self {
+        Self { steps: 0, limit, deadline, next_clock_check: CLOCK_EVERY }
     }
 
     fn spend(&mut self, steps: u64) -> Result<(), Stop> {
         self.steps = self.steps.saturating_add(steps);
-        if self.steps > MAX_ARGUMENT_STEPS {
+        if self.steps > self.limit {
             return Err(Stop::Steps);
         }
         if self.steps >= self.next_clock_check {
@@ -649,7 +719,12 @@ fn in_place(schema: &Value) -> impl Iterator<Item = &Value> {
         .filter_map(move |k| schema.get(k).and_then(Value::as_array))
         .flatten();
     let single = ["not", "if", "then", "else"].into_iter().filter_map(move |k| schema.get(k));
-    let dependent = schema.get("dependentSchemas").and_then(Value::as_object).into_iter().flat_map(|m| m.values());
+    // `dependencies` is the older spelling; its array values are not schemas.
+    let dependent = ["dependentSchemas", "dependencies"]
+        .into_iter()
+        .filter_map(move |k| schema.get(k).and_then(Value::as_object))
+        .flat_map(|m| m.values())
+        .filter(|s| !s.is_array());
     lists.chain(single).chain(dependent)
 }
 
@@ -665,12 +740,72 @@ fn object_children(schema: &Value) -> impl Iterator<Item = (Option<&str>, &Value
 }
 
 /// The subschemas of `schema` that apply to the items of an array instance
-/// (`prefixItems`, `items`, `contains`, `unevaluatedItems`), with the index
-/// each is for (`None`: possibly any index).
+/// (`prefixItems`, `items`, `contains`, `unevaluatedItems`, and the older
+/// tuple form `items: [...]` with `additionalItems`), with the index each is
+/// for (`None`: possibly any index).
 fn array_children(schema: &Value) -> impl Iterator<Item = (Option<usize>, &Value)> {
-    let prefix = schema.get("prefixItems").and_then(Value::as_array).into_iter().flatten().enumerate().map(|(i, s)| (Some(i), s));
-    let rest = ["items", "contains", "unevaluatedItems"].into_iter().filter_map(move |k| schema.get(k)).map(|s| (None, s));
-    prefix.chain(rest)
+    let tuples = ["prefixItems", "items"]
+        .into_iter()
+        .filter_map(move |k| schema.get(k).and_then(Value::as_array))
+        .flat_map(|t| t.iter().enumerate().map(|(i, s)| (Some(i), s)));
+    let rest = ["items", "contains", "unevaluatedItems", "additionalItems"]
+        .into_iter()
+        .filter_map(move |k| schema.get(k))
+        .filter(|s| !s.is_array())
+        .map(|s| (None, s));
+    tuples.chain(rest)
+}
+
+/// One pass over a schema node's entries: what applies in place (pushed on
+/// `stack`), and what applies to the children of an object or array value
+/// (into `children`, with the key or index each is for). Equivalent to
+/// [`in_place`] with [`ref_target`], [`object_children`] and
+/// [`array_children`], without a map lookup per keyword: this is the hot
+/// loop of the per-call estimate.
+fn expand<'s>(schema: &'s Value, root: &'s Value, kind: &str, stack: &mut Vec<&'s Value>, children: &mut Vec<(Child<'s>, &'s Value)>) {
+    let Some(obj) = schema.as_object() else { return };
+    for (key, value) in obj {
+        match key.as_str() {
+            "$ref" => {
+                if let Some(target) = value.as_str().and_then(|r| r.strip_prefix('#')).and_then(|p| root.pointer(p)) {
+                    stack.push(target);
+                }
+            }
+            "allOf" | "anyOf" | "oneOf" => stack.extend(value.as_array().into_iter().flatten()),
+            "not" | "if" | "then" | "else" => stack.push(value),
+            "dependentSchemas" | "dependencies" => {
+                stack.extend(value.as_object().into_iter().flat_map(|m| m.values()).filter(|s| !s.is_array()));
+            }
+            "properties" if kind == "object" => {
+                children.extend(value.as_object().into_iter().flatten().map(|(k, s)| (Child::Key(k.as_str()), s)));
+            }
+            "patternProperties" if kind == "object" => {
+                children.extend(value.as_object().into_iter().flat_map(|m| m.values()).map(|s| (Child::Any, s)));
+            }
+            "additionalProperties" | "propertyNames" | "unevaluatedProperties" if kind == "object" => {
+                children.push((Child::Any, value));
+            }
+            "prefixItems" | "items" if kind == "array" && value.is_array() => {
+                children.extend(value.as_array().into_iter().flatten().enumerate().map(|(i, s)| (Child::Index(i), s)));
+            }
+            "items" | "contains" | "unevaluatedItems" | "additionalItems" if kind == "array" => {
+                children.push((Child::Any, value));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Which children of a value a subschema applies to.
+#[derive(Clone, Copy)]
+enum Child<'s> {
+    /// The property of that name.
+    Key(&'s str),
+    /// The item at that index.
+    Index(usize),
+    /// Possibly any child (patterns are not matched; `additionalProperties`
+    /// is counted even for declared keys): an over-estimate, never an under-one.
+    Any,
 }
 
 /// Estimates, within `budget`, the validator's work on `value`: every schema
@@ -679,58 +814,58 @@ fn array_children(schema: &Value) -> impl Iterator<Item = (Option<usize>, &Value
 /// which stops at a node whose `type` refuses the value; otherwise (error
 /// collection) every keyword of every node applies. The recursion follows
 /// the arguments, whose depth [`MAX_ARGUMENT_DEPTH`] bounds.
-fn walk<'s>(value: &Value, frontier: Vec<&'s Value>, root: &'s Value, typed: bool, budget: &mut Budget) -> Result<(), Stop> {
+fn walk<'s>(value: &Value, frontier: &[&'s Value], root: &'s Value, typed: bool, budget: &mut Budget) -> Result<(), Stop> {
     let kind = json_type(value);
-    let mut stack = frontier;
-    let mut applied: Vec<&Value> = Vec::new();
+    let container = match value {
+        Value::Object(_) => "object",
+        Value::Array(_) => "array",
+        _ => "",
+    };
+    let mut stack = frontier.to_vec();
+    let mut children: Vec<(Child<'s>, &'s Value)> = Vec::new();
     while let Some(schema) = stack.pop() {
         budget.spend(1)?;
         if typed && !admits(schema, kind) {
             continue;
         }
-        if let Some((_, Some(target))) = ref_target(schema, root) {
-            stack.push(target);
-        }
-        stack.extend(in_place(schema));
-        applied.push(schema);
+        expand(schema, root, container, &mut stack, &mut children);
     }
+    if children.is_empty() {
+        return Ok(());
+    }
+    // Gathering them costs a step each (a node may declare many properties);
+    // then each child costs one lookup, not a scan.
+    budget.spend(u64::try_from(children.len()).unwrap_or(u64::MAX))?;
+    let mut any: Vec<&Value> = Vec::new();
+    let mut by_key: HashMap<&str, Vec<&Value>> = HashMap::new();
+    let mut by_index: HashMap<usize, Vec<&Value>> = HashMap::new();
+    for (child, schema) in children {
+        match child {
+            Child::Key(k) => by_key.entry(k).or_default().push(schema),
+            Child::Index(i) => by_index.entry(i).or_default().push(schema),
+            Child::Any => any.push(schema),
+        }
+    }
+    let visit = |child: &Value, named: Option<&Vec<&'s Value>>, budget: &mut Budget| -> Result<(), Stop> {
+        match named {
+            Some(named) => {
+                let mut next = any.clone();
+                next.extend(named);
+                walk(child, &next, root, typed, budget)
+            }
+            None if any.is_empty() => Ok(()),
+            None => walk(child, &any, root, typed, budget),
+        }
+    };
     match value {
         Value::Object(obj) => {
             for (key, child) in obj {
-                let mut next = Vec::new();
-                for schema in &applied {
-                    let declared = schema.get("properties").and_then(Value::as_object).is_some_and(|p| p.contains_key(key));
-                    for (for_key, sub) in object_children(schema) {
-                        // `additionalProperties` skips declared keys; the rest are counted
-                        // whenever they may apply (patterns are not matched here).
-                        match for_key {
-                            Some(k) if k != key => {}
-                            None if declared && schema.get("additionalProperties").is_some_and(|a| std::ptr::eq(a, sub)) => {}
-                            _ => next.push(sub),
-                        }
-                    }
-                }
-                if !next.is_empty() {
-                    walk(child, next, root, typed, budget)?;
-                }
+                visit(child, by_key.get(key.as_str()), budget)?;
             }
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                let mut next = Vec::new();
-                for schema in &applied {
-                    let prefixed = schema.get("prefixItems").and_then(Value::as_array).map_or(0, Vec::len);
-                    for (for_index, sub) in array_children(schema) {
-                        match for_index {
-                            Some(j) if j != i => {}
-                            None if i < prefixed && schema.get("items").is_some_and(|s| std::ptr::eq(s, sub)) => {}
-                            _ => next.push(sub),
-                        }
-                    }
-                }
-                if !next.is_empty() {
-                    walk(item, next, root, typed, budget)?;
-                }
+                visit(item, by_index.get(&i), budget)?;
             }
         }
         _ => {}
@@ -743,34 +878,44 @@ fn cut(s: &str) -> String {
     s.chars().take(200).collect()
 }
 
-/// Refuses what would let the validator resolve a reference elsewhere than
-/// [`ref_target`] does: a `$ref` that is not a local JSON pointer, `$id`
-/// below the root (it rebases the references under it), `$dynamicRef` and
-/// `$recursiveRef`. The load-time figure must see every reference the
-/// validator follows. Iterative over the whole document, values included (a
-/// false alarm in a `default` is preferable to a reference missed).
+/// Refuses what the load-time figure could not follow: a `$ref` that is not
+/// a JSON pointer resolving inside the schema (`#/...`), `$id` below the root
+/// (it rebases the references under it), `$dynamicRef` and `$recursiveRef`
+/// (resolved at run time), and `contentSchema` (it validates a document
+/// decoded from a string, outside the depth limit). Visits every subschema
+/// the validator compiles: the applicators, the definitions, and whatever a
+/// `$ref` points at; values such as `default` or `enum` are not schemas.
 fn check_references(root: &Value) -> Result<(), SchemaError> {
-    let mut stack = vec![(root, true)];
-    while let Some((node, is_root)) = stack.pop() {
-        match node {
-            Value::Object(obj) => {
-                for (key, value) in obj {
-                    let keyword = match key.as_str() {
-                        "$ref" => value.as_str().filter(|r| *r != "#" && !r.starts_with("#/")).map(|_| "$ref"),
-                        "$id" if !is_root => value.as_str().map(|_| "$id"),
-                        "$dynamicRef" => Some("$dynamicRef"),
-                        "$recursiveRef" => Some("$recursiveRef"),
-                        _ => None,
-                    };
-                    if let Some(keyword) = keyword {
-                        let shown = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
-                        return Err(SchemaError::UnsupportedReference { keyword, value: cut(&shown) });
-                    }
-                    stack.push((value, false));
-                }
+    let unsupported = |keyword: &'static str, value: &Value| {
+        let shown = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+        SchemaError::UnsupportedReference { keyword, value: cut(&shown) }
+    };
+    let mut seen: std::collections::HashSet<*const Value> = std::collections::HashSet::new();
+    let mut stack = vec![root];
+    while let Some(node) = stack.pop() {
+        if !seen.insert(node as *const Value) {
+            continue;
+        }
+        let Some(obj) = node.as_object() else { continue };
+        if let Some(id) = obj.get("$id").filter(|_| !std::ptr::eq(node, root)) {
+            return Err(unsupported("$id", id));
+        }
+        for keyword in ["$dynamicRef", "$recursiveRef", "contentSchema"] {
+            if let Some(value) = obj.get(keyword) {
+                return Err(unsupported(keyword, value));
             }
-            Value::Array(items) => stack.extend(items.iter().map(|v| (v, false))),
-            _ => {}
+        }
+        if let Some(reference) = obj.get("$ref") {
+            match ref_target(node, root) {
+                Some((_, Some(target))) => stack.push(target),
+                _ => return Err(unsupported("$ref", reference)),
+            }
+        }
+        stack.extend(in_place(node));
+        stack.extend(object_children(node).map(|(_, s)| s));
+        stack.extend(array_children(node).map(|(_, s)| s));
+        for defs in ["$defs", "definitions"] {
+            stack.extend(obj.get(defs).and_then(Value::as_object).into_iter().flat_map(|m| m.values()));
         }
     }
     Ok(())

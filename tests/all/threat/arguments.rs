@@ -46,20 +46,35 @@ async fn a_union_nested_14_deep_is_checked_in_linear_time() {
 
 #[tokio::test]
 async fn invalid_arguments_to_the_union_bomb_hit_the_work_budget() {
-    let exec = union_bomb_executor().await;
     // Invalid at the leaf: reporting why applies every branch at every
     // level (3^14 schema nodes at the leaf), which the estimate refuses.
     let args = nested(15, r#""x""#);
+    let plugin = load(fixtures::UNION_BOMB).await;
+    let exec = executor(Tool::from_plugin(&plugin), ExecSettings::default());
     let start = Instant::now();
     let turn = run(&exec, vec![call("c1", "nest", &args)], &RunState::default(), |_| None).await;
     let took = start.elapsed();
-    println!("the invalid {}-byte call was refused in {took:?}", args.len());
+    println!("without a timeout, the invalid {}-byte call was refused in {took:?}", args.len());
     assert_eq!(
         turn.output("c1"),
         "Tool error: Invalid arguments for tool 'nest': arguments: Input is too large to check against this tool's schema (over 1000000 steps)"
     );
     assert_eq!(turn.results()[0].error_kind, Some(ErrorKind::InvalidArguments));
     assert!(took < Duration::from_secs(2), "took {took:?}");
+
+    // With `--timeout-ms 100`, as in the issue, the check also stops at the
+    // call's deadline if that comes first.
+    let exec = union_bomb_executor().await;
+    let start = Instant::now();
+    let turn = run(&exec, vec![call("c1", "nest", &args)], &RunState::default(), |_| None).await;
+    let took = start.elapsed();
+    println!("with a 100 ms timeout, it was answered in {took:?}: {}", turn.output("c1"));
+    assert!(
+        ["Tool error: timed out after 100 ms", "(over 1000000 steps)"].iter().any(|t| turn.output("c1").ends_with(t)),
+        "{}",
+        turn.output("c1")
+    );
+    assert!(took < Duration::from_millis(600), "took {took:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,7 +102,13 @@ async fn a_neighbour_answers_while_union_bombs_are_checked() {
     for attack in attacks {
         let turn = attack.await.expect("attack turn");
         assert_eq!(turn.results().len(), 5);
-        assert!(turn.results().iter().all(|r| r.output.ends_with("(over 1000000 steps)")), "{:?}", turn.results());
+        // Each stops at its budget or at its 100 ms deadline, whichever comes first.
+        for r in turn.results() {
+            assert!(
+                ["Tool error: timed out after 100 ms", "(over 1000000 steps)"].iter().any(|t| r.output.ends_with(t)),
+                "{r:?}"
+            );
+        }
     }
 }
 

@@ -76,7 +76,8 @@ pub(super) async fn preflight(
     };
     let prepared = match &tool.validator {
         // The text was parsed above; the validator takes the value.
-        Some(v) => match v.prepare_value_by(raw_args.clone(), timeout.and_then(|t| started.checked_add(t))) {
+        // A costly check moves to the blocking pool (`prepare_value_async`).
+        Some(v) => match v.prepare_value_async(raw_args.clone(), timeout.and_then(|t| started.checked_add(t))).await {
             Ok(p) => p,
             Err(ArgumentError::DeadlinePassed) => {
                 let ms = timeout.map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));

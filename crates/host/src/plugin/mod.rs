@@ -251,7 +251,12 @@ impl Plugin {
         let timed_out = |t: Duration| {
             CallOutcome::Failed(Failure::TimedOut { ms: u64::try_from(t.as_millis()).unwrap_or(u64::MAX) })
         };
-        let args = match prepare_by(tool, &request.arguments, timeout.and_then(|t| started.checked_add(t))) {
+        let deadline = timeout.and_then(|t| started.checked_add(t));
+        let checked = match crate::args::parse_object(&request.arguments) {
+            Ok(value) => tool.validator.prepare_value_async(value, deadline).await,
+            Err(e) => Err(e),
+        };
+        let args = match checked.map_err(rejection) {
             Ok(args) => args.to_string(),
             Err(None) => return timed_out(timeout.unwrap_or_default()),
             Err(Some(rejection)) => return rejection,
@@ -432,25 +437,21 @@ impl Plugin {
 }
 
 fn prepare(tool: &LoadedTool, arguments: &str) -> Result<serde_json::Value, CallOutcome> {
+    let checked = crate::args::parse_object(arguments).and_then(|v| tool.validator.prepare_value(v));
     // Without a deadline the check cannot time out.
-    prepare_by(tool, arguments, None).map_err(|e| e.unwrap_or_else(|| CallOutcome::Failed(Failure::TimedOut { ms: 0 })))
+    checked.map_err(|e| rejection(e).unwrap_or_else(|| CallOutcome::Failed(Failure::TimedOut { ms: 0 })))
 }
 
-/// The arguments the tool receives, or the rejection (`None`: `deadline` passed).
-fn prepare_by(
-    tool: &LoadedTool,
-    arguments: &str,
-    deadline: Option<std::time::Instant>,
-) -> Result<serde_json::Value, Option<CallOutcome>> {
-    let checked = crate::args::parse_object(arguments).and_then(|v| tool.validator.prepare_value_by(v, deadline));
-    checked.map_err(|e| match e {
+/// What the model reads for rejected arguments (`None`: the deadline passed).
+fn rejection(e: ArgumentError) -> Option<CallOutcome> {
+    match e {
         // Schema-invalid arguments read as the reference's execution error (docs/semantics.md D1, D4).
         ArgumentError::Invalid { .. } => {
             Some(CallOutcome::Rejected { kind: ErrorKind::InvalidArguments, text: text::tool_error(&e) })
         }
         ArgumentError::DeadlinePassed => None,
         other => Some(CallOutcome::Rejected { kind: ErrorKind::InvalidArguments, text: other.to_string() }),
-    })
+    }
 }
 
 fn unavailable(tool: &str) -> CallOutcome {
@@ -542,6 +543,7 @@ fn invalid_plugin(origin: &str, reason: String) -> LoadError {
 /// before any schema is parsed, so that a plugin declaring a million tools
 /// costs one pass over their lengths.
 fn check_declared_size(info: &guest::PluginInfo, specs: &[wit::ToolSpec], origin: &str) -> Result<(), LoadError> {
+    check_info(&info.name, &info.version, info.instructions.as_deref(), origin)?;
     if specs.len() > MAX_TOOLS {
         return Err(invalid_plugin(origin, format!("the plugin declares {} tools; the limit is {MAX_TOOLS}", specs.len())));
     }
@@ -574,33 +576,41 @@ fn check_total(total: usize, origin: &str) -> Result<(), LoadError> {
     Ok(())
 }
 
-/// What the plugin says about itself, whether just described or cached:
-/// a plugin name of the tool-name grammar (it reaches logs, metrics and
-/// `/api/tools`), bounded version and instructions, and every text a model
-/// reads bounded (docs/tool-authors.md, "Limits").
-fn check_manifest(manifest: &manifest::Manifest, origin: &str) -> Result<(), LoadError> {
-    let info = &manifest.info;
-    if !is_valid_name(&info.name) {
+/// The plugin's name (the tool-name grammar: it reaches logs, metrics and
+/// `/api/tools`), version and instructions.
+fn check_info(name: &str, version: &str, instructions: Option<&str>, origin: &str) -> Result<(), LoadError> {
+    if !is_valid_name(name) {
         // Shown escaped and cut: the name may hold newlines meant to forge log lines.
-        let shown: String = info.name.chars().take(80).collect();
+        let shown: String = name.chars().take(80).collect();
         return Err(invalid_plugin(
             origin,
             format!("the plugin name \"{}\" must match ^[a-zA-Z0-9_-]{{1,64}}$", shown.escape_debug()),
         ));
     }
-    if info.version.len() > MAX_VERSION_BYTES {
+    if version.len() > MAX_VERSION_BYTES {
         return Err(invalid_plugin(
             origin,
-            format!("the plugin version is {} bytes; the limit is {MAX_VERSION_BYTES}", info.version.len()),
+            format!("the plugin version is {} bytes; the limit is {MAX_VERSION_BYTES}", version.len()),
         ));
     }
-    let instructions = info.instructions.as_ref().map_or(0, String::len);
+    let instructions = instructions.map_or(0, str::len);
     if instructions > MAX_INSTRUCTIONS_BYTES {
         return Err(invalid_plugin(
             origin,
             format!("the plugin's instructions are {instructions} bytes; the limit is {MAX_INSTRUCTIONS_BYTES}"),
         ));
     }
+    Ok(())
+}
+
+/// What the plugin says about itself, whether just described or cached:
+/// a plugin name of the tool-name grammar (it reaches logs, metrics and
+/// `/api/tools`), bounded version and instructions, and every text a model
+/// reads bounded (docs/tool-authors.md, "Limits").
+fn check_manifest(manifest: &manifest::Manifest, origin: &str) -> Result<(), LoadError> {
+    let info = &manifest.info;
+    check_info(&info.name, &info.version, info.instructions.as_deref(), origin)?;
+    let instructions = info.instructions.as_ref().map_or(0, String::len);
     if manifest.tools.len() > MAX_TOOLS {
         return Err(invalid_plugin(
             origin,
