@@ -547,14 +547,26 @@ fn check_declared_size(info: &guest::PluginInfo, specs: &[wit::ToolSpec], origin
     if specs.len() > MAX_TOOLS {
         return Err(invalid_plugin(origin, format!("the plugin declares {} tools; the limit is {MAX_TOOLS}", specs.len())));
     }
+    // Each tool's own limits first: their errors name the tool.
     for spec in specs {
+        let shown: String = spec.name.chars().take(80).collect();
         if spec.description.len() > MAX_DESCRIPTION_BYTES {
-            let shown: String = spec.name.chars().take(80).collect();
             return Err(invalid_spec(
                 origin,
                 &shown,
                 &format!("the description is {} bytes; the limit is {MAX_DESCRIPTION_BYTES}", spec.description.len()),
             ));
+        }
+        for (what, text) in [("parameters", Some(&spec.parameters)), ("output", spec.output_schema.as_ref())] {
+            if let Some(text) = text
+                && text.len() > MAX_SCHEMA_BYTES
+            {
+                return Err(invalid_spec(
+                    origin,
+                    &shown,
+                    &format!("the {what} schema is {} bytes; the limit is {MAX_SCHEMA_BYTES}", text.len()),
+                ));
+            }
         }
     }
     let text = |s: &wit::ToolSpec| {
