@@ -481,7 +481,12 @@ fn scalar(value: &Value, schema: &Value) -> Option<Value> {
         let Value::String(s) = value else { return None };
         match s.parse::<i64>() {
             Ok(i) => Some(Value::from(i)),
-            Err(_) => s.parse::<f64>().ok().filter(|f| f.is_finite()).and_then(serde_json::Number::from_f64).map(Value::Number),
+            Err(_) => s
+                .parse::<f64>()
+                .ok()
+                .filter(|f| f.is_finite())
+                .and_then(serde_json::Number::from_f64)
+                .map(Value::Number),
         }
     } else if type_is(schema, "boolean") {
         match value.as_str() {
@@ -745,10 +750,8 @@ fn admits(schema: &Value, name: &str) -> bool {
 
 /// The subschemas that apply to the same instance as `schema` (in place).
 fn in_place(schema: &Value) -> impl Iterator<Item = &Value> {
-    let lists = ["allOf", "anyOf", "oneOf"]
-        .into_iter()
-        .filter_map(move |k| schema.get(k).and_then(Value::as_array))
-        .flatten();
+    let lists =
+        ["allOf", "anyOf", "oneOf"].into_iter().filter_map(move |k| schema.get(k).and_then(Value::as_array)).flatten();
     let single = ["not", "if", "then", "else"].into_iter().filter_map(move |k| schema.get(k));
     // `dependencies` is the older spelling; its array values are not schemas.
     let dependent = ["dependentSchemas", "dependencies"]
@@ -764,9 +767,12 @@ fn in_place(schema: &Value) -> impl Iterator<Item = &Value> {
 /// `propertyNames`, `unevaluatedProperties`), each with the key it is for
 /// (`None`: possibly any key).
 fn object_children(schema: &Value) -> impl Iterator<Item = (Option<&str>, &Value)> {
-    let named = schema.get("properties").and_then(Value::as_object).into_iter().flatten().map(|(k, s)| (Some(k.as_str()), s));
+    let named =
+        schema.get("properties").and_then(Value::as_object).into_iter().flatten().map(|(k, s)| (Some(k.as_str()), s));
     let patterns = schema.get("patternProperties").and_then(Value::as_object).into_iter().flat_map(|m| m.values());
-    let rest = ["additionalProperties", "propertyNames", "unevaluatedProperties"].into_iter().filter_map(move |k| schema.get(k));
+    let rest = ["additionalProperties", "propertyNames", "unevaluatedProperties"]
+        .into_iter()
+        .filter_map(move |k| schema.get(k));
     named.chain(patterns.chain(rest).map(|s| (None, s)))
 }
 
@@ -793,7 +799,13 @@ fn array_children(schema: &Value) -> impl Iterator<Item = (Option<usize>, &Value
 /// [`in_place`] with [`ref_target`], [`object_children`] and
 /// [`array_children`], without a map lookup per keyword: this is the hot
 /// loop of the per-call estimate.
-fn expand<'s>(schema: &'s Value, root: &'s Value, kind: &str, stack: &mut Vec<&'s Value>, children: &mut Vec<(Child<'s>, &'s Value)>) {
+fn expand<'s>(
+    schema: &'s Value,
+    root: &'s Value,
+    kind: &str,
+    stack: &mut Vec<&'s Value>,
+    children: &mut Vec<(Child<'s>, &'s Value)>,
+) {
     let Some(obj) = schema.as_object() else { return };
     for (key, value) in obj {
         match key.as_str() {
@@ -845,7 +857,13 @@ enum Child<'s> {
 /// which stops at a node whose `type` refuses the value; otherwise (error
 /// collection) every keyword of every node applies. The recursion follows
 /// the arguments, whose depth [`MAX_ARGUMENT_DEPTH`] bounds.
-fn walk<'s>(value: &Value, frontier: &[&'s Value], root: &'s Value, typed: bool, budget: &mut Budget) -> Result<(), Stop> {
+fn walk<'s>(
+    value: &Value,
+    frontier: &[&'s Value],
+    root: &'s Value,
+    typed: bool,
+    budget: &mut Budget,
+) -> Result<(), Stop> {
     let kind = json_type(value);
     let container = match value {
         Value::Object(_) => "object",

@@ -94,7 +94,8 @@ async fn a_neighbour_answers_while_union_bombs_are_checked() {
         })
         .collect();
     let start = Instant::now();
-    let turn = run(&neighbour, vec![call("n", "echo", r#"{"text": "still here"}"#)], &RunState::default(), |_| None).await;
+    let turn =
+        run(&neighbour, vec![call("n", "echo", r#"{"text": "still here"}"#)], &RunState::default(), |_| None).await;
     let took = start.elapsed();
     println!("the neighbour's call answered in {took:?} during the attack");
     assert_eq!(turn.output("n"), "still here");
@@ -194,13 +195,19 @@ async fn argument_checks_count_against_the_call_timeout() {
 #[tokio::test]
 async fn a_huge_description_is_refused_at_load() {
     let path = fixtures::HUGE_DESCRIPTION;
-    assert_eq!(load_error(path).await, format!("{path}: tool `verbose`: the description is 12582912 bytes; the limit is 4096"));
+    assert_eq!(
+        load_error(path).await,
+        format!("{path}: tool `verbose`: the description is 12582912 bytes; the limit is 4096")
+    );
 }
 
 #[tokio::test]
 async fn huge_instructions_are_refused_at_load() {
     let path = fixtures::HUGE_INSTRUCTIONS;
-    assert_eq!(load_error(path).await, format!("{path}: the plugin's instructions are 1048576 bytes; the limit is 8192"));
+    assert_eq!(
+        load_error(path).await,
+        format!("{path}: the plugin's instructions are 1048576 bytes; the limit is 8192")
+    );
 }
 
 #[tokio::test]

@@ -265,7 +265,9 @@ impl Plugin {
         match timeout {
             // The sandbox's own deadline is the full timeout; this one ends the
             // call when what the checks left runs out (dropping the store stops the guest).
-            Some(t) => tokio::time::timeout(t.saturating_sub(started.elapsed()), run).await.unwrap_or_else(|_| timed_out(t)),
+            Some(t) => {
+                tokio::time::timeout(t.saturating_sub(started.elapsed()), run).await.unwrap_or_else(|_| timed_out(t))
+            }
             None => run.await,
         }
     }
@@ -545,7 +547,10 @@ fn invalid_plugin(origin: &str, reason: String) -> LoadError {
 fn check_declared_size(info: &guest::PluginInfo, specs: &[wit::ToolSpec], origin: &str) -> Result<(), LoadError> {
     check_info(&info.name, &info.version, info.instructions.as_deref(), origin)?;
     if specs.len() > MAX_TOOLS {
-        return Err(invalid_plugin(origin, format!("the plugin declares {} tools; the limit is {MAX_TOOLS}", specs.len())));
+        return Err(invalid_plugin(
+            origin,
+            format!("the plugin declares {} tools; the limit is {MAX_TOOLS}", specs.len()),
+        ));
     }
     // Each tool's own limits first: their errors name the tool.
     for spec in specs {
