@@ -76,7 +76,8 @@ async fn invoke(
     revalidate: bool,
 ) -> AttemptResult {
     let args = match (&tool.validator, revalidate) {
-        (Some(v), true) => v.prepare_value(args).map_err(|e| match e {
+        // Inside the attempt's timeout; a costly check runs on the blocking pool.
+        (Some(v), true) => v.prepare_value_async(args, None).await.map_err(|e| match e {
             ArgumentError::Invalid { .. } => Failure::InvalidArguments(e.to_string()),
             other => Failure::InvalidArguments(other.to_string()),
         })?,
