@@ -68,7 +68,8 @@ fn schema(c: &mut Choices<'_>, depth: u32) -> Value {
         Value::Array((0..n).map(|_| schema(c, depth + 1)).collect())
     };
     if depth > 6 {
-        return json!({"type": ["integer", "number", "boolean", "string", "null"][usize::from(c.next() % 5)]});
+        let leaf = ["integer", "number", "boolean", "string", "null"][usize::from(c.next() % 5)];
+        return json!({ "type": leaf });
     }
     match c.next() % 12 {
         0 => json!({"type": "integer"}),
@@ -111,7 +112,7 @@ fn value(c: &mut Choices<'_>, depth: u32) -> Value {
         1 => Value::Bool(c.next() % 2 == 0),
         2 => json!(c.next()),
         3 => json!(f64::from(c.next()) / 2.0),
-        4 => json!(["3", "2.5", "true", "false", "x", "-0", "1e3"][usize::from(c.next() % 7)]),
+        4 => Value::from(["3", "2.5", "true", "false", "x", "-0", "1e3"][usize::from(c.next() % 7)]),
         5 | 6 => Value::Array((0..c.next() % 4).map(|_| value(c, depth + 1)).collect()),
         _ => {
             let mut obj = Map::new();
