@@ -939,8 +939,10 @@ fn cut(s: &str) -> String {
 /// the validator compiles: the applicators, the definitions, and whatever a
 /// `$ref` points at; values such as `default` or `enum` are not schemas.
 fn check_references(root: &Value) -> Result<(), SchemaError> {
-    let unsupported =
-        |keyword: &'static str, value: &Value| SchemaError::UnsupportedReference { keyword, value: cut(&value.to_string()) };
+    let unsupported = |keyword: &'static str, value: &Value| SchemaError::UnsupportedReference {
+        keyword,
+        value: cut(&value.to_string()),
+    };
     let mut seen: std::collections::HashSet<*const Value> = std::collections::HashSet::new();
     let mut stack = vec![root];
     while let Some(node) = stack.pop() {
@@ -1117,7 +1119,10 @@ mod tests {
     fn rebasing_references_are_refused() {
         let schema = object(json!({"x": {"$id": "https://example.com/x", "type": "string"}}));
         let err = ArgumentValidator::new("t", &schema, false).expect_err("$id below the root");
-        assert_eq!(err, SchemaError::UnsupportedReference { keyword: "$id", value: r#""https://example.com/x""#.into() });
+        assert_eq!(
+            err,
+            SchemaError::UnsupportedReference { keyword: "$id", value: r#""https://example.com/x""#.into() }
+        );
         assert_eq!(
             err.to_string(),
             r##"the parameters schema uses $id "https://example.com/x"; only local references ("#/...") are supported, and no $id below the root, $dynamicRef, $recursiveRef or contentSchema"##
