@@ -22,6 +22,13 @@ const GUESTS: &[(&str, &str)] = &[
     ("BAD_NAME", "bad_name"),
     ("SLOW", "slow"),
     ("SLOW_INFO", "slow_info"),
+    ("UNION_BOMB", "union_bomb"),
+    ("REF_BOMB", "ref_bomb"),
+    ("HUGE_DESCRIPTION", "huge_description"),
+    ("HUGE_INSTRUCTIONS", "huge_instructions"),
+    ("BAD_PLUGIN_NAME", "bad_plugin_name"),
+    ("MANY_TOOLS", "many_tools"),
+    ("WIDE_PLUGIN", "wide_plugin"),
 ];
 
 fn main() -> anyhow::Result<()> {

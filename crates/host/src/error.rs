@@ -132,6 +132,15 @@ pub enum LoadError {
         /// What is wrong.
         reason: String,
     },
+    /// What the plugin declares about itself is unusable: its name, its
+    /// version, its instructions, or the number and size of its tools.
+    #[error("{origin}: {reason}")]
+    InvalidPlugin {
+        /// Where the bytes came from.
+        origin: String,
+        /// What is wrong, with the size and the limit.
+        reason: String,
+    },
     /// The embedded manifest is missing or unreadable.
     #[error("{origin}: {reason}")]
     Manifest {
@@ -190,6 +199,9 @@ impl LoadError {
             }
             LoadError::Describe { .. } => "the plugin's info()/tools() must return without side effects",
             LoadError::InvalidSpec { .. } => "fix the tool's declaration in the plugin and rebuild it",
+            LoadError::InvalidPlugin { .. } => {
+                "fix the plugin's info() or tools() and rebuild it; the limits are in docs/tool-authors.md, section \"Limits\""
+            }
             LoadError::Manifest { .. } => "run `lovia pack PLUGIN.wasm` to embed the manifest",
             LoadError::Cache { .. } => "set a writable cache directory, or disable the cache",
             LoadError::StoreNamespace { .. } => {

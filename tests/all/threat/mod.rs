@@ -2,6 +2,7 @@
 //! tenant A with a real hostile component or real HTTP, and tenant B's calls
 //! keep answering, correctly and within a bound. One module per surface.
 
+mod arguments;
 mod instances;
 mod mcp;
 mod neighbour;

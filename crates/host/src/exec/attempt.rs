@@ -20,12 +20,15 @@ pub(crate) fn backoff(k: u32) -> Duration {
 }
 
 /// Runs every attempt of one call. `raw_args` is what the model sent (what
-/// policies see); `prepared` is the same after coercion and validation.
+/// policies see); `prepared` is the same after coercion and validation;
+/// `checking` is the time that took, which the first attempt's timeout
+/// already spent (docs/semantics.md D15).
 pub(super) async fn run(
     settings: &ExecSettings,
     tool: &Tool,
     raw_args: &Value,
     prepared: &Value,
+    checking: Duration,
     ctx: &CallContext,
 ) -> AttemptResult {
     let attempts = 1 + tool.spec.retries.unwrap_or(settings.default_retries);
@@ -41,7 +44,10 @@ pub(super) async fn run(
         let args = if revalidate { raw_args.clone() } else { prepared.clone() };
         let chain = Next { tool: &tool.spec.name, rest: &tool.policies, inner, ctx }.run(args);
         let result = match timeout {
-            Some(t) => tokio::time::timeout(t, chain).await.unwrap_or_else(|_| Err(timed_out(t))),
+            Some(t) => {
+                let left = if k == 1 { t.saturating_sub(checking) } else { t };
+                tokio::time::timeout(left, chain).await.unwrap_or_else(|_| Err(timed_out(t)))
+            }
             None => chain.await,
         };
         match result {
@@ -70,7 +76,8 @@ async fn invoke(
     revalidate: bool,
 ) -> AttemptResult {
     let args = match (&tool.validator, revalidate) {
-        (Some(v), true) => v.prepare_value(args).map_err(|e| match e {
+        // Inside the attempt's timeout; a costly check runs on the blocking pool.
+        (Some(v), true) => v.prepare_value_async(args, None).await.map_err(|e| match e {
             ArgumentError::Invalid { .. } => Failure::InvalidArguments(e.to_string()),
             other => Failure::InvalidArguments(other.to_string()),
         })?,

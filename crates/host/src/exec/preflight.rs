@@ -8,16 +8,19 @@ use super::tool::{Body, Tool};
 use super::{EventSink, Executor, RunState, ToolCall, ToolEvent};
 use crate::approval::{ApprovalDecision, ApprovalRequest, ApprovalTicket, HandlerAnswer, NeedsApproval};
 use crate::args::{ArgumentError, parse_object};
-use crate::call::{CallContext, ErrorKind, text};
+use crate::call::{CallContext, ErrorKind, Failure, text};
 use crate::plugin::ApprovalCheckError;
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 pub(super) enum Preflight {
     /// The call may run; `tool` is shared with the toolset, never copied per call.
-    Ready { tool: Arc<Tool>, raw_args: Value, prepared: Value },
+    /// `checking` is what parsing and checking the arguments took: the first
+    /// attempt's timeout is shortened by it.
+    Ready { tool: Arc<Tool>, raw_args: Value, prepared: Value, checking: Duration },
     /// Rejected; its result is recorded.
     Rejected,
     /// The run's budget tripped: `tool call count N exceeds budget M`.
@@ -57,6 +60,10 @@ pub(super) async fn preflight(
         reject(results, events, call, ErrorKind::ToolError, text::handoff_not_performed(target));
         return Preflight::Rejected;
     }
+    // The call's timeout starts before its arguments are parsed and checked
+    // (docs/semantics.md D15): a slow check is part of the call, not free.
+    let started = Instant::now();
+    let timeout = tool.timeout.or(exec.settings.default_timeout);
     let raw_args = match parse_object(&call.arguments) {
         Ok(v) => v,
         Err(ArgumentError::InvalidJson { .. }) if run.cut_off => {
@@ -70,8 +77,15 @@ pub(super) async fn preflight(
     };
     let prepared = match &tool.validator {
         // The text was parsed above; the validator takes the value.
-        Some(v) => match v.prepare_value(raw_args.clone()) {
+        // A costly check moves to the blocking pool (`prepare_value_async`).
+        Some(v) => match v.prepare_value_async(raw_args.clone(), timeout.and_then(|t| started.checked_add(t))).await {
             Ok(p) => p,
+            Err(ArgumentError::DeadlinePassed) => {
+                let ms = timeout.map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
+                let failure = Failure::TimedOut { ms };
+                reject(results, events, call, ErrorKind::Timeout, text::tool_error(&failure));
+                return Preflight::Rejected;
+            }
             Err(e @ ArgumentError::Invalid { .. }) => {
                 reject(results, events, call, ErrorKind::InvalidArguments, text::tool_error(&e));
                 return Preflight::Rejected;
@@ -83,6 +97,8 @@ pub(super) async fn preflight(
         },
         None => raw_args.clone(),
     };
+    // Measured before approval: waiting for a person is not the call's time.
+    let checking = started.elapsed();
     let gated = match &tool.approval {
         NeedsApproval::Never => Ok(false),
         NeedsApproval::Always => Ok(true),
@@ -117,7 +133,7 @@ pub(super) async fn preflight(
     if let Some(target) = &tool.handoff {
         *handoff = Some(target.clone());
     }
-    Preflight::Ready { tool: shared.clone(), raw_args, prepared }
+    Preflight::Ready { tool: shared.clone(), raw_args, prepared, checking }
 }
 
 /// The approval flow (docs/semantics.md §13): a decision while the consumer holds the

@@ -11,6 +11,7 @@ use crate::call::Failure;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::task::JoinSet;
 
 /// How one executed call ended.
@@ -39,7 +40,7 @@ pub(super) async fn run_turn(
             }
             let ctx = call_context(exec, run, call, events);
             match preflight(exec, call, &ctx, run, events, &results, &mut handoff).await {
-                Preflight::Ready { tool, raw_args, prepared } => {
+                Preflight::Ready { tool, raw_args, prepared, checking } => {
                     let barrier = tool.is_barrier();
                     if barrier {
                         in_flight.drain(run).await?;
@@ -50,6 +51,7 @@ pub(super) async fn run_turn(
                         call.clone(),
                         raw_args,
                         prepared,
+                        checking,
                         ctx,
                         events.clone(),
                         results.clone(),
@@ -172,12 +174,13 @@ async fn execute(
     call: ToolCall,
     raw_args: Value,
     prepared: Value,
+    checking: Duration,
     ctx: CallContext,
     events: EventSink,
     results: Results,
 ) -> CallEnd {
     events.emit(ToolEvent::ToolCallStarted { call: call.clone() });
-    let outcome = attempt::run(&exec.settings, &tool, &raw_args, &prepared, &ctx).await;
+    let outcome = attempt::run(&exec.settings, &tool, &raw_args, &prepared, checking, &ctx).await;
     if let Err(Failure::RunCancelled(reason)) = outcome {
         return CallEnd::CancelRun(reason);
     }

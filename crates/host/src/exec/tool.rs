@@ -198,6 +198,16 @@ pub enum InvalidTool {
         /// The name given.
         name: String,
     },
+    /// The description is over [`crate::plugin::MAX_DESCRIPTION_BYTES`] (4 KiB).
+    #[error("tool '{name}': the description is {bytes} bytes; the limit is {limit}")]
+    Description {
+        /// The tool.
+        name: String,
+        /// Its description's size.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// The parameters schema does not compile.
     #[error("tool '{name}': {source}")]
     Schema {
@@ -254,6 +264,11 @@ impl ToolBuilder {
     {
         if !crate::call::is_valid_name(&self.spec.name) {
             return Err(InvalidTool::Name { name: self.spec.name });
+        }
+        // The same cap as for a plugin's tools: a model reads it every turn.
+        let limit = crate::plugin::MAX_DESCRIPTION_BYTES;
+        if self.spec.description.len() > limit {
+            return Err(InvalidTool::Description { name: self.spec.name, bytes: self.spec.description.len(), limit });
         }
         let validator = if self.validate {
             let validator = ArgumentValidator::new(&self.spec.name, &self.spec.parameters, self.spec.strict)

@@ -174,6 +174,7 @@ impl Host {
             Some(manifest) => manifest,
             None => {
                 let (info, specs) = describe(self, &pre, origin).await?;
+                check_declared_size(&info, &specs, origin)?;
                 let info = PluginInfo { name: info.name, version: info.version, instructions: info.instructions };
                 let mut tools: Vec<ToolSpec> = Vec::with_capacity(specs.len());
                 for spec in specs {
@@ -190,6 +191,8 @@ impl Host {
                 manifest
             }
         };
+        // Also for a cached description: it may predate a limit.
+        check_manifest(&described, origin)?;
         let manifest::Manifest { info, tools: specs, .. } = described;
         let mut tools: Vec<LoadedTool> = Vec::with_capacity(specs.len());
         for spec in specs {
@@ -293,12 +296,33 @@ impl Plugin {
     }
 
     /// Runs one call: lookup, argument checks, then the component in a fresh
-    /// sandbox. Every outcome, including traps and timeouts, is data.
+    /// sandbox. Every outcome, including traps and timeouts, is data. The
+    /// call's timeout covers the argument checks too (docs/semantics.md D15).
     pub async fn invoke(&self, request: &CallRequest) -> CallOutcome {
         let Some(tool) = self.loaded(&request.tool) else { return unavailable(&request.tool) };
-        match prepare(tool, &request.arguments) {
-            Ok(args) => self.execute(tool, request, &args.to_string()).await,
-            Err(rejection) => rejection,
+        let started = std::time::Instant::now();
+        let timeout = request.timeout.or(tool.spec.timeout_ms.map(Duration::from_millis));
+        let timed_out = |t: Duration| {
+            CallOutcome::Failed(Failure::TimedOut { ms: u64::try_from(t.as_millis()).unwrap_or(u64::MAX) })
+        };
+        let deadline = timeout.and_then(|t| started.checked_add(t));
+        let checked = match crate::args::parse_object(&request.arguments) {
+            Ok(value) => tool.validator.prepare_value_async(value, deadline).await,
+            Err(e) => Err(e),
+        };
+        let args = match checked.map_err(rejection) {
+            Ok(args) => args.to_string(),
+            Err(None) => return timed_out(timeout.unwrap_or_default()),
+            Err(Some(rejection)) => return rejection,
+        };
+        let run = self.execute(tool, request, &args);
+        match timeout {
+            // The sandbox's own deadline is the full timeout; this one ends the
+            // call when what the checks left runs out (dropping the store stops the guest).
+            Some(t) => {
+                tokio::time::timeout(t.saturating_sub(started.elapsed()), run).await.unwrap_or_else(|_| timed_out(t))
+            }
+            None => run.await,
         }
     }
 
@@ -545,13 +569,21 @@ impl Plugin {
 }
 
 fn prepare(tool: &LoadedTool, arguments: &str) -> Result<serde_json::Value, CallOutcome> {
-    tool.validator.prepare(arguments).map_err(|e| match e {
+    let checked = crate::args::parse_object(arguments).and_then(|v| tool.validator.prepare_value(v));
+    // Without a deadline the check cannot time out.
+    checked.map_err(|e| rejection(e).unwrap_or_else(|| CallOutcome::Failed(Failure::TimedOut { ms: 0 })))
+}
+
+/// What the model reads for rejected arguments (`None`: the deadline passed).
+fn rejection(e: ArgumentError) -> Option<CallOutcome> {
+    match e {
         // Schema-invalid arguments read as the reference's execution error (docs/semantics.md D1, D4).
         ArgumentError::Invalid { .. } => {
-            CallOutcome::Rejected { kind: ErrorKind::InvalidArguments, text: text::tool_error(&e) }
+            Some(CallOutcome::Rejected { kind: ErrorKind::InvalidArguments, text: text::tool_error(&e) })
         }
-        other => CallOutcome::Rejected { kind: ErrorKind::InvalidArguments, text: other.to_string() },
-    })
+        ArgumentError::DeadlinePassed => None,
+        other => Some(CallOutcome::Rejected { kind: ErrorKind::InvalidArguments, text: other.to_string() }),
+    }
 }
 
 fn unavailable(tool: &str) -> CallOutcome {
@@ -635,8 +667,178 @@ fn invalid_spec(origin: &str, tool: &str, reason: &str) -> LoadError {
     LoadError::InvalidSpec { origin: origin.into(), tool: tool.into(), reason: reason.into() }
 }
 
-/// Largest parameters schema accepted, in bytes of JSON text.
-const MAX_SCHEMA_BYTES: usize = 256 << 10;
+/// Largest parameters (or output) schema accepted, in bytes of JSON text. Fixed: 256 KiB.
+pub const MAX_SCHEMA_BYTES: usize = 256 << 10;
+
+/// Largest tool description accepted, in bytes; also the cap on each
+/// `description` and `title` string inside a schema. Models read it every
+/// turn. Fixed: 4 KiB.
+pub const MAX_DESCRIPTION_BYTES: usize = 4 << 10;
+
+/// Largest `instructions` a plugin's `info()` may give, in bytes. Fixed: 8 KiB.
+pub const MAX_INSTRUCTIONS_BYTES: usize = 8 << 10;
+
+/// Longest plugin version, in bytes (the name follows the tool-name grammar,
+/// `^[a-zA-Z0-9_-]{1,64}$`). Fixed: 64.
+pub const MAX_VERSION_BYTES: usize = 64;
+
+/// Most tools one plugin may declare (OpenAI accepts 128 per request). Fixed: 128.
+pub const MAX_TOOLS: usize = 128;
+
+/// Most text one plugin may put before a model, in bytes: its instructions
+/// and every tool's name, description and schemas together, which
+/// `/api/tools` serves and a model reads every turn. Fixed: 1 MiB.
+pub const MAX_DECLARED_BYTES: usize = 1 << 20;
+
+fn invalid_plugin(origin: &str, reason: String) -> LoadError {
+    LoadError::InvalidPlugin { origin: origin.into(), reason }
+}
+
+/// The count and total size of what `info()` and `tools()` returned, checked
+/// before any schema is parsed, so that a plugin declaring a million tools
+/// costs one pass over their lengths.
+fn check_declared_size(info: &guest::PluginInfo, specs: &[wit::ToolSpec], origin: &str) -> Result<(), LoadError> {
+    check_info(&info.name, &info.version, info.instructions.as_deref(), origin)?;
+    if specs.len() > MAX_TOOLS {
+        return Err(invalid_plugin(
+            origin,
+            format!("the plugin declares {} tools; the limit is {MAX_TOOLS}", specs.len()),
+        ));
+    }
+    // Each tool's own limits first: their errors name the tool.
+    for spec in specs {
+        let shown: String = spec.name.chars().take(80).collect();
+        if spec.description.len() > MAX_DESCRIPTION_BYTES {
+            return Err(invalid_spec(
+                origin,
+                &shown,
+                &format!("the description is {} bytes; the limit is {MAX_DESCRIPTION_BYTES}", spec.description.len()),
+            ));
+        }
+        for (what, text) in [("parameters", Some(&spec.parameters)), ("output", spec.output_schema.as_ref())] {
+            if let Some(text) = text
+                && text.len() > MAX_SCHEMA_BYTES
+            {
+                return Err(invalid_spec(
+                    origin,
+                    &shown,
+                    &format!("the {what} schema is {} bytes; the limit is {MAX_SCHEMA_BYTES}", text.len()),
+                ));
+            }
+        }
+    }
+    let text = |s: &wit::ToolSpec| {
+        s.name.len() + s.description.len() + s.parameters.len() + s.output_schema.as_ref().map_or(0, String::len)
+    };
+    let total = specs.iter().map(text).sum::<usize>() + info.instructions.as_ref().map_or(0, String::len);
+    check_total(total, origin)
+}
+
+fn check_total(total: usize, origin: &str) -> Result<(), LoadError> {
+    if total > MAX_DECLARED_BYTES {
+        return Err(invalid_plugin(
+            origin,
+            format!(
+                "the plugin's instructions, tool names, descriptions and schemas are {total} bytes; the limit is {MAX_DECLARED_BYTES}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The plugin's name (the tool-name grammar: it reaches logs, metrics and
+/// `/api/tools`), version and instructions.
+fn check_info(name: &str, version: &str, instructions: Option<&str>, origin: &str) -> Result<(), LoadError> {
+    if !is_valid_name(name) {
+        // Shown escaped and cut: the name may hold newlines meant to forge log lines.
+        let shown: String = name.chars().take(80).collect();
+        return Err(invalid_plugin(
+            origin,
+            format!("the plugin name \"{}\" must match ^[a-zA-Z0-9_-]{{1,64}}$", shown.escape_debug()),
+        ));
+    }
+    if version.len() > MAX_VERSION_BYTES {
+        return Err(invalid_plugin(
+            origin,
+            format!("the plugin version is {} bytes; the limit is {MAX_VERSION_BYTES}", version.len()),
+        ));
+    }
+    let instructions = instructions.map_or(0, str::len);
+    if instructions > MAX_INSTRUCTIONS_BYTES {
+        return Err(invalid_plugin(
+            origin,
+            format!("the plugin's instructions are {instructions} bytes; the limit is {MAX_INSTRUCTIONS_BYTES}"),
+        ));
+    }
+    Ok(())
+}
+
+/// What the plugin says about itself, whether just described or cached:
+/// a plugin name of the tool-name grammar (it reaches logs, metrics and
+/// `/api/tools`), bounded version and instructions, and every text a model
+/// reads bounded (docs/tool-authors.md, "Limits").
+fn check_manifest(manifest: &manifest::Manifest, origin: &str) -> Result<(), LoadError> {
+    let info = &manifest.info;
+    check_info(&info.name, &info.version, info.instructions.as_deref(), origin)?;
+    let instructions = info.instructions.as_ref().map_or(0, String::len);
+    if manifest.tools.len() > MAX_TOOLS {
+        return Err(invalid_plugin(
+            origin,
+            format!("the plugin declares {} tools; the limit is {MAX_TOOLS}", manifest.tools.len()),
+        ));
+    }
+    let mut total = instructions;
+    for spec in &manifest.tools {
+        if spec.description.len() > MAX_DESCRIPTION_BYTES {
+            return Err(invalid_spec(
+                origin,
+                &spec.name,
+                &format!("the description is {} bytes; the limit is {MAX_DESCRIPTION_BYTES}", spec.description.len()),
+            ));
+        }
+        for (what, schema) in [("parameters", Some(&spec.parameters)), ("output", spec.output_schema.as_ref())] {
+            if let Some(bytes) = schema.and_then(longest_description)
+                && bytes > MAX_DESCRIPTION_BYTES
+            {
+                return Err(invalid_spec(
+                    origin,
+                    &spec.name,
+                    &format!(
+                        "a description in the {what} schema is {bytes} bytes; the limit is {MAX_DESCRIPTION_BYTES}"
+                    ),
+                ));
+            }
+        }
+        total += spec.name.len()
+            + spec.description.len()
+            + spec.parameters.to_string().len()
+            + spec.output_schema.as_ref().map_or(0, |s| s.to_string().len());
+    }
+    check_total(total, origin)
+}
+
+/// The longest `description` or `title` string anywhere in `schema`, in bytes.
+fn longest_description(schema: &serde_json::Value) -> Option<usize> {
+    let mut longest = None;
+    let mut stack = vec![schema];
+    while let Some(node) = stack.pop() {
+        match node {
+            serde_json::Value::Object(obj) => {
+                for (key, value) in obj {
+                    match value {
+                        serde_json::Value::String(s) if key == "description" || key == "title" => {
+                            longest = longest.max(Some(s.len()));
+                        }
+                        other => stack.push(other),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    longest
+}
 
 fn convert_spec(spec: wit::ToolSpec, origin: &str) -> Result<ToolSpec, LoadError> {
     if !is_valid_name(&spec.name) {
