@@ -4,7 +4,7 @@ use crate::artifacts::ArtifactCache;
 use crate::error::HostError;
 use crate::sandbox::{CallLimits, SandboxState, Ticker};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -84,9 +84,6 @@ pub struct Host {
     pub(crate) config: Arc<HostConfig>,
     pub(crate) tenant_fuel: Arc<crate::sandbox::FuelLedger>,
     pub(crate) slots: Arc<crate::sandbox::InstanceSlots>,
-    /// The warm instances of every session-mode plugin, so that a tenant at
-    /// its instance limit can give up an idle one in any plugin.
-    pub(crate) warm_pools: Arc<Mutex<Vec<Weak<crate::plugin::WarmInstances>>>>,
     /// The opened artifact cache (`cache_dir`), with its key.
     pub(crate) cache: Option<Arc<ArtifactCache>>,
     pooled: bool,
@@ -121,7 +118,6 @@ impl Host {
         let slots = Arc::new(crate::sandbox::InstanceSlots::new(config.pool_slots, config.tenant_instances));
         Ok(Host {
             slots,
-            warm_pools: Arc::default(),
             engine,
             linker: Arc::new(linker),
             config: Arc::new(config),

@@ -8,7 +8,6 @@ mod request;
 mod warm;
 
 pub use request::CallRequest;
-pub(crate) use warm::WarmInstances;
 pub use warm::{InstanceMode, WARM_INSTANCES};
 
 use crate::args::{ArgumentError, ArgumentValidator};
@@ -22,7 +21,7 @@ use crate::sandbox::{self, CallLimits, SessionStore, StoreSpec};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::Path;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Who a plugin is.
@@ -217,10 +216,8 @@ impl Host {
             }),
         };
         if plugin.inner.config.instance == InstanceMode::Session {
-            let mut pools = self.warm_pools.lock().unwrap_or_else(|p| p.into_inner());
-            pools.retain(|pool| pool.strong_count() > 0);
-            pools.push(Arc::downgrade(&plugin.inner.warm));
-            drop(pools);
+            let warm: Arc<dyn sandbox::IdleInstances> = plugin.inner.warm.clone();
+            self.slots.register_idle(Arc::downgrade(&warm));
             plugin.sweep_idle_warm_instances();
         }
         Ok(plugin)
@@ -524,18 +521,7 @@ impl Plugin {
         if let Some(permit) = slots.try_acquire(tenant) {
             return permit;
         }
-        if !self.inner.warm.evict_idle(tenant, session) {
-            // The tenant's idle instances may sit in its other plugins.
-            let pools: Vec<_> = {
-                let pools = self.inner.host.warm_pools.lock().unwrap_or_else(|p| p.into_inner());
-                pools.iter().filter_map(Weak::upgrade).collect()
-            };
-            for pool in pools.iter().filter(|p| !Arc::ptr_eq(p, &self.inner.warm)) {
-                if pool.evict_idle(tenant, "") {
-                    break;
-                }
-            }
-        }
+        slots.evict_idle(&*self.inner.warm, tenant, session);
         slots.acquire(tenant).await
     }
 

@@ -95,10 +95,12 @@ impl WarmInstances {
         slots.retain(|_, (slot, used)| used.elapsed() < idle || slot.try_lock().is_err());
         before - slots.len()
     }
+}
 
+impl crate::sandbox::IdleInstances for WarmInstances {
     /// Drops the least recently used idle instance of `tenant` other than
     /// `keep`'s, to give its slot to a new session; true if one was dropped.
-    pub(crate) fn evict_idle(&self, tenant: Option<&str>, keep: &str) -> bool {
+    fn evict_idle(&self, tenant: Option<&str>, keep: &str) -> bool {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         let victim = slots
             .iter()

@@ -23,7 +23,7 @@ pub(crate) use http::HttpHooks;
 pub use http::{HttpOrigin, InvalidOrigin, is_special_address};
 pub use limits::CallLimits;
 pub(crate) use limits::{InstanceLimiter, MemoryLimitExceeded};
-pub(crate) use slots::{InstanceSlots, SlotPermit};
+pub(crate) use slots::{IdleInstances, InstanceSlots, SlotPermit};
 #[cfg(feature = "sqlite-session-store")]
 pub use sqlite::{SqliteStore, StoreOpenError};
 pub use store::{MemoryStore, SessionStore, StoreQuota};

@@ -17,14 +17,30 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+/// Parked instances that can be given up to free their slots: a
+/// session-mode plugin's warm instances.
+pub(crate) trait IdleInstances: Send + Sync {
+    /// Drops the least recently used idle instance of `tenant` other than
+    /// session `keep`'s; true if one was dropped.
+    fn evict_idle(&self, tenant: Option<&str>, keep: &str) -> bool;
+}
+
 /// The host's instance permits.
-#[derive(Debug)]
 pub(crate) struct InstanceSlots {
     global: Arc<Semaphore>,
     per_tenant: usize,
     /// One semaphore per tenant seen. Tenants are the operator's (API keys
     /// map to configured tenants), so this map is bounded by configuration.
     tenants: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// Every session-mode plugin's warm instances, so that a tenant at its
+    /// limit can give up an idle one in any plugin.
+    idle: Mutex<Vec<std::sync::Weak<dyn IdleInstances>>>,
+}
+
+impl std::fmt::Debug for InstanceSlots {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InstanceSlots").field("per_tenant", &self.per_tenant).finish_non_exhaustive()
+    }
 }
 
 /// The right to hold one instance; released when dropped.
@@ -42,7 +58,30 @@ impl InstanceSlots {
             global: Arc::new(Semaphore::new(total.max(1) as usize)),
             per_tenant: per_tenant.max(1) as usize,
             tenants: Mutex::default(),
+            idle: Mutex::default(),
         }
+    }
+
+    /// Registers a plugin's warm instances; dropped plugins fall out.
+    pub(crate) fn register_idle(&self, pool: std::sync::Weak<dyn IdleInstances>) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        idle.retain(|p| p.strong_count() > 0);
+        idle.push(pool);
+    }
+
+    /// Gives up one idle instance of `tenant`: `first`'s (other than
+    /// session `keep`'s), else any other registered plugin's. True if one
+    /// was dropped.
+    pub(crate) fn evict_idle(&self, first: &dyn IdleInstances, tenant: Option<&str>, keep: &str) -> bool {
+        if first.evict_idle(tenant, keep) {
+            return true;
+        }
+        let pools: Vec<_> = {
+            let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            idle.iter().filter_map(std::sync::Weak::upgrade).collect()
+        };
+        let first_ptr = first as *const dyn IdleInstances as *const ();
+        pools.iter().filter(|p| Arc::as_ptr(p) as *const () != first_ptr).any(|p| p.evict_idle(tenant, ""))
     }
 
     fn tenant(&self, tenant: &str) -> Arc<Semaphore> {
