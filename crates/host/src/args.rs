@@ -740,6 +740,12 @@ fn at_most_nodes(value: &Value, limit: usize) -> bool {
 /// The target of a local `$ref` (`#` or `#/pointer`), if it resolves.
 fn ref_target<'a>(schema: &'a Value, root: &'a Value) -> Option<(&'a str, Option<&'a Value>)> {
     let reference = schema.get("$ref")?.as_str()?;
+    // The validator percent-decodes a pointer and serde_json's `pointer` does
+    // not: `#/$defs/a%62` would be checked here as the key `a%62` and run
+    // there as `ab`. A reference with `%` has no target here, so it is refused.
+    if reference.contains('%') {
+        return Some((reference, None));
+    }
     Some((reference, reference.strip_prefix('#').and_then(|p| root.pointer(p))))
 }
 
@@ -1132,6 +1138,17 @@ mod tests {
             ArgumentValidator::new("t", &schema, false),
             Err(SchemaError::UnsupportedReference { keyword: "$ref", .. } | SchemaError::Invalid { .. })
         ));
+    }
+
+    #[test]
+    fn a_percent_encoded_reference_cannot_hide_its_target() {
+        // The validator would decode `a%62` to `ab` (the bomb) while the
+        // check looked at the harmless key `a%62`: such a reference is refused.
+        let bomb = json!({"anyOf": [{"type": "string"}, {"type": "integer"}]});
+        let mut schema = object(json!({"x": {"$ref": "#/$defs/a%62"}}));
+        schema["$defs"] = json!({"a%62": {"type": "string"}, "ab": bomb});
+        let err = ArgumentValidator::new("t", &schema, false).expect_err("a % in a $ref");
+        assert!(matches!(err, SchemaError::UnsupportedReference { keyword: "$ref", .. }), "{err:?}");
     }
 
     #[test]

@@ -147,7 +147,11 @@ fn read_or_create_key(path: &Path) -> Result<[u8; KEY_BYTES], HostError> {
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    // Unique per write, not only per process: two loads of one component at
+    // once (two tenants uploading the same bytes) must not share a file.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
     write_private(&tmp, bytes)?;
     std::fs::rename(&tmp, path)
 }

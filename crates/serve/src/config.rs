@@ -101,8 +101,8 @@ pub struct ServeConfig {
     pub max_connections_per_ip: usize,
     /// Seconds a connection may pass without a byte either way before it is
     /// closed (a streamed SSE response, with its keep-alive comments, is
-    /// traffic). Default: 60; at least 1, and more than
-    /// `sse_keep_alive_secs`.
+    /// traffic; the time a request is being answered does not count).
+    /// Default: 60; at least 1, and more than `sse_keep_alive_secs`.
     #[serde(default = "default_idle_connection")]
     pub idle_connection_secs: u64,
     /// The tenants; each sees only its own tools.

@@ -12,14 +12,15 @@
 //! limits live in `accept` and in the stream it returns. Hyper has a header
 //! timeout, but axum's `serve` runs it without a timer, so the idle bound is
 //! kept here, on the stream, where it also covers a silent keep-alive
-//! connection between requests.
+//! connection between requests. Once a request's head has arrived, silence
+//! until its response starts is the handler working, not idleness.
 
 use crate::metrics::Metrics;
 use axum::serve::Listener;
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -35,13 +36,14 @@ use tokio::time::{Instant, Sleep};
 pub struct ConnectionLimits {
     /// Connections held at once, in all. Default: 1,024.
     pub max_connections: usize,
-    /// Connections held at once from one peer IP address. Default: 64. Behind
+    /// Connections held at once from one peer IP address (an IPv6 peer by
+    /// its /64). Default: 64. Behind
     /// a reverse proxy every client shares the proxy's address: raise it to
     /// `max_connections` there and bound clients at the proxy.
     pub max_connections_per_ip: usize,
     /// A connection that neither sends nor receives a byte for this long is
     /// closed (a response being streamed, such as SSE with its keep-alive
-    /// comments, is activity). Default: 60 s.
+    /// comments, is activity, and so is a request being answered). Default: 60 s.
     pub idle_timeout: Duration,
 }
 
@@ -84,6 +86,16 @@ impl LimitedListener {
     }
 }
 
+/// Who a connection counts against: its IPv4 address (an IPv4-mapped IPv6
+/// address is its IPv4 form), or the /64 of an IPv6 address, as one client
+/// is commonly given a whole /64.
+fn peer_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !(u64::MAX as u128))),
+        v4 => v4,
+    }
+}
+
 /// A peer's place, given back when its connection closes.
 struct PeerSlot {
     ip: IpAddr,
@@ -121,7 +133,7 @@ impl Listener for LimitedListener {
                     continue;
                 }
             };
-            let Some(peer) = self.claim(addr.ip()) else {
+            let Some(peer) = self.claim(peer_key(addr.ip())) else {
                 self.metrics.refuse("-", "connections");
                 tracing::debug!(peer = %addr.ip(), "connection refused: too many from this address");
                 drop(stream);
@@ -133,6 +145,8 @@ impl Listener for LimitedListener {
                 inner: stream,
                 idle,
                 deadline: Box::pin(tokio::time::sleep(idle)),
+                answering: false,
+                last: [0; 3],
                 _peer: peer,
                 _permit: permit,
             };
@@ -151,6 +165,13 @@ pub struct LimitedStream {
     inner: TcpStream,
     idle: Duration,
     deadline: Pin<Box<Sleep>>,
+    /// A request's head has arrived and its response has not started: the
+    /// handler is working (a long call, a compile, a wait for a slot), and
+    /// silence is not idleness. A body that stalls meanwhile is the body
+    /// read timeout's business.
+    answering: bool,
+    /// The last bytes read, to find a head's end (`\r\n\r\n`) across reads.
+    last: [u8; 3],
     _peer: PeerSlot,
     _permit: OwnedSemaphorePermit,
 }
@@ -158,6 +179,19 @@ pub struct LimitedStream {
 impl LimitedStream {
     fn active(&mut self) {
         self.deadline.as_mut().reset(Instant::now() + self.idle);
+    }
+
+    /// Notes whether `read` (just received) completes a request head.
+    fn saw(&mut self, read: &[u8]) {
+        let mut window = Vec::with_capacity(self.last.len() + read.len());
+        window.extend_from_slice(&self.last);
+        window.extend_from_slice(read);
+        if window.windows(4).any(|w| w == b"\r\n\r\n") {
+            self.answering = true;
+        }
+        // `window` holds at least the three bytes of `last`.
+        let end = window.len();
+        self.last.copy_from_slice(&window[end - 3..]);
     }
 }
 
@@ -168,10 +202,12 @@ impl AsyncRead for LimitedStream {
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(result) => {
                 if buf.filled().len() > before {
+                    this.saw(&buf.filled()[before..]);
                     this.active();
                 }
                 Poll::Ready(result)
             }
+            Poll::Pending if this.answering => Poll::Pending,
             Poll::Pending => match this.deadline.as_mut().poll(cx) {
                 Poll::Ready(()) => Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "connection idle"))),
                 Poll::Pending => Poll::Pending,
@@ -185,6 +221,7 @@ impl AsyncWrite for LimitedStream {
         let this = self.get_mut();
         let result = Pin::new(&mut this.inner).poll_write(cx, data);
         if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            this.answering = false;
             this.active();
         }
         result
@@ -206,6 +243,7 @@ impl AsyncWrite for LimitedStream {
         let this = self.get_mut();
         let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            this.answering = false;
             this.active();
         }
         result
@@ -213,5 +251,19 @@ impl AsyncWrite for LimitedStream {
 
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_is_its_ipv4_address_or_its_ipv6_slash_64() {
+        let key = |s: &str| peer_key(s.parse().expect("ip"));
+        assert_eq!(key("192.0.2.7"), key("::ffff:192.0.2.7"), "mapped is the IPv4 form");
+        assert_eq!(key("2001:db8:1:2::1"), key("2001:db8:1:2:ffff::9"), "one /64");
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+        assert_eq!(key("2001:db8:1:2::1"), "2001:db8:1:2::".parse::<IpAddr>().expect("ip"));
     }
 }

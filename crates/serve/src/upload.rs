@@ -16,7 +16,7 @@ use lovia_host::exec::Executor;
 use lovia_host::{ToolSource, Toolset};
 use serde_json::json;
 use std::sync::Arc;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, body: Bytes) -> Response {
     let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
@@ -29,7 +29,7 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
     }
     // One upload compiles at a time per tenant, so a tenant cannot queue up
     // the compile slots that every tenant shares.
-    let Ok(_compiling) = tenant.uploads.clone().try_acquire_owned() else {
+    let Ok(compiling) = tenant.uploads.clone().try_acquire_owned() else {
         return error(
             StatusCode::TOO_MANY_REQUESTS,
             "an upload of this tenant is already compiling; retry when it is done",
@@ -59,7 +59,9 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
     let size = body.len() as u64;
     let origin = format!("upload by {}", tenant.name);
     let host = service.inner.host.clone();
-    let plugin = match compile_on_the_blocking_pool(host, &service.inner.compile_slots, body, origin).await {
+    let (compiled, _compiling) =
+        compile_on_the_blocking_pool(host, &service.inner.compile_slots, compiling, body, origin).await;
+    let plugin = match compiled {
         Ok(p) => p,
         Err(message) => return error(StatusCode::BAD_REQUEST, &message),
     };
@@ -86,15 +88,30 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
 /// on tokio's blocking pool, never on a service worker, and at most
 /// [`COMPILE_SLOTS`](super::COMPILE_SLOTS) compile at once across tenants
 /// (later ones wait their turn), so uploads cannot take every core.
+///
+/// Both permits (the shared slot and the tenant's `compiling` one) move into
+/// the blocking task: it runs to its end even when the client hangs up and
+/// this future is dropped, and until then it still counts. The tenant's
+/// permit comes back with the result, so that the caller charges the upload
+/// before another one of the tenant's can pass the quota check.
 async fn compile_on_the_blocking_pool(
     host: lovia_host::Host,
     slots: &Arc<Semaphore>,
+    compiling: OwnedSemaphorePermit,
     bytes: Bytes,
     origin: String,
-) -> Result<lovia_host::Plugin, String> {
-    let _slot = slots.clone().acquire_owned().await.map_err(|_| "the service is shutting down".to_owned())?;
+) -> (Result<lovia_host::Plugin, String>, Option<OwnedSemaphorePermit>) {
+    let Ok(slot) = slots.clone().acquire_owned().await else {
+        return (Err("the service is shutting down".to_owned()), Some(compiling));
+    };
     let runtime = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || runtime.block_on(host.load_bytes(&bytes, &origin)).map_err(|e| e.to_string()))
-        .await
-        .unwrap_or_else(|e| Err(format!("the compile task failed: {e}")))
+    let task = tokio::task::spawn_blocking(move || {
+        let result = runtime.block_on(host.load_bytes(&bytes, &origin)).map_err(|e| e.to_string());
+        drop(slot);
+        (result, compiling)
+    });
+    match task.await {
+        Ok((result, compiling)) => (result, Some(compiling)),
+        Err(e) => (Err(format!("the compile task failed: {e}")), None),
+    }
 }

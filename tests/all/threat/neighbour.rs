@@ -1,4 +1,6 @@
-//! The noisy neighbour: tenant A runs the worst attacks in a loop while
+//! The noisy neighbour: tenant A runs the worst attacks in a loop (spinning,
+//! sleeping on an instance slot, memory bombs, host-call floods, argument
+//! checks up to their work budget) while
 //! tenant B makes ordinary calls over real HTTP. B's results must all be
 //! right; its p99 under the attack is printed beside its p99 without it
 //! (`cargo test -p lovia-cli --test all -- threat::neighbour --nocapture`).
@@ -53,7 +55,7 @@ fn p99(sorted: &[f64]) -> f64 {
 async fn tenant_b_keeps_its_latency_while_tenant_a_attacks() {
     let mut hostile = plugin(fixtures::HOSTILE);
     hostile.limits.max_wall_clock_ms = Some(200);
-    let mut a = tenant("a", "a-key", &[fixtures::SLOW]);
+    let mut a = tenant("a", "a-key", &[fixtures::SLOW, fixtures::UNION_BOMB]);
     a.plugins.push(hostile);
     // Quotas out of the way: the attack runs at A's full concurrency (the
     // default 16 calls at once) for as long as B's calls last.
@@ -73,13 +75,16 @@ async fn tenant_b_keeps_its_latency_while_tenant_a_attacks() {
         attackers.spawn(async move {
             let mut i = client;
             while !stop.load(Ordering::Relaxed) {
-                let (path, body) = match i % 4 {
-                    0 => ("/api/tools/loop_forever/call", "{}"),
-                    1 => ("/api/tools/hold/call", r#"{"ms": 2000}"#),
-                    2 => ("/api/tools/memory_bomb/call", "{}"),
-                    _ => ("/api/tools/hammer_import/call", "{}"),
+                let (path, body) = match i % 5 {
+                    0 => ("/api/tools/loop_forever/call", "{}".to_owned()),
+                    1 => ("/api/tools/hold/call", r#"{"ms": 2000}"#.to_owned()),
+                    2 => ("/api/tools/memory_bomb/call", "{}".to_owned()),
+                    3 => ("/api/tools/hammer_import/call", "{}".to_owned()),
+                    // Invalid at the leaf of 14 nested unions: the argument
+                    // check runs up to its work budget.
+                    _ => ("/api/tools/nest/call", format!("{}\"x\"{}", r#"{"a":"#.repeat(15), "}".repeat(15))),
                 };
-                let (status, _) = request(addr, "POST", path, Some("a-key"), body).await;
+                let (status, _) = request(addr, "POST", path, Some("a-key"), &body).await;
                 assert!(status == 200 || status == 429, "A's attack answered {status}");
                 attacks.fetch_add(1, Ordering::Relaxed);
                 i += 1;

@@ -456,3 +456,19 @@ async fn connections_are_bounded_per_peer_and_idle_ones_closed() {
     let (status, _) = request(addr, "GET", "/healthz", None, "").await;
     assert_eq!(status, 200, "127.0.0.1 is served again");
 }
+
+/// The idle bound counts silence between requests, not the time a request
+/// is being answered: a call that takes longer than `idle_connection_secs`
+/// still gets its answer on the same connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_answered_slowly_is_not_an_idle_connection() {
+    let mut config = ServeConfig::new(vec![tenant("b", "b-key", &[fixtures::DIAGNOSTICS])]);
+    config.sse_keep_alive_secs = 1;
+    config.idle_connection_secs = 2;
+    let addr = start_with(config).await;
+    let start = Instant::now();
+    let (status, body) = request(addr, "POST", "/api/tools/sleep_ms/call", Some("b-key"), r#"{"ms": 3500}"#).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json(&body)["is_error"], false, "{body}");
+    assert!(start.elapsed() >= Duration::from_millis(3500), "answered after {:?}", start.elapsed());
+}

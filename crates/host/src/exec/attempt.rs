@@ -77,10 +77,15 @@ async fn invoke(
 ) -> AttemptResult {
     let args = match (&tool.validator, revalidate) {
         // Inside the attempt's timeout; a costly check runs on the blocking pool.
-        (Some(v), true) => v.prepare_value_async(args, None).await.map_err(|e| match e {
-            ArgumentError::Invalid { .. } => Failure::InvalidArguments(e.to_string()),
-            other => Failure::InvalidArguments(other.to_string()),
-        })?,
+        (Some(v), true) => {
+            let deadline = timeout.map(|t| std::time::Instant::now() + t);
+            v.prepare_value_async(args, deadline).await.map_err(|e| match e {
+                // The check outlived the attempt: a timeout, like the body's.
+                ArgumentError::DeadlinePassed => timed_out(timeout.unwrap_or_default()),
+                ArgumentError::Invalid { .. } => Failure::InvalidArguments(e.to_string()),
+                other => Failure::InvalidArguments(other.to_string()),
+            })?
+        }
         _ => args,
     };
     match &tool.body {

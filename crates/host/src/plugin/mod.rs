@@ -388,6 +388,7 @@ impl Plugin {
                     if let Some(permit) = permit.take() {
                         sandbox::park_store(&mut store);
                         **guard = Some(warm::Warm { store, instance, permit });
+                        self.inner.warm.touch(tenant, session);
                     }
                     return self.finish(tool, request, limits, Ok(output), None);
                 }
@@ -492,22 +493,32 @@ impl Plugin {
         let limits = &self.inner.limits;
         let timeout = self.inner.host.config.plugin_query_timeout;
         let tenant = context.tenant.as_deref();
-        let spec = self.store_spec(t, context.clone(), limits, Some(timeout), limits.fuel, None);
+        let host = &self.inner.host;
+        // The check burns the tenant's fuel like a call: held before, the
+        // rest refunded after (see `execute`).
+        let Ok(reservation) = host.tenant_fuel.reserve(tenant, limits.fuel, host.config.fuel_metering) else {
+            return Err(ApprovalCheckError::Failed { reason: Failure::CpuBudget.to_string() });
+        };
+        let spec = self.store_spec(t, context.clone(), limits, Some(timeout), reservation.fuel, None);
         let mut permit: Option<sandbox::SlotPermit> = None;
-        let mut store = sandbox::new_store(&self.inner.host.engine, spec);
+        let mut metered = sandbox::MeteredStore::new(sandbox::new_store(&host.engine, spec), reservation);
         let held = &mut permit;
         let check = async {
+            let store = metered.store_mut();
             *held = Some(self.instance_slot(tenant, "").await);
-            let instance = self.inner.pre.instantiate_async(&mut store).await?;
-            instance.lovia_tools_plugin().call_needs_approval(&mut store, tool, arguments).await
+            let instance = self.inner.pre.instantiate_async(&mut *store).await?;
+            instance.lovia_tools_plugin().call_needs_approval(&mut *store, tool, arguments).await
         };
         let result = tokio::select! {
             result = tokio::time::timeout(timeout, check) => result,
             () = context.cancel.cancelled() => return Err(ApprovalCheckError::Cancelled),
         };
+        metered.settle();
         match result {
             Ok(Ok(answer)) => answer.map_err(|reason| ApprovalCheckError::Refused { reason }),
-            Ok(Err(err)) => Err(ApprovalCheckError::Failed { reason: sandbox::classify(&err, &store).to_string() }),
+            Ok(Err(err)) => {
+                Err(ApprovalCheckError::Failed { reason: sandbox::classify(&err, metered.store_mut()).to_string() })
+            }
             Err(_) => Err(ApprovalCheckError::TimedOut { ms: timeout.as_millis() as u64 }),
         }
     }

@@ -64,15 +64,30 @@ impl WarmInstances {
             *used = now;
             return slot.clone();
         }
+        // Only an idle session gives way: evicting a busy one would let its
+        // next call start beside the one still running. With every session
+        // busy the map grows past the cap, bounded by the calls in flight.
         if slots.len() >= WARM_INSTANCES
-            && let Some(oldest) = slots.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| k.clone())
+            && let Some(oldest) = slots
+                .iter()
+                .filter(|(_, (slot, _))| slot.try_lock().is_ok())
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone())
         {
-            // A call still running on the evicted slot keeps it alive until it ends.
             slots.remove(&oldest);
         }
         let slot = Slot::default();
         slots.insert(key, (slot.clone(), now));
         slot
+    }
+
+    /// Marks a session used now: its call just ended, so its idle time
+    /// starts here, not when the call began.
+    pub(crate) fn touch(&self, tenant: Option<&str>, session: &str) {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, used)) = slots.get_mut(&(tenant.map(str::to_owned), session.to_owned())) {
+            *used = Instant::now();
+        }
     }
 
     /// Drops a session's instance; true if there was one.
