@@ -197,11 +197,23 @@ impl ArgumentValidator {
         {
             return done;
         }
+        // Costly checks run one fewer at a time than there are cores, so that
+        // one tenant's argument bombs, each up to its work budget, leave a
+        // core to everyone else; the wait counts against the deadline.
+        let permit = match deadline {
+            Some(at) => tokio::time::timeout_at(at.into(), costly_checks().acquire())
+                .await
+                .map_err(|_| ArgumentError::DeadlinePassed)?,
+            None => costly_checks().acquire().await,
+        };
+        let Ok(permit) = permit else { return Err(self.too_large()) };
         let this = self.clone();
-        tokio::task::spawn_blocking(move || this.prepare_value_by(value, deadline))
+        let checked = tokio::task::spawn_blocking(move || this.prepare_value_by(value, deadline))
             .await
             // The check does not panic; should it, the call is refused, not the host.
-            .unwrap_or_else(|_| Err(self.too_large()))
+            .unwrap_or_else(|_| Err(self.too_large()));
+        drop(permit);
+        checked
     }
 
     fn too_large(&self) -> ArgumentError {
@@ -1068,6 +1080,16 @@ fn check_fan(root: &Value) -> Result<(), SchemaError> {
         frontier = next;
     }
     Ok(())
+}
+
+/// The costly argument checks that may run at once, process-wide: one
+/// fewer than the cores (at least one).
+fn costly_checks() -> &'static tokio::sync::Semaphore {
+    static CHECKS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    CHECKS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        tokio::sync::Semaphore::new(cores.saturating_sub(1).max(1))
+    })
 }
 
 #[cfg(test)]
