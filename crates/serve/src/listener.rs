@@ -144,6 +144,7 @@ impl Listener for LimitedListener {
             let stream = LimitedStream {
                 inner: stream,
                 idle,
+                last_active: Instant::now(),
                 deadline: Box::pin(tokio::time::sleep(idle)),
                 answering: false,
                 last: [0; 3],
@@ -164,6 +165,10 @@ impl Listener for LimitedListener {
 pub struct LimitedStream {
     inner: TcpStream,
     idle: Duration,
+    /// When a byte last went either way. Recorded on every read and write
+    /// (a clock read); the timer below is moved only when it fires early,
+    /// not on every read and write.
+    last_active: Instant,
     deadline: Pin<Box<Sleep>>,
     /// A request's head has arrived and its response has not started: the
     /// handler is working (a long call, a compile, a wait for a slot), and
@@ -177,22 +182,51 @@ pub struct LimitedStream {
 }
 
 impl LimitedStream {
-    fn active(&mut self) {
-        self.deadline.as_mut().reset(Instant::now() + self.idle);
-    }
-
-    /// Notes whether `read` (just received) completes a request head.
-    fn saw(&mut self, read: &[u8]) {
-        let mut window = Vec::with_capacity(self.last.len() + read.len());
-        window.extend_from_slice(&self.last);
-        window.extend_from_slice(read);
-        if window.windows(4).any(|w| w == b"\r\n\r\n") {
+    /// Notes bytes just read: activity, and whether they complete a request head.
+    fn read(&mut self, read: &[u8]) {
+        self.last_active = Instant::now();
+        if ends_a_head(&mut self.last, read) {
             self.answering = true;
         }
-        // `window` holds at least the three bytes of `last`.
-        let end = window.len();
-        self.last.copy_from_slice(&window[end - 3..]);
     }
+
+    /// Notes a write's result: a response has started, and that is activity.
+    fn wrote(&mut self, result: &Poll<io::Result<usize>>) {
+        if matches!(result, Poll::Ready(Ok(n)) if *n > 0) {
+            self.answering = false;
+            self.last_active = Instant::now();
+        }
+    }
+
+    /// Whether the connection has been silent for `idle`; until then the
+    /// timer is set to fire when it would be.
+    fn idle_out(&mut self, cx: &mut Context<'_>) -> bool {
+        loop {
+            if self.deadline.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+            let due = self.last_active + self.idle;
+            if Instant::now() >= due {
+                return true;
+            }
+            self.deadline.as_mut().reset(due);
+        }
+    }
+}
+
+/// Whether `read`, following the bytes in `last`, contains the end of a
+/// request head (`\r\n\r\n`, which may straddle reads); `last` becomes the
+/// last three bytes seen. Allocates nothing: it runs on every read.
+fn ends_a_head(last: &mut [u8; 3], read: &[u8]) -> bool {
+    let mut seam = [0u8; 6];
+    seam[..3].copy_from_slice(last);
+    let head = read.len().min(3);
+    seam[3..3 + head].copy_from_slice(&read[..head]);
+    let found = seam[..3 + head].windows(4).any(|w| w == b"\r\n\r\n") || read.windows(4).any(|w| w == b"\r\n\r\n");
+    let kept = read.len().min(3);
+    last.rotate_left(kept);
+    last[3 - kept..].copy_from_slice(&read[read.len() - kept..]);
+    found
 }
 
 impl AsyncRead for LimitedStream {
@@ -202,16 +236,15 @@ impl AsyncRead for LimitedStream {
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(result) => {
                 if buf.filled().len() > before {
-                    this.saw(&buf.filled()[before..]);
-                    this.active();
+                    this.read(&buf.filled()[before..]);
                 }
                 Poll::Ready(result)
             }
             Poll::Pending if this.answering => Poll::Pending,
-            Poll::Pending => match this.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "connection idle"))),
-                Poll::Pending => Poll::Pending,
-            },
+            Poll::Pending if this.idle_out(cx) => {
+                Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "connection idle")))
+            }
+            Poll::Pending => Poll::Pending,
         }
     }
 }
@@ -220,10 +253,7 @@ impl AsyncWrite for LimitedStream {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let result = Pin::new(&mut this.inner).poll_write(cx, data);
-        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
-            this.answering = false;
-            this.active();
-        }
+        this.wrote(&result);
         result
     }
 
@@ -242,10 +272,7 @@ impl AsyncWrite for LimitedStream {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
-            this.answering = false;
-            this.active();
-        }
+        this.wrote(&result);
         result
     }
 
@@ -257,6 +284,18 @@ impl AsyncWrite for LimitedStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_head_is_seen_across_reads() {
+        let end = |chunks: &[&[u8]]| {
+            let mut last = [0u8; 3];
+            chunks.iter().fold(false, |seen, chunk| ends_a_head(&mut last, chunk) | seen)
+        };
+        assert!(end(&[b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"]));
+        assert!(end(&[b"GET / HTTP/1.1\r\n", b"\r", b"\n"]), "split over three reads");
+        assert!(end(&[b"Host: x\r\n\r", b"\n"]));
+        assert!(!end(&[b"GET / HTTP/1.1\r\n", b"Host: x\r\n"]));
+    }
 
     #[test]
     fn a_peer_is_its_ipv4_address_or_its_ipv6_slash_64() {

@@ -86,6 +86,11 @@ impl InstanceSlots {
 
     fn tenant(&self, tenant: &str) -> Arc<Semaphore> {
         let mut tenants = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
+        // Looked up before inserting: every call passes here, and only a
+        // tenant's first call needs to own its name.
+        if let Some(semaphore) = tenants.get(tenant) {
+            return semaphore.clone();
+        }
         tenants.entry(tenant.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(self.per_tenant))).clone()
     }
 
