@@ -12,6 +12,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("NOTES", "notes"),
     ("OPS", "ops"),
     ("DIAGNOSTICS", "diagnostics"),
+    ("CHARTS", "charts"),
     ("HOSTILE", "hostile"),
     ("NOTES_IMPOSTOR", "notes_impostor"),
     ("TRAP_INFO", "trap_info"),
@@ -29,6 +30,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("BAD_PLUGIN_NAME", "bad_plugin_name"),
     ("MANY_TOOLS", "many_tools"),
     ("WIDE_PLUGIN", "wide_plugin"),
+    ("CONTRACT_0_1", "contract_0_1"),
 ];
 
 fn main() -> anyhow::Result<()> {
@@ -40,6 +42,7 @@ fn main() -> anyhow::Result<()> {
         "guest-sdk/macros/src",
         "guest-sdk/Cargo.toml",
         "guest-sdk/wit",
+        "wit/0.1.0",
         "example-tools",
         "tests/fixtures",
     ] {

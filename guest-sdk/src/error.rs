@@ -27,12 +27,24 @@ pub struct ToolError {
     kind: ToolErrorKind,
     message: String,
     hint: Option<String>,
+    named_kind: Option<String>,
 }
 
 impl ToolError {
     /// An ordinary tool failure with `message`.
     pub fn new(message: impl Into<String>) -> Self {
-        Self { kind: ToolErrorKind::Tool, message: message.into(), hint: None }
+        Self { kind: ToolErrorKind::Tool, message: message.into(), hint: None, named_kind: None }
+    }
+
+    /// An ordinary tool failure known by a name only, such as
+    /// `ConnectError`: the model reads `Tool error: ConnectError`.
+    ///
+    /// ```
+    /// let err = lovia::ToolError::of_kind("ConnectError");
+    /// assert_eq!(err.to_string(), "ConnectError");
+    /// ```
+    pub fn of_kind(kind: impl Into<String>) -> Self {
+        Self::new("").with_kind(kind)
     }
 
     /// A failed semantic check of the arguments (never retried).
@@ -57,7 +69,28 @@ impl ToolError {
         self
     }
 
-    /// The kind of failure.
+    /// Names the kind of failure (contract 0.2), such as `ConnectError`:
+    /// the host counts tool errors by it in metrics, and the model reads it
+    /// when the message is empty. It must match `^[A-Za-z][A-Za-z0-9_.]{0,63}$`
+    /// or the host ignores it. Only ordinary failures carry it.
+    ///
+    /// ```
+    /// let err = lovia::ToolError::new("connection refused").with_kind("ConnectError");
+    /// assert_eq!(err.named_kind(), Some("ConnectError"));
+    /// assert_eq!(err.to_string(), "connection refused");
+    /// ```
+    #[must_use]
+    pub fn with_kind(mut self, kind: impl Into<String>) -> Self {
+        self.named_kind = Some(kind.into());
+        self
+    }
+
+    /// The named kind, if [`ToolError::with_kind`] gave one.
+    pub fn named_kind(&self) -> Option<&str> {
+        self.named_kind.as_deref()
+    }
+
+    /// The category of failure (ordinary, invalid arguments, ...).
     pub fn kind(&self) -> ToolErrorKind {
         self.kind
     }
@@ -69,13 +102,14 @@ impl ToolError {
 }
 
 impl std::fmt::Display for ToolError {
-    /// Renders as the host does (docs/semantics.md §5): `<message>\n  hint: <hint>`, or
-    /// just the hint when the message is empty.
+    /// Renders as the host does (docs/semantics.md §5): `<message>\n  hint: <hint>`,
+    /// just the hint when the message is empty, or the named kind when both are.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (&self.hint, self.message.is_empty()) {
-            (Some(h), true) => f.write_str(h),
-            (Some(h), false) => write!(f, "{}\n  hint: {h}", self.message),
-            (None, _) => f.write_str(&self.message),
+        match (&self.hint, self.message.is_empty(), &self.named_kind) {
+            (Some(h), true, _) => f.write_str(h),
+            (Some(h), false, _) => write!(f, "{}\n  hint: {h}", self.message),
+            (None, true, Some(kind)) => f.write_str(kind),
+            (None, _, _) => f.write_str(&self.message),
         }
     }
 }
@@ -97,7 +131,9 @@ impl From<&str> for ToolError {
 impl From<ToolError> for wit::CallError {
     fn from(e: ToolError) -> Self {
         match e.kind {
-            ToolErrorKind::Tool => wit::CallError::Tool(wit::ToolError { message: e.message, hint: e.hint }),
+            ToolErrorKind::Tool => {
+                wit::CallError::Tool(wit::ToolError { message: e.message, hint: e.hint, kind: e.named_kind })
+            }
             // The other kinds carry one string: fold the hint in as the host would render it.
             ToolErrorKind::InvalidArguments => wit::CallError::InvalidArguments(e.to_string()),
             ToolErrorKind::CancelRun => wit::CallError::CancelRun(e.to_string()),

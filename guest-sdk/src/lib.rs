@@ -24,12 +24,14 @@
 //!
 //! # Return values
 //! - `String`: the model sees the text verbatim;
+//! - [`Content`]: text, images and links, for clients that show them;
 //! - any other `serde::Serialize` value: JSON, rendered by the host;
 //! - `Result<T, E>` with `E: Into<lovia::ToolError>`: an `Err` becomes
 //!   `Tool error: <message>` (plus `\n  hint: <hint>`);
 //! - a panic traps the instance; the host reports `tool panicked: <message>`.
 
 pub mod bindings;
+mod content;
 mod context;
 mod error;
 pub mod http;
@@ -39,6 +41,7 @@ mod schema;
 #[path = "private.rs"]
 pub mod __private;
 
+pub use content::Content;
 pub use context::{Context, Level, Store};
 pub use error::{ToolError, ToolErrorKind};
 pub use lovia_macros::tool;

@@ -34,9 +34,10 @@ pub struct Flags {
     pub hints: ToolHints,
 }
 
-pub fn spec(name: &str, description: &str, parameters: String, flags: Flags) -> ToolSpec {
+pub fn spec(name: &str, title: Option<&str>, description: &str, parameters: String, flags: Flags) -> ToolSpec {
     ToolSpec {
         name: name.into(),
+        title: title.map(Into::into),
         description: description.into(),
         parameters,
         output_schema: None,
@@ -69,8 +70,14 @@ pub fn json_output<T: Serialize + ?Sized>(value: &T) -> Result<Output, CallError
         CallError::Tool(crate::bindings::lovia::tools::types::ToolError {
             message: format!("the result could not be serialised as JSON: {e}"),
             hint: None,
+            kind: None,
         })
     })
+}
+
+/// A [`crate::Content`] result: its parts, in order.
+pub fn parts_output(value: crate::Content) -> Result<Output, CallError> {
+    Ok(Output::Parts(value.into_parts()))
 }
 
 /// Maps the error of a `Result`-returning tool.

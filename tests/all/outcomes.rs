@@ -39,11 +39,11 @@ async fn tool_errors_carry_their_hint_on_its_own_line() {
 fn failure_strings_match_the_spec() {
     let s = |f: Failure| CallOutcome::Failed(f).model_output();
     assert_eq!(
-        s(Failure::Tool { message: "db down".into(), hint: Some("retry later".into()) }),
+        s(Failure::Tool { message: "db down".into(), hint: Some("retry later".into()), kind: None }),
         "Tool error: db down\n  hint: retry later"
     );
-    assert_eq!(s(Failure::Tool { message: String::new(), hint: Some("only hint".into()) }), "Tool error: only hint");
-    assert_eq!(s(Failure::Tool { message: String::new(), hint: None }), "Tool error: ToolError");
+    assert_eq!(s(Failure::Tool { message: String::new(), hint: Some("only hint".into()), kind: None }), "Tool error: only hint");
+    assert_eq!(s(Failure::Tool { message: String::new(), hint: None, kind: None }), "Tool error: ToolError");
     assert_eq!(s(Failure::TimedOut { ms: 50 }), "Tool error: timed out after 50 ms");
     assert_eq!(s(Failure::OutOfMemory { limit_mib: 64 }), "Tool error: out of memory (limit 64 MiB)");
     assert_eq!(s(Failure::StackOverflow), "Tool error: stack overflow");
@@ -94,7 +94,7 @@ async fn outputs_over_the_cap_are_truncated_but_rejections_are_not() {
     assert!(text.ends_with(&"x".repeat(200)));
     let rejected = diag.invoke(&CallRequest::new("no_such_tool_with_a_long_name", "{}")).await;
     assert_eq!(rejected.final_output(Some(1)), "Tool 'no_such_tool_with_a_long_name' is not available.");
-    let error = CallOutcome::Failed(Failure::Tool { message: "x".repeat(100), hint: None });
+    let error = CallOutcome::Failed(Failure::Tool { message: "x".repeat(100), hint: None, kind: None });
     assert_eq!(
         error.final_output(Some(20)),
         format!("Tool error: xxxx\n\n[... tool output truncated: kept 20 of 112 chars ...]\n\nxxxx")

@@ -205,7 +205,7 @@ pub mod native {
                 async move {
                     let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
                     if n <= failures {
-                        Err(Failure::Tool { message: format!("failure {n}"), hint: None })
+                        Err(Failure::Tool { message: format!("failure {n}"), hint: None, kind: None })
                     } else {
                         Ok(ToolOutput::Text("ok".into()))
                     }

@@ -4,9 +4,11 @@
 
 use crate::catalog::WRAPPED_RESULT_KEY;
 use lovia_host::call::text;
-use lovia_host::{EventSink, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use lovia_host::{ContentPart, EventSink, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError};
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam, ProgressToken};
+use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam, ProgressToken, Resource};
 use rmcp::service::Peer;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -88,17 +90,36 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResult {
     }
 }
 
+fn content_block(part: ContentPart) -> ContentBlock {
+    match part {
+        ContentPart::Image { mime_type, data } => ContentBlock::image(BASE64.encode(data), mime_type),
+        ContentPart::ResourceLink { uri, name, mime_type } => {
+            let link = Resource::new(uri, name);
+            ContentBlock::resource_link(match mime_type {
+                Some(m) => link.with_mime_type(m),
+                None => link,
+            })
+        }
+        // Text, and any part a later contract adds, as the model reads it.
+        other => ContentBlock::text(other.model_text()),
+    }
+}
+
 /// `watch` never completes; this keeps the select total without a panic.
 fn unreachable_pending() -> Result<Vec<ToolResultEntry>, TurnError> {
     Ok(Vec::new())
 }
 
 /// A text result is one text block; a JSON result is `structuredContent`
-/// plus lovia's rendering of it as text; an error is `isError` with the
-/// model-facing string.
+/// plus lovia's rendering of it as text; content parts are text, image and
+/// resource-link blocks in order (their text parts under the output cap); an
+/// error is `isError` with the model-facing string.
 pub(crate) fn to_mcp(entry: ToolResultEntry) -> CallToolResult {
     if entry.is_error {
         return CallToolResult::error(vec![ContentBlock::text(entry.output)]);
+    }
+    if let Some(parts) = entry.parts {
+        return CallToolResult::success(parts.into_iter().map(content_block).collect());
     }
     let mut result = CallToolResult::success(vec![ContentBlock::text(entry.output)]);
     // `raw` is kept only when the output was not truncated and is at most

@@ -35,7 +35,7 @@ fn describe_one(spec: &ToolSpec) -> Result<Tool, CatalogError> {
         return Err(CatalogError::SchemaNotAnObject { tool: spec.name.clone() });
     };
     let mut tool = Tool::new_with_raw(spec.name.clone(), Some(spec.description.clone().into()), input.clone())
-        .with_title(title(&spec.name))
+        .with_title(display_title(spec))
         .with_annotations(annotations(spec));
     if let Some(schema) = &spec.output_schema {
         tool = tool.with_raw_output_schema(Arc::new(output_schema(schema)));
@@ -66,15 +66,20 @@ fn output_schema(schema: &Value) -> JsonObject {
 /// The hints, all four always present: an absent hint means something
 /// different in MCP (`destructiveHint` defaults to true there).
 fn annotations(spec: &ToolSpec) -> ToolAnnotations {
-    ToolAnnotations::with_title(title(&spec.name))
+    ToolAnnotations::with_title(display_title(spec))
         .read_only(spec.hints.read_only)
         .destructive(spec.hints.destructive)
         .idempotent(spec.hints.idempotent)
         .open_world(spec.hints.open_world)
 }
 
-/// A display title from the tool's name: `lookup_order` → `Lookup order`.
-/// lovia specs carry no title, and names are `[a-zA-Z0-9_-]`.
+/// The tool's own title (contract 0.2), else one made from its name.
+fn display_title(spec: &ToolSpec) -> String {
+    spec.title.clone().unwrap_or_else(|| title(&spec.name))
+}
+
+/// A display title from the tool's name: `lookup_order` → `Lookup order`,
+/// for tools that declare none (every 0.1.0 tool); names are `[a-zA-Z0-9_-]`.
 pub(crate) fn title(name: &str) -> String {
     let spaced: String = name.chars().map(|c| if c == '_' || c == '-' { ' ' } else { c }).collect();
     let mut chars = spaced.trim().chars();

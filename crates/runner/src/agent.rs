@@ -140,7 +140,7 @@ impl Agent {
                         Ok(result) => Ok(ToolOutput::Text(result.output)),
                         Err(RunError::Cancelled { reason, .. }) => Err(Failure::RunCancelled(reason)),
                         Err(RunError::BudgetExceeded { message, .. }) => Err(Failure::BudgetExceeded(message)),
-                        Err(other) => Err(Failure::Tool { message: other.to_string(), hint: None }),
+                        Err(other) => Err(Failure::Tool { message: other.to_string(), hint: None, kind: None }),
                     }
                 }
             })

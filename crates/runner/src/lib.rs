@@ -403,7 +403,7 @@ impl Runner {
                             arguments: call.arguments.clone(),
                         });
                     }),
-                    ToolEvent::ToolCallCompleted { call, output, is_error, error_kind, .. } => saver.update(|cp| {
+                    ToolEvent::ToolCallCompleted { call, output, is_error, error_kind, parts, .. } => saver.update(|cp| {
                         cp.pending_approvals.retain(|p| p.id != call.id);
                         cp.pending_calls.retain(|c| c.id != call.id);
                         cp.messages.push(Message::Tool {
@@ -411,6 +411,7 @@ impl Runner {
                             content: output.clone(),
                             is_error: *is_error,
                             error_kind: *error_kind,
+                            parts: parts.clone(),
                         });
                     }),
                     _ => Ok(()),
@@ -477,6 +478,7 @@ fn fillers(calls: &[ToolCall], results: &[ToolResultEntry], filler: &str) -> Vec
             content: filler.to_owned(),
             is_error: true,
             error_kind: Some(ErrorKind::Cancelled),
+            parts: None,
         })
         .collect()
 }
@@ -514,6 +516,7 @@ pub fn answer_every_call(calls: &[ToolCall], results: &[ToolResultEntry], filler
             content: r.output.clone(),
             is_error: r.is_error,
             error_kind: r.error_kind,
+            parts: r.parts.clone(),
         })
         .collect();
     out.extend(fillers(calls, results, filler));

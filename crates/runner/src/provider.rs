@@ -41,6 +41,10 @@ pub enum Message {
         /// transcripts saved before the kind was recorded).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error_kind: Option<ErrorKind>,
+        /// The content parts of a rich result (contract 0.2); `content` is
+        /// their text rendering, which providers without image input send.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parts: Option<Vec<lovia_host::ContentPart>>,
     },
 }
 

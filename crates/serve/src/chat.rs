@@ -348,13 +348,30 @@ impl Service {
                             &json!({"id": call.id, "name": call.name, "arguments": call.arguments}),
                         ))
                     }
-                    RunEvent::Tool(ToolEvent::ToolCallCompleted { call, output, is_error, error_kind, .. }) => {
+                    RunEvent::Tool(ToolEvent::ToolCallCompleted {
+                        call,
+                        output,
+                        is_error,
+                        error_kind,
+                        parts,
+                        tool_error_kind,
+                        ..
+                    }) => {
                         let elapsed = started.remove(&call.id).map_or(Duration::ZERO, |t| t.elapsed());
                         metrics.record(&tenant_name, &call.name, elapsed, error_kind);
+                        if let Some(kind) = &tool_error_kind {
+                            metrics.record_tool_kind(&tenant_name, &call.name, kind);
+                        }
                         let mut data =
                             json!({"id": call.id, "name": call.name, "result": output, "is_error": is_error});
                         if let Some(kind) = error_kind {
                             data["error_kind"] = json!(kind.as_str());
+                        }
+                        if let Some(kind) = tool_error_kind {
+                            data["tool_error_kind"] = json!(kind);
+                        }
+                        if let Some(parts) = parts {
+                            data["parts"] = json!(parts);
                         }
                         Some(frame("tool_result", &data))
                     }

@@ -373,15 +373,24 @@ async fn call_tool(
         RunState { run_id: format!("serve_{n}"), session_id, tenant: Some(tenant.name.clone()), ..RunState::default() };
     let started = Instant::now();
     let results = executor.run_turn(std::slice::from_ref(&call), &run, &EventSink::none()).await;
-    let (output, error_kind) = match results.ok().and_then(|r| r.into_iter().next()) {
-        Some(entry) => (entry.output, entry.error_kind),
+    let (output, error_kind, parts, tool_error_kind) = match results.ok().and_then(|r| r.into_iter().next()) {
+        Some(entry) => (entry.output, entry.error_kind, entry.parts, entry.tool_error_kind),
         // A tool that cancels the run leaves no result (docs/semantics.md D8 answers it so).
-        None => (text::RUN_CANCELLED.to_owned(), Some(ErrorKind::Cancelled)),
+        None => (text::RUN_CANCELLED.to_owned(), Some(ErrorKind::Cancelled), None, None),
     };
     service.inner.metrics.record(&tenant.name, &name, started.elapsed(), error_kind);
+    if let Some(kind) = &tool_error_kind {
+        service.inner.metrics.record_tool_kind(&tenant.name, &name, kind);
+    }
     let mut body = json!({ "output": output, "is_error": error_kind.is_some() });
     if let Some(kind) = error_kind {
         body["error_kind"] = json!(kind.as_str());
+    }
+    if let Some(kind) = tool_error_kind {
+        body["tool_error_kind"] = json!(kind);
+    }
+    if let Some(parts) = parts {
+        body["parts"] = json!(parts);
     }
     Json(body).into_response()
 }

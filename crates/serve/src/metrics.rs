@@ -26,7 +26,15 @@ pub(crate) struct Metrics {
     errors: Mutex<BTreeMap<(String, &'static str), u64>>,
     refused: Mutex<BTreeMap<(String, &'static str), u64>>,
     runs: Mutex<BTreeMap<(String, &'static str), u64>>,
+    /// Tool errors by the tool's own name for them (contract 0.2), by (tenant, tool, kind).
+    tool_kinds: Mutex<BTreeMap<(String, String, String), u64>>,
 }
+
+/// Most (tool, kind) series one tenant's plugins can create; later kinds
+/// are counted under [`OTHER_KIND`]. A plugin names its kinds, so without a
+/// bound it could grow the exposition without end. Fixed: 64.
+const MAX_KIND_SERIES_PER_TENANT: usize = 64;
+const OTHER_KIND: &str = "(other)";
 
 /// A label value in the Prometheus text format: backslash, double quote and
 /// newline escaped, so a name cannot close its label and forge a series.
@@ -73,6 +81,22 @@ impl Metrics {
                 series.buckets[i] += 1;
             }
         }
+    }
+
+    /// One tool error the tool named `kind` (already checked against the
+    /// kind grammar, so it is a safe label value).
+    pub(crate) fn record_tool_kind(&self, tenant: &str, tool: &str, kind: &str) {
+        let mut kinds = self.tool_kinds.lock().unwrap_or_else(|e| e.into_inner());
+        let (tenant, tool) = (label(tenant), label(tool));
+        let key = (tenant.clone(), tool.clone(), kind.to_owned());
+        let key = if kinds.contains_key(&key)
+            || kinds.keys().filter(|(t, _, k)| *t == tenant && k != OTHER_KIND).count() < MAX_KIND_SERIES_PER_TENANT
+        {
+            key
+        } else {
+            (tenant, tool, OTHER_KIND.to_owned())
+        };
+        *kinds.entry(key).or_default() += 1;
     }
 
     pub(crate) fn refuse(&self, tenant: &str, reason: &'static str) {
@@ -133,6 +157,10 @@ impl Metrics {
         for ((tenant, kind), n) in errors.iter() {
             let _ = writeln!(out, "lovia_tool_errors_total{{tenant=\"{tenant}\",kind=\"{kind}\"}} {n}");
         }
+        out += "# HELP lovia_tool_error_kinds_total Tool errors by the kind the tool named (tool-error.kind).\n# TYPE lovia_tool_error_kinds_total counter\n";
+        for ((tenant, tool, kind), n) in self.tool_kinds.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            let _ = writeln!(out, "lovia_tool_error_kinds_total{{tenant=\"{tenant}\",tool=\"{tool}\",kind=\"{kind}\"}} {n}");
+        }
         out += "# HELP lovia_traps_total Calls that trapped (memory, stack, CPU budget, panic, wasm trap).\n# TYPE lovia_traps_total counter\n";
         for ((tenant, _), n) in errors.iter().filter(|((_, k), _)| *k == "trap") {
             let _ = writeln!(out, "lovia_traps_total{{tenant=\"{tenant}\"}} {n}");
@@ -177,6 +205,22 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_plugin_cannot_grow_the_kind_series_without_end() {
+        let metrics = Metrics::default();
+        for i in 0..200 {
+            metrics.record_tool_kind("acme", "t", &format!("Kind{i}"));
+        }
+        metrics.record_tool_kind("acme", "t", "Kind3");
+        metrics.record_tool_kind("other", "t", "Kind199");
+        let text = metrics.render(&[], &[], &[]);
+        let series = text.lines().filter(|l| l.starts_with("lovia_tool_error_kinds_total{tenant=\"acme\"")).count();
+        assert_eq!(series, MAX_KIND_SERIES_PER_TENANT + 1, "{text}");
+        assert!(text.contains(r#"lovia_tool_error_kinds_total{tenant="acme",tool="t",kind="Kind3"} 2"#), "{text}");
+        assert!(text.contains(r#"lovia_tool_error_kinds_total{tenant="acme",tool="t",kind="(other)"} 136"#), "{text}");
+        assert!(text.contains(r#"lovia_tool_error_kinds_total{tenant="other",tool="t",kind="Kind199"} 1"#), "{text}");
     }
 
     #[test]

@@ -105,7 +105,7 @@ impl Policy for QuotaPolicy {
         Box::pin(async move {
             match self.0.admit() {
                 Ok(_slot) => next.run(args).await,
-                Err(r) => Err(Failure::Tool { message: r.message().into(), hint: None }),
+                Err(r) => Err(Failure::Tool { message: r.message().into(), hint: None, kind: None }),
             }
         })
     }

@@ -14,6 +14,7 @@ pub(crate) enum Approval {
 /// The options of `#[tool(...)]`.
 pub(crate) struct Options {
     pub(crate) name: Option<LitStr>,
+    pub(crate) title: Option<LitStr>,
     pub(crate) description: Option<LitStr>,
     pub(crate) strict: bool,
     pub(crate) parallel: bool,
@@ -56,6 +57,8 @@ pub(crate) enum Param {
 pub(crate) enum Output {
     Text,
     Json,
+    /// `lovia::Content`: content parts (contract 0.2).
+    Parts,
     Unit,
     Result(Box<Output>),
 }
@@ -88,6 +91,7 @@ impl Tool {
 fn parse_options(attr: TokenStream) -> syn::Result<Options> {
     let mut o = Options {
         name: None,
+        title: None,
         description: None,
         strict: false,
         parallel: true,
@@ -107,6 +111,7 @@ fn parse_options(attr: TokenStream) -> syn::Result<Options> {
         let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
         match key.as_str() {
             "name" => o.name = Some(meta.value()?.parse()?),
+            "title" => o.title = Some(meta.value()?.parse()?),
             "description" => o.description = Some(meta.value()?.parse()?),
             "strict" => o.strict = flag(&meta)?,
             "parallel" => o.parallel = flag(&meta)?,
@@ -131,7 +136,7 @@ fn parse_options(attr: TokenStream) -> syn::Result<Options> {
             }
             _ => {
                 return Err(meta.error(
-                    "unknown tool option; expected one of: name, description, strict, parallel, retries, \
+                    "unknown tool option; expected one of: name, title, description, strict, parallel, retries, \
                      timeout_ms, max_output_chars, needs_approval, read_only, destructive, idempotent, open_world",
                 ));
             }
@@ -237,6 +242,9 @@ fn classify(ty: &Type) -> Output {
     let Some(seg) = last_segment(ty) else { return Output::Json };
     if seg.ident == "String" {
         return Output::Text;
+    }
+    if seg.ident == "Content" {
+        return Output::Parts;
     }
     if seg.ident == "Result"
         && let syn::PathArguments::AngleBracketed(a) = &seg.arguments

@@ -18,6 +18,10 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
         (None, None) => String::new(),
     };
     let p = quote!(::lovia::__private);
+    let title = match &o.title {
+        Some(t) => quote!(::core::option::Option::Some(#t)),
+        None => quote!(::core::option::Option::None),
+    };
     let strict = o.strict;
     let deny_unknown = strict.then(|| quote!(#[serde(deny_unknown_fields)]));
 
@@ -144,7 +148,7 @@ pub(crate) fn expand(tool: &Tool) -> TokenStream {
             fn __spec() -> #p::__Spec {
                 let mut builder = #p::ParametersBuilder::new(#strict);
                 #(#schema_args)*
-                #p::spec(#name, #description, builder.finish(), #p::Flags {
+                #p::spec(#name, #title, #description, builder.finish(), #p::Flags {
                     strict: #strict,
                     parallel: #parallel,
                     retries: #retries,
@@ -180,6 +184,7 @@ fn convert_output(output: &Output, p: &TokenStream) -> TokenStream {
     match output {
         Output::Text => quote!(#p::text_output(value)),
         Output::Json => quote!(#p::json_output(&value)),
+        Output::Parts => quote!(#p::parts_output(value)),
         Output::Unit => quote!({ let () = value; #p::json_output(&()) }),
         Output::Result(ok) => {
             let inner = convert_output(ok, p);

@@ -168,7 +168,7 @@ async fn redaction_happens_before_the_model_sees_the_result() {
         .with_policy(redact());
     let leaky = lovia_host::Tool::builder("leak")
         .invoke(|_, _| async {
-            Err::<ToolOutput, _>(Failure::Tool { message: "bad key sk-abc123".into(), hint: None })
+            Err::<ToolOutput, _>(Failure::Tool { message: "bad key sk-abc123".into(), hint: None, kind: None })
         })
         .expect("tool")
         .with_policy(Arc::new(Redact::new([r"sk-[A-Za-z0-9]+"]).expect("regex").replacement("***")));

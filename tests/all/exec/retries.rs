@@ -19,7 +19,7 @@ async fn retries_back_off_100_200_400_ms() {
             let log = log.clone();
             async move {
                 log.lock().expect("lock").push(start.elapsed().as_secs_f64() * 1000.0);
-                Err::<ToolOutput, _>(Failure::Tool { message: "down".into(), hint: None })
+                Err::<ToolOutput, _>(Failure::Tool { message: "down".into(), hint: None, kind: None })
             }
         })
         .expect("tool")

@@ -3,6 +3,7 @@
 //! A leaf: it depends on no other module of the crate.
 
 mod cancel;
+mod content;
 mod context;
 mod kind;
 mod outcome;
@@ -13,10 +14,13 @@ pub mod text;
 mod truncate;
 
 pub use cancel::CancelToken;
+pub use content::{
+    ContentPart, MAX_CONTENT_PARTS, MAX_LINK_NAME_BYTES, MAX_MIME_TYPE_BYTES, MAX_URI_BYTES, render_parts, truncate_parts,
+};
 pub use context::{CallContext, ProgressSink};
 pub use kind::ErrorKind;
-pub use outcome::{CallOutcome, Failure};
+pub use outcome::{CallOutcome, Failure, is_valid_error_kind};
 pub use output::{BoxFuture, ToolOutput};
 pub use render::{Rendered, Renderer, render_default, render_json};
-pub use spec::{ApprovalMode, ToolHints, ToolSpec, is_valid_name};
+pub use spec::{ApprovalMode, MAX_TITLE_BYTES, ToolHints, ToolSpec, is_valid_name};
 pub use truncate::{DEFAULT_MAX_OUTPUT_CHARS, truncate};

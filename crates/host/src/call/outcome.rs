@@ -12,6 +12,9 @@ pub enum Failure {
         message: String,
         /// The hint, if any.
         hint: Option<String>,
+        /// The tool's name for this kind of failure, such as `ConnectError`
+        /// (contract 0.2); already checked against [`is_valid_error_kind`].
+        kind: Option<String>,
     },
     /// The arguments failed the host's schema check or the tool's own check; never retried.
     InvalidArguments(String),
@@ -87,11 +90,14 @@ impl Failure {
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            // An empty message falls back to the class name (docs/semantics.md §5).
-            Failure::Tool { message, hint: None } if message.is_empty() => f.write_str("ToolError"),
-            Failure::Tool { message, hint: None } => f.write_str(message),
-            Failure::Tool { message, hint: Some(h) } if message.is_empty() => f.write_str(h),
-            Failure::Tool { message, hint: Some(h) } => write!(f, "{message}\n  hint: {h}"),
+            // An empty message falls back to the error's kind, as the
+            // reference falls back to its class name (docs/semantics.md §5).
+            Failure::Tool { message, hint: None, kind } if message.is_empty() => {
+                f.write_str(kind.as_deref().unwrap_or("ToolError"))
+            }
+            Failure::Tool { message, hint: None, .. } => f.write_str(message),
+            Failure::Tool { message, hint: Some(h), .. } if message.is_empty() => f.write_str(h),
+            Failure::Tool { message, hint: Some(h), .. } => write!(f, "{message}\n  hint: {h}"),
             Failure::InvalidArguments(m) | Failure::BudgetExceeded(m) => f.write_str(m),
             Failure::TimedOut { ms } => write!(f, "timed out after {ms} ms"),
             Failure::WallClockCap { ms } => write!(f, "timed out after {ms} ms (the host's wall-clock limit)"),
@@ -108,6 +114,15 @@ impl std::fmt::Display for Failure {
     }
 }
 
+/// Whether `kind` may name a tool's error kind: `^[A-Za-z][A-Za-z0-9_.]{0,63}$`.
+/// It reaches metrics labels and the model, so nothing else is accepted.
+pub fn is_valid_error_kind(kind: &str) -> bool {
+    let mut bytes = kind.bytes();
+    kind.len() <= 64
+        && bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+}
+
 /// The outcome of one call.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -116,6 +131,8 @@ pub enum CallOutcome {
     Text(String),
     /// A JSON value, shown through the renderer.
     Json(serde_json::Value),
+    /// Content parts (contract 0.2); the model reads their text rendering.
+    Parts(Vec<super::ContentPart>),
     /// The call ran and failed: `Tool error: <failure>`.
     Failed(Failure),
     /// Preflight refused the call before it ran (unknown tool, bad JSON, a
@@ -135,7 +152,7 @@ impl CallOutcome {
     /// The kind of error result, `None` for a successful one.
     pub fn error_kind(&self) -> Option<ErrorKind> {
         match self {
-            CallOutcome::Text(_) | CallOutcome::Json(_) => None,
+            CallOutcome::Text(_) | CallOutcome::Json(_) | CallOutcome::Parts(_) => None,
             CallOutcome::Failed(f) => Some(f.kind()),
             CallOutcome::Rejected { kind, .. } => Some(*kind),
             CallOutcome::CancelRun(_) => Some(ErrorKind::Cancelled),
@@ -144,7 +161,7 @@ impl CallOutcome {
 
     /// True for everything but a successful result.
     pub fn is_error(&self) -> bool {
-        !matches!(self, CallOutcome::Text(_) | CallOutcome::Json(_))
+        !matches!(self, CallOutcome::Text(_) | CallOutcome::Json(_) | CallOutcome::Parts(_))
     }
 
     /// The string the model sees, before truncation.
@@ -152,6 +169,7 @@ impl CallOutcome {
         match self {
             CallOutcome::Text(t) => t.clone(),
             CallOutcome::Json(v) => super::render_json(v),
+            CallOutcome::Parts(parts) => super::render_parts(parts),
             CallOutcome::Failed(f) => text::tool_error(f),
             CallOutcome::Rejected { text, .. } => text.clone(),
             CallOutcome::CancelRun(_) => text::RUN_CANCELLED.into(),
@@ -161,6 +179,9 @@ impl CallOutcome {
     /// The string the model sees, truncated to `limit` characters (docs/semantics.md §12)
     /// unless it is a preflight rejection.
     pub fn final_output(&self, limit: Option<u64>) -> String {
+        if let (CallOutcome::Parts(parts), Some(l)) = (self, limit) {
+            return super::render_parts(&super::truncate_parts(parts, l).unwrap_or_else(|| parts.clone()));
+        }
         let text = self.model_output();
         match (self, limit) {
             (CallOutcome::Rejected { .. }, _) | (_, None) => text,

@@ -57,5 +57,6 @@ pub fn render_default(output: &super::ToolOutput) -> String {
     match output {
         super::ToolOutput::Text(t) => t.clone(),
         super::ToolOutput::Json(v) => render_json(v),
+        super::ToolOutput::Parts(parts) => super::render_parts(parts),
     }
 }

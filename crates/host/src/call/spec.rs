@@ -49,6 +49,10 @@ impl ToolSpec {
 pub struct ToolSpec {
     /// `^[a-zA-Z0-9_-]{1,64}$`.
     pub name: String,
+    /// A display title for people, beside the name (contract 0.2); at most
+    /// [`MAX_TITLE_BYTES`]. Models see the name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     /// The model's guidance.
     pub description: String,
     /// JSON Schema (2020-12) of the argument object.
@@ -71,6 +75,9 @@ pub struct ToolSpec {
     /// Client hints.
     pub hints: ToolHints,
 }
+
+/// Longest tool title, in bytes. Fixed: 128.
+pub const MAX_TITLE_BYTES: usize = 128;
 
 /// Whether `name` is a valid tool name (`^[a-zA-Z0-9_-]{1,64}$`, docs/semantics.md §18).
 pub fn is_valid_name(name: &str) -> bool {

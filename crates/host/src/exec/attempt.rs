@@ -102,9 +102,10 @@ async fn invoke(
             match plugin.run(&request, &args.to_string()).await {
                 CallOutcome::Text(t) => Ok(ToolOutput::Text(t)),
                 CallOutcome::Json(v) => Ok(ToolOutput::Json(v)),
+                CallOutcome::Parts(parts) => Ok(ToolOutput::Parts(parts)),
                 CallOutcome::Failed(f) => Err(f),
                 CallOutcome::CancelRun(reason) => Err(Failure::RunCancelled(reason)),
-                CallOutcome::Rejected { text, .. } => Err(Failure::Tool { message: text, hint: None }),
+                CallOutcome::Rejected { text, .. } => Err(Failure::Tool { message: text, hint: None, kind: None }),
             }
         }
     }

@@ -5,7 +5,7 @@ use super::tool::Tool;
 use super::{EventSink, ExecSettings, ToolCall, ToolEvent, ToolResultEntry};
 use crate::call::CallContext;
 use crate::call::ToolOutput;
-use crate::call::truncate;
+use crate::call::{render_parts, truncate, truncate_parts};
 use crate::call::{ErrorKind, Failure, text};
 use crate::call::{Rendered, render_default, render_json};
 use serde_json::Value;
@@ -17,9 +17,18 @@ const RAW_RETENTION_CHARS: usize = 16_000;
 pub(super) type Results = Arc<Mutex<Vec<ToolResultEntry>>>;
 
 pub(super) fn record(results: &Results, events: &EventSink, call: &ToolCall, entry: ToolResultEntry, result: Value) {
-    let (is_error, error_kind, output) = (entry.is_error, entry.error_kind, entry.output.clone());
+    let (is_error, error_kind, output, parts, tool_error_kind) =
+        (entry.is_error, entry.error_kind, entry.output.clone(), entry.parts.clone(), entry.tool_error_kind.clone());
     results.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
-    events.emit(ToolEvent::ToolCallCompleted { call: call.clone(), result, is_error, error_kind, output });
+    events.emit(ToolEvent::ToolCallCompleted {
+        call: call.clone(),
+        result,
+        is_error,
+        error_kind,
+        output,
+        parts,
+        tool_error_kind,
+    });
 }
 
 /// A preflight rejection: final text, never rendered or truncated.
@@ -28,6 +37,8 @@ pub(super) fn reject(results: &Results, events: &EventSink, call: &ToolCall, kin
         call_id: call.id.clone(),
         output: text.clone(),
         raw: None,
+        parts: None,
+        tool_error_kind: None,
         is_error: true,
         error_kind: Some(kind),
     };
@@ -41,6 +52,8 @@ pub(super) fn record_error(results: &Results, events: &EventSink, call: &ToolCal
         call_id: call.id.clone(),
         output: text.clone(),
         raw: Some(Value::String(text.clone())),
+        parts: None,
+        tool_error_kind: None,
         is_error: true,
         error_kind: Some(failure.kind()),
     };
@@ -58,35 +71,51 @@ pub(super) fn finish(
     outcome: Result<ToolOutput, Failure>,
 ) {
     let limit = tool.spec.max_output_chars.or(settings.max_output_chars);
-    let (text, raw, error_kind) = match outcome {
+    let has_renderer = tool.renderer.is_some() || settings.renderer.is_some();
+    let tool_error_kind = match &outcome {
+        Err(Failure::Tool { kind, .. }) => kind.clone(),
+        _ => None,
+    };
+    let (text, raw, error_kind, parts) = match outcome {
+        // Parts without a renderer travel on, their text parts under the
+        // output cap; the model reads their text rendering (docs/semantics.md §11, §12).
+        Ok(ToolOutput::Parts(parts)) if !has_renderer => {
+            let parts = limit.and_then(|l| truncate_parts(&parts, l)).unwrap_or(parts);
+            let raw = serde_json::to_value(&parts).unwrap_or(Value::Null);
+            (render_parts(&parts), raw, None, Some(parts))
+        }
         Ok(output) => {
             let raw = match &output {
                 ToolOutput::Text(t) => Value::String(t.clone()),
                 ToolOutput::Json(v) => v.clone(),
+                ToolOutput::Parts(parts) => serde_json::to_value(parts).unwrap_or(Value::Null),
             };
             match render(tool, settings, &output, ctx) {
-                Ok(text) => (text, raw, None),
+                Ok(text) => (text, raw, None, None),
                 Err(message) => {
                     events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error: message.clone() });
                     // No class-name fallback here: an empty message stays empty (docs/semantics.md §5).
                     let text = text::rendering_failed(&message);
-                    (text.clone(), Value::String(text), Some(ErrorKind::ToolError))
+                    (text.clone(), Value::String(text), Some(ErrorKind::ToolError), None)
                 }
             }
         }
         Err(failure) => {
             events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error: failure.to_string() });
             let text = text::tool_error(&failure);
-            (text.clone(), Value::String(text), Some(failure.kind()))
+            (text.clone(), Value::String(text), Some(failure.kind()), None)
         }
     };
-    let truncated = limit.and_then(|l| truncate(&text, l));
+    // The parts' text parts were cut already.
+    let truncated = if parts.is_some() { None } else { limit.and_then(|l| truncate(&text, l)) };
     let keep_raw = truncated.is_none() && text.chars().count() <= RAW_RETENTION_CHARS;
     let output = truncated.unwrap_or(text);
     let entry = ToolResultEntry {
         call_id: call.id.clone(),
         output,
         raw: keep_raw.then(|| raw.clone()),
+        parts,
+        tool_error_kind,
         is_error: error_kind.is_some(),
         error_kind,
     };

@@ -46,6 +46,10 @@ pub enum ToolEvent {
         error_kind: Option<ErrorKind>,
         /// The final string the model sees.
         output: String,
+        /// The content parts of a rich result, as [`super::ToolResultEntry::parts`].
+        parts: Option<Vec<crate::call::ContentPart>>,
+        /// The tool's name for its failure, as [`super::ToolResultEntry::tool_error_kind`].
+        tool_error_kind: Option<String>,
     },
     /// The tool reported progress.
     ToolProgress {

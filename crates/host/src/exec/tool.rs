@@ -66,6 +66,7 @@ impl Tool {
         ToolBuilder {
             spec: ToolSpec {
                 name: name.into(),
+                title: None,
                 description: String::new(),
                 parameters: serde_json::json!({"properties": {}, "type": "object", "additionalProperties": false}),
                 output_schema: None,
@@ -227,6 +228,13 @@ pub struct ToolBuilder {
 }
 
 impl ToolBuilder {
+    /// A display title for people (clients, consoles). Default: none.
+    #[must_use]
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.spec.title = Some(title.into());
+        self
+    }
+
     /// The model's guidance. Default: empty.
     #[must_use]
     pub fn description(mut self, description: impl Into<String>) -> Self {

@@ -11,10 +11,10 @@ pub use request::CallRequest;
 pub use warm::{InstanceMode, WARM_INSTANCES};
 
 use crate::args::{ArgumentError, ArgumentValidator};
-use crate::bindings::{ToolPluginPre, guest, wit};
+use crate::bindings::{ContractVersion, GuestPre, guest, wit};
 use crate::call::CallContext;
-use crate::call::{ApprovalMode, ToolHints, ToolSpec, is_valid_name};
-use crate::call::{CallOutcome, ErrorKind, Failure, text};
+use crate::call::{ApprovalMode, MAX_CONTENT_PARTS, MAX_TITLE_BYTES, ToolHints, ToolSpec, is_valid_name};
+use crate::call::{CallOutcome, ContentPart, ErrorKind, Failure, is_valid_error_kind, text};
 use crate::engine::Host;
 use crate::error::LoadError;
 use crate::sandbox::{self, CallLimits, SessionStore, StoreSpec};
@@ -85,7 +85,7 @@ struct Inner {
     name: Arc<str>,
     /// What keys its session store: the config's `store_namespace`, else the digest.
     store_namespace: Arc<str>,
-    pre: ToolPluginPre<sandbox::SandboxState>,
+    pre: GuestPre,
     info: PluginInfo,
     tools: Vec<LoadedTool>,
     imports: Vec<String>,
@@ -167,7 +167,7 @@ impl Host {
             let import = imports.iter().find(|i| reason.contains(i.as_str())).cloned().unwrap_or(reason);
             LoadError::UnknownImport { origin: origin.into(), import }
         })?;
-        let pre = ToolPluginPre::new(instance_pre)
+        let pre = GuestPre::new(instance_pre)
             .map_err(|e| LoadError::WrongExports { origin: origin.into(), reason: cache::root_cause(&e) })?;
         let described = match cached {
             Some(manifest) => manifest,
@@ -233,6 +233,12 @@ impl Plugin {
     /// Where it was loaded from.
     pub fn origin(&self) -> &str {
         &self.inner.origin
+    }
+
+    /// The version of the `lovia:tools` contract it was built against
+    /// (docs/contract.md).
+    pub fn contract_version(&self) -> ContractVersion {
+        self.inner.pre.version()
     }
 
     /// The SHA-256 of its bytes, hex.
@@ -377,7 +383,7 @@ impl Plugin {
                     self.inner.pre.instantiate_async(&mut *store).await?
                 }
             };
-            let output = instance.lovia_tools_plugin().call_call(&mut *store, &tool.spec.name, arguments).await?;
+            let output = instance.call(&mut *store, &tool.spec.name, arguments).await?;
             wasmtime::Result::Ok((output, instance))
         };
         let result = match tokio::time::timeout(deadline.budget, call).await {
@@ -414,9 +420,12 @@ impl Plugin {
         let too_large = |len: usize| {
             (len > limits.result_bytes).then_some(Failure::ResultTooLarge { bytes: len, limit: limits.result_bytes })
         };
-        if let Ok(Ok(wit::Output::Text(t) | wit::Output::Json(t))) = &result
-            && let Some(failure) = too_large(t.len())
-        {
+        let size = match &result {
+            Ok(Ok(wit::Output::Text(t) | wit::Output::Json(t))) => Some(t.len()),
+            Ok(Ok(wit::Output::Parts(parts))) => Some(parts.iter().map(part_bytes).sum()),
+            _ => None,
+        };
+        if let Some(failure) = size.and_then(too_large) {
             tracing::warn!(plugin = %crate::sandbox::escape_controls(&self.inner.name), tool = %tool.name, call = %request.context.call_id, %failure, "limit hit");
             return CallOutcome::Failed(failure);
         }
@@ -425,6 +434,13 @@ impl Plugin {
             Ok(Ok(wit::Output::Json(text))) => match serde_json::from_str(&text) {
                 Ok(value) => CallOutcome::Json(value),
                 Err(e) => CallOutcome::Failed(Failure::Trap(format!("the tool returned invalid JSON: {e}"))),
+            },
+            Ok(Ok(wit::Output::Parts(parts))) => match content_parts(parts) {
+                Ok(parts) => CallOutcome::Parts(parts),
+                Err(problem) => {
+                    tracing::warn!(plugin = %crate::sandbox::escape_controls(&self.inner.name), tool = %tool.name, call = %request.context.call_id, %problem, "bad content parts");
+                    CallOutcome::Failed(Failure::Trap(format!("the tool returned invalid content: {problem}")))
+                }
             },
             Ok(Err(error)) => call_error(error),
             Err(err) => {
@@ -507,7 +523,7 @@ impl Plugin {
             let store = metered.store_mut();
             *held = Some(self.instance_slot(tenant, "").await);
             let instance = self.inner.pre.instantiate_async(&mut *store).await?;
-            instance.lovia_tools_plugin().call_needs_approval(&mut *store, tool, arguments).await
+            instance.needs_approval(&mut *store, tool, arguments).await
         };
         let result = tokio::select! {
             result = tokio::time::timeout(timeout, check) => result,
@@ -587,9 +603,47 @@ fn unavailable(tool: &str) -> CallOutcome {
     CallOutcome::Rejected { kind: ErrorKind::UnknownTool, text: text::unknown_tool(tool) }
 }
 
+/// The bytes a result's parts hold, before they are checked.
+fn part_bytes(part: &wit::ContentPart) -> usize {
+    match part {
+        wit::ContentPart::Text(t) => t.len(),
+        wit::ContentPart::Image(i) => i.mime_type.len() + i.data.len(),
+        wit::ContentPart::ResourceLink(l) => l.uri.len() + l.name.len() + l.mime_type.as_ref().map_or(0, String::len),
+    }
+}
+
+/// A tool's parts, checked: at most [`MAX_CONTENT_PARTS`], each within the
+/// bounds [`ContentPart::problem`] names.
+fn content_parts(parts: Vec<wit::ContentPart>) -> Result<Vec<ContentPart>, String> {
+    if parts.len() > MAX_CONTENT_PARTS {
+        return Err(format!("{} content parts; the limit is {MAX_CONTENT_PARTS}", parts.len()));
+    }
+    parts
+        .into_iter()
+        .map(|part| {
+            let part = match part {
+                wit::ContentPart::Text(text) => ContentPart::Text { text },
+                wit::ContentPart::Image(i) => ContentPart::Image { mime_type: i.mime_type, data: i.data },
+                wit::ContentPart::ResourceLink(l) => {
+                    ContentPart::ResourceLink { uri: l.uri, name: l.name, mime_type: l.mime_type }
+                }
+            };
+            match part.problem() {
+                Some(problem) => Err(problem),
+                None => Ok(part),
+            }
+        })
+        .collect()
+}
+
 fn call_error(error: wit::CallError) -> CallOutcome {
     match error {
-        wit::CallError::Tool(e) => CallOutcome::Failed(Failure::Tool { message: e.message, hint: e.hint }),
+        // A kind outside the grammar is dropped: it would reach metrics labels and the model.
+        wit::CallError::Tool(e) => CallOutcome::Failed(Failure::Tool {
+            message: e.message,
+            hint: e.hint,
+            kind: e.kind.filter(|k| is_valid_error_kind(k)),
+        }),
         wit::CallError::InvalidArguments(m) => CallOutcome::Failed(Failure::InvalidArguments(m)),
         wit::CallError::BudgetExceeded(m) => CallOutcome::Failed(Failure::BudgetExceeded(m)),
         wit::CallError::CancelRun(reason) => CallOutcome::CancelRun(reason),
@@ -610,7 +664,7 @@ pub fn check_header(bytes: &[u8], origin: &str) -> Result<(), LoadError> {
 
 async fn describe(
     host: &Host,
-    pre: &ToolPluginPre<sandbox::SandboxState>,
+    pre: &GuestPre,
     origin: &str,
 ) -> Result<(guest::PluginInfo, Vec<wit::ToolSpec>), LoadError> {
     let timeout = host.config.plugin_query_timeout;
@@ -648,12 +702,11 @@ async fn describe(
         .await
         .map_err(|_| timed_out("instantiate"))?
         .map_err(|e| fail("instantiate", &e, &store))?;
-    let plugin = instance.lovia_tools_plugin();
-    let info = tokio::time::timeout(timeout, plugin.call_info(&mut store))
+    let info = tokio::time::timeout(timeout, instance.info(&mut store))
         .await
         .map_err(|_| timed_out("info"))?
         .map_err(|e| fail("info", &e, &store))?;
-    let tools = tokio::time::timeout(timeout, plugin.call_tools(&mut store))
+    let tools = tokio::time::timeout(timeout, instance.tools(&mut store))
         .await
         .map_err(|_| timed_out("tools"))?
         .map_err(|e| fail("tools", &e, &store))?;
@@ -705,6 +758,9 @@ fn check_declared_size(info: &guest::PluginInfo, specs: &[wit::ToolSpec], origin
     // Each tool's own limits first: their errors name the tool.
     for spec in specs {
         let shown: String = spec.name.chars().take(80).collect();
+        if let Some(problem) = spec.title.as_deref().and_then(title_problem) {
+            return Err(invalid_spec(origin, &shown, &problem));
+        }
         if spec.description.len() > MAX_DESCRIPTION_BYTES {
             return Err(invalid_spec(
                 origin,
@@ -725,7 +781,11 @@ fn check_declared_size(info: &guest::PluginInfo, specs: &[wit::ToolSpec], origin
         }
     }
     let text = |s: &wit::ToolSpec| {
-        s.name.len() + s.description.len() + s.parameters.len() + s.output_schema.as_ref().map_or(0, String::len)
+        s.name.len()
+            + s.title.as_ref().map_or(0, String::len)
+            + s.description.len()
+            + s.parameters.len()
+            + s.output_schema.as_ref().map_or(0, String::len)
     };
     let total = specs.iter().map(text).sum::<usize>() + info.instructions.as_ref().map_or(0, String::len);
     check_total(total, origin)
@@ -786,6 +846,9 @@ fn check_manifest(manifest: &manifest::Manifest, origin: &str) -> Result<(), Loa
     }
     let mut total = instructions;
     for spec in &manifest.tools {
+        if let Some(problem) = spec.title.as_deref().and_then(title_problem) {
+            return Err(invalid_spec(origin, &spec.name, &problem));
+        }
         if spec.description.len() > MAX_DESCRIPTION_BYTES {
             return Err(invalid_spec(
                 origin,
@@ -807,11 +870,24 @@ fn check_manifest(manifest: &manifest::Manifest, origin: &str) -> Result<(), Loa
             }
         }
         total += spec.name.len()
+            + spec.title.as_ref().map_or(0, String::len)
             + spec.description.len()
             + spec.parameters.to_string().len()
             + spec.output_schema.as_ref().map_or(0, |s| s.to_string().len());
     }
     check_total(total, origin)
+}
+
+/// Why a tool's title is refused: longer than [`MAX_TITLE_BYTES`], or with
+/// control characters (it reaches logs, consoles and MCP clients).
+fn title_problem(title: &str) -> Option<String> {
+    if title.len() > MAX_TITLE_BYTES {
+        Some(format!("the title is {} bytes; the limit is {MAX_TITLE_BYTES}", title.len()))
+    } else if title.chars().any(char::is_control) {
+        Some("the title must not contain control characters".into())
+    } else {
+        None
+    }
 }
 
 /// The longest `description` or `title` string anywhere in `schema`, in bytes.
@@ -858,6 +934,7 @@ fn convert_spec(spec: wit::ToolSpec, origin: &str) -> Result<ToolSpec, LoadError
     Ok(ToolSpec {
         parameters,
         output_schema,
+        title: spec.title,
         description: spec.description,
         strict: spec.strict,
         parallel: spec.parallel,

@@ -2,7 +2,7 @@
 //! tools that keep state in memory between calls. Fresh instances per call
 //! stay the default; see [`InstanceMode`].
 
-use crate::bindings::ToolPlugin;
+use crate::bindings::GuestInstance;
 use crate::sandbox::{SandboxState, SlotPermit};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -36,7 +36,7 @@ pub const WARM_INSTANCES: usize = 64;
 /// An instance and its store, between calls.
 pub(crate) struct Warm {
     pub(crate) store: wasmtime::Store<SandboxState>,
-    pub(crate) instance: ToolPlugin,
+    pub(crate) instance: GuestInstance,
     /// The instance slot it holds until it is dropped.
     pub(crate) permit: SlotPermit,
 }

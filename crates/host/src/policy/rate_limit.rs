@@ -61,6 +61,7 @@ impl Policy for RateLimit {
                     } else {
                         format!("retry in {} ms", wait.as_millis().max(1))
                     }),
+                    kind: None,
                 }),
             }
         })

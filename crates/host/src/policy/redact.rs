@@ -3,12 +3,13 @@
 use super::{AttemptResult, Next, Policy};
 use crate::call::CallContext;
 use crate::call::Failure;
-use crate::call::{BoxFuture, ToolOutput};
+use crate::call::{BoxFuture, ContentPart, ToolOutput};
 use regex::Regex;
 use serde_json::Value;
 
 /// Replaces every match of its patterns with `replacement` (default
-/// `[REDACTED]`) in text results, in every string of JSON results, and in
+/// `[REDACTED]`) in text results, in every string of JSON results, in the
+/// text parts and link names and URIs of content parts, and in
 /// tool error messages and hints.
 #[derive(Debug, Clone)]
 pub struct Redact {
@@ -64,9 +65,24 @@ impl Policy for Redact {
             match next.run(args).await {
                 Ok(ToolOutput::Text(t)) => Ok(ToolOutput::Text(self.text(&t))),
                 Ok(ToolOutput::Json(v)) => Ok(ToolOutput::Json(self.value(v))),
-                Err(Failure::Tool { message, hint }) => {
-                    Err(Failure::Tool { message: self.text(&message), hint: hint.map(|h| self.text(&h)) })
-                }
+                // Text parts and link names and URIs are redacted; image bytes are not text.
+                Ok(ToolOutput::Parts(parts)) => Ok(ToolOutput::Parts(
+                    parts
+                        .into_iter()
+                        .map(|part| match part {
+                            ContentPart::Text { text } => ContentPart::Text { text: self.text(&text) },
+                            ContentPart::ResourceLink { uri, name, mime_type } => {
+                                ContentPart::ResourceLink { uri: self.text(&uri), name: self.text(&name), mime_type }
+                            }
+                            other => other,
+                        })
+                        .collect(),
+                )),
+                Err(Failure::Tool { message, hint, kind }) => Err(Failure::Tool {
+                    message: self.text(&message),
+                    hint: hint.map(|h| self.text(&h)),
+                    kind,
+                }),
                 Err(other) => Err(other),
             }
         })

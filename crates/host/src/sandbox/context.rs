@@ -1,7 +1,7 @@
 //! The `context` interface: what a call knows about its run.
 
 use super::SandboxState;
-use crate::bindings::lovia::tools::context::Host;
+use crate::bindings::v0_2::lovia::tools::context::Host;
 use crate::bindings::wit::LogLevel;
 
 impl SandboxState {

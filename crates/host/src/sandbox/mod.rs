@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 pub use ticker::EPOCH_TICK;
 pub(crate) use ticker::{Ticker, Ticking};
-use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -78,7 +78,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<SandboxState>> 
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-    crate::bindings::ToolPlugin::add_to_linker::<SandboxState, HasSelf<SandboxState>>(&mut linker, |s| s)?;
+    crate::bindings::add_to_linker(&mut linker)?;
     Ok(linker)
 }
 

@@ -1,7 +1,7 @@
 //! The `store` interface: session-scoped key-value storage.
 
 use super::SandboxState;
-use crate::bindings::lovia::tools::store::Host;
+use crate::bindings::v0_2::lovia::tools::store::Host;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 

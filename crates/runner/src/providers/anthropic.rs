@@ -57,10 +57,16 @@ impl Anthropic {
                         push("assistant", json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
                     }
                 }
-                Message::Tool { tool_call_id, content, is_error, .. } => push(
-                    "user",
-                    json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content, "is_error": is_error}),
-                ),
+                Message::Tool { tool_call_id, content, is_error, parts, .. } => {
+                    let content = match parts {
+                        Some(parts) => tool_result_blocks(parts),
+                        None => json!(content),
+                    };
+                    push(
+                        "user",
+                        json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content, "is_error": is_error}),
+                    )
+                }
             }
         }
         let messages: Vec<Value> =
@@ -240,4 +246,27 @@ impl StreamedMessage {
             finish_reason: finish_reason(self.stop_reason.as_deref()),
         }
     }
+}
+
+/// A rich result as Anthropic's tool-result blocks: the image types its API
+/// takes as images, everything else as the text a model would read
+/// (docs/semantics.md §11).
+fn tool_result_blocks(parts: &[lovia_host::ContentPart]) -> Value {
+    use base64::Engine;
+    const IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
+    let blocks: Vec<Value> = parts
+        .iter()
+        .map(|part| match part {
+            lovia_host::ContentPart::Image { mime_type, data } if IMAGE_TYPES.contains(&mime_type.as_str()) => json!({
+                "type": "image",
+                "source": {
+                    "type": "base64",
+                    "media_type": mime_type,
+                    "data": base64::engine::general_purpose::STANDARD.encode(data),
+                },
+            }),
+            other => json!({"type": "text", "text": other.model_text()}),
+        })
+        .collect();
+    Value::Array(blocks)
 }

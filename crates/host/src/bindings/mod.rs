@@ -1,0 +1,35 @@
+//! Host bindings of the `lovia:tools` contract, one module per version the
+//! host loads (docs/contract.md). Exports are async so that epoch deadlines
+//! can yield and a call can be dropped at any instant; the imports are cheap
+//! and synchronous.
+//!
+//! The rest of the host speaks the newest version's types ([`wit`],
+//! [`guest`]); [`GuestPre`] and [`GuestInstance`] hide which version a
+//! component was built against and convert an older one's values up.
+#![allow(missing_docs, unreachable_pub)]
+
+mod legacy;
+mod version;
+
+/// `lovia:tools@0.1.0`, as it was released (`wit/0.1.0/lovia.wit`).
+pub(crate) mod v0_1 {
+    wasmtime::component::bindgen!({
+        path: "wit/0.1.0",
+        world: "tool-plugin",
+        exports: { default: async },
+    });
+}
+
+/// `lovia:tools@0.2.0`, the current contract (`wit/lovia.wit`).
+pub(crate) mod v0_2 {
+    wasmtime::component::bindgen!({
+        path: "wit",
+        world: "tool-plugin",
+        exports: { default: async },
+    });
+}
+
+pub(crate) use v0_2::exports::lovia::tools::plugin as guest;
+pub(crate) use v0_2::lovia::tools::types as wit;
+pub use version::ContractVersion;
+pub(crate) use version::{GuestInstance, GuestPre, add_to_linker};

@@ -1,0 +1,233 @@
+//! Rich results: the content parts a tool may return instead of one text or
+//! JSON value (contract 0.2), their text rendering for models that read only
+//! text, and how the output cap applies to them (docs/semantics.md §11, §12).
+
+use serde::{Deserialize, Serialize};
+
+/// Most parts one result may have. Fixed: 256.
+pub const MAX_CONTENT_PARTS: usize = 256;
+/// Longest image MIME type, in bytes. Fixed: 127 (RFC 6838's name limits).
+pub const MAX_MIME_TYPE_BYTES: usize = 127;
+/// Longest resource-link URI, in bytes. Fixed: 2,048.
+pub const MAX_URI_BYTES: usize = 2048;
+/// Longest resource-link name, in bytes. Fixed: 256.
+pub const MAX_LINK_NAME_BYTES: usize = 256;
+
+/// One part of a rich result. In JSON (transcripts, events, SSE) it is
+/// tagged by `type`, and an image's bytes are base64:
+///
+/// ```
+/// use lovia_host::ContentPart;
+/// let part = ContentPart::Image { mime_type: "image/png".into(), data: vec![137, 80, 78, 71] };
+/// assert_eq!(
+///     serde_json::to_string(&part).unwrap(),
+///     r#"{"type":"image","mime_type":"image/png","data":"iVBORw=="}"#
+/// );
+/// assert_eq!(part.model_text(), "[image: image/png, 4 bytes]");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ContentPart {
+    /// Text, shown verbatim.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image.
+    Image {
+        /// `image/` and a subtype.
+        mime_type: String,
+        /// The encoded image (base64 in JSON).
+        #[serde(with = "base64_bytes")]
+        data: Vec<u8>,
+    },
+    /// A link to a resource the tool did not inline.
+    ResourceLink {
+        /// Where it is.
+        uri: String,
+        /// What to call it.
+        name: String,
+        /// Its media type, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+    },
+}
+
+impl ContentPart {
+    /// What a model that reads only text sees for this part: text verbatim,
+    /// `[image: image/png, 12,345 bytes]`, or
+    /// `[resource link: <name>, <uri>, <mime type>]` (the type left out when unknown).
+    pub fn model_text(&self) -> String {
+        match self {
+            ContentPart::Text { text } => text.clone(),
+            ContentPart::Image { mime_type, data } => {
+                format!("[image: {mime_type}, {} bytes]", super::truncate::thousands(data.len()))
+            }
+            ContentPart::ResourceLink { uri, name, mime_type: Some(m) } => format!("[resource link: {name}, {uri}, {m}]"),
+            ContentPart::ResourceLink { uri, name, mime_type: None } => format!("[resource link: {name}, {uri}]"),
+        }
+    }
+
+    /// Bytes this part holds (what the result byte limit counts).
+    pub fn byte_len(&self) -> usize {
+        match self {
+            ContentPart::Text { text } => text.len(),
+            ContentPart::Image { mime_type, data } => mime_type.len() + data.len(),
+            ContentPart::ResourceLink { uri, name, mime_type } => {
+                uri.len() + name.len() + mime_type.as_ref().map_or(0, String::len)
+            }
+        }
+    }
+
+    /// Why a tool's part is unacceptable, if it is: the bounds above, an
+    /// image type that is not `image/<subtype>` in token characters, a URI
+    /// or name with control characters.
+    pub fn problem(&self) -> Option<String> {
+        let token = |s: &str| {
+            !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+        };
+        let media_type = |m: &str| {
+            m.len() <= MAX_MIME_TYPE_BYTES && m.split_once('/').is_some_and(|(t, s)| token(t) && token(s))
+        };
+        match self {
+            ContentPart::Text { .. } => None,
+            ContentPart::Image { mime_type, .. } => {
+                let ok = media_type(mime_type) && mime_type.starts_with("image/");
+                (!ok).then(|| format!("an image's MIME type must be image/<subtype> (at most {MAX_MIME_TYPE_BYTES} bytes), not \"{}\"", shown(mime_type)))
+            }
+            ContentPart::ResourceLink { uri, name, mime_type } => {
+                if uri.is_empty() || uri.len() > MAX_URI_BYTES || uri.chars().any(|c| c.is_control() || c == ' ') {
+                    Some(format!("a resource link's URI must be 1 to {MAX_URI_BYTES} bytes without spaces or control characters, not \"{}\"", shown(uri)))
+                } else if name.is_empty() || name.len() > MAX_LINK_NAME_BYTES || name.chars().any(char::is_control) {
+                    Some(format!("a resource link's name must be 1 to {MAX_LINK_NAME_BYTES} bytes without control characters, not \"{}\"", shown(name)))
+                } else if let Some(m) = mime_type.as_deref().filter(|m| !media_type(m)) {
+                    Some(format!("a resource link's MIME type must be type/subtype (at most {MAX_MIME_TYPE_BYTES} bytes), not \"{}\"", shown(m)))
+                } else {
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// At most 80 characters of a hostile string, escaped, for an error message.
+fn shown(s: &str) -> String {
+    s.chars().take(80).collect::<String>().escape_debug().to_string()
+}
+
+/// The text rendering of `parts`: each part's [`ContentPart::model_text`],
+/// one per line.
+pub fn render_parts(parts: &[ContentPart]) -> String {
+    parts.iter().map(ContentPart::model_text).collect::<Vec<_>>().join("\n")
+}
+
+/// `parts` under an output cap of `limit` characters, which applies to the
+/// text parts: when they hold more than `limit` characters together, each is
+/// cut by the usual head/tail rule ([`super::truncate`]) to a share of the
+/// limit in proportion to its length (at least one character). Images and
+/// links are never cut; the result byte limit bounds them. `None` when the
+/// text fits.
+///
+/// ```
+/// use lovia_host::{ContentPart, truncate_parts};
+/// let text = |t: &str| ContentPart::Text { text: t.into() };
+/// let parts = vec![text(&"a".repeat(300)), ContentPart::Image { mime_type: "image/png".into(), data: vec![0; 9] }, text(&"b".repeat(100))];
+/// let cut = truncate_parts(&parts, 100).expect("over the cap");
+/// assert_eq!(cut.len(), 3);
+/// assert!(matches!(&cut[0], ContentPart::Text { text } if text.contains("kept 75 of 300 chars")));
+/// assert!(matches!(&cut[2], ContentPart::Text { text } if text.contains("kept 25 of 100 chars")));
+/// ```
+pub fn truncate_parts(parts: &[ContentPart], limit: u64) -> Option<Vec<ContentPart>> {
+    let lengths: Vec<usize> = parts
+        .iter()
+        .map(|p| match p {
+            ContentPart::Text { text } => text.chars().count(),
+            _ => 0,
+        })
+        .collect();
+    let total: usize = lengths.iter().sum();
+    if total as u64 <= limit {
+        return None;
+    }
+    let limit = limit.max(1) as u128;
+    Some(
+        parts
+            .iter()
+            .zip(&lengths)
+            .map(|(part, &len)| match part {
+                ContentPart::Text { text } => {
+                    let share = ((len as u128 * limit) / total as u128).max(1) as u64;
+                    let text = super::truncate(text, share).unwrap_or_else(|| text.clone());
+                    ContentPart::Text { text }
+                }
+                other => other.clone(),
+            })
+            .collect(),
+    )
+}
+
+mod base64_bytes {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(data: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(data))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        STANDARD.decode(text.as_bytes()).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_render_as_documented() {
+        let parts = vec![
+            ContentPart::Text { text: "chart of sales".into() },
+            ContentPart::Image { mime_type: "image/png".into(), data: vec![0; 12_345] },
+            ContentPart::ResourceLink { uri: "https://example.com/r.pdf".into(), name: "report".into(), mime_type: Some("application/pdf".into()) },
+            ContentPart::ResourceLink { uri: "file:///tmp/x".into(), name: "x".into(), mime_type: None },
+        ];
+        assert_eq!(
+            render_parts(&parts),
+            "chart of sales\n[image: image/png, 12,345 bytes]\n[resource link: report, https://example.com/r.pdf, application/pdf]\n[resource link: x, file:///tmp/x]"
+        );
+    }
+
+    #[test]
+    fn hostile_parts_are_named() {
+        let image = |m: &str| ContentPart::Image { mime_type: m.into(), data: vec![] };
+        assert_eq!(image("image/png").problem(), None);
+        assert!(image("text/html").problem().expect("refused").contains("image/<subtype>"));
+        assert!(image("image/png\nX-Forged: 1").problem().is_some());
+        let link = |u: &str, n: &str| ContentPart::ResourceLink { uri: u.into(), name: n.into(), mime_type: None };
+        assert!(link("", "n").problem().is_some());
+        assert!(link(&"u".repeat(MAX_URI_BYTES + 1), "n").problem().is_some());
+        assert!(link("https://x", "a\u{1b}[2J").problem().is_some());
+        assert_eq!(link("https://x/y", "y").problem(), None);
+    }
+
+    #[test]
+    fn parts_round_trip_through_json() {
+        let parts = vec![
+            ContentPart::Text { text: "t".into() },
+            ContentPart::Image { mime_type: "image/gif".into(), data: vec![1, 2, 3, 255] },
+            ContentPart::ResourceLink { uri: "u:x".into(), name: "n".into(), mime_type: None },
+        ];
+        let json = serde_json::to_string(&parts).expect("serialises");
+        assert_eq!(serde_json::from_str::<Vec<ContentPart>>(&json).expect("parses"), parts);
+    }
+
+    #[test]
+    fn text_that_fits_is_not_cut() {
+        let parts = vec![ContentPart::Text { text: "abc".into() }, ContentPart::Image { mime_type: "image/png".into(), data: vec![0; 1000] }];
+        assert_eq!(truncate_parts(&parts, 3), None);
+        assert!(truncate_parts(&parts, 2).is_some());
+    }
+}
