@@ -2,6 +2,7 @@
 
 mod args;
 mod cli;
+mod contract;
 mod exec;
 mod load;
 mod mcp;

@@ -57,7 +57,16 @@ pub(crate) fn python() -> Option<PathBuf> {
 fn server_args() -> Vec<String> {
     let mut args: Vec<String> = ["--no-cache", "mcp"].map(String::from).to_vec();
     args.extend(
-        [fixtures::DIAGNOSTICS, fixtures::DOCS, fixtures::ORDERS, fixtures::OPS, fixtures::HOSTILE].map(String::from),
+        [
+            fixtures::DIAGNOSTICS,
+            fixtures::DOCS,
+            fixtures::ORDERS,
+            fixtures::OPS,
+            fixtures::HOSTILE,
+            fixtures::CHARTS,
+            fixtures::CONTRACT_0_1,
+        ]
+        .map(String::from),
     );
     args.extend(["--timeout-ms", TIMEOUT_MS].map(String::from));
     args
@@ -130,7 +139,15 @@ async fn check(out: &Value, protocol: &str) {
 
     // tools/list: every tool in plugin order, with the schema the model sees.
     let mut expected = Vec::new();
-    for path in [fixtures::DIAGNOSTICS, fixtures::DOCS, fixtures::ORDERS, fixtures::OPS, fixtures::HOSTILE] {
+    for path in [
+        fixtures::DIAGNOSTICS,
+        fixtures::DOCS,
+        fixtures::ORDERS,
+        fixtures::OPS,
+        fixtures::HOSTILE,
+        fixtures::CHARTS,
+        fixtures::CONTRACT_0_1,
+    ] {
         let plugin = lovia_tests::load(path).await;
         expected.extend(Tool::from_plugin(&plugin).into_iter().map(|t| t.spec().clone()));
     }
@@ -176,6 +193,27 @@ async fn check(out: &Value, protocol: &str) {
     assert_eq!(out["progress_result"], result(false, "done in 3 steps", Value::Null));
     assert_eq!(out["progress"], json!([[1.0, "step 1 of 3"], [2.0, "step 2 of 3"], [3.0, "step 3 of 3"]]));
     assert_eq!(out["timeout"], result(true, &format!("Tool error: timed out after {TIMEOUT_MS} ms"), Value::Null));
+
+    // Contract 0.2: a declared title, and content parts as MCP blocks.
+    let chart = tools.iter().find(|t| t["name"] == "bar_chart").expect("bar_chart");
+    assert_eq!((&chart["title"], &chart["annotations"]["title"]), (&json!("Bar chart"), &json!("Bar chart")));
+    let legacy = tools.iter().find(|t| t["name"] == "legacy_echo").expect("legacy_echo");
+    assert_eq!(legacy["title"], "Legacy echo", "a 0.1.0 tool gets a title from its name");
+    let parts = crate::contract::direct_chart().await;
+    let image = match &parts[1] {
+        lovia_host::ContentPart::Image { data, .. } => base64::Engine::encode(&base64::engine::general_purpose::STANDARD, data),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        out["chart"],
+        json!([
+            {"type": "text", "text": "3 bars of visits, the highest 3."},
+            {"type": "image", "data": image, "mimeType": "image/png"},
+            {"type": "resource_link", "uri": "data:text/csv,visits%0A3%0A1%0A2", "name": "visits.csv", "mimeType": "text/csv"},
+        ])
+    );
+    assert_eq!(out["legacy"]["is_error"], false);
+    assert!(out["legacy"]["text"][0].as_str().unwrap_or_default().starts_with("old (call "), "{}", out["legacy"]);
 
     // Cancellation: the client gave up at 0.5 s; the component stopped.
     assert!(out["cancel_error"].is_string(), "the abandoned call raised: {}", out["cancel_error"]);

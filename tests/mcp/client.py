@@ -65,6 +65,9 @@ async def observe(client, pid_of_server):
     out["progress_result"] = block(await client.call_tool("progress", {"steps": 3}, progress_callback=on_progress))
     out["progress"] = seen
     out["timeout"] = block(await client.call_tool("spin_ms", {"ms": 20000}))
+    chart = await client.call_tool("bar_chart", {"values": [3, 1, 2], "label": "visits"})
+    out["chart"] = chart.model_dump(by_alias=True, exclude_none=True, mode="json")["content"]
+    out["legacy"] = block(await client.call_tool("legacy_echo", {"text": "old"}))
 
     # Cancellation: the client gives up after 0.5 s and sends notifications/cancelled.
     pid = pid_of_server()

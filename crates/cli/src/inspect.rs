@@ -119,6 +119,9 @@ fn table(m: &Manifest, imports: &[String], grants: &lovia_host::sandbox::Grants)
             t.name,
             if flags.is_empty() { String::new() } else { format!("  [{}]", flags.join(", ")) }
         );
+        if let Some(title) = &t.title {
+            out += &format!("  title: {title}\n");
+        }
         if !t.description.is_empty() {
             for line in t.description.lines() {
                 out += &format!("  {line}\n");
