@@ -106,7 +106,7 @@ async fn content_parts_reach_a_text_only_model_as_their_rendering() {
     assert_eq!(png_size(data), (26, 50));
     assert_eq!(data.len(), 1418);
     let rendered = lovia_host::render_parts(&parts);
-    assert_eq!(rendered, format!("{CHART_TEXT}\n[image: image/png, 1,418 bytes]\n{CHART_LINK}"));
+    assert_eq!(rendered, format!("{CHART_TEXT}\n[image: image/png, 1.4 KB]\n{CHART_LINK}"));
 
     let charts = load(fixtures::CHARTS).await;
     let exec = executor(Tool::from_plugin(&charts), ExecSettings::default());
@@ -114,22 +114,28 @@ async fn content_parts_reach_a_text_only_model_as_their_rendering() {
     let turn = run(&exec, vec![call("c1", "bar_chart", args)], &RunState::default(), |_| None).await;
     assert_eq!(turn.output("c1"), rendered);
     assert_eq!(turn.results()[0].parts.as_deref(), Some(parts.as_slice()));
+
+    // Parts are their own rendering: an agent's renderer is bypassed.
+    let renderer: lovia_host::Renderer = std::sync::Arc::new(|_, _| Ok(lovia_host::Rendered::Text("rendered".into())));
+    let settings = ExecSettings { renderer: Some(renderer), ..ExecSettings::default() };
+    let exec = executor(Tool::from_plugin(&charts), settings);
+    let turn = run(&exec, vec![call("c1", "bar_chart", args)], &RunState::default(), |_| None).await;
+    assert_eq!(turn.output("c1"), rendered);
 }
 
 #[tokio::test]
-async fn the_output_cap_cuts_text_parts_and_never_an_image() {
-    let parts = direct_chart().await;
+async fn a_truncated_rich_result_degrades_to_its_truncated_projection() {
     let charts = load(fixtures::CHARTS).await;
     let settings = ExecSettings { max_output_chars: Some(10), ..ExecSettings::default() };
     let exec = executor(Tool::from_plugin(&charts), settings);
     let args = r#"{"values": [3, 1, 2], "label": "visits"}"#;
     let turn = run(&exec, vec![call("c1", "bar_chart", args)], &RunState::default(), |_| None).await;
-    let kept = turn.results()[0].parts.clone().expect("parts");
-    assert_eq!(kept[1], parts[1], "the image is intact");
-    assert_eq!(kept[2], parts[2], "the link is intact");
-    let ContentPart::Text { text } = &kept[0] else { panic!("{kept:?}") };
-    assert_eq!(text, "3 bars o\n\n[... tool output truncated: kept 10 of 32 chars ...]\n\n3.");
-    assert!(turn.output("c1").starts_with(text.as_str()), "{}", turn.output("c1"));
+    let entry = &turn.results()[0];
+    assert_eq!(entry.parts, None, "the parts are dropped with the cut");
+    assert_eq!(entry.raw, None);
+    let projection = format!("{CHART_TEXT}\n[image: image/png, 1.4 KB]\n{CHART_LINK}");
+    assert_eq!(entry.output, lovia_host::truncate(&projection, 10).expect("over the cap"));
+    assert!(entry.output.starts_with("3 bars o\n\n[... tool output truncated: kept 10 of "), "{}", entry.output);
 }
 
 #[tokio::test]

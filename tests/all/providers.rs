@@ -286,3 +286,52 @@ async fn providers_are_configured_from_the_environment() {
     assert_eq!(got.body["model"], "llama");
     assert!(!got.headers.contains_key("authorization"));
 }
+
+/// A rich result (contract 0.2) goes to Anthropic as an image block beside
+/// its text, and to OpenAI Chat, which takes no images in tool messages, as
+/// the text rendering a model reads (docs/semantics.md §11).
+#[tokio::test]
+async fn content_parts_reach_each_provider_in_the_form_it_takes() {
+    use lovia_host::{ContentPart, ToolCall};
+    use lovia_runner::Message;
+    let parts = vec![
+        ContentPart::Text { text: "chart".into() },
+        ContentPart::Image { mime_type: "image/png".into(), data: vec![1, 2, 3] },
+        ContentPart::Image { mime_type: "image/x-icon".into(), data: vec![9] },
+    ];
+    let rendered = lovia_host::render_parts(&parts);
+    let messages = vec![
+        Message::User { content: "draw".into() },
+        Message::Assistant { content: None, tool_calls: vec![ToolCall::new("c1", "bar_chart", "{}")] },
+        Message::Tool {
+            tool_call_id: "c1".into(),
+            content: rendered.clone(),
+            is_error: false,
+            error_kind: None,
+            parts: Some(parts),
+        },
+    ];
+    let request = ModelRequest { model: None, messages, tools: vec![], settings: Default::default() };
+    let reply = json!({
+        "id": "m", "type": "message", "role": "assistant", "model": "test-model",
+        "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1, "output_tokens": 1}
+    });
+    let api = ModelApi::start(vec![Canned::json(reply)]).await;
+    Anthropic::new(options(&api, "", false)).respond(&request, &|_| {}).await.expect("reply");
+    let sent = tool_messages(&api.received()[0].body, "messages");
+    assert_eq!(
+        sent[2]["content"][0]["content"],
+        json!([
+            {"type": "text", "text": "chart"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AQID"}},
+            {"type": "text", "text": "[image: image/x-icon, 1 B]"},
+        ])
+    );
+
+    let reply = json!({"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}]});
+    let api = ModelApi::start(vec![Canned::json(reply)]).await;
+    OpenAiChat::new(options(&api, "/v1", false)).respond(&request, &|_| {}).await.expect("reply");
+    let sent = tool_messages(&api.received()[0].body, "messages");
+    assert_eq!(sent[2], json!({"role": "tool", "tool_call_id": "c1", "content": rendered}));
+}

@@ -32,7 +32,7 @@ pub use approval::{ApprovalChannel, ApprovalDecision, ApprovalHandler, ApprovalR
 pub use args::{ArgumentError, ArgumentValidator, SchemaError};
 pub use call::{
     ApprovalMode, BoxFuture, CallContext, CallOutcome, ContentPart, DEFAULT_MAX_OUTPUT_CHARS, ErrorKind, Failure, ProgressSink,
-    Rendered, Renderer, ToolHints, ToolOutput, ToolSpec, render_json, render_parts, truncate, truncate_parts,
+    Rendered, Renderer, ToolHints, ToolOutput, ToolSpec, render_json, render_parts, truncate,
 };
 pub use engine::{Host, HostConfig};
 pub use error::{CacheProblem, HostError, LoadError};

@@ -1,6 +1,6 @@
 //! Rich results: the content parts a tool may return instead of one text or
-//! JSON value (contract 0.2), their text rendering for models that read only
-//! text, and how the output cap applies to them (docs/semantics.md §11, §12).
+//! JSON value (contract 0.2), and their projection, the text a model that
+//! reads only text sees (docs/semantics.md §11).
 
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +23,7 @@ pub const MAX_LINK_NAME_BYTES: usize = 256;
 ///     serde_json::to_string(&part).unwrap(),
 ///     r#"{"type":"image","mime_type":"image/png","data":"iVBORw=="}"#
 /// );
-/// assert_eq!(part.model_text(), "[image: image/png, 4 bytes]");
+/// assert_eq!(part.model_text(), "[image: image/png, 4 B]");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -56,14 +56,13 @@ pub enum ContentPart {
 
 impl ContentPart {
     /// What a model that reads only text sees for this part: text verbatim,
-    /// `[image: image/png, 12,345 bytes]`, or
+    /// `[image: image/png, 12.1 KB]` (the size in `B`, `KB` from 1,024 bytes,
+    /// `MB` from 1,048,576, one decimal), or
     /// `[resource link: <name>, <uri>, <mime type>]` (the type left out when unknown).
     pub fn model_text(&self) -> String {
         match self {
             ContentPart::Text { text } => text.clone(),
-            ContentPart::Image { mime_type, data } => {
-                format!("[image: {mime_type}, {} bytes]", super::truncate::thousands(data.len()))
-            }
+            ContentPart::Image { mime_type, data } => format!("[image: {mime_type}, {}]", size(data.len())),
             ContentPart::ResourceLink { uri, name, mime_type: Some(m) } => format!("[resource link: {name}, {uri}, {m}]"),
             ContentPart::ResourceLink { uri, name, mime_type: None } => format!("[resource link: {name}, {uri}]"),
         }
@@ -111,60 +110,42 @@ impl ContentPart {
     }
 }
 
+/// A byte count as the projection shows it: `5 B`, `1.4 KB`, `2.0 MB`.
+fn size(bytes: usize) -> String {
+    const KB: usize = 1024;
+    const MB: usize = 1024 * 1024;
+    match bytes {
+        b if b >= MB => format!("{:.1} MB", b as f64 / MB as f64),
+        b if b >= KB => format!("{:.1} KB", b as f64 / KB as f64),
+        b => format!("{b} B"),
+    }
+}
+
 /// At most 80 characters of a hostile string, escaped, for an error message.
 fn shown(s: &str) -> String {
     s.chars().take(80).collect::<String>().escape_debug().to_string()
 }
 
-/// The text rendering of `parts`: each part's [`ContentPart::model_text`],
-/// one per line.
-pub fn render_parts(parts: &[ContentPart]) -> String {
-    parts.iter().map(ContentPart::model_text).collect::<Vec<_>>().join("\n")
-}
-
-/// `parts` under an output cap of `limit` characters, which applies to the
-/// text parts: when they hold more than `limit` characters together, each is
-/// cut by the usual head/tail rule ([`super::truncate`]) to a share of the
-/// limit in proportion to its length (at least one character). Images and
-/// links are never cut; the result byte limit bounds them. `None` when the
-/// text fits.
+/// The projection of `parts`, what the model reads: each part's
+/// [`ContentPart::model_text`], one per line, empty text parts left out
+/// (docs/semantics.md §11).
 ///
 /// ```
-/// use lovia_host::{ContentPart, truncate_parts};
-/// let text = |t: &str| ContentPart::Text { text: t.into() };
-/// let parts = vec![text(&"a".repeat(300)), ContentPart::Image { mime_type: "image/png".into(), data: vec![0; 9] }, text(&"b".repeat(100))];
-/// let cut = truncate_parts(&parts, 100).expect("over the cap");
-/// assert_eq!(cut.len(), 3);
-/// assert!(matches!(&cut[0], ContentPart::Text { text } if text.contains("kept 75 of 300 chars")));
-/// assert!(matches!(&cut[2], ContentPart::Text { text } if text.contains("kept 25 of 100 chars")));
+/// use lovia_host::{ContentPart, render_parts};
+/// let parts = [
+///     ContentPart::Text { text: "shot.png".into() },
+///     ContentPart::Text { text: String::new() },
+///     ContentPart::Image { mime_type: "image/png".into(), data: vec![0; 5] },
+/// ];
+/// assert_eq!(render_parts(&parts), "shot.png\n[image: image/png, 5 B]");
 /// ```
-pub fn truncate_parts(parts: &[ContentPart], limit: u64) -> Option<Vec<ContentPart>> {
-    let lengths: Vec<usize> = parts
+pub fn render_parts(parts: &[ContentPart]) -> String {
+    parts
         .iter()
-        .map(|p| match p {
-            ContentPart::Text { text } => text.chars().count(),
-            _ => 0,
-        })
-        .collect();
-    let total: usize = lengths.iter().sum();
-    if total as u64 <= limit {
-        return None;
-    }
-    let limit = limit.max(1) as u128;
-    Some(
-        parts
-            .iter()
-            .zip(&lengths)
-            .map(|(part, &len)| match part {
-                ContentPart::Text { text } => {
-                    let share = ((len as u128 * limit) / total as u128).max(1) as u64;
-                    let text = super::truncate(text, share).unwrap_or_else(|| text.clone());
-                    ContentPart::Text { text }
-                }
-                other => other.clone(),
-            })
-            .collect(),
-    )
+        .filter(|p| !matches!(p, ContentPart::Text { text } if text.is_empty()))
+        .map(ContentPart::model_text)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 mod base64_bytes {
@@ -196,8 +177,11 @@ mod tests {
         ];
         assert_eq!(
             render_parts(&parts),
-            "chart of sales\n[image: image/png, 12,345 bytes]\n[resource link: report, https://example.com/r.pdf, application/pdf]\n[resource link: x, file:///tmp/x]"
+            "chart of sales\n[image: image/png, 12.1 KB]\n[resource link: report, https://example.com/r.pdf, application/pdf]\n[resource link: x, file:///tmp/x]"
         );
+        assert_eq!(size(1023), "1023 B");
+        assert_eq!(size(1024), "1.0 KB");
+        assert_eq!(size(3 << 20), "3.0 MB");
     }
 
     #[test]
@@ -222,12 +206,5 @@ mod tests {
         ];
         let json = serde_json::to_string(&parts).expect("serialises");
         assert_eq!(serde_json::from_str::<Vec<ContentPart>>(&json).expect("parses"), parts);
-    }
-
-    #[test]
-    fn text_that_fits_is_not_cut() {
-        let parts = vec![ContentPart::Text { text: "abc".into() }, ContentPart::Image { mime_type: "image/png".into(), data: vec![0; 1000] }];
-        assert_eq!(truncate_parts(&parts, 3), None);
-        assert!(truncate_parts(&parts, 2).is_some());
     }
 }

@@ -131,7 +131,7 @@ pub enum CallOutcome {
     Text(String),
     /// A JSON value, shown through the renderer.
     Json(serde_json::Value),
-    /// Content parts (contract 0.2); the model reads their text rendering.
+    /// Content parts (contract 0.2); the model reads their projection.
     Parts(Vec<super::ContentPart>),
     /// The call ran and failed: `Tool error: <failure>`.
     Failed(Failure),
@@ -179,9 +179,6 @@ impl CallOutcome {
     /// The string the model sees, truncated to `limit` characters (docs/semantics.md §12)
     /// unless it is a preflight rejection.
     pub fn final_output(&self, limit: Option<u64>) -> String {
-        if let (CallOutcome::Parts(parts), Some(l)) = (self, limit) {
-            return super::render_parts(&super::truncate_parts(parts, l).unwrap_or_else(|| parts.clone()));
-        }
         let text = self.model_output();
         match (self, limit) {
             (CallOutcome::Rejected { .. }, _) | (_, None) => text,

@@ -15,8 +15,8 @@ pub enum ToolOutput {
     Text(String),
     /// Rendered by the tool's, the agent's or the default renderer.
     Json(Value),
-    /// Content parts (contract 0.2). Without a renderer the model reads
-    /// their text rendering and the parts travel on with the result; a
-    /// renderer that takes them replaces them with its text.
+    /// Content parts (contract 0.2): their own rendering. Renderers are
+    /// bypassed; the model reads the projection and the parts travel on with
+    /// the result (docs/semantics.md §11).
     Parts(Vec<super::ContentPart>),
 }

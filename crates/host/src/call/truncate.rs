@@ -32,7 +32,7 @@ pub fn truncate(text: &str, limit: u64) -> Option<String> {
     ))
 }
 
-pub(super) fn thousands(n: usize) -> String {
+fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {

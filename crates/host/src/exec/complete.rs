@@ -5,7 +5,7 @@ use super::tool::Tool;
 use super::{EventSink, ExecSettings, ToolCall, ToolEvent, ToolResultEntry};
 use crate::call::CallContext;
 use crate::call::ToolOutput;
-use crate::call::{render_parts, truncate, truncate_parts};
+use crate::call::{render_parts, truncate};
 use crate::call::{ErrorKind, Failure, text};
 use crate::call::{Rendered, render_default, render_json};
 use serde_json::Value;
@@ -71,16 +71,14 @@ pub(super) fn finish(
     outcome: Result<ToolOutput, Failure>,
 ) {
     let limit = tool.spec.max_output_chars.or(settings.max_output_chars);
-    let has_renderer = tool.renderer.is_some() || settings.renderer.is_some();
     let tool_error_kind = match &outcome {
         Err(Failure::Tool { kind, .. }) => kind.clone(),
         _ => None,
     };
     let (text, raw, error_kind, parts) = match outcome {
-        // Parts without a renderer travel on, their text parts under the
-        // output cap; the model reads their text rendering (docs/semantics.md §11, §12).
-        Ok(ToolOutput::Parts(parts)) if !has_renderer => {
-            let parts = limit.and_then(|l| truncate_parts(&parts, l)).unwrap_or(parts);
+        // Parts are their own rendering: renderers are bypassed and the
+        // model reads the projection (docs/semantics.md §11).
+        Ok(ToolOutput::Parts(parts)) => {
             let raw = serde_json::to_value(&parts).unwrap_or(Value::Null);
             (render_parts(&parts), raw, None, Some(parts))
         }
@@ -88,7 +86,7 @@ pub(super) fn finish(
             let raw = match &output {
                 ToolOutput::Text(t) => Value::String(t.clone()),
                 ToolOutput::Json(v) => v.clone(),
-                ToolOutput::Parts(parts) => serde_json::to_value(parts).unwrap_or(Value::Null),
+                ToolOutput::Parts(_) => Value::Null,
             };
             match render(tool, settings, &output, ctx) {
                 Ok(text) => (text, raw, None, None),
@@ -106,9 +104,11 @@ pub(super) fn finish(
             (text.clone(), Value::String(text), Some(failure.kind()), None)
         }
     };
-    // The parts' text parts were cut already.
-    let truncated = if parts.is_some() { None } else { limit.and_then(|l| truncate(&text, l)) };
-    let keep_raw = truncated.is_none() && text.chars().count() <= RAW_RETENTION_CHARS;
+    let truncated = limit.and_then(|l| truncate(&text, l));
+    // Parts keep no raw value; a truncated result drops its parts and
+    // degrades to the truncated text (docs/semantics.md §12).
+    let keep_raw = truncated.is_none() && parts.is_none() && text.chars().count() <= RAW_RETENTION_CHARS;
+    let parts = if truncated.is_some() { None } else { parts };
     let output = truncated.unwrap_or(text);
     let entry = ToolResultEntry {
         call_id: call.id.clone(),

@@ -57,9 +57,9 @@ pub struct ToolResultEntry {
     /// execution error; `None` for rejections, truncated outputs and outputs
     /// over 16,000 characters.
     pub raw: Option<Value>,
-    /// The content parts of a rich result (contract 0.2), their text parts
-    /// already under the output cap; `output` is their text rendering.
-    /// `None` for every other result, and when a renderer took the parts.
+    /// The content parts of a rich result (contract 0.2); `output` is their
+    /// projection. `None` for every other result, and when the projection
+    /// was truncated (the entry then degrades to text, docs/semantics.md §12).
     pub parts: Option<Vec<crate::call::ContentPart>>,
     /// The tool's own name for its failure, such as `ConnectError`
     /// (contract 0.2: `tool-error.kind`), when it gave a valid one.
