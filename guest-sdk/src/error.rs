@@ -141,3 +141,19 @@ impl From<ToolError> for wit::CallError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_kind_reaches_the_contract_only_for_ordinary_failures() {
+        let tool = wit::CallError::from(ToolError::new("refused").with_kind("ConnectError"));
+        let wit::CallError::Tool(e) = tool else { panic!("an ordinary failure") };
+        assert_eq!((e.message.as_str(), e.kind.as_deref()), ("refused", Some("ConnectError")));
+        let invalid = wit::CallError::from(ToolError::invalid_arguments("bad").with_kind("Ignored"));
+        assert!(matches!(invalid, wit::CallError::InvalidArguments(m) if m == "bad"));
+        assert_eq!(ToolError::of_kind("EmptySeries").to_string(), "EmptySeries");
+        assert_eq!(ToolError::of_kind("EmptySeries").hint("add values").to_string(), "add values");
+    }
+}

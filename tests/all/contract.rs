@@ -204,15 +204,23 @@ async fn a_direct_call_through_serve_returns_the_parts_and_the_kind() {
     let parts = serde_json::to_value(direct_chart().await).expect("parts");
     let dir = tempfile::tempdir().expect("tempdir");
     let addr = start_with(ServeConfig::new(vec![chart_tenant(dir.path())])).await;
-    let (status, body) =
-        request(addr, "POST", "/api/tools/bar_chart/call", Some("acme-key"), r#"{"values": [3, 1, 2], "label": "visits"}"#)
-            .await;
+    let (status, body) = request(
+        addr,
+        "POST",
+        "/api/tools/bar_chart/call",
+        Some("acme-key"),
+        r#"{"values": [3, 1, 2], "label": "visits"}"#,
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
     let body = json(&body);
     assert_eq!(body["parts"], parts);
     assert!(body["output"].as_str().unwrap_or_default().starts_with(CHART_TEXT), "{body}");
     let (_, body) = request(addr, "POST", "/api/tools/bar_chart/call", Some("acme-key"), r#"{"values": []}"#).await;
-    assert_eq!(json(&body), j!({"output": "Tool error: EmptySeries", "is_error": true, "error_kind": "tool_error", "tool_error_kind": "EmptySeries"}));
+    assert_eq!(
+        json(&body),
+        j!({"output": "Tool error: EmptySeries", "is_error": true, "error_kind": "tool_error", "tool_error_kind": "EmptySeries"})
+    );
     let (_, body) = request(addr, "POST", "/api/tools/legacy_echo/call", Some("acme-key"), r#"{"text": "old"}"#).await;
     assert_eq!(json(&body)["output"], "old (call http_2)");
 }

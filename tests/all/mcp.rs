@@ -201,7 +201,9 @@ async fn check(out: &Value, protocol: &str) {
     assert_eq!(legacy["title"], "Legacy echo", "a 0.1.0 tool gets a title from its name");
     let parts = crate::contract::direct_chart().await;
     let image = match &parts[1] {
-        lovia_host::ContentPart::Image { data, .. } => base64::Engine::encode(&base64::engine::general_purpose::STANDARD, data),
+        lovia_host::ContentPart::Image { data, .. } => {
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, data)
+        }
         other => panic!("{other:?}"),
     };
     assert_eq!(

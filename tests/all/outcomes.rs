@@ -42,7 +42,10 @@ fn failure_strings_match_the_spec() {
         s(Failure::Tool { message: "db down".into(), hint: Some("retry later".into()), kind: None }),
         "Tool error: db down\n  hint: retry later"
     );
-    assert_eq!(s(Failure::Tool { message: String::new(), hint: Some("only hint".into()), kind: None }), "Tool error: only hint");
+    assert_eq!(
+        s(Failure::Tool { message: String::new(), hint: Some("only hint".into()), kind: None }),
+        "Tool error: only hint"
+    );
     assert_eq!(s(Failure::Tool { message: String::new(), hint: None, kind: None }), "Tool error: ToolError");
     assert_eq!(s(Failure::TimedOut { ms: 50 }), "Tool error: timed out after 50 ms");
     assert_eq!(s(Failure::OutOfMemory { limit_mib: 64 }), "Tool error: out of memory (limit 64 MiB)");

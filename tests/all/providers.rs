@@ -329,7 +329,8 @@ async fn content_parts_reach_each_provider_in_the_form_it_takes() {
         ])
     );
 
-    let reply = json!({"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}]});
+    let reply =
+        json!({"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}]});
     let api = ModelApi::start(vec![Canned::json(reply)]).await;
     OpenAiChat::new(options(&api, "/v1", false)).respond(&request, &|_| {}).await.expect("reply");
     let sent = tool_messages(&api.received()[0].body, "messages");

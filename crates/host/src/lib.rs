@@ -27,12 +27,12 @@ pub mod plugin;
 pub mod policy;
 pub mod sandbox;
 
-pub use bindings::ContractVersion;
 pub use approval::{ApprovalChannel, ApprovalDecision, ApprovalHandler, ApprovalRequest, HandlerAnswer, NeedsApproval};
 pub use args::{ArgumentError, ArgumentValidator, SchemaError};
+pub use bindings::ContractVersion;
 pub use call::{
-    ApprovalMode, BoxFuture, CallContext, CallOutcome, ContentPart, DEFAULT_MAX_OUTPUT_CHARS, ErrorKind, Failure, ProgressSink,
-    Rendered, Renderer, ToolHints, ToolOutput, ToolSpec, render_json, render_parts, truncate,
+    ApprovalMode, BoxFuture, CallContext, CallOutcome, ContentPart, DEFAULT_MAX_OUTPUT_CHARS, ErrorKind, Failure,
+    ProgressSink, Rendered, Renderer, ToolHints, ToolOutput, ToolSpec, render_json, render_parts, truncate,
 };
 pub use engine::{Host, HostConfig};
 pub use error::{CacheProblem, HostError, LoadError};

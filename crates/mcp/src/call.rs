@@ -3,9 +3,9 @@
 //! lovia's, and the client reads the exact string any model would.
 
 use crate::catalog::WRAPPED_RESULT_KEY;
-use lovia_host::call::text;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use lovia_host::call::text;
 use lovia_host::{ContentPart, EventSink, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError};
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam, ProgressToken, Resource};

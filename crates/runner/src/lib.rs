@@ -403,17 +403,19 @@ impl Runner {
                             arguments: call.arguments.clone(),
                         });
                     }),
-                    ToolEvent::ToolCallCompleted { call, output, is_error, error_kind, parts, .. } => saver.update(|cp| {
-                        cp.pending_approvals.retain(|p| p.id != call.id);
-                        cp.pending_calls.retain(|c| c.id != call.id);
-                        cp.messages.push(Message::Tool {
-                            tool_call_id: call.id.clone(),
-                            content: output.clone(),
-                            is_error: *is_error,
-                            error_kind: *error_kind,
-                            parts: parts.clone(),
-                        });
-                    }),
+                    ToolEvent::ToolCallCompleted { call, output, is_error, error_kind, parts, .. } => {
+                        saver.update(|cp| {
+                            cp.pending_approvals.retain(|p| p.id != call.id);
+                            cp.pending_calls.retain(|c| c.id != call.id);
+                            cp.messages.push(Message::Tool {
+                                tool_call_id: call.id.clone(),
+                                content: output.clone(),
+                                is_error: *is_error,
+                                error_kind: *error_kind,
+                                parts: parts.clone(),
+                            });
+                        })
+                    }
                     _ => Ok(()),
                 };
                 if let Err(e) = saved {

@@ -159,7 +159,10 @@ impl Metrics {
         }
         out += "# HELP lovia_tool_error_kinds_total Tool errors by the kind the tool named (tool-error.kind).\n# TYPE lovia_tool_error_kinds_total counter\n";
         for ((tenant, tool, kind), n) in self.tool_kinds.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            let _ = writeln!(out, "lovia_tool_error_kinds_total{{tenant=\"{tenant}\",tool=\"{tool}\",kind=\"{kind}\"}} {n}");
+            let _ = writeln!(
+                out,
+                "lovia_tool_error_kinds_total{{tenant=\"{tenant}\",tool=\"{tool}\",kind=\"{kind}\"}} {n}"
+            );
         }
         out += "# HELP lovia_traps_total Calls that trapped (memory, stack, CPU budget, panic, wasm trap).\n# TYPE lovia_traps_total counter\n";
         for ((tenant, _), n) in errors.iter().filter(|((_, k), _)| *k == "trap") {

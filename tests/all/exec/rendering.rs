@@ -54,7 +54,9 @@ async fn renderers_never_see_errors_and_a_failing_renderer_is_an_error_result() 
     let tools = vec![
         returns("ok", ToolOutput::Text("x".into())),
         Tool::builder("bad")
-            .invoke(|_, _| async { Err::<ToolOutput, _>(Failure::Tool { message: "nope".into(), hint: None, kind: None }) })
+            .invoke(|_, _| async {
+                Err::<ToolOutput, _>(Failure::Tool { message: "nope".into(), hint: None, kind: None })
+            })
             .expect("tool"),
         returns("v", ToolOutput::Text("x".into())).with_renderer(value),
     ];

@@ -63,7 +63,9 @@ impl ContentPart {
         match self {
             ContentPart::Text { text } => text.clone(),
             ContentPart::Image { mime_type, data } => format!("[image: {mime_type}, {}]", size(data.len())),
-            ContentPart::ResourceLink { uri, name, mime_type: Some(m) } => format!("[resource link: {name}, {uri}, {m}]"),
+            ContentPart::ResourceLink { uri, name, mime_type: Some(m) } => {
+                format!("[resource link: {name}, {uri}, {m}]")
+            }
             ContentPart::ResourceLink { uri, name, mime_type: None } => format!("[resource link: {name}, {uri}]"),
         }
     }
@@ -83,12 +85,10 @@ impl ContentPart {
     /// image type that is not `image/<subtype>` in token characters, a URI
     /// or name with control characters.
     pub fn problem(&self) -> Option<String> {
-        let token = |s: &str| {
-            !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
-        };
-        let media_type = |m: &str| {
-            m.len() <= MAX_MIME_TYPE_BYTES && m.split_once('/').is_some_and(|(t, s)| token(t) && token(s))
-        };
+        let token =
+            |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b));
+        let media_type =
+            |m: &str| m.len() <= MAX_MIME_TYPE_BYTES && m.split_once('/').is_some_and(|(t, s)| token(t) && token(s));
         match self {
             ContentPart::Text { .. } => None,
             ContentPart::Image { mime_type, .. } => {
@@ -97,11 +97,20 @@ impl ContentPart {
             }
             ContentPart::ResourceLink { uri, name, mime_type } => {
                 if uri.is_empty() || uri.len() > MAX_URI_BYTES || uri.chars().any(|c| c.is_control() || c == ' ') {
-                    Some(format!("a resource link's URI must be 1 to {MAX_URI_BYTES} bytes without spaces or control characters, not \"{}\"", shown(uri)))
+                    Some(format!(
+                        "a resource link's URI must be 1 to {MAX_URI_BYTES} bytes without spaces or control characters, not \"{}\"",
+                        shown(uri)
+                    ))
                 } else if name.is_empty() || name.len() > MAX_LINK_NAME_BYTES || name.chars().any(char::is_control) {
-                    Some(format!("a resource link's name must be 1 to {MAX_LINK_NAME_BYTES} bytes without control characters, not \"{}\"", shown(name)))
+                    Some(format!(
+                        "a resource link's name must be 1 to {MAX_LINK_NAME_BYTES} bytes without control characters, not \"{}\"",
+                        shown(name)
+                    ))
                 } else if let Some(m) = mime_type.as_deref().filter(|m| !media_type(m)) {
-                    Some(format!("a resource link's MIME type must be type/subtype (at most {MAX_MIME_TYPE_BYTES} bytes), not \"{}\"", shown(m)))
+                    Some(format!(
+                        "a resource link's MIME type must be type/subtype (at most {MAX_MIME_TYPE_BYTES} bytes), not \"{}\"",
+                        shown(m)
+                    ))
                 } else {
                     None
                 }
@@ -172,7 +181,11 @@ mod tests {
         let parts = vec![
             ContentPart::Text { text: "chart of sales".into() },
             ContentPart::Image { mime_type: "image/png".into(), data: vec![0; 12_345] },
-            ContentPart::ResourceLink { uri: "https://example.com/r.pdf".into(), name: "report".into(), mime_type: Some("application/pdf".into()) },
+            ContentPart::ResourceLink {
+                uri: "https://example.com/r.pdf".into(),
+                name: "report".into(),
+                mime_type: Some("application/pdf".into()),
+            },
             ContentPart::ResourceLink { uri: "file:///tmp/x".into(), name: "x".into(), mime_type: None },
         ];
         assert_eq!(

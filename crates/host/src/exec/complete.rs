@@ -5,9 +5,9 @@ use super::tool::Tool;
 use super::{EventSink, ExecSettings, ToolCall, ToolEvent, ToolResultEntry};
 use crate::call::CallContext;
 use crate::call::ToolOutput;
-use crate::call::{render_parts, truncate};
 use crate::call::{ErrorKind, Failure, text};
 use crate::call::{Rendered, render_default, render_json};
+use crate::call::{render_parts, truncate};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 

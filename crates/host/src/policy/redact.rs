@@ -78,11 +78,9 @@ impl Policy for Redact {
                         })
                         .collect(),
                 )),
-                Err(Failure::Tool { message, hint, kind }) => Err(Failure::Tool {
-                    message: self.text(&message),
-                    hint: hint.map(|h| self.text(&h)),
-                    kind,
-                }),
+                Err(Failure::Tool { message, hint, kind }) => {
+                    Err(Failure::Tool { message: self.text(&message), hint: hint.map(|h| self.text(&h)), kind })
+                }
                 Err(other) => Err(other),
             }
         })
