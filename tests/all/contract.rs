@@ -148,7 +148,7 @@ async fn hostile_content_parts_are_refused_with_the_reason() {
         ("huge_image", "result too large"),
     ] {
         let outcome =
-            hostile.invoke(&CallRequest::new("bad_parts", &format!(r#"{{"case": "{case}"}}"#))).await.model_output();
+            hostile.invoke(&CallRequest::new("bad_parts", format!(r#"{{"case": "{case}"}}"#))).await.model_output();
         assert!(outcome.starts_with("Tool error: "), "{case}: {outcome}");
         assert!(outcome.contains(reason), "{case}: {outcome}");
     }

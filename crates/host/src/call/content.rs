@@ -106,13 +106,13 @@ impl ContentPart {
                         "a resource link's name must be 1 to {MAX_LINK_NAME_BYTES} bytes without control characters, not \"{}\"",
                         shown(name)
                     ))
-                } else if let Some(m) = mime_type.as_deref().filter(|m| !media_type(m)) {
-                    Some(format!(
-                        "a resource link's MIME type must be type/subtype (at most {MAX_MIME_TYPE_BYTES} bytes), not \"{}\"",
-                        shown(m)
-                    ))
                 } else {
-                    None
+                    mime_type.as_deref().filter(|m| !media_type(m)).map(|m| {
+                        format!(
+                            "a resource link's MIME type must be type/subtype (at most {MAX_MIME_TYPE_BYTES} bytes), not \"{}\"",
+                            shown(m)
+                        )
+                    })
                 }
             }
         }
