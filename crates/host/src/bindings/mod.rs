@@ -4,11 +4,12 @@
 //! and synchronous.
 //!
 //! The rest of the host speaks the newest version's types ([`wit`],
-//! [`guest`]); [`GuestPre`] and [`GuestInstance`] hide which version a
-//! component was built against and convert an older one's values up.
+//! [`guest`]); `crate::sandbox::GuestPre` hides which version a component
+//! was built against, with [`legacy`] converting an older one's values up.
+//! A leaf: it depends on no other module of the crate.
 #![allow(missing_docs, unreachable_pub)]
 
-mod legacy;
+pub(crate) mod legacy;
 mod version;
 
 /// `lovia:tools@0.1.0`, as it was released (`wit/0.1.0/lovia.wit`).
@@ -32,4 +33,3 @@ pub(crate) mod v0_2 {
 pub(crate) use v0_2::exports::lovia::tools::plugin as guest;
 pub(crate) use v0_2::lovia::tools::types as wit;
 pub use version::ContractVersion;
-pub(crate) use version::{GuestInstance, GuestPre, add_to_linker};

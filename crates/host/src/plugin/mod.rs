@@ -11,13 +11,13 @@ pub use request::CallRequest;
 pub use warm::{InstanceMode, WARM_INSTANCES};
 
 use crate::args::{ArgumentError, ArgumentValidator};
-use crate::bindings::{ContractVersion, GuestPre, guest, wit};
+use crate::bindings::{ContractVersion, guest, wit};
 use crate::call::CallContext;
 use crate::call::{ApprovalMode, MAX_CONTENT_PARTS, MAX_TITLE_BYTES, ToolHints, ToolSpec, is_valid_name};
 use crate::call::{CallOutcome, ContentPart, ErrorKind, Failure, is_valid_error_kind, text};
 use crate::engine::Host;
 use crate::error::LoadError;
-use crate::sandbox::{self, CallLimits, SessionStore, StoreSpec};
+use crate::sandbox::{self, CallLimits, GuestPre, SessionStore, StoreSpec};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! tools that keep state in memory between calls. Fresh instances per call
 //! stay the default; see [`InstanceMode`].
 
-use crate::bindings::GuestInstance;
+use crate::sandbox::GuestInstance;
 use crate::sandbox::{SandboxState, SlotPermit};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

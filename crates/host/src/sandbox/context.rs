@@ -2,6 +2,7 @@
 
 use super::SandboxState;
 use crate::bindings::v0_2::lovia::tools::context::Host;
+use crate::bindings::v0_1::lovia::tools as v0_1;
 use crate::bindings::wit::LogLevel;
 
 impl SandboxState {
@@ -78,6 +79,45 @@ impl Host for SandboxState {
 }
 
 impl crate::bindings::wit::Host for SandboxState {}
+impl v0_1::types::Host for SandboxState {}
+
+/// 0.1.0's `context` is 0.2.0's: each call goes to the implementation above.
+impl v0_1::context::Host for SandboxState {
+    fn run_id(&mut self) -> String {
+        Host::run_id(self)
+    }
+    fn session_id(&mut self) -> Option<String> {
+        Host::session_id(self)
+    }
+    fn call_id(&mut self) -> String {
+        Host::call_id(self)
+    }
+    fn agent(&mut self) -> String {
+        Host::agent(self)
+    }
+    fn turn(&mut self) -> u32 {
+        Host::turn(self)
+    }
+    fn dependency(&mut self, key: String) -> Option<String> {
+        Host::dependency(self, key)
+    }
+    fn cancelled(&mut self) -> bool {
+        Host::cancelled(self)
+    }
+    fn progress(&mut self, message: String) {
+        Host::progress(self, message);
+    }
+    fn log(&mut self, level: v0_1::types::LogLevel, message: String) {
+        let level = match level {
+            v0_1::types::LogLevel::Trace => LogLevel::Trace,
+            v0_1::types::LogLevel::Debug => LogLevel::Debug,
+            v0_1::types::LogLevel::Info => LogLevel::Info,
+            v0_1::types::LogLevel::Warn => LogLevel::Warn,
+            v0_1::types::LogLevel::Error => LogLevel::Error,
+        };
+        Host::log(self, level, message);
+    }
+}
 
 /// `text` with every control character (newlines, carriage returns, escape
 /// sequences) written as its Rust escape, `\n`, `\u{1b}`; other text unchanged.

@@ -6,6 +6,7 @@ mod context;
 pub(crate) use context::escape_controls;
 mod fuel;
 mod grants;
+mod guest;
 mod http;
 mod limits;
 mod output;
@@ -19,6 +20,7 @@ mod trap;
 pub use fuel::FuelLedger;
 use fuel::Reservation;
 pub use grants::{DirGrant, DirMode, Grants, SecretSource};
+pub(crate) use guest::{GuestInstance, GuestPre};
 pub(crate) use http::HttpHooks;
 pub use http::{HttpOrigin, InvalidOrigin, is_special_address};
 pub use limits::CallLimits;
@@ -78,7 +80,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<SandboxState>> 
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-    crate::bindings::add_to_linker(&mut linker)?;
+    guest::add_to_linker(&mut linker)?;
     Ok(linker)
 }
 

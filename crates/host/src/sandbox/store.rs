@@ -215,6 +215,22 @@ impl Host for SandboxState {
     }
 }
 
+/// 0.1.0's `store` is 0.2.0's: each call goes to the implementation above.
+impl crate::bindings::v0_1::lovia::tools::store::Host for SandboxState {
+    fn get(&mut self, key: String) -> Option<Vec<u8>> {
+        Host::get(self, key)
+    }
+    fn set(&mut self, key: String, value: Vec<u8>) -> Result<(), String> {
+        Host::set(self, key, value)
+    }
+    fn delete(&mut self, key: String) {
+        Host::delete(self, key);
+    }
+    fn keys(&mut self, prefix: String) -> Vec<String> {
+        Host::keys(self, prefix)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
