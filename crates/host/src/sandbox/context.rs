@@ -1,8 +1,8 @@
 //! The `context` interface: what a call knows about its run.
 
 use super::SandboxState;
-use crate::bindings::v0_2::lovia::tools::context::Host;
 use crate::bindings::v0_1::lovia::tools as v0_1;
+use crate::bindings::v0_2::lovia::tools::context::Host;
 use crate::bindings::wit::LogLevel;
 
 impl SandboxState {
