@@ -29,6 +29,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("BAD_PLUGIN_NAME", "bad_plugin_name"),
     ("MANY_TOOLS", "many_tools"),
     ("WIDE_PLUGIN", "wide_plugin"),
+    ("PY_TWINS", "py_twins"),
 ];
 
 fn main() -> anyhow::Result<()> {
