@@ -7,6 +7,7 @@ mod load;
 mod mcp;
 mod outcomes;
 mod providers;
+mod python;
 mod runner;
 mod sandbox;
 mod schemas;

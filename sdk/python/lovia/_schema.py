@@ -353,14 +353,15 @@ def sort_keys(value: Any) -> Any:
 def to_json_value(value: Any) -> Any:
     """A Python value as plain JSON data: dataclasses as objects, enums as
     their values, tuples and sets as arrays. `TypeError` for anything else."""
+    # Before the scalars: an IntEnum or StrEnum member is also an int or a str.
+    if isinstance(value, enum.Enum):
+        return to_json_value(value.value)
     if value is None or isinstance(value, (str, bool, int)):
         return value
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             raise TypeError(f"{value!r} is not a JSON number")
         return value
-    if isinstance(value, enum.Enum):
-        return to_json_value(value.value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_json_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):

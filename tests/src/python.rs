@@ -1,0 +1,121 @@
+//! The Python guest fixture: `tests/python/tools.py` built into a component
+//! with `python -m lovia build` (componentize-py), once per change of its
+//! inputs. The component is ~19 MiB and takes about a minute to build, so it
+//! is cached under `target/python/` by a hash of every input (the SDK, the
+//! fixture files, the WIT and the componentize-py version) rather than built
+//! on every run.
+//!
+//! The interpreter is `$LOVIA_PYTHON`, else `target/py-venv/bin/python`,
+//! where `.ci/run` installs componentize-py.
+
+use lovia_host::Plugin;
+use std::hash::{DefaultHasher, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository root").to_path_buf()
+}
+
+/// The Python that builds the fixture, when it has componentize-py.
+fn python() -> Result<PathBuf, String> {
+    let python = std::env::var_os("LOVIA_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/py-venv/bin/python"));
+    let probe = Command::new(&python).args(["-c", "import componentize_py"]).output();
+    match probe {
+        Ok(out) if out.status.success() => Ok(python),
+        _ => Err(format!(
+            "componentize-py is not importable by {} (.ci/run installs it: python3 -m venv target/py-venv && \
+             target/py-venv/bin/pip install componentize-py==0.25.1)",
+            python.display()
+        )),
+    }
+}
+
+/// Every file whose change must rebuild the component, in a stable order.
+fn inputs(root: &Path) -> Vec<PathBuf> {
+    let mut files = vec![root.join("wit/lovia.wit")];
+    for dir in ["sdk/python/lovia", "tests/python"] {
+        let mut here: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
+            .unwrap_or_else(|e| panic!("{dir}: {e}"))
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "py"))
+            .collect();
+        here.sort();
+        files.extend(here);
+    }
+    files
+}
+
+fn input_hash(root: &Path, python: &Path) -> u64 {
+    let mut h = DefaultHasher::new();
+    for file in inputs(root) {
+        h.write(file.strip_prefix(root).unwrap_or(&file).to_string_lossy().as_bytes());
+        h.write(&std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display())));
+    }
+    let version = Command::new(python).args(["-m", "pip", "show", "componentize-py"]).output();
+    if let Ok(out) = version {
+        h.write(&out.stdout);
+    }
+    h.finish()
+}
+
+/// The path of the built Python fixture component, or why it cannot be
+/// built here (the caller prints `skipped: ...`). Builds at most once per
+/// test binary; a cached build is reused when no input changed.
+pub fn component() -> Result<&'static Path, String> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT.get_or_init(build).as_ref().map(PathBuf::as_path).map_err(Clone::clone)
+}
+
+fn build() -> Result<PathBuf, String> {
+    let root = root();
+    let python = python()?;
+    let dir = root.join("target/python");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let out = dir.join(format!("pytools-{:016x}.wasm", input_hash(&root, &python)));
+    if out.exists() {
+        return Ok(out);
+    }
+    // A per-process name, renamed into place: two test processes building at once never read half a file.
+    let tmp = dir.join(format!("pytools-{}.building.wasm", std::process::id()));
+    let done = Command::new(&python)
+        .args(["-m", "lovia", "build", "--no-pack"])
+        .arg(root.join("tests/python/tools.py"))
+        .arg("-o")
+        .arg(&tmp)
+        .env("PYTHONPATH", root.join("sdk/python"))
+        .output()
+        .map_err(|e| format!("running {}: {e}", python.display()))?;
+    // A failed build is a failed test, not a skip: the tool is installed, so the SDK or the fixture is wrong.
+    assert!(
+        done.status.success(),
+        "python -m lovia build failed:\n{}{}",
+        String::from_utf8_lossy(&done.stdout),
+        String::from_utf8_lossy(&done.stderr)
+    );
+    std::fs::rename(&tmp, &out).map_err(|e| format!("{}: {e}", out.display()))?;
+    Ok(out)
+}
+
+/// The fixture loaded with the shared host, once per test binary (compiling
+/// the interpreter takes tens of seconds); `None` after printing why when
+/// it cannot be built here.
+pub async fn plugin() -> Option<Plugin> {
+    static PLUGIN: tokio::sync::OnceCell<Result<Plugin, String>> = tokio::sync::OnceCell::const_new();
+    let loaded = PLUGIN
+        .get_or_init(|| async {
+            let path = tokio::task::spawn_blocking(component).await.expect("the build thread")?;
+            Ok(crate::load(&path.to_string_lossy()).await)
+        })
+        .await;
+    match loaded {
+        Ok(plugin) => Some(plugin.clone()),
+        Err(why) => {
+            println!("skipped: {why}");
+            None
+        }
+    }
+}
