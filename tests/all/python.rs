@@ -15,8 +15,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+const LOVIA: &str = env!("CARGO_BIN_EXE_lovia");
+
 async fn py() -> Option<Plugin> {
-    python::plugin().await
+    python::plugin(LOVIA).await
 }
 
 async fn invoke(plugin: &Plugin, tool: &str, arguments: &str) -> CallOutcome {
@@ -52,6 +54,21 @@ async fn the_plugin_is_named_by_the_tool_file() {
     assert_eq!(py.info().name, "pytools");
     assert_eq!(py.info().version, "0.2.0");
     assert_eq!(py.info().instructions.as_deref(), Some("Python fixture tools."));
+}
+
+#[tokio::test]
+async fn the_build_command_packs_the_manifest() {
+    let Some(py) = py().await else { return };
+    let path = python::component(LOVIA).expect("built, since it loaded");
+    let bytes = std::fs::read(path).expect("read the component");
+    let view = lovia_host::plugin::manifest::read_static(&bytes).expect("a component");
+    let manifest = view.manifest.expect("a manifest section").expect("a readable manifest");
+    assert_eq!(
+        serde_json::to_value(&manifest).expect("json"),
+        serde_json::to_value(py.manifest()).expect("json"),
+        "the embedded manifest is what the plugin itself reports"
+    );
+    assert_eq!(py.tools().len(), 27);
 }
 
 #[tokio::test]

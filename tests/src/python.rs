@@ -8,7 +8,7 @@
 //! The interpreter is `$LOVIA_PYTHON`, else `target/py-venv/bin/python`,
 //! where `.ci/run` installs componentize-py.
 
-use lovia_host::Plugin;
+use lovia_host::{Host, HostConfig, Plugin};
 use std::hash::{DefaultHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -65,12 +65,13 @@ fn input_hash(root: &Path, python: &Path) -> u64 {
 /// The path of the built Python fixture component, or why it cannot be
 /// built here (the caller prints `skipped: ...`). Builds at most once per
 /// test binary; a cached build is reused when no input changed.
-pub fn component() -> Result<&'static Path, String> {
+/// `lovia` is the CLI binary that packs the manifest (the build command's last step).
+pub fn component(lovia: &str) -> Result<&'static Path, String> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BUILT.get_or_init(build).as_ref().map(PathBuf::as_path).map_err(Clone::clone)
+    BUILT.get_or_init(|| build(lovia)).as_ref().map(PathBuf::as_path).map_err(Clone::clone)
 }
 
-fn build() -> Result<PathBuf, String> {
+fn build(lovia: &str) -> Result<PathBuf, String> {
     let root = root();
     let python = python()?;
     let dir = root.join("target/python");
@@ -82,11 +83,13 @@ fn build() -> Result<PathBuf, String> {
     // A per-process name, renamed into place: two test processes building at once never read half a file.
     let tmp = dir.join(format!("pytools-{}.building.wasm", std::process::id()));
     let done = Command::new(&python)
-        .args(["-m", "lovia", "build", "--no-pack"])
+        .args(["-m", "lovia", "build", "--lovia", lovia])
         .arg(root.join("tests/python/tools.py"))
         .arg("-o")
         .arg(&tmp)
         .env("PYTHONPATH", root.join("sdk/python"))
+        // `lovia pack` compiles the component; in the test host's cache, the tests then load it without compiling again.
+        .env("LOVIA_CACHE_DIR", root.join("target/python/cache"))
         .output()
         .map_err(|e| format!("running {}: {e}", python.display()))?;
     // A failed build is a failed test, not a skip: the tool is installed, so the SDK or the fixture is wrong.
@@ -100,15 +103,19 @@ fn build() -> Result<PathBuf, String> {
     Ok(out)
 }
 
-/// The fixture loaded with the shared host, once per test binary (compiling
-/// the interpreter takes tens of seconds); `None` after printing why when
-/// it cannot be built here.
-pub async fn plugin() -> Option<Plugin> {
+/// The fixture loaded once per test binary, `None` after printing why when
+/// it cannot be built here. Compiling the interpreter takes tens of seconds,
+/// so this host keeps compiled artifacts in `target/python/cache` (the
+/// shared test host keeps none): a second test run loads it in milliseconds.
+pub async fn plugin(lovia: &'static str) -> Option<Plugin> {
     static PLUGIN: tokio::sync::OnceCell<Result<Plugin, String>> = tokio::sync::OnceCell::const_new();
     let loaded = PLUGIN
         .get_or_init(|| async {
-            let path = tokio::task::spawn_blocking(component).await.expect("the build thread")?;
-            Ok(crate::load(&path.to_string_lossy()).await)
+            let path = tokio::task::spawn_blocking(move || component(lovia)).await.expect("the build thread")?;
+            let config = HostConfig { cache_dir: Some(root().join("target/python/cache")), ..HostConfig::default() };
+            let host = Host::new(config).map_err(|e| format!("the Python test host: {e}"))?;
+            let plugin = host.load_file(path).await;
+            Ok(plugin.unwrap_or_else(|e| panic!("loading {}: {e}", path.display())))
         })
         .await;
     match loaded {
