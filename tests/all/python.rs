@@ -48,6 +48,48 @@ async fn schemas_are_byte_identical_to_the_rust_twins() {
     }
 }
 
+/// example-tools/python: the Python `orders` and `docs` declare the same
+/// specs as the Rust ones and answer the same calls with the same strings.
+#[tokio::test]
+async fn the_python_examples_match_the_rust_examples() {
+    let Some(py) = py().await else { return };
+    let calls: &[(&str, &str)] = &[
+        ("lookup_order", r#"{"order_id": "A-1001"}"#),
+        ("lookup_order", r#"{"order_id": "A-9999"}"#),
+        ("lookup_order", r#"{"order_id": "B-1"}"#),
+        ("refund", r#"{"order_id": "A-1003", "amount_cents": 5000}"#),
+        ("refund", r#"{"order_id": "A-1003", "amount_cents": 500, "reason": "late"}"#),
+        ("refund", r#"{"order_id": "A-0000", "amount_cents": 5}"#),
+        ("top_customers", "{}"),
+        ("top_customers", r#"{"limit": 2, "by": "orders"}"#),
+        ("search_docs", r#"{"query": "wasm32-wasip2 tool"}"#),
+        ("search_docs", r#"{"query": "limits approval", "limit": 1, "filter": {"section": "reference", "since_year": 2026}}"#),
+        ("search_docs", r#"{"query": ""}"#),
+    ];
+    for fixture in [fixtures::ORDERS, fixtures::DOCS] {
+        let rust = load(fixture).await;
+        for spec in rust.tools() {
+            let twin = py.tool(&spec.name).unwrap_or_else(|| panic!("no Python {}", spec.name));
+            assert_eq!(
+                serde_json::to_string(twin).expect("json"),
+                serde_json::to_string(spec).expect("json"),
+                "{}: the specs differ",
+                spec.name
+            );
+        }
+        for (tool, args) in calls.iter().filter(|(t, _)| rust.tool(t).is_some()) {
+            let (r, p) = (invoke(&rust, tool, args).await, invoke(&py, tool, args).await);
+            assert_eq!(p.model_output(), r.model_output(), "{tool} {args}");
+            assert_eq!(p, r, "{tool} {args}");
+        }
+        let ctx = CallContext::default();
+        let big = r#"{"order_id": "A-1002", "amount_cents": 6000}"#;
+        if rust.tool("refund").is_some() {
+            assert_eq!(py.needs_approval("refund", big, &ctx).await, rust.needs_approval("refund", big, &ctx).await);
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_plugin_is_named_by_the_tool_file() {
     let Some(py) = py().await else { return };
@@ -68,7 +110,7 @@ async fn the_build_command_packs_the_manifest() {
         serde_json::to_value(py.manifest()).expect("json"),
         "the embedded manifest is what the plugin itself reports"
     );
-    assert_eq!(py.tools().len(), 27);
+    assert_eq!(py.tools().len(), 31, "the twins, the examples and the behaviour tools");
 }
 
 #[tokio::test]
@@ -258,7 +300,7 @@ async fn output_caps_and_flags_declared_in_python_take_effect() {
         turn.output("c"),
         format!("{}\n\n[... tool output truncated: kept 20 of 100 chars ...]\n\nxxxx", "x".repeat(16))
     );
-    let refund = py.tool("refund").expect("tool");
+    let refund = py.tool("gated_refund").expect("tool");
     assert!(!refund.parallel);
     assert!(refund.hints.destructive && !refund.hints.read_only);
     assert!(py.tool("describe").expect("tool").hints.read_only);
@@ -268,19 +310,19 @@ async fn output_caps_and_flags_declared_in_python_take_effect() {
 async fn approvals_declared_in_python_are_asked_of_the_plugin() {
     let Some(py) = py().await else { return };
     let ctx = CallContext::default();
-    assert_eq!(py.needs_approval("refund", r#"{"amount": 500}"#, &ctx).await, Ok(true));
-    assert_eq!(py.needs_approval("refund", r#"{"amount": 50}"#, &ctx).await, Ok(false));
+    assert_eq!(py.needs_approval("gated_refund", r#"{"amount": 500}"#, &ctx).await, Ok(true));
+    assert_eq!(py.needs_approval("gated_refund", r#"{"amount": 50}"#, &ctx).await, Ok(false));
     assert!(py.needs_approval("broken_gate", "{}", &ctx).await.is_err(), "a raising predicate denies");
     let exec = executor(Tool::from_plugin(&py), ExecSettings::default());
     let calls = vec![
-        call("small", "refund", r#"{"amount": 50}"#),
-        call("big", "refund", r#"{"amount": 500}"#),
+        call("small", "gated_refund", r#"{"amount": 50}"#),
+        call("big", "gated_refund", r#"{"amount": 500}"#),
         call("always", "always_gated", "{}"),
         call("broken", "broken_gate", "{}"),
     ];
     let turn = run(&exec, calls, &RunState::default(), |_| Some(false)).await;
     assert_eq!(turn.output("small"), "refunded 50");
-    assert_eq!(turn.output("big"), "Tool refund was not approved.");
+    assert_eq!(turn.output("big"), "Tool gated_refund was not approved.");
     assert_eq!(turn.output("always"), "Tool always_gated was not approved.");
     assert_eq!(turn.output("broken"), "Tool broken_gate was not approved (approval check failed).");
 }

@@ -1,5 +1,5 @@
 """The Python guest fixture of tests/all/python.rs: one component holding the
-golden twins (twins.py) and tools that exercise the SDK's behaviour in the
+golden twins (twins.py), the Python examples (example-tools/python) and tools that exercise the SDK's behaviour in the
 real host: typed values, every error type, async tools, RunContext, the
 store, approvals, and the retries/timeouts/caps declared in Python."""
 
@@ -10,6 +10,8 @@ import enum
 from dataclasses import dataclass
 from typing import Annotated, Literal, Optional, TypedDict, Union
 
+import docs  # noqa: F401  (example-tools/python: compared with the Rust examples)
+import orders  # noqa: F401
 import twins  # noqa: F401  (declares the golden twins in the same component)
 from lovia import (
     BudgetExceeded, Field, InvalidToolArguments, RunCancelled, RunContext, ToolError, plugin, tool,
@@ -176,7 +178,7 @@ def _big_refund(args: dict) -> bool:
 
 
 @tool(needs_approval=_big_refund, parallel=False, destructive=True)
-def refund(amount: int) -> str:
+def gated_refund(amount: int) -> str:
     return f"refunded {amount}"
 
 

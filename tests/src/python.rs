@@ -1,4 +1,5 @@
-//! The Python guest fixture: `tests/python/tools.py` built into a component
+//! The Python guest fixture: `tests/python/tools.py` (which imports the
+//! Python examples of `example-tools/python`) built into a component
 //! with `python -m lovia build` (componentize-py), once per change of its
 //! inputs. The component is ~19 MiB and takes about a minute to build, so it
 //! is cached under `target/python/` by a hash of every input (the SDK, the
@@ -37,7 +38,7 @@ fn python() -> Result<PathBuf, String> {
 /// Every file whose change must rebuild the component, in a stable order.
 fn inputs(root: &Path) -> Vec<PathBuf> {
     let mut files = vec![root.join("wit/lovia.wit")];
-    for dir in ["sdk/python/lovia", "tests/python"] {
+    for dir in ["sdk/python/lovia", "tests/python", "example-tools/python"] {
         let mut here: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
             .unwrap_or_else(|e| panic!("{dir}: {e}"))
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -83,13 +84,14 @@ fn build(lovia: &str) -> Result<PathBuf, String> {
     // A per-process name, renamed into place: two test processes building at once never read half a file.
     let tmp = dir.join(format!("pytools-{}.building.wasm", std::process::id()));
     let done = Command::new(&python)
-        .args(["-m", "lovia", "build", "--lovia", lovia])
+        .args(["-m", "lovia", "build", "--lovia", lovia, "--path"])
+        .arg(root.join("example-tools/python"))
         .arg(root.join("tests/python/tools.py"))
         .arg("-o")
         .arg(&tmp)
         .env("PYTHONPATH", root.join("sdk/python"))
-        // `lovia pack` compiles the component; in the test host's cache, the tests then load it without compiling again.
-        .env("LOVIA_CACHE_DIR", root.join("target/python/cache"))
+        // `lovia pack` compiles the unpacked bytes once; that artifact is never loaded again, so it stays out of ~/.cache.
+        .env("LOVIA_CACHE_DIR", dir.join("pack-cache"))
         .output()
         .map_err(|e| format!("running {}: {e}", python.display()))?;
     // A failed build is a failed test, not a skip: the tool is installed, so the SDK or the fixture is wrong.

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from ._errors import DeclarationError
@@ -50,6 +51,8 @@ def _find_wit(explicit: str | None) -> Path:
 
 def _find_componentize(explicit: str | None) -> str:
     if explicit:
+        if not os.access(explicit, os.X_OK) and shutil.which(explicit) is None:
+            raise BuildError(f"--componentize-py {explicit}: not an executable")
         return explicit
     beside = Path(sys.executable).parent / "componentize-py"
     if beside.is_file():
@@ -70,28 +73,33 @@ def _find_lovia(explicit: str | None) -> str | None:
     return os.environ.get("LOVIA_BIN") or shutil.which("lovia")
 
 
-def check(tool_file: Path) -> list[str]:
-    """Imports the tool file here and returns its tool names; raises
-    `DeclarationError` for a bad declaration, `BuildError` for no tools."""
+def check(tool_file: Path, paths: Sequence[Path] = ()) -> list[str]:
+    """Imports the tool file here (with `paths` on the module path, as in the
+    component) and returns its tool names; raises `DeclarationError` for a
+    bad declaration, `BuildError` for no tools or a failed import."""
     from . import _tool
 
     module = tool_file.stem
-    sys.path.insert(0, str(tool_file.parent))
+    added = [str(tool_file.parent.resolve())] + [str(p.resolve()) for p in paths]
+    sys.path[:0] = added
     try:
         before = set(_tool.REGISTRY)
         if module in sys.modules:
             del sys.modules[module]
         importlib.import_module(module)
+    except ImportError as e:
+        raise BuildError(f"{tool_file}: {e} (a module beside the tool file, or in a --path directory, is bundled; "
+                         "packages with native extensions cannot run in a component)") from None
     finally:
-        sys.path.remove(str(tool_file.parent))
+        del sys.path[:len(added)]
     names = [n for n in _tool.REGISTRY if n not in before]
     if not names:
         raise BuildError(f"{tool_file} declares no @tool function")
     return names
 
 
-def build(tool_file: Path, output: Path, *, wit: str | None = None, componentize_py: str | None = None,
-          lovia: str | None = None, pack: bool = True) -> list[str]:
+def build(tool_file: Path, output: Path, *, paths: Sequence[Path] = (), wit: str | None = None,
+          componentize_py: str | None = None, lovia: str | None = None, pack: bool = True) -> list[str]:
     """Builds `tool_file` into the component `output`; returns its tool names."""
     if not tool_file.is_file() or tool_file.suffix != ".py":
         raise BuildError(f"{tool_file}: expected a Python file (tools.py)")
@@ -99,7 +107,10 @@ def build(tool_file: Path, output: Path, *, wit: str | None = None, componentize
         raise BuildError(f"{tool_file}: the file name must be a Python module name (letters, digits, _)")
     wit_dir = _find_wit(wit)
     componentize = _find_componentize(componentize_py)
-    names = check(tool_file)
+    for p in paths:
+        if not p.is_dir():
+            raise BuildError(f"--path {p}: not a directory")
+    names = check(tool_file, paths)
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="lovia-build-") as tmp:
         (Path(tmp) / f"{ENTRY}.py").write_text(
@@ -110,7 +121,10 @@ def build(tool_file: Path, output: Path, *, wit: str | None = None, componentize
         )
         partial = output.with_name(output.name + ".partial")
         cmd = [componentize, "-d", str(wit_dir), "-w", WORLD, "componentize",
-               "-p", tmp, "-p", str(tool_file.parent.resolve()), "-p", str(_SDK_DIR), ENTRY, "-o", str(partial)]
+               "-p", tmp, "-p", str(tool_file.parent.resolve())]
+        for p in paths:
+            cmd += ["-p", str(p.resolve())]
+        cmd += ["-p", str(_SDK_DIR), ENTRY, "-o", str(partial)]
         # Without VIRTUAL_ENV componentize-py does not add a venv's site-packages (pip, pytest...) to the
         # component; the SDK needs nothing from it.
         env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
@@ -138,20 +152,23 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="build a tool file into a .wasm component")
     b.add_argument("tool_file", type=Path, help="the Python file with the @tool functions")
     b.add_argument("-o", "--output", type=Path, help="the component to write [default: the file's name, .wasm]")
+    b.add_argument("-p", "--path", type=Path, action="append", default=[],
+                   help="another directory of modules to bundle (repeatable); the tool file's own is always bundled")
     b.add_argument("--wit", help="the lovia WIT directory [default: $LOVIA_WIT, else the repository's wit/]")
     b.add_argument("--componentize-py", dest="componentize_py", help="the componentize-py executable")
     b.add_argument("--lovia", help="the lovia binary that packs the manifest [default: $LOVIA_BIN, else PATH]")
     b.add_argument("--no-pack", action="store_true", help="do not embed the manifest")
     c = sub.add_parser("check", help="check the declarations of a tool file without building")
     c.add_argument("tool_file", type=Path)
+    c.add_argument("-p", "--path", type=Path, action="append", default=[])
     args = parser.parse_args(argv)
     try:
         if args.command == "check":
-            names = check(args.tool_file)
+            names = check(args.tool_file, args.path)
             print(f"{args.tool_file}: {len(names)} tool(s): {', '.join(names)}")
             return 0
         output = args.output or args.tool_file.with_suffix(".wasm")
-        names = build(args.tool_file, output, wit=args.wit, componentize_py=args.componentize_py, lovia=args.lovia,
+        names = build(args.tool_file, output, paths=args.path, wit=args.wit, componentize_py=args.componentize_py, lovia=args.lovia,
                       pack=not args.no_pack)
         print(f"{output}: {len(names)} tool(s): {', '.join(names)}")
         return 0
