@@ -111,9 +111,10 @@ async def _double(x: int) -> int:
 
 @tool
 async def async_add(a: int, b: int) -> int:
-    """An async tool that awaits other coroutines and a real timer."""
+    """An async tool that awaits other coroutines, a real timer and a gather of tasks."""
     await asyncio.sleep(0.01)
-    return await _double(a) + b
+    doubled, same = await asyncio.gather(_double(a), asyncio.sleep(0.01, result=b))
+    return doubled + same
 
 
 @tool
