@@ -63,7 +63,10 @@ async fn the_python_examples_match_the_rust_examples() {
         ("top_customers", "{}"),
         ("top_customers", r#"{"limit": 2, "by": "orders"}"#),
         ("search_docs", r#"{"query": "wasm32-wasip2 tool"}"#),
-        ("search_docs", r#"{"query": "limits approval", "limit": 1, "filter": {"section": "reference", "since_year": 2026}}"#),
+        (
+            "search_docs",
+            r#"{"query": "limits approval", "limit": 1, "filter": {"section": "reference", "since_year": 2026}}"#,
+        ),
         ("search_docs", r#"{"query": ""}"#),
     ];
     for fixture in [fixtures::ORDERS, fixtures::DOCS] {
@@ -131,14 +134,23 @@ async fn values_arrive_as_dataclasses_enums_and_typed_dicts() {
          route=Route(stops=['Point'], order=<Order.ASC: 'asc'>); tags=[('dict', 'k', 1)]; mode=fast size=str:'big'"
     );
     // The host coerces before the SDK converts: "2" is the integer enum value 2, "3" the integer 3.
-    let out = invoke(&py, "describe", r#"{"point": {"x": "1", "y": 0, "tags": [], "rank": "3"}, "order": "asc", "priority": "1", "size": 7}"#).await;
+    let out = invoke(
+        &py,
+        "describe",
+        r#"{"point": {"x": "1", "y": 0, "tags": [], "rank": "3"}, "order": "asc", "priority": "1", "size": 7}"#,
+    )
+    .await;
     assert_eq!(
         out.model_output(),
         "point=Point(x=1.0, y=0.0, label=None, tags=[]); order=Order.ASC; priority=Priority.LOW; mode=fast size=int:7"
     );
     let bad = invoke(&py, "describe", r#"{"point": {"x": 1}, "order": "sideways", "priority": 1}"#).await;
     assert!(bad.is_error());
-    assert!(bad.model_output().starts_with("Tool error: Invalid arguments for tool 'describe'"), "{}", bad.model_output());
+    assert!(
+        bad.model_output().starts_with("Tool error: Invalid arguments for tool 'describe'"),
+        "{}",
+        bad.model_output()
+    );
 }
 
 #[tokio::test]
@@ -152,7 +164,10 @@ async fn results_become_text_or_json() {
             "point": {"x": 1.0, "y": 2.0, "tags": ["t"], "rank": 3, "label": null},
         }))
     );
-    assert_eq!(invoke(&py, "scalars", r#"{"text": "a", "count": 2, "ratio": 0.5, "flag": true}"#).await, CallOutcome::Text("a 2 0.5 True".into()));
+    assert_eq!(
+        invoke(&py, "scalars", r#"{"text": "a", "count": 2, "ratio": 0.5, "flag": true}"#).await,
+        CallOutcome::Text("a 2 0.5 True".into())
+    );
     assert_eq!(
         invoke(&py, "bad_result", "{}").await.model_output(),
         "Tool error: the result could not be serialised as JSON: a value of type object is not JSON-serialisable"
@@ -175,9 +190,15 @@ async fn each_error_type_reads_as_the_contract_says() {
     assert_eq!(out("fail_empty", "{}").await.model_output(), "Tool error: ValueError", "the class name");
     assert_eq!(out("fail_plain", r#"{"message": "disk full"}"#).await.model_output(), "Tool error: disk full");
     let invalid = out("fail_invalid", r#"{"amount": 5000}"#).await;
-    assert_eq!(invalid, CallOutcome::Failed(Failure::InvalidArguments("amount 5000 exceeds the order total 990".into())));
+    assert_eq!(
+        invalid,
+        CallOutcome::Failed(Failure::InvalidArguments("amount 5000 exceeds the order total 990".into()))
+    );
     assert!(!Failure::InvalidArguments(String::new()).is_retryable());
-    assert_eq!(out("fail_budget", "{}").await, CallOutcome::Failed(Failure::BudgetExceeded("total tokens 2 exceeds budget 1".into())));
+    assert_eq!(
+        out("fail_budget", "{}").await,
+        CallOutcome::Failed(Failure::BudgetExceeded("total tokens 2 exceeds budget 1".into()))
+    );
     assert_eq!(out("fail_budget", "{}").await.model_output(), "Tool error: total tokens 2 exceeds budget 1");
     assert_eq!(out("fail_cancel", "{}").await, CallOutcome::CancelRun("operator pressed stop".into()));
 }
@@ -190,7 +211,10 @@ async fn run_cancelled_ends_the_run_and_budget_exceeded_does_not() {
     assert_eq!(turn.output("b"), "Tool error: total tokens 2 exceeds budget 1");
     let turn = run(
         &exec,
-        vec![call("c", "fail_cancel", "{}"), call("s", "scalars", r#"{"text": "a", "count": 1, "ratio": 1, "flag": false}"#)],
+        vec![
+            call("c", "fail_cancel", "{}"),
+            call("s", "scalars", r#"{"text": "a", "count": 1, "ratio": 1, "flag": false}"#),
+        ],
         &RunState::default(),
         |_| None,
     )
@@ -288,7 +312,10 @@ async fn a_timeout_declared_in_python_stops_a_busy_loop() {
 async fn the_memory_limit_holds_for_python() {
     let Some(py) = py().await else { return };
     assert_eq!(invoke(&py, "hog", r#"{"mib": 4}"#).await.model_output(), "held 4194304 bytes");
-    assert_eq!(invoke(&py, "hog", r#"{"mib": 200}"#).await, CallOutcome::Failed(Failure::OutOfMemory { limit_mib: 64 }));
+    assert_eq!(
+        invoke(&py, "hog", r#"{"mib": 200}"#).await,
+        CallOutcome::Failed(Failure::OutOfMemory { limit_mib: 64 })
+    );
 }
 
 #[tokio::test]

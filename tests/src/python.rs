@@ -21,9 +21,8 @@ fn root() -> PathBuf {
 
 /// The Python that builds the fixture, when it has componentize-py.
 fn python() -> Result<PathBuf, String> {
-    let python = std::env::var_os("LOVIA_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/py-venv/bin/python"));
+    let python =
+        std::env::var_os("LOVIA_PYTHON").map(PathBuf::from).unwrap_or_else(|| root().join("target/py-venv/bin/python"));
     let probe = Command::new(&python).args(["-c", "import componentize_py"]).output();
     match probe {
         Ok(out) if out.status.success() => Ok(python),
@@ -102,6 +101,15 @@ fn build(lovia: &str) -> Result<PathBuf, String> {
         String::from_utf8_lossy(&done.stderr)
     );
     std::fs::rename(&tmp, &out).map_err(|e| format!("{}: {e}", out.display()))?;
+    // Only the current build is ever loaded again: older ones (19 MiB each) and the pack step's artifacts go.
+    let _ = std::fs::remove_dir_all(dir.join("pack-cache"));
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path != out && name.starts_with("pytools-") && name.ends_with(".wasm") && !name.contains(".building.") {
+            let _ = std::fs::remove_file(path);
+        }
+    }
     Ok(out)
 }
 
