@@ -278,7 +278,7 @@ async fn the_store_keeps_values_across_calls_in_one_session() {
     let count = |session: &str, by: u32| CallRequest {
         context: in_session(session),
         session_store: Some(store.clone()),
-        ..CallRequest::new("count_up", &format!(r#"{{"by": {by}}}"#))
+        ..CallRequest::new("count_up", format!(r#"{{"by": {by}}}"#))
     };
     assert_eq!(py.invoke(&count("s1", 1)).await.model_output(), "n=1 keys=['n']");
     assert_eq!(py.invoke(&count("s1", 2)).await.model_output(), "n=3 keys=['n']");
