@@ -153,6 +153,24 @@ async fn values_arrive_as_dataclasses_enums_and_typed_dicts() {
     );
 }
 
+/// Python writes docstrings of its own on a dataclass (its signature) and,
+/// in some versions, on an Enum; only an author's docstring is a description.
+#[tokio::test]
+async fn only_written_docstrings_become_descriptions() {
+    let Some(py) = py().await else { return };
+    let defs = &py.tool("describe").expect("tool").parameters["$defs"];
+    assert_eq!(defs["Priority"], json!({"enum": [1, 2], "type": "integer"}));
+    assert_eq!(
+        defs["Tag"],
+        json!({"properties": {"key": {"type": "string"}, "value": {"type": "integer"}}, "required": ["key", "value"], "type": "object"})
+    );
+    assert_eq!(
+        defs["Box"],
+        json!({"properties": {"h": {"default": 1, "type": "integer"}, "w": {"type": "integer"}}, "required": ["w"], "type": "object"})
+    );
+    assert_eq!(defs["Point"]["description"], "A point on the map.");
+}
+
 #[tokio::test]
 async fn results_become_text_or_json() {
     let Some(py) = py().await else { return };

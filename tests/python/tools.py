@@ -32,6 +32,12 @@ class Tag(TypedDict):
 
 
 @dataclass
+class Box:
+    w: int
+    h: int = 1
+
+
+@dataclass
 class Report:
     kind: str
     order: Order
@@ -42,7 +48,7 @@ class Report:
 @tool(read_only=True)
 def describe(point: Point, order: Order, priority: Priority, route: Optional[Route] = None,
              tags: Optional[list[Tag]] = None, mode: Literal["fast", "slow"] = "fast",
-             size: Union[int, str] = 0) -> str:
+             size: Union[int, str] = 0, box: Optional[Box] = None) -> str:
     """Says which Python types the arguments arrived as."""
     parts = [
         f"point={type(point).__name__}(x={point.x!r}, y={point.y!r}, label={point.label!r}, tags={point.tags!r})",
