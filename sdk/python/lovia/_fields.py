@@ -43,7 +43,12 @@ class Field:
         min_length: int | None = None,
         max_length: int | None = None,
         pattern: str | None = None,
+        **unknown: Any,
     ) -> None:
+        if unknown:
+            # pydantic's other keywords (alias, examples, strict, ...) have no meaning here: refuse, never ignore.
+            allowed = ", ".join(k for k in self.__slots__)
+            raise TypeError(f"Field() got an unknown keyword {sorted(unknown)[0]!r}; expected one of: {allowed}")
         self.default = default
         self.description = description
         self.ge, self.gt, self.le, self.lt, self.multiple_of = ge, gt, le, lt, multiple_of

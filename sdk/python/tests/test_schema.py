@@ -257,8 +257,9 @@ class DeclarationErrors(unittest.TestCase):
         self.check(g, "exceeds max_length", "x")
 
     def test_unknown_field_keyword(self) -> None:
-        with self.assertRaises(TypeError):
+        with self.assertRaises(TypeError) as caught:
             Field(minimum=1)  # type: ignore[call-arg]
+        self.assertIn("unknown keyword 'minimum'; expected one of: default, description, ge,", str(caught.exception))
 
     def test_a_duplicate_tool_name(self) -> None:
         @tool(name="dup_for_test")
