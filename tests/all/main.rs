@@ -8,6 +8,7 @@ mod load;
 mod mcp;
 mod outcomes;
 mod providers;
+mod python;
 mod runner;
 mod sandbox;
 mod schemas;

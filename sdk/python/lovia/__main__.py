@@ -1,0 +1,4 @@
+import sys
+from .build import main
+
+sys.exit(main())

@@ -1,0 +1,405 @@
+//! Tools written in Python (docs/python.md): `tests/python/tools.py`, built
+//! with `python -m lovia build` into a real component and run by the real
+//! host. Without componentize-py each test prints `skipped: ...` and passes;
+//! `.ci/run` installs it.
+
+use super::exec::executor;
+use lovia_host::{
+    CallContext, CallOutcome, CallRequest, ExecSettings, Failure, MemoryStore, Plugin, RunState, SessionStore, Tool,
+    TurnError,
+};
+use lovia_tests::turn::{call, run};
+use lovia_tests::{fixtures, load, python};
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const LOVIA: &str = env!("CARGO_BIN_EXE_lovia");
+
+async fn py() -> Option<Plugin> {
+    python::plugin(LOVIA).await
+}
+
+async fn invoke(plugin: &Plugin, tool: &str, arguments: &str) -> CallOutcome {
+    plugin.invoke(&CallRequest::new(tool, arguments)).await
+}
+
+#[tokio::test]
+async fn schemas_are_byte_identical_to_the_rust_twins() {
+    let Some(py) = py().await else { return };
+    let rust = load(fixtures::PY_TWINS).await;
+    assert_eq!(rust.tools().len(), 7);
+    for spec in rust.tools() {
+        let twin = py.tool(&spec.name).unwrap_or_else(|| panic!("no Python twin of {}", spec.name));
+        assert_eq!(
+            serde_json::to_string(&twin.parameters).expect("json"),
+            serde_json::to_string(&spec.parameters).expect("json"),
+            "{}: the parameters schemas differ",
+            spec.name
+        );
+        // Everything else the model and the host see: description, strict, flags, hints.
+        assert_eq!(
+            serde_json::to_string(twin).expect("json"),
+            serde_json::to_string(spec).expect("json"),
+            "{}: the specs differ",
+            spec.name
+        );
+    }
+}
+
+/// example-tools/python: the Python `orders` and `docs` declare the same
+/// specs as the Rust ones and answer the same calls with the same strings.
+#[tokio::test]
+async fn the_python_examples_match_the_rust_examples() {
+    let Some(py) = py().await else { return };
+    let calls: &[(&str, &str)] = &[
+        ("lookup_order", r#"{"order_id": "A-1001"}"#),
+        ("lookup_order", r#"{"order_id": "A-9999"}"#),
+        ("lookup_order", r#"{"order_id": "B-1"}"#),
+        ("refund", r#"{"order_id": "A-1003", "amount_cents": 5000}"#),
+        ("refund", r#"{"order_id": "A-1003", "amount_cents": 500, "reason": "late"}"#),
+        ("refund", r#"{"order_id": "A-0000", "amount_cents": 5}"#),
+        ("top_customers", "{}"),
+        ("top_customers", r#"{"limit": 2, "by": "orders"}"#),
+        ("search_docs", r#"{"query": "wasm32-wasip2 tool"}"#),
+        (
+            "search_docs",
+            r#"{"query": "limits approval", "limit": 1, "filter": {"section": "reference", "since_year": 2026}}"#,
+        ),
+        ("search_docs", r#"{"query": ""}"#),
+    ];
+    for fixture in [fixtures::ORDERS, fixtures::DOCS] {
+        let rust = load(fixture).await;
+        for spec in rust.tools() {
+            let twin = py.tool(&spec.name).unwrap_or_else(|| panic!("no Python {}", spec.name));
+            assert_eq!(
+                serde_json::to_string(twin).expect("json"),
+                serde_json::to_string(spec).expect("json"),
+                "{}: the specs differ",
+                spec.name
+            );
+        }
+        for (tool, args) in calls.iter().filter(|(t, _)| rust.tool(t).is_some()) {
+            let (r, p) = (invoke(&rust, tool, args).await, invoke(&py, tool, args).await);
+            assert_eq!(p.model_output(), r.model_output(), "{tool} {args}");
+            assert_eq!(p, r, "{tool} {args}");
+        }
+        let ctx = CallContext::default();
+        let big = r#"{"order_id": "A-1002", "amount_cents": 6000}"#;
+        if rust.tool("refund").is_some() {
+            assert_eq!(py.needs_approval("refund", big, &ctx).await, rust.needs_approval("refund", big, &ctx).await);
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_plugin_is_named_by_the_tool_file() {
+    let Some(py) = py().await else { return };
+    assert_eq!(py.info().name, "pytools");
+    assert_eq!(py.info().version, "0.2.0");
+    assert_eq!(py.info().instructions.as_deref(), Some("Python fixture tools."));
+}
+
+#[tokio::test]
+async fn the_build_command_packs_the_manifest() {
+    let Some(py) = py().await else { return };
+    let path = python::component(LOVIA).expect("built, since it loaded");
+    let bytes = std::fs::read(path).expect("read the component");
+    let view = lovia_host::plugin::manifest::read_static(&bytes).expect("a component");
+    let manifest = view.manifest.expect("a manifest section").expect("a readable manifest");
+    assert_eq!(
+        serde_json::to_value(&manifest).expect("json"),
+        serde_json::to_value(py.manifest()).expect("json"),
+        "the embedded manifest is what the plugin itself reports"
+    );
+    assert_eq!(py.tools().len(), 31, "the twins, the examples and the behaviour tools");
+}
+
+#[tokio::test]
+async fn values_arrive_as_dataclasses_enums_and_typed_dicts() {
+    let Some(py) = py().await else { return };
+    let args = json!({
+        "point": {"x": 1, "y": 2.5, "tags": ["a"], "rank": 3},
+        "order": "desc",
+        "priority": 2,
+        "route": {"stops": [{"x": 0, "y": 0, "tags": [], "rank": 0}], "name": "r", "order": "asc"},
+        "tags": [{"key": "k", "value": 1}],
+        "size": "big",
+    });
+    let out = invoke(&py, "describe", &args.to_string()).await;
+    assert_eq!(
+        out.model_output(),
+        "point=Point(x=1.0, y=2.5, label=None, tags=['a']); order=Order.DESC; priority=Priority.HIGH; \
+         route=Route(stops=['Point'], order=<Order.ASC: 'asc'>); tags=[('dict', 'k', 1)]; mode=fast size=str:'big'"
+    );
+    // The host coerces before the SDK converts: "2" is the integer enum value 2, "3" the integer 3.
+    let out = invoke(
+        &py,
+        "describe",
+        r#"{"point": {"x": "1", "y": 0, "tags": [], "rank": "3"}, "order": "asc", "priority": "1", "size": 7}"#,
+    )
+    .await;
+    assert_eq!(
+        out.model_output(),
+        "point=Point(x=1.0, y=0.0, label=None, tags=[]); order=Order.ASC; priority=Priority.LOW; mode=fast size=int:7"
+    );
+    let bad = invoke(&py, "describe", r#"{"point": {"x": 1}, "order": "sideways", "priority": 1}"#).await;
+    assert!(bad.is_error());
+    assert!(
+        bad.model_output().starts_with("Tool error: Invalid arguments for tool 'describe'"),
+        "{}",
+        bad.model_output()
+    );
+}
+
+/// Python writes docstrings of its own on a dataclass (its signature) and,
+/// in some versions, on an Enum; only an author's docstring is a description.
+#[tokio::test]
+async fn only_written_docstrings_become_descriptions() {
+    let Some(py) = py().await else { return };
+    let defs = &py.tool("describe").expect("tool").parameters["$defs"];
+    assert_eq!(defs["Priority"], json!({"enum": [1, 2], "type": "integer"}));
+    assert_eq!(
+        defs["Tag"],
+        json!({"properties": {"key": {"type": "string"}, "value": {"type": "integer"}}, "required": ["key", "value"], "type": "object"})
+    );
+    assert_eq!(
+        defs["Box"],
+        json!({"properties": {"h": {"default": 1, "type": "integer"}, "w": {"type": "integer"}}, "required": ["w"], "type": "object"})
+    );
+    assert_eq!(defs["Point"]["description"], "A point on the map.");
+}
+
+#[tokio::test]
+async fn results_become_text_or_json() {
+    let Some(py) = py().await else { return };
+    let out = invoke(&py, "report", r#"{"point": {"x": 1, "y": 2, "tags": ["t"], "rank": 3}}"#).await;
+    assert_eq!(
+        out,
+        CallOutcome::Json(json!({
+            "kind": "report", "order": "desc", "count": 1,
+            "point": {"x": 1.0, "y": 2.0, "tags": ["t"], "rank": 3, "label": null},
+        }))
+    );
+    assert_eq!(
+        invoke(&py, "scalars", r#"{"text": "a", "count": 2, "ratio": 0.5, "flag": true}"#).await,
+        CallOutcome::Text("a 2 0.5 True".into())
+    );
+    assert_eq!(
+        invoke(&py, "bad_result", "{}").await.model_output(),
+        "Tool error: the result could not be serialised as JSON: a value of type object is not JSON-serialisable"
+    );
+}
+
+#[tokio::test]
+async fn each_error_type_reads_as_the_contract_says() {
+    let Some(py) = py().await else { return };
+    let out = |tool: &'static str, args: &'static str| {
+        let py = py.clone();
+        async move { invoke(&py, tool, args).await }
+    };
+    assert_eq!(
+        out("fail_hint", "{}").await,
+        CallOutcome::Failed(Failure::Tool { message: "db down".into(), hint: Some("retry later".into()), kind: None })
+    );
+    // A ToolError subclass names its failure (contract 0.2), as the class name the reference reads.
+    assert_eq!(
+        out("fail_named", r#"{"message": ""}"#).await,
+        CallOutcome::Failed(Failure::Tool { message: String::new(), hint: None, kind: Some("ConnectError".into()) })
+    );
+    assert_eq!(out("fail_named", r#"{"message": ""}"#).await.model_output(), "Tool error: ConnectError");
+    assert_eq!(out("fail_named", r#"{"message": "refused"}"#).await.model_output(), "Tool error: refused");
+    assert_eq!(py.tool("fail_named").and_then(|t| t.title.as_deref()), Some("Fail with a named error"));
+    assert_eq!(out("fail_hint", "{}").await.model_output(), "Tool error: db down\n  hint: retry later");
+    assert_eq!(out("fail_only_hint", "{}").await.model_output(), "Tool error: only a hint");
+    assert_eq!(out("fail_empty", "{}").await.model_output(), "Tool error: ValueError", "the class name");
+    assert_eq!(out("fail_plain", r#"{"message": "disk full"}"#).await.model_output(), "Tool error: disk full");
+    let invalid = out("fail_invalid", r#"{"amount": 5000}"#).await;
+    assert_eq!(
+        invalid,
+        CallOutcome::Failed(Failure::InvalidArguments("amount 5000 exceeds the order total 990".into()))
+    );
+    assert!(!Failure::InvalidArguments(String::new()).is_retryable());
+    assert_eq!(
+        out("fail_budget", "{}").await,
+        CallOutcome::Failed(Failure::BudgetExceeded("total tokens 2 exceeds budget 1".into()))
+    );
+    assert_eq!(out("fail_budget", "{}").await.model_output(), "Tool error: total tokens 2 exceeds budget 1");
+    assert_eq!(out("fail_cancel", "{}").await, CallOutcome::CancelRun("operator pressed stop".into()));
+}
+
+#[tokio::test]
+async fn run_cancelled_ends_the_run_and_budget_exceeded_does_not() {
+    let Some(py) = py().await else { return };
+    let exec = executor(Tool::from_plugin(&py), ExecSettings::default());
+    let turn = run(&exec, vec![call("b", "fail_budget", "{}")], &RunState::default(), |_| None).await;
+    assert_eq!(turn.output("b"), "Tool error: total tokens 2 exceeds budget 1");
+    let turn = run(
+        &exec,
+        vec![
+            call("c", "fail_cancel", "{}"),
+            call("s", "scalars", r#"{"text": "a", "count": 1, "ratio": 1, "flag": false}"#),
+        ],
+        &RunState::default(),
+        |_| None,
+    )
+    .await;
+    match turn.result {
+        Err(TurnError::Cancelled { reason, results }) => {
+            assert_eq!(reason, "operator pressed stop");
+            assert!(results.iter().all(|r| r.call_id != "c"), "the cancelling call leaves no result");
+        }
+        other => panic!("expected the run to end cancelled, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn async_tools_await_coroutines_and_timers() {
+    let Some(py) = py().await else { return };
+    assert_eq!(invoke(&py, "async_add", r#"{"a": 2, "b": 3}"#).await, CallOutcome::Json(json!(7)));
+    assert_eq!(
+        serde_json::to_string(&py.tool("async_add").expect("tool").parameters).expect("json"),
+        r#"{"properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"],"type":"object","additionalProperties":false}"#
+    );
+}
+
+#[tokio::test]
+async fn run_context_reports_the_call_and_is_not_in_the_schema() {
+    let Some(py) = py().await else { return };
+    assert_eq!(
+        serde_json::to_string(&py.tool("whoami").expect("tool").parameters).expect("json"),
+        r#"{"properties":{"greeting":{"default":"hi","type":"string"}},"type":"object","additionalProperties":false}"#
+    );
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let context = CallContext {
+        run_id: "run-7".into(),
+        session_id: Some("s-1".into()),
+        call_id: "call-9".into(),
+        agent: "support".into(),
+        turn: 3,
+        dependencies: Arc::new(HashMap::from([("config".to_owned(), r#"{"region": "eu"}"#.to_owned())])),
+        progress: Some(Arc::new(move |m: &str| sink.lock().expect("lock").push(m.to_owned()))),
+        ..CallContext::default()
+    };
+    let out = py.invoke(&CallRequest { context, ..CallRequest::new("whoami", r#"{"greeting": "yo"}"#) }).await;
+    assert_eq!(
+        out,
+        CallOutcome::Json(json!({
+            "greeting": "yo", "run_id": "run-7", "session_id": "s-1", "call_id": "call-9", "agent": "support",
+            "turn": 3, "config": {"region": "eu"}, "missing": "absent", "cancelled": false,
+        }))
+    );
+    assert_eq!(*seen.lock().expect("lock"), ["looking"]);
+}
+
+#[tokio::test]
+async fn the_store_keeps_values_across_calls_in_one_session() {
+    let Some(py) = py().await else { return };
+    let in_session = |id: &str| CallContext { session_id: Some(id.into()), ..CallContext::default() };
+    let denied = py.invoke(&CallRequest { context: in_session("s1"), ..CallRequest::new("count_up", "{}") }).await;
+    assert!(denied.model_output().starts_with("Tool error: the store is not granted"), "{denied:?}");
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::default());
+    let count = |session: &str, by: u32| CallRequest {
+        context: in_session(session),
+        session_store: Some(store.clone()),
+        ..CallRequest::new("count_up", format!(r#"{{"by": {by}}}"#))
+    };
+    assert_eq!(py.invoke(&count("s1", 1)).await.model_output(), "n=1 keys=['n']");
+    assert_eq!(py.invoke(&count("s1", 2)).await.model_output(), "n=3 keys=['n']");
+    assert_eq!(py.invoke(&count("s2", 5)).await.model_output(), "n=5 keys=['n']", "another session starts afresh");
+}
+
+#[tokio::test]
+async fn retries_declared_in_python_take_effect() {
+    let Some(py) = py().await else { return };
+    assert_eq!(py.tool("flaky").expect("tool").retries, Some(2));
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::default());
+    let exec = executor(Tool::from_plugin_with_store(&py, Some(store)), ExecSettings::default());
+    let state = RunState { session_id: Some("s".into()), ..RunState::default() };
+    let turn = run(&exec, vec![call("f", "flaky", "{}")], &state, |_| None).await;
+    assert_eq!(turn.output("f"), "succeeded on attempt 3", "two retries after the first attempt");
+}
+
+#[tokio::test]
+async fn a_timeout_declared_in_python_stops_a_busy_loop() {
+    let Some(py) = py().await else { return };
+    assert_eq!(py.tool("spin").expect("tool").timeout_ms, Some(200));
+    let start = Instant::now();
+    let out = invoke(&py, "spin", "{}").await;
+    assert_eq!(out, CallOutcome::Failed(Failure::TimedOut { ms: 200 }));
+    assert_eq!(out.model_output(), "Tool error: timed out after 200 ms");
+    // Generous margin: the guarantee is "stopped", not a precise figure.
+    assert!(start.elapsed() < Duration::from_secs(3), "took {:?}", start.elapsed());
+}
+
+#[tokio::test]
+async fn the_memory_limit_holds_for_python() {
+    let Some(py) = py().await else { return };
+    assert_eq!(invoke(&py, "hog", r#"{"mib": 4}"#).await.model_output(), "held 4194304 bytes");
+    assert_eq!(
+        invoke(&py, "hog", r#"{"mib": 200}"#).await,
+        CallOutcome::Failed(Failure::OutOfMemory { limit_mib: 64 })
+    );
+}
+
+#[tokio::test]
+async fn output_caps_and_flags_declared_in_python_take_effect() {
+    let Some(py) = py().await else { return };
+    let exec = executor(Tool::from_plugin(&py), ExecSettings::default());
+    let turn = run(&exec, vec![call("c", "chatty", r#"{"n": 100}"#)], &RunState::default(), |_| None).await;
+    assert_eq!(
+        turn.output("c"),
+        format!("{}\n\n[... tool output truncated: kept 20 of 100 chars ...]\n\nxxxx", "x".repeat(16))
+    );
+    let refund = py.tool("gated_refund").expect("tool");
+    assert!(!refund.parallel);
+    assert!(refund.hints.destructive && !refund.hints.read_only);
+    assert!(py.tool("describe").expect("tool").hints.read_only);
+}
+
+#[tokio::test]
+async fn approvals_declared_in_python_are_asked_of_the_plugin() {
+    let Some(py) = py().await else { return };
+    let ctx = CallContext::default();
+    assert_eq!(py.needs_approval("gated_refund", r#"{"amount": 500}"#, &ctx).await, Ok(true));
+    assert_eq!(py.needs_approval("gated_refund", r#"{"amount": 50}"#, &ctx).await, Ok(false));
+    assert!(py.needs_approval("broken_gate", "{}", &ctx).await.is_err(), "a raising predicate denies");
+    let exec = executor(Tool::from_plugin(&py), ExecSettings::default());
+    let calls = vec![
+        call("small", "gated_refund", r#"{"amount": 50}"#),
+        call("big", "gated_refund", r#"{"amount": 500}"#),
+        call("always", "always_gated", "{}"),
+        call("broken", "broken_gate", "{}"),
+    ];
+    let turn = run(&exec, calls, &RunState::default(), |_| Some(false)).await;
+    assert_eq!(turn.output("small"), "refunded 50");
+    assert_eq!(turn.output("big"), "Tool gated_refund was not approved.");
+    assert_eq!(turn.output("always"), "Tool always_gated was not approved.");
+    assert_eq!(turn.output("broken"), "Tool broken_gate was not approved (approval check failed).");
+}
+
+/// The SDK's own unit tests (pure Python, no component): the schema rules
+/// and every build-time declaration error, on the host's CPython.
+#[test]
+fn the_python_sdk_unit_tests_pass() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = std::env::var_os("LOVIA_PYTHON").unwrap_or_else(|| "python3".into());
+    let out = std::process::Command::new(&python)
+        .args(["-m", "unittest", "discover", "-s", "sdk/python/tests"])
+        .current_dir(&root)
+        .env("PYTHONPATH", root.join("sdk/python"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output();
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            println!("skipped: no Python interpreter ({e})");
+            return;
+        }
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the SDK's unit tests failed:\n{stderr}");
+    assert!(stderr.contains("OK"), "{stderr}");
+}
