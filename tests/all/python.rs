@@ -113,7 +113,7 @@ async fn the_build_command_packs_the_manifest() {
         serde_json::to_value(py.manifest()).expect("json"),
         "the embedded manifest is what the plugin itself reports"
     );
-    assert_eq!(py.tools().len(), 31, "the twins, the examples and the behaviour tools");
+    assert_eq!(py.tools().len(), 32, "the twins, the examples and the behaviour tools");
 }
 
 #[tokio::test]
