@@ -87,6 +87,7 @@ await scenario('sign_in', acme, async () => {
   await acme.getByRole('button', { name: 'Sign in' }).click();
   await acme.locator('#sign-in-error').filter({ hasText: 'refused' }).waitFor({ timeout: WAIT });
   await signIn(acme, ACME);
+  await acme.locator('#who').filter({ hasText: 'Signed in as acme' }).waitFor({ timeout: WAIT });
   check(!acme.url().includes(ACME), 'the key is in the URL');
   const stored = await acme.evaluate(() => sessionStorage.getItem('lovia.console.key'));
   check(stored === ACME, 'the key is not in session storage');
@@ -131,8 +132,11 @@ await scenario('approve_in_the_console', acme, async () => {
   await acme.getByRole('tab', { name: 'Runs' }).click();
   await acme.locator('#run-events').getByText('Refunded 9000 cents on A-1002').waitFor({ timeout: WAIT });
   await acme.locator('#run-status').filter({ hasText: 'completed' }).waitFor({ timeout: WAIT });
-  const bars = await acme.locator('#waterfall rect').count();
+  const bars = await acme.locator('#waterfall rect.run').count();
   check(bars === 2, `waterfall bars: ${bars}`);
+  check(await acme.locator('#waterfall rect.wait').count() === 1, 'no approval wait on the waterfall');
+  check(await acme.locator('#run-events .decision').filter({ hasText: 'approved' }).count() === 1, 'the inline approval is not settled');
+  check(await acme.locator('#run-events .inline-approval button').count() === 0, 'approve/deny buttons stayed');
   await acme.screenshot({ path: join(shots, 'run-view.png'), fullPage: true });
 });
 
@@ -146,6 +150,7 @@ await scenario('deny_in_the_console', acme, async () => {
   await card.waitFor({ state: 'detached', timeout: WAIT });
   await acme.getByRole('tab', { name: 'Runs' }).click();
   await acme.locator('#run-events').getByText('Tool refund was not approved.').waitFor({ timeout: WAIT });
+  await acme.locator('#run-events .decision').filter({ hasText: 'denied' }).waitFor({ timeout: WAIT });
 });
 
 await scenario('tenants_see_only_their_own', globex, async () => {

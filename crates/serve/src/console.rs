@@ -226,6 +226,7 @@ pub(crate) async fn metrics(State(service): State<Service>, headers: HeaderMap) 
     let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
     let pending = pending_of(&service, tenant);
     let mut body = service.inner.metrics.tenant_json(&tenant.name);
+    body["tenant"] = json!(tenant.name);
     body["in_flight"] = json!(tenant.quota.in_flight());
     body["pending_approvals"] = json!(pending);
     body["now_ms"] = json!(unix_ms(SystemTime::now()));

@@ -137,6 +137,7 @@ function showSignedIn(tenantNote) {
   $('app').hidden = false;
   $('sign-out').hidden = false;
   $('who').textContent = tenantNote;
+  api('/api/metrics').then((m) => { $('who').textContent = `Signed in as ${m.tenant} (${tenantNote})`; }).catch(() => {});
   every(1000, refreshApprovals);
   every(2000, refreshSessions);
   every(2000, refreshMetrics);
@@ -174,7 +175,7 @@ $('sign-in').addEventListener('submit', async (event) => {
     const tools = await api('/api/tools');
     sessionStorage.setItem(KEY_SLOT, key);
     $('api-key').value = '';
-    showSignedIn(`Signed in: ${tools.length} tools`);
+    showSignedIn(`${tools.length} tools`);
   } catch (e) {
     if (e.status !== 401) $('sign-in-error').textContent = `Cannot sign in: ${e.message}`;
   }
@@ -352,18 +353,22 @@ function onRunEvent(epoch, name, data) {
       const result = el('div', { class: 'call-result' }, el('span', { class: 'note' }, 'running…'));
       const item = addEvent('tool call', `${data.name} (${data.id})`, el('pre', { class: 'arguments' }, pretty(data.arguments)), result);
       item.dataset.call = data.id;
-      run.calls.set(data.id, { name: data.name, start: now, end: null, error: false, result, item });
+      const asked = run.calls.get(data.id);
+      // A call that waited for an approval starts now that it was approved.
+      if (asked && asked.approval) settle(asked, 'approved');
+      run.calls.set(data.id, { name: data.name, asked: asked ? asked.asked : null, start: now, end: null, error: false, result, item });
       break;
     }
     case 'tool_progress': {
       const call = run.calls.get(data.id);
       const line = el('p', { class: 'progress' }, `progress: ${data.message}`);
-      if (call) call.item.append(line); else addEvent('progress', line);
+      if (call && call.item) call.item.append(line); else addEvent('progress', line);
       break;
     }
     case 'approval_required': {
-      const call = run.calls.get(data.id);
-      const box = el('div', { class: 'inline-approval' }, el('p', {}, `${data.name} needs approval`));
+      if (run.calls.get(data.id)?.approval) break; // re-sent on reconnect
+      const box = el('div', { class: 'inline-approval' }, el('p', {}, `${data.name} needs approval`),
+        el('pre', { class: 'arguments' }, pretty(data.arguments)));
       const buttons = ['approve', 'deny'].map((decision) => {
         const b = el('button', { type: 'button', class: decision, 'aria-label': `${decision === 'approve' ? 'Approve' : 'Deny'} ${data.name} (${data.id}) in this run` },
           decision === 'approve' ? 'Approve' : 'Deny');
@@ -377,22 +382,27 @@ function onRunEvent(epoch, name, data) {
         return b;
       });
       box.append(el('div', { class: 'actions' }, buttons));
-      if (call) call.item.append(box); else addEvent('approval', box);
-      if (call) call.approval = box;
+      const item = addEvent('approval', `${data.name} (${data.id})`, box);
+      // The call's bar starts with its wait for a decision.
+      run.calls.set(data.id, { name: data.name, asked: now, start: null, end: null, error: false, approval: item });
       break;
     }
     case 'tool_result': {
       const call = run.calls.get(data.id);
       const body = el('pre', { class: 'result' }, data.result);
       const label = data.is_error ? `error${data.error_kind ? ` (${data.error_kind})` : ''}` : 'result';
-      if (call) {
+      if (call && call.approval && call.start === null) settle(call, data.is_error ? 'denied' : 'decided');
+      if (call && call.result) {
         call.end = now;
         call.error = data.is_error;
-        call.approval?.remove();
         call.result.replaceChildren(el('span', { class: 'event-kind' }, `${label}, ${Math.round(call.end - call.start)} ms`), body);
         if (data.is_error) call.item.classList.add('is-error');
       } else {
-        addEvent(label, `${data.name} (${data.id})`, body);
+        // Denied before it ran: the result stands where the approval was.
+        if (call) { call.start = now; call.end = now; call.error = data.is_error; }
+        const item = addEvent(label, `${data.name} (${data.id})`, body);
+        item.dataset.call = data.id;
+        if (data.is_error) item.classList.add('is-error');
       }
       break;
     }
@@ -412,26 +422,47 @@ function onRunEvent(epoch, name, data) {
   drawWaterfall();
 }
 
-/** Each tool call of the run as a bar from its start to its result (still growing while it runs). */
+/** The inline approval of `call` once decided: its buttons give way to the decision. */
+function settle(call, decision) {
+  const actions = call.approval.querySelector('.actions');
+  if (actions) actions.replaceWith(el('p', { class: 'decision' }, decision));
+  call.approval = null;
+}
+
+/**
+ * Each tool call of the run as a bar: grey while it waits for an approval,
+ * then green (result), red (error) or amber (still running), on one time
+ * axis from the first call, so parallel calls overlap and barriers,
+ * retries and timeouts show as gaps and long bars.
+ */
 function drawWaterfall() {
   const calls = [...run.calls.entries()];
   const box = $('waterfall');
   if (calls.length === 0) { box.replaceChildren(); return; }
   const now = performance.now() - run.t0;
-  const span = Math.max(1, ...calls.map(([, c]) => c.end ?? now));
+  const first = Math.min(...calls.map(([, c]) => c.asked ?? c.start ?? now));
+  const last = Math.max(first + 1, ...calls.map(([, c]) => c.end ?? now));
+  const span = last - first;
   const W = 640, left = 170, row = 22, H = calls.length * row + 24;
+  const x = (t) => left + ((t - first) / span) * (W - left - 10);
   const chart = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'presentation' });
   calls.forEach(([id, c], i) => {
-    const x = left + (c.start / span) * (W - left - 10);
-    const w = Math.max(2, (((c.end ?? now) - c.start) / span) * (W - left - 10));
     const y = 6 + i * row;
     chart.append(svg('text', { x: 4, y: y + 13, 'font-size': 11 }, `${c.name} ${id}`.slice(0, 28)));
-    chart.append(svg('rect', { x, y, width: w, height: 15, rx: 2,
-      fill: c.end === null ? '#9a6400' : c.error ? '#b3261e' : '#1c7a3e' }, svg('title', {}, `${c.name}: ${Math.round((c.end ?? now) - c.start)} ms`)));
+    if (c.asked !== null && c.asked !== undefined) {
+      const until = c.start ?? now;
+      chart.append(svg('rect', { x: x(c.asked), y: y + 4, width: Math.max(2, x(until) - x(c.asked)), height: 7, fill: '#aab2c0', class: 'wait' },
+        svg('title', {}, `${c.name} waited ${Math.round(until - c.asked)} ms for approval`)));
+    }
+    if (c.start !== null) {
+      const end = c.end ?? now;
+      chart.append(svg('rect', { x: x(c.start), y, width: Math.max(2, x(end) - x(c.start)), height: 15, rx: 2, class: 'run',
+        fill: c.end === null ? '#9a6400' : c.error ? '#b3261e' : '#1c7a3e' }, svg('title', {}, `${c.name}: ${Math.round(end - c.start)} ms`)));
+    }
   });
   chart.append(svg('text', { x: W - 6, y: H - 4, 'font-size': 10, 'text-anchor': 'end' }, `${Math.round(span)} ms`));
   box.replaceChildren(chart);
-  box.setAttribute('aria-label', `Tool calls over time: ${calls.map(([id, c]) => `${c.name} ${c.end === null ? 'running' : `${Math.round(c.end - c.start)} ms`}`).join(', ')}`);
+  box.setAttribute('aria-label', `Tool calls over time: ${calls.map(([, c]) => `${c.name} ${c.start === null ? 'waiting for approval' : c.end === null ? 'running' : `${Math.round(c.end - c.start)} ms`}`).join(', ')}`);
 }
 
 async function follow(body) {
@@ -669,7 +700,7 @@ async function refreshMetrics() {
 // ---------------------------------------------------------------- start
 
 if (key) {
-  api('/api/tools').then((tools) => showSignedIn(`Signed in: ${tools.length} tools`)).catch(() => {});
+  api('/api/tools').then((tools) => showSignedIn(`${tools.length} tools`)).catch(() => {});
 } else {
   $('api-key').focus();
 }
