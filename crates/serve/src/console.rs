@@ -237,3 +237,30 @@ fn pending_of(service: &Service, tenant: &Tenant) -> usize {
     let live = service.inner.live.lock().unwrap_or_else(|p| p.into_inner());
     live.iter().filter(|((i, _), _)| *i == tenant.index).map(|(_, r)| r.approvals.pending_ids().len()).sum()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_list_is_bounded_newest_first_and_records_the_end() {
+        let sessions = Sessions::default();
+        for i in 0..RECENT_SESSIONS + 5 {
+            sessions.started(&format!("s{i}"), Some(&"x".repeat(INPUT_PREVIEW_CHARS * 2)));
+        }
+        let list = sessions.list();
+        assert_eq!(list.len(), RECENT_SESSIONS);
+        assert_eq!(list[0].id, format!("s{}", RECENT_SESSIONS + 4));
+        assert_eq!(list[RECENT_SESSIONS - 1].id, "s5", "the oldest were forgotten");
+        assert_eq!(list[0].input.as_deref().map(str::len), Some(INPUT_PREVIEW_CHARS));
+
+        // A session that runs again moves to the top, once.
+        sessions.started("s50", None);
+        sessions.ended("s50", "cancelled");
+        let list = sessions.list();
+        assert_eq!((list[0].id.as_str(), list[0].status), ("s50", "cancelled"));
+        assert!(list[0].ended_ms.is_some());
+        assert_eq!(list.iter().filter(|s| s.id == "s50").count(), 1);
+        assert_eq!(list[1].status, "running");
+    }
+}

@@ -310,10 +310,16 @@ function resetRun(sessionId) {
   run.epoch += 1;
   $('run-view').hidden = false;
   $('run-title').textContent = `Run of session ${sessionId || '(new)'}`;
-  $('run-status').textContent = '—';
+  setStatus('—');
   $('run-events').replaceChildren();
   $('waterfall').replaceChildren();
   $('run-error').textContent = '';
+}
+
+/** The run's status; Cancel is offered only while it runs. */
+function setStatus(status) {
+  $('run-status').textContent = status;
+  $('run-cancel').disabled = status !== 'running';
 }
 
 function addEvent(kind, ...body) {
@@ -342,7 +348,7 @@ function onRunEvent(epoch, name, data) {
     case 'run_started':
       run.session = data.session_id;
       $('run-title').textContent = `Run of session ${data.session_id}`;
-      $('run-status').textContent = 'running';
+      setStatus('running');
       break;
     case 'text_delta':
       if (!run.text) run.text = addEvent('assistant', el('pre', { class: 'assistant-text' })).querySelector('pre');
@@ -411,10 +417,10 @@ function onRunEvent(epoch, name, data) {
       break;
     case 'error':
       addEvent('error', el('pre', {}, `${data.type}: ${data.message}`)).classList.add('is-error');
-      if (data.fatal) $('run-status').textContent = data.type;
+      if (data.fatal) setStatus(data.type);
       break;
     case 'run_completed':
-      $('run-status').textContent = 'completed';
+      setStatus('completed');
       break;
     default:
       break;
@@ -480,7 +486,7 @@ async function openRun(sessionId) {
   resetRun(sessionId);
   try {
     const t = await api(`/api/chat/${encodeURIComponent(sessionId)}`);
-    $('run-status').textContent = t.status;
+    setStatus(t.status);
     for (const m of t.messages || []) message(m);
     if (t.status === 'running') follow({ session_id: sessionId });
   } catch (e) {
