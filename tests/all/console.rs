@@ -22,11 +22,13 @@ fn refund_script() -> PathBuf {
     root().join("examples/chat-refund.json")
 }
 
-/// globex's model: an echo of HTML beside a 60 s sleep, then an answer.
+/// globex's model: an echo of HTML and three progress steps beside a 60 s
+/// sleep, then an answer.
 fn hostile_script(dir: &Path) -> PathBuf {
     let replies = j!([
         {"tool_calls": [
             {"id": "call_echo", "name": "echo", "arguments": j!({"text": HOSTILE}).to_string()},
+            {"id": "call_progress", "name": "progress", "arguments": r#"{"steps": 3}"#},
             {"id": "call_sleep", "name": "sleep_ms", "arguments": r#"{"ms": 60000}"#},
         ]},
         {"content": "done"}

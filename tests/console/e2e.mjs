@@ -178,6 +178,10 @@ await scenario('hostile_output_is_text', globex, async () => {
   await result.waitFor({ timeout: WAIT });
   check(await result.textContent() === HOSTILE, `shown: ${await result.textContent()}`);
   check(await globex.locator('#run-events img, #app img').count() === 0, 'an <img> element was made');
+  // Progress messages land under their call, and parallel calls overlap on the waterfall.
+  await globex.locator('#run-events [data-call="call_progress"] .progress').nth(2).waitFor({ timeout: WAIT });
+  check((await globex.locator('#run-events [data-call="call_progress"]').innerText()).includes('step 3 of 3'), 'no progress');
+  check(await globex.locator('#waterfall rect.run').count() === 3, 'not three bars');
   // The echo in the tool's form too.
   await globex.getByRole('tab', { name: 'Tools' }).click();
   const echo = globex.locator('article[data-tool="echo"]');
