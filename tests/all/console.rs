@@ -38,6 +38,19 @@ fn hostile_script(dir: &Path) -> PathBuf {
     path
 }
 
+/// initech's model: a refund whose amount is past what a double holds
+/// exactly, so a browser's JSON.parse would show another number.
+fn huge_refund_script(dir: &Path) -> PathBuf {
+    let replies = j!([
+        {"tool_calls": [{"id": "call_huge", "name": "refund",
+            "arguments": r#"{"order_id": "A-1002", "amount_cents": 9007199254740993}"#}]},
+        {"content": "done"}
+    ]);
+    let path = dir.join("huge.json");
+    std::fs::write(&path, replies.to_string()).expect("write script");
+    path
+}
+
 fn scripted(mut t: TenantConfig, script: PathBuf) -> TenantConfig {
     t.provider = ProviderConfig { kind: ProviderChoice::Scripted, script: Some(script), ..ProviderConfig::default() };
     t
@@ -255,9 +268,10 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
     std::fs::write(
         &config,
         format!(
-            "approval_timeout_secs = 300\n{}{}",
+            "approval_timeout_secs = 300\n{}{}{}",
             tenant_toml("acme", "acme-key", &refund_script(), &[fixtures::ORDERS, fixtures::DIAGNOSTICS]),
             tenant_toml("globex", "globex-key", &hostile_script(tmp.path()), &[fixtures::DIAGNOSTICS]),
+            tenant_toml("initech", "initech-key", &huge_refund_script(tmp.path()), &[fixtures::ORDERS]),
         ),
     )
     .expect("config");
@@ -269,6 +283,7 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
         .env("LOVIA_URL", &addr)
         .env("ACME_KEY", "acme-key")
         .env("GLOBEX_KEY", "globex-key")
+        .env("INITECH_KEY", "initech-key")
         .env("CHROMIUM", &chromium)
         .env("SCREENSHOTS", &shots)
         .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
@@ -291,6 +306,7 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
         "hostile_output_is_text",
         "cancel_a_sleeping_run",
         "metrics",
+        "exact_arguments_are_shown",
         "sign_out",
         "no_incidents",
     ] {

@@ -16,6 +16,7 @@ import { join } from 'node:path';
 const url = `${process.env.LOVIA_URL}/console`;
 const ACME = process.env.ACME_KEY;
 const GLOBEX = process.env.GLOBEX_KEY;
+const INITECH = process.env.INITECH_KEY;
 const shots = process.env.SCREENSHOTS;
 mkdirSync(shots, { recursive: true });
 
@@ -121,6 +122,7 @@ await scenario('approve_in_the_console', acme, async () => {
   check(text.includes('"amount_cents": 9000'), `arguments not pretty-printed: ${text}`);
   check(/[0-9a-f]{64}/.test(text), 'no digest');
   check(/Denied in\s*\d+/.test(text), 'no deadline');
+  check(await card.locator('.inexact').count() === 0, 'faithful arguments flagged as inexact');
   await acme.screenshot({ path: join(shots, 'approval-view.png'), fullPage: true });
   // From the keyboard: Tab from the arguments to Approve, then Enter.
   await card.locator('pre.arguments').focus();
@@ -216,6 +218,29 @@ await scenario('metrics', acme, async () => {
   check(await acme.locator('#chart-latency rect').count() > 0, 'no latency bars');
   const tools = await acme.locator('#metrics-tools').innerText();
   check(tools.includes('refund') && !tools.includes('echo') && !tools.includes('sleep_ms'), `by tool: ${tools}`);
+});
+
+await scenario('exact_arguments_are_shown', globex, async () => {
+  // In a fresh tab: initech's model asks to refund 9007199254740993 cents,
+  // which JSON.parse would turn into ...992.
+  const initech = await newPage('initech');
+  try {
+    await signIn(initech, INITECH);
+    await startRun(initech, 'huge-1', 'refund a lot');
+    await initech.getByRole('tab', { name: /Approvals/ }).click();
+    const card = initech.locator('li.approval[data-session="huge-1"]');
+    await card.waitFor({ timeout: WAIT });
+    check(await card.locator('.inexact').isVisible(), 'the pretty view is not flagged');
+    check((await card.locator('pre.arguments-exact').textContent()).includes('9007199254740993'), 'the exact amount is not shown');
+    check(await acme.locator('li.approval[data-session="huge-1"]').count() === 0, 'acme sees initech\'s approval');
+    await initech.screenshot({ path: join(shots, 'exact-arguments.png'), fullPage: true });
+    await card.getByRole('button', { name: /^Deny refund/ }).click();
+    await card.waitFor({ state: 'detached', timeout: WAIT });
+    await initech.getByRole('tab', { name: 'Runs' }).click();
+    await initech.locator('#run-events').getByText('Tool refund was not approved.').waitFor({ timeout: WAIT });
+  } finally {
+    await initech.context().close();
+  }
 });
 
 await scenario('sign_out', acme, async () => {

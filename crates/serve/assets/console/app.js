@@ -46,6 +46,46 @@ function pretty(text) {
   }
 }
 
+/** `text` without the whitespace outside its strings: what a faithful re-serialisation would give. */
+function compact(text) {
+  let out = '';
+  let inString = false;
+  for (let i = 0; i < text.length; i += 1) {
+    const c = text[i];
+    if (inString) {
+      out += c;
+      if (c === '\\') { out += text[i + 1] ?? ''; i += 1; } else if (c === '"') inString = false;
+    } else if (c === '"') {
+      inString = true;
+      out += c;
+    } else if (!' \t\n\r'.includes(c)) {
+      out += c;
+    }
+  }
+  return out;
+}
+
+/**
+ * The arguments as an approver must see them: pretty-printed, and, when the
+ * pretty view is not the same JSON as the exact text (a number past what a
+ * double holds, a repeated key, an escape, 1e3 for 1000), the exact text too,
+ * flagged, so that what the browser parsed can never hide what the model sent.
+ */
+function argumentsView(text, label) {
+  const view = el('div', { class: 'arguments-view' });
+  const shown = pretty(text);
+  let faithful = true;
+  if (typeof text === 'string') {
+    try { faithful = JSON.stringify(JSON.parse(text)) === compact(text); } catch { faithful = true; }
+  }
+  view.append(el('pre', { class: 'arguments', tabindex: 0, 'aria-label': label }, shown));
+  if (!faithful) {
+    view.append(el('p', { class: 'error inexact' }, 'The exact text differs from the pretty view above (large numbers, repeated keys or escapes). Decide on the exact text:'),
+      el('pre', { class: 'arguments-exact', tabindex: 0, 'aria-label': `Exact ${label}` }, text));
+  }
+  return view;
+}
+
 function seconds(ms) {
   const s = Math.max(0, Math.round(ms / 1000));
   return s < 120 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
@@ -243,7 +283,7 @@ function approvalCard(a) {
     el('dt', {}, 'Waiting'), waited,
     el('dt', {}, 'Denied in'), deadline),
   el('h4', {}, 'Arguments'),
-  el('pre', { class: 'arguments', tabindex: 0, 'aria-label': `Arguments of ${a.call_id}` }, pretty(a.arguments)),
+  argumentsView(a.arguments, `Arguments of ${a.call_id}`),
   el('div', { class: 'actions' }, buttons),
   error);
   return { card, waited, deadline, data: a };
@@ -374,7 +414,7 @@ function onRunEvent(epoch, name, data) {
     case 'approval_required': {
       if (run.calls.get(data.id)?.approval) break; // re-sent on reconnect
       const box = el('div', { class: 'inline-approval' }, el('p', {}, `${data.name} needs approval`),
-        el('pre', { class: 'arguments' }, pretty(data.arguments)));
+        argumentsView(data.arguments, `Arguments of ${data.id}`));
       const buttons = ['approve', 'deny'].map((decision) => {
         const b = el('button', { type: 'button', class: decision, 'aria-label': `${decision === 'approve' ? 'Approve' : 'Deny'} ${data.name} (${data.id}) in this run` },
           decision === 'approve' ? 'Approve' : 'Deny');
