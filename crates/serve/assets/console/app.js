@@ -682,6 +682,7 @@ async function loadTools() {
         el('h4', {}, 'Arguments'),
         schemaTable(t.parameters),
         el('details', {}, el('summary', {}, 'JSON Schema'), el('pre', {}, JSON.stringify(t.parameters, null, 2))),
+        t.output_schema ? el('details', {}, el('summary', {}, 'Result schema'), el('pre', {}, JSON.stringify(t.output_schema, null, 2))) : null,
         el('details', {}, el('summary', {}, `Try ${t.name}`), tryForm(t)));
     }));
   } catch (e) {
