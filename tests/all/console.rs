@@ -194,6 +194,7 @@ async fn console_routes_show_a_tenant_only_its_own_approvals_sessions_tools_and_
         metrics["tools"].as_array().expect("tools").iter().filter_map(|t| t["tool"].as_str()).collect();
     assert_eq!(tools, ["lookup_order", "refund"], "{metrics}");
     assert_eq!(metrics["runs"], j!({"completed": 1}));
+    assert_eq!(metrics["tool_error_kinds"], j!([]));
     assert_eq!(metrics["tools"][1]["buckets"].as_array().map(Vec::len), Some(10));
     let (_, body) = request(addr, "GET", "/api/metrics", Some("globex-key"), "").await;
     let metrics = json(&body);

@@ -135,9 +135,18 @@ impl Metrics {
                 map.iter().filter(|((t, _), _)| *t == tenant).map(|((_, k), n)| ((*k).to_owned(), json!(n))).collect();
             Value::Object(out)
         };
+        let tool_error_kinds: Vec<Value> = self
+            .tool_kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|((t, _, _), _)| *t == tenant)
+            .map(|((_, tool, kind), n)| json!({"tool": tool, "kind": kind, "count": n}))
+            .collect();
         json!({
             "tools": tools,
             "errors_by_kind": by(&self.errors),
+            "tool_error_kinds": tool_error_kinds,
             "runs": by(&self.runs),
             "refused": by(&self.refused),
         })

@@ -436,7 +436,8 @@ function onRunEvent(epoch, name, data) {
     case 'tool_result': {
       const call = run.calls.get(data.id);
       const body = el('pre', { class: 'result' }, data.result);
-      const label = data.is_error ? `error${data.error_kind ? ` (${data.error_kind})` : ''}` : 'result';
+      const kinds = [data.error_kind, data.tool_error_kind].filter(Boolean).join(', ');
+      const label = data.is_error ? `error${kinds ? ` (${kinds})` : ''}` : 'result';
       if (call && call.approval && call.start === null) settle(call, data.is_error ? 'denied' : 'decided');
       if (call && call.result) {
         call.end = now;
@@ -732,7 +733,9 @@ async function refreshMetrics() {
     ['Runs completed', m.runs.completed || 0]];
   $('metrics-totals').replaceChildren(...totals.map(([k, v]) => el('div', {}, el('dt', {}, k), el('dd', { 'data-metric': k }, String(v)))));
   $('chart-rate').replaceChildren(lineChart(rates));
-  $('chart-errors').replaceChildren(barChart(Object.entries(m.errors_by_kind), { color: '#b3261e' }));
+  // The tools' own error kinds (ToolError::kind) beside the executor's.
+  const toolKinds = (m.tool_error_kinds || []).map((k) => [`${k.tool}: ${k.kind}`, k.count]);
+  $('chart-errors').replaceChildren(barChart([...Object.entries(m.errors_by_kind), ...toolKinds], { color: '#b3261e' }));
   // The buckets are cumulative (Prometheus): each bar is the calls between its bound and the previous one.
   const bounds = m.tools.length ? m.tools[0].buckets.map((b) => b.le) : [];
   const cumulative = bounds.map((_, i) => m.tools.reduce((n, t) => n + t.buckets[i].count, 0));
