@@ -2,6 +2,7 @@
 
 mod args;
 mod cli;
+mod console;
 mod contract;
 mod exec;
 mod load;

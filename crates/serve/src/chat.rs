@@ -19,18 +19,28 @@ use serde::Deserialize;
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc;
 
 /// A run in progress and its readers.
 pub(crate) struct LiveRun {
-    approvals: ApprovalChannel,
+    pub(crate) approvals: ApprovalChannel,
     cancel: CancelToken,
     /// One bounded queue per reader; a full one is dropped (see `sse`).
     readers: Mutex<Vec<mpsc::Sender<Event>>>,
+    /// When each pending approval was asked for (the console shows how long
+    /// it has waited and when it will be denied); removed when decided.
+    asked: Mutex<HashMap<String, SystemTime>>,
+    started: SystemTime,
 }
 
 impl LiveRun {
+    /// When the approval of `call_id` was asked for; the run's start for
+    /// one asked before this process (a resumed run re-asks it at once).
+    pub(crate) fn asked_at(&self, call_id: &str) -> SystemTime {
+        self.asked.lock().unwrap_or_else(|p| p.into_inner()).get(call_id).copied().unwrap_or(self.started)
+    }
+
     /// Queues `event` for every reader; a reader whose queue is full or
     /// closed is dropped, which ends its stream (docs/operators.md, "Routes").
     fn send(&self, event: Event) {
@@ -237,7 +247,7 @@ pub(crate) async fn transcript(
 }
 
 impl Service {
-    fn live(&self, tenant: &Tenant, session: &str) -> Option<Arc<LiveRun>> {
+    pub(crate) fn live(&self, tenant: &Tenant, session: &str) -> Option<Arc<LiveRun>> {
         self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).get(&(tenant.index, session.to_owned())).cloned()
     }
 
@@ -318,6 +328,8 @@ impl Service {
             approvals: state.approvals.clone(),
             cancel: state.cancel.clone(),
             readers: Mutex::default(),
+            asked: Mutex::default(),
+            started: SystemTime::now(),
         });
         let key = (tenant.index, session.to_owned());
         {
@@ -327,13 +339,17 @@ impl Service {
             }
             map.insert(key.clone(), live.clone());
         }
+        tenant.sessions.started(session, input.as_deref());
         let reader = read.then(|| live.subscribe(Vec::new()));
         let mut handle = runner.stream_with(input, state);
         let service = self.clone();
-        let (tenant_name, session) = (tenant.name.clone(), session.to_owned());
+        let (tenant_name, tenant_index, session) = (tenant.name.clone(), tenant.index, session.to_owned());
         tokio::spawn(async move {
             let _permit = permit;
             let mut started: HashMap<String, Instant> = HashMap::new();
+            // What the session list says once the run is over; a run whose
+            // stream ends without a final event counts as failed.
+            let mut outcome: &'static str = "failed";
             while let Some(event) = handle.next_event().await {
                 let metrics = &service.inner.metrics;
                 let out = match event {
@@ -357,6 +373,7 @@ impl Service {
                         tool_error_kind,
                         ..
                     }) => {
+                        live.asked.lock().unwrap_or_else(|p| p.into_inner()).remove(&call.id);
                         let elapsed = started.remove(&call.id).map_or(Duration::ZERO, |t| t.elapsed());
                         metrics.record(&tenant_name, &call.name, elapsed, error_kind);
                         if let Some(kind) = &tool_error_kind {
@@ -380,10 +397,13 @@ impl Service {
                     }
                     // The ticket is dropped here: the decision comes out of band, through
                     // /api/chat/approve, while the handler waits.
-                    RunEvent::Tool(ToolEvent::ApprovalRequired { call, ticket: _ }) => Some(frame(
-                        "approval_required",
-                        &json!({"id": call.id, "name": call.name, "arguments": call.arguments}),
-                    )),
+                    RunEvent::Tool(ToolEvent::ApprovalRequired { call, ticket: _ }) => {
+                        live.asked.lock().unwrap_or_else(|p| p.into_inner()).insert(call.id.clone(), SystemTime::now());
+                        Some(frame(
+                            "approval_required",
+                            &json!({"id": call.id, "name": call.name, "arguments": call.arguments}),
+                        ))
+                    }
                     RunEvent::Tool(ToolEvent::ToolCallFailed { call, error }) => {
                         Some(frame("error", &json!({"type": "ToolCallFailed", "message": error, "call_id": call.id})))
                     }
@@ -392,10 +412,12 @@ impl Service {
                     }
                     RunEvent::RunCompleted { output } => {
                         metrics.run_ended(&tenant_name, "completed");
+                        outcome = "completed";
                         Some(frame("run_completed", &json!({"output": output, "session_id": session})))
                     }
                     RunEvent::RunFailed { error } => {
                         metrics.run_ended(&tenant_name, error.kind());
+                        outcome = error.kind();
                         Some(frame(
                             "error",
                             &json!({"type": error.kind(), "message": error.to_string(), "fatal": true}),
@@ -410,6 +432,9 @@ impl Service {
                 }
             }
             let _ = handle.result().await;
+            if let Some(tenant) = service.inner.tenants.get(tenant_index) {
+                tenant.sessions.ended(&session, outcome);
+            }
             let mut map = service.inner.live.lock().unwrap_or_else(|p| p.into_inner());
             if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, &live)) {
                 map.remove(&key);

@@ -22,6 +22,12 @@
 //!   `{"ok": true}` or 404 `no pending approval matches`.
 //! - `POST /api/chat/cancel`, `{session_id}` → cancels the session's run.
 //! - `GET /api/chat/{session_id}` → the session's transcript and status.
+//! - `GET /api/chat` → the tenant's recent sessions and their status;
+//!   `GET /api/approvals` → its pending approvals; `GET /api/tools/detailed`
+//!   → its tools with hints, limits, grants and plugin digest;
+//!   `GET /api/metrics` → its own metrics as JSON (all for the console).
+//! - `GET /console` → the web console (docs/console.md), no key needed to
+//!   load it: it asks for one and sends it on every `/api` request.
 //! - `POST /api/plugins`, body = a `.wasm` component → validated, compiled,
 //!   cached and added to the tenant, with nothing granted.
 //!
@@ -30,6 +36,7 @@
 mod auth;
 mod chat;
 mod config;
+mod console;
 mod door;
 mod listener;
 mod metrics;
@@ -114,6 +121,8 @@ struct Tenant {
     uploaded: Mutex<(u32, u64)>,
     max_plugins: u32,
     max_uploaded_bytes: u64,
+    /// What `GET /api/chat` lists.
+    sessions: console::Sessions,
 }
 
 /// Uploads compiling at once across all tenants: one per core of the
@@ -219,6 +228,7 @@ impl Service {
                 uploaded: Mutex::new((0, 0)),
                 max_plugins: t.max_plugins,
                 max_uploaded_bytes: t.max_uploaded_bytes,
+                sessions: console::Sessions::default(),
             });
         }
         Ok(Service {
@@ -265,7 +275,10 @@ impl Service {
         let api = Router::new()
             .route("/api/tools", get(list_tools))
             .route("/api/tools/{name}/call", post(call_tool))
-            .route("/api/chat", post(chat::chat))
+            .route("/api/tools/detailed", get(console::tools))
+            .route("/api/chat", post(chat::chat).get(console::sessions))
+            .route("/api/approvals", get(console::approvals))
+            .route("/api/metrics", get(console::metrics))
             .route("/api/chat/approve", post(chat::approve))
             .route("/api/chat/cancel", post(chat::cancel))
             .route("/api/chat/{session_id}", get(chat::transcript))
@@ -280,6 +293,11 @@ impl Service {
         Router::new()
             .route("/healthz", get(|| async { "ok\n" }))
             .route("/metrics", get(metrics_text))
+            .route("/console", get(console::index))
+            .route("/console/", get(console::index))
+            .route("/console/app.js", get(console::app_js))
+            .route("/console/console.css", get(console::console_css))
+            .route("/console/icon.svg", get(console::icon))
             .merge(api)
             .merge(uploads)
             .fallback(|| async { error(StatusCode::NOT_FOUND, "no such route") })

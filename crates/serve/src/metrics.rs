@@ -108,6 +108,50 @@ impl Metrics {
         *self.runs.lock().unwrap_or_else(|e| e.into_inner()).entry((label(tenant), outcome)).or_default() += 1;
     }
 
+    /// One tenant's figures as JSON, for its console (`GET /api/metrics`):
+    /// calls, errors and the latency histogram by tool, errors by kind,
+    /// runs by outcome and refusals by reason. Nothing of another tenant.
+    pub(crate) fn tenant_json(&self, tenant: &str) -> serde_json::Value {
+        use serde_json::{Map, Value, json};
+        let tenant = label(tenant);
+        let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        let tools: Vec<Value> = calls
+            .iter()
+            .filter(|((t, _), _)| *t == tenant)
+            .map(|((_, tool), s)| {
+                json!({
+                    "tool": tool,
+                    "calls": s.calls,
+                    "errors": s.errors,
+                    "seconds_sum": s.seconds_sum,
+                    "buckets": BUCKETS.iter().zip(s.buckets).map(|(le, n)| json!({"le": le, "count": n})).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        drop(calls);
+        let by = |map: &Mutex<BTreeMap<(String, &'static str), u64>>| {
+            let map = map.lock().unwrap_or_else(|e| e.into_inner());
+            let out: Map<String, Value> =
+                map.iter().filter(|((t, _), _)| *t == tenant).map(|((_, k), n)| ((*k).to_owned(), json!(n))).collect();
+            Value::Object(out)
+        };
+        let tool_error_kinds: Vec<Value> = self
+            .tool_kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|((t, _, _), _)| *t == tenant)
+            .map(|((_, tool, kind), n)| json!({"tool": tool, "kind": kind, "count": n}))
+            .collect();
+        json!({
+            "tools": tools,
+            "errors_by_kind": by(&self.errors),
+            "tool_error_kinds": tool_error_kinds,
+            "runs": by(&self.runs),
+            "refused": by(&self.refused),
+        })
+    }
+
     /// The text exposition format.
     pub(crate) fn render(
         &self,

@@ -119,6 +119,16 @@ impl Tool {
         &self.spec
     }
 
+    /// The plugin that runs the tool; `None` for a host-native tool. What
+    /// an approver or an operator looks at: which component (its digest)
+    /// with which grants and limits.
+    pub fn plugin(&self) -> Option<&Plugin> {
+        match &self.body {
+            Body::Component { plugin, .. } => Some(plugin),
+            Body::Native(_) => None,
+        }
+    }
+
     /// False makes every call an execution barrier (docs/semantics.md §8).
     #[must_use]
     pub fn with_parallel(mut self, parallel: bool) -> Self {

@@ -1,0 +1,756 @@
+// The lovia console (docs/console.md): a hand-written ES module, no build
+// step. It talks only to the JSON API of the service that served it, with
+// the tenant's key in the Authorization header. Everything a tool, a model
+// or a request produced is untrusted: it reaches the page only through
+// textContent and setAttribute on attributes that never load or run
+// anything: no markup is ever parsed from data, and no href or src is built
+// from it.
+
+const KEY_SLOT = 'lovia.console.key';
+const $ = (id) => document.getElementById(id);
+
+let key = sessionStorage.getItem(KEY_SLOT);
+// Timers and streams of the signed-in tenant, stopped on sign-out.
+let timers = [];
+let streams = [];
+
+/** An element with attributes and children; strings become text nodes. */
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    node.setAttribute(name, value === true ? '' : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const SVG = 'http://www.w3.org/2000/svg';
+function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, String(value));
+  for (const child of children) node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  return node;
+}
+
+/** Pretty-printed JSON of an argument text; the text itself when it is not JSON. */
+function pretty(text) {
+  if (typeof text !== 'string') return JSON.stringify(text, null, 2);
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
+}
+
+/** `text` without the whitespace outside its strings: what a faithful re-serialisation would give. */
+function compact(text) {
+  let out = '';
+  let inString = false;
+  for (let i = 0; i < text.length; i += 1) {
+    const c = text[i];
+    if (inString) {
+      out += c;
+      if (c === '\\') { out += text[i + 1] ?? ''; i += 1; } else if (c === '"') inString = false;
+    } else if (c === '"') {
+      inString = true;
+      out += c;
+    } else if (!' \t\n\r'.includes(c)) {
+      out += c;
+    }
+  }
+  return out;
+}
+
+/**
+ * The arguments as an approver must see them: pretty-printed, and, when the
+ * pretty view is not the same JSON as the exact text (a number past what a
+ * double holds, a repeated key, an escape, 1e3 for 1000), the exact text too,
+ * flagged, so that what the browser parsed can never hide what the model sent.
+ */
+function argumentsView(text, label) {
+  const view = el('div', { class: 'arguments-view' });
+  const shown = pretty(text);
+  let faithful = true;
+  if (typeof text === 'string') {
+    try { faithful = JSON.stringify(JSON.parse(text)) === compact(text); } catch { faithful = true; }
+  }
+  view.append(el('pre', { class: 'arguments', tabindex: 0, 'aria-label': label }, shown));
+  if (!faithful) {
+    view.append(el('p', { class: 'error inexact' }, 'The exact text differs from the pretty view above (large numbers, repeated keys or escapes). Decide on the exact text:'),
+      el('pre', { class: 'arguments-exact', tabindex: 0, 'aria-label': `Exact ${label}` }, text));
+  }
+  return view;
+}
+
+function seconds(ms) {
+  const s = Math.max(0, Math.round(ms / 1000));
+  return s < 120 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
+}
+
+class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+/** A request to the API with the key; JSON in and out. */
+async function api(path, { method = 'GET', body, signal } = {}) {
+  const headers = { Authorization: `Bearer ${key}` };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const response = await fetch(path, {
+    method, headers, signal, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    cache: 'no-store', credentials: 'omit', referrerPolicy: 'no-referrer',
+  });
+  if (response.status === 401) {
+    signOut('The key was refused (401): sign in again.');
+    throw new ApiError(401, 'signed out');
+  }
+  const text = await response.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = text; }
+  if (!response.ok) throw new ApiError(response.status, (data && data.error) || `${response.status}`);
+  return data;
+}
+
+/** POSTs to /api/chat and calls onEvent(name, data) for each SSE event until the stream ends. */
+async function stream(body, onEvent) {
+  const abort = new AbortController();
+  streams.push(abort);
+  try {
+    const response = await fetch('/api/chat', {
+      method: 'POST', signal: abort.signal, cache: 'no-store', credentials: 'omit',
+      headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', Accept: 'text/event-stream' },
+      body: JSON.stringify(body),
+    });
+    if (!response.ok) {
+      const text = await response.text();
+      let message = text;
+      try { message = JSON.parse(text).error; } catch { /* not JSON: show it as it is */ }
+      throw new ApiError(response.status, message);
+    }
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let cut;
+      while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
+        const block = buffer.slice(0, cut);
+        buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, '');
+        let name = 'message';
+        const data = [];
+        for (const line of block.split(/\r?\n/)) {
+          if (line.startsWith(':')) continue; // keep-alive comment
+          if (line.startsWith('event:')) name = line.slice(6).trim();
+          else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+        }
+        if (data.length === 0) continue;
+        let parsed;
+        try { parsed = JSON.parse(data.join('\n')); } catch { parsed = { text: data.join('\n') }; }
+        onEvent(name, parsed);
+      }
+    }
+  } catch (e) {
+    if (e.name !== 'AbortError') throw e;
+  } finally {
+    streams = streams.filter((s) => s !== abort);
+  }
+}
+
+function every(ms, task) {
+  const run = () => task().catch((e) => { if (e.status !== 401) console.warn(e); });
+  run();
+  timers.push(setInterval(run, ms));
+}
+
+// ---------------------------------------------------------------- sign in
+
+function showSignedIn(tenantNote) {
+  $('sign-in-view').hidden = true;
+  $('app').hidden = false;
+  $('sign-out').hidden = false;
+  $('who').textContent = tenantNote;
+  api('/api/metrics').then((m) => { $('who').textContent = `Signed in as ${m.tenant} (${tenantNote})`; }).catch(() => {});
+  every(1000, refreshApprovals);
+  every(2000, refreshSessions);
+  every(2000, refreshMetrics);
+  loadTools();
+}
+
+function signOut(message = '') {
+  sessionStorage.removeItem(KEY_SLOT);
+  key = null;
+  for (const t of timers) clearInterval(t);
+  timers = [];
+  for (const s of streams) s.abort();
+  streams = [];
+  for (const id of ['approvals', 'sessions', 'run-events', 'waterfall', 'tools', 'metrics-totals', 'metrics-tools',
+    'chart-rate', 'chart-errors', 'chart-latency']) $(id).replaceChildren();
+  shown.clear();
+  samples.length = 0;
+  run.session = null;
+  $('approval-count').textContent = '';
+  $('run-view').hidden = true;
+  $('app').hidden = true;
+  $('sign-out').hidden = true;
+  $('sign-in-view').hidden = false;
+  $('who').textContent = '';
+  $('sign-in-error').textContent = message;
+  $('api-key').value = '';
+  $('api-key').focus();
+}
+
+$('sign-in').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  key = $('api-key').value.trim();
+  $('sign-in-error').textContent = '';
+  try {
+    const tools = await api('/api/tools');
+    sessionStorage.setItem(KEY_SLOT, key);
+    $('api-key').value = '';
+    showSignedIn(`${tools.length} tools`);
+  } catch (e) {
+    if (e.status !== 401) $('sign-in-error').textContent = `Cannot sign in: ${e.message}`;
+  }
+});
+$('sign-out').addEventListener('click', () => signOut());
+
+// ---------------------------------------------------------------- tabs
+
+const tabs = ['approvals', 'runs', 'tools', 'metrics'];
+function selectTab(name) {
+  for (const t of tabs) {
+    $(`tab-${t}`).setAttribute('aria-selected', String(t === name));
+    $(`${t}-view`).hidden = t !== name;
+  }
+}
+for (const t of tabs) $(`tab-${t}`).addEventListener('click', () => selectTab(t));
+$('app').querySelector('[role=tablist]').addEventListener('keydown', (event) => {
+  const at = tabs.findIndex((t) => $(`tab-${t}`) === document.activeElement);
+  if (at < 0 || !['ArrowLeft', 'ArrowRight'].includes(event.key)) return;
+  const next = tabs[(at + (event.key === 'ArrowRight' ? 1 : tabs.length - 1)) % tabs.length];
+  selectTab(next);
+  $(`tab-${next}`).focus();
+});
+
+// ---------------------------------------------------------------- approvals
+
+// Rendered approvals by "session/call", so that a refresh updates the
+// clocks in place and never moves the keyboard focus off a button.
+const shown = new Map();
+
+async function decide(sessionId, callId, decision) {
+  await api('/api/chat/approve', { method: 'POST', body: { session_id: sessionId, call_id: callId, decision } });
+}
+
+function approvalCard(a) {
+  const waited = el('dd', { class: 'waited' });
+  const deadline = el('dd', { class: 'deadline' });
+  const error = el('p', { class: 'error', role: 'alert' });
+  const buttons = ['approve', 'deny'].map((decision) => {
+    const label = `${decision === 'approve' ? 'Approve' : 'Deny'} ${a.tool} (${a.call_id}, session ${a.session_id})`;
+    const button = el('button', { type: 'button', class: decision, 'aria-label': label },
+      decision === 'approve' ? 'Approve' : 'Deny');
+    button.addEventListener('click', async () => {
+      for (const b of buttons) b.disabled = true;
+      try {
+        await decide(a.session_id, a.call_id, decision);
+        card.dataset.decided = decision;
+        error.textContent = decision === 'approve' ? 'Approved.' : 'Denied.';
+      } catch (e) {
+        error.textContent = `Not decided: ${e.message}`;
+        for (const b of buttons) b.disabled = false;
+      }
+    });
+    return button;
+  });
+  const card = el('li', { class: 'card approval', 'data-call': a.call_id, 'data-session': a.session_id,
+    'aria-label': `Approval for ${a.tool}` },
+  el('h3', {}, a.tool),
+  el('p', { class: 'description' }, a.description || '(no description)'),
+  el('dl', { class: 'meta' },
+    el('dt', {}, 'Session'), el('dd', {}, a.session_id),
+    el('dt', {}, 'Call'), el('dd', {}, a.call_id),
+    el('dt', {}, 'Plugin'), el('dd', {}, a.plugin ? `${a.plugin} ${a.plugin_version || ''}` : '(host tool)'),
+    el('dt', {}, 'Digest'), el('dd', { class: 'digest' }, a.plugin_digest || '—'),
+    el('dt', {}, 'Waiting'), waited,
+    el('dt', {}, 'Denied in'), deadline),
+  el('h4', {}, 'Arguments'),
+  argumentsView(a.arguments, `Arguments of ${a.call_id}`),
+  el('div', { class: 'actions' }, buttons),
+  error);
+  return { card, waited, deadline, data: a };
+}
+
+async function refreshApprovals() {
+  const { approvals, now_ms: now } = await api('/api/approvals');
+  const list = $('approvals');
+  const seen = new Set();
+  for (const a of approvals) {
+    const id = `${a.session_id}/${a.call_id}`;
+    seen.add(id);
+    if (!shown.has(id)) {
+      const item = approvalCard(a);
+      shown.set(id, item);
+      list.append(item.card);
+    }
+    const item = shown.get(id);
+    item.waited.textContent = seconds(now - a.asked_ms);
+    item.deadline.textContent = seconds(a.deny_at_ms - now);
+  }
+  for (const [id, item] of shown) {
+    if (!seen.has(id)) {
+      // A focused card that goes away gives the focus to the next one.
+      const hadFocus = item.card.contains(document.activeElement);
+      const next = item.card.nextElementSibling || item.card.previousElementSibling;
+      item.card.remove();
+      shown.delete(id);
+      if (hadFocus && next) next.querySelector('button')?.focus();
+    }
+  }
+  $('approvals-empty').hidden = shown.size > 0;
+  $('approval-count').textContent = shown.size ? String(shown.size) : '';
+  $('approvals-error').textContent = '';
+}
+
+// ---------------------------------------------------------------- runs
+
+async function refreshSessions() {
+  const { sessions } = await api('/api/chat');
+  const rows = sessions.map((s) => {
+    const open = el('button', { type: 'button', class: 'secondary', 'aria-label': `Open session ${s.session_id}` }, 'Open');
+    open.addEventListener('click', () => openRun(s.session_id));
+    return el('tr', { 'data-session': s.session_id },
+      el('td', {}, s.session_id),
+      el('td', { class: `status-${s.status}` }, s.status),
+      el('td', {}, new Date(s.started_ms).toLocaleTimeString()),
+      el('td', {}, s.input || ''),
+      el('td', {}, String(s.pending_approvals)),
+      el('td', {}, open));
+  });
+  $('sessions').replaceChildren(...rows);
+}
+
+// The run on screen: its calls for the waterfall, by call id.
+const run = { session: null, calls: new Map(), t0: 0, text: null, epoch: 0 };
+
+function resetRun(sessionId) {
+  for (const s of streams) s.abort();
+  run.session = sessionId;
+  run.calls = new Map();
+  run.t0 = performance.now();
+  run.text = null;
+  run.epoch += 1;
+  $('run-view').hidden = false;
+  $('run-title').textContent = `Run of session ${sessionId || '(new)'}`;
+  setStatus('—');
+  $('run-events').replaceChildren();
+  $('waterfall').replaceChildren();
+  $('run-error').textContent = '';
+}
+
+/** The run's status; Cancel is offered only while it runs. */
+function setStatus(status) {
+  $('run-status').textContent = status;
+  $('run-cancel').disabled = status !== 'running';
+}
+
+function addEvent(kind, ...body) {
+  const item = el('li', { class: `event event-${kind}` }, el('span', { class: 'event-kind' }, kind), ...body);
+  $('run-events').append(item);
+  return item;
+}
+
+function message(m) {
+  const role = m.role || 'message';
+  if (m.tool_calls) {
+    for (const c of m.tool_calls) {
+      const f = c.function || c;
+      addEvent('tool call', `${f.name} (${c.id})`, el('pre', {}, pretty(f.arguments)));
+    }
+  }
+  const content = typeof m.content === 'string' ? m.content : m.content ? JSON.stringify(m.content) : '';
+  if (content) addEvent(role === 'tool' ? `result of ${m.tool_call_id || ''}` : role, el('pre', {}, content));
+}
+
+/** One SSE event of the run on screen. */
+function onRunEvent(epoch, name, data) {
+  if (epoch !== run.epoch) return; // a stream of a run no longer shown
+  const now = performance.now() - run.t0;
+  switch (name) {
+    case 'run_started':
+      run.session = data.session_id;
+      $('run-title').textContent = `Run of session ${data.session_id}`;
+      setStatus('running');
+      break;
+    case 'text_delta':
+      if (!run.text) run.text = addEvent('assistant', el('pre', { class: 'assistant-text' })).querySelector('pre');
+      run.text.textContent += data.text;
+      break;
+    case 'tool_call': {
+      run.text = null;
+      const result = el('div', { class: 'call-result' }, el('span', { class: 'note' }, 'running…'));
+      const item = addEvent('tool call', `${data.name} (${data.id})`, el('pre', { class: 'arguments' }, pretty(data.arguments)), result);
+      item.dataset.call = data.id;
+      const asked = run.calls.get(data.id);
+      // A call that waited for an approval starts now that it was approved.
+      if (asked && asked.approval) settle(asked, 'approved');
+      run.calls.set(data.id, { name: data.name, asked: asked ? asked.asked : null, start: now, end: null, error: false, result, item });
+      break;
+    }
+    case 'tool_progress': {
+      const call = run.calls.get(data.id);
+      const line = el('p', { class: 'progress' }, `progress: ${data.message}`);
+      if (call && call.item) call.item.append(line); else addEvent('progress', line);
+      break;
+    }
+    case 'approval_required': {
+      if (run.calls.get(data.id)?.approval) break; // re-sent on reconnect
+      const box = el('div', { class: 'inline-approval' }, el('p', {}, `${data.name} needs approval`),
+        argumentsView(data.arguments, `Arguments of ${data.id}`));
+      const buttons = ['approve', 'deny'].map((decision) => {
+        const b = el('button', { type: 'button', class: decision, 'aria-label': `${decision === 'approve' ? 'Approve' : 'Deny'} ${data.name} (${data.id}) in this run` },
+          decision === 'approve' ? 'Approve' : 'Deny');
+        b.addEventListener('click', async () => {
+          for (const x of buttons) x.disabled = true;
+          try { await decide(run.session, data.id, decision); } catch (e) {
+            $('run-error').textContent = `Not decided: ${e.message}`;
+            for (const x of buttons) x.disabled = false;
+          }
+        });
+        return b;
+      });
+      box.append(el('div', { class: 'actions' }, buttons));
+      const item = addEvent('approval', `${data.name} (${data.id})`, box);
+      // The call's bar starts with its wait for a decision.
+      run.calls.set(data.id, { name: data.name, asked: now, start: null, end: null, error: false, approval: item });
+      break;
+    }
+    case 'tool_result': {
+      const call = run.calls.get(data.id);
+      const body = el('pre', { class: 'result' }, data.result);
+      const kinds = [data.error_kind, data.tool_error_kind].filter(Boolean).join(', ');
+      const label = data.is_error ? `error${kinds ? ` (${kinds})` : ''}` : 'result';
+      if (call && call.approval && call.start === null) settle(call, data.is_error ? 'denied' : 'decided');
+      if (call && call.result) {
+        call.end = now;
+        call.error = data.is_error;
+        call.result.replaceChildren(el('span', { class: 'event-kind' }, `${label}, ${Math.round(call.end - call.start)} ms`), body);
+        if (data.is_error) call.item.classList.add('is-error');
+      } else {
+        // Denied before it ran: the result stands where the approval was.
+        if (call) { call.start = now; call.end = now; call.error = data.is_error; }
+        const item = addEvent(label, `${data.name} (${data.id})`, body);
+        item.dataset.call = data.id;
+        if (data.is_error) item.classList.add('is-error');
+      }
+      break;
+    }
+    case 'handoff':
+      addEvent('handoff', `${data.from_agent} → ${data.to_agent}`);
+      break;
+    case 'error':
+      addEvent('error', el('pre', {}, `${data.type}: ${data.message}`)).classList.add('is-error');
+      if (data.fatal) setStatus(data.type);
+      break;
+    case 'run_completed':
+      setStatus('completed');
+      break;
+    default:
+      break;
+  }
+  drawWaterfall();
+}
+
+/** The inline approval of `call` once decided: its buttons give way to the decision. */
+function settle(call, decision) {
+  const actions = call.approval.querySelector('.actions');
+  if (actions) actions.replaceWith(el('p', { class: 'decision' }, decision));
+  call.approval = null;
+}
+
+/**
+ * Each tool call of the run as a bar: grey while it waits for an approval,
+ * then green (result), red (error) or amber (still running), on one time
+ * axis from the first call, so parallel calls overlap and barriers,
+ * retries and timeouts show as gaps and long bars.
+ */
+function drawWaterfall() {
+  const calls = [...run.calls.entries()];
+  const box = $('waterfall');
+  if (calls.length === 0) { box.replaceChildren(); return; }
+  const now = performance.now() - run.t0;
+  const first = Math.min(...calls.map(([, c]) => c.asked ?? c.start ?? now));
+  const last = Math.max(first + 1, ...calls.map(([, c]) => c.end ?? now));
+  const span = last - first;
+  const W = 640, left = 170, row = 22, H = calls.length * row + 24;
+  const x = (t) => left + ((t - first) / span) * (W - left - 10);
+  const chart = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'presentation' });
+  calls.forEach(([id, c], i) => {
+    const y = 6 + i * row;
+    chart.append(svg('text', { x: 4, y: y + 13, 'font-size': 11 }, `${c.name} ${id}`.slice(0, 28)));
+    if (c.asked !== null && c.asked !== undefined) {
+      const until = c.start ?? now;
+      chart.append(svg('rect', { x: x(c.asked), y: y + 4, width: Math.max(2, x(until) - x(c.asked)), height: 7, fill: '#aab2c0', class: 'wait' },
+        svg('title', {}, `${c.name} waited ${Math.round(until - c.asked)} ms for approval`)));
+    }
+    if (c.start !== null) {
+      const end = c.end ?? now;
+      chart.append(svg('rect', { x: x(c.start), y, width: Math.max(2, x(end) - x(c.start)), height: 15, rx: 2, class: 'run',
+        fill: c.end === null ? '#9a6400' : c.error ? '#b3261e' : '#1c7a3e' }, svg('title', {}, `${c.name}: ${Math.round(end - c.start)} ms`)));
+    }
+  });
+  chart.append(svg('text', { x: W - 6, y: H - 4, 'font-size': 10, 'text-anchor': 'end' }, `${Math.round(span)} ms`));
+  box.replaceChildren(chart);
+  box.setAttribute('aria-label', `Tool calls over time: ${calls.map(([, c]) => `${c.name} ${c.start === null ? 'waiting for approval' : c.end === null ? 'running' : `${Math.round(c.end - c.start)} ms`}`).join(', ')}`);
+}
+
+async function follow(body) {
+  const epoch = run.epoch;
+  try {
+    await stream(body, (name, data) => onRunEvent(epoch, name, data));
+  } catch (e) {
+    if (epoch === run.epoch) $('run-error').textContent = `The run stream failed: ${e.message}`;
+  }
+  refreshSessions().catch(() => {});
+}
+
+async function openRun(sessionId) {
+  selectTab('runs');
+  resetRun(sessionId);
+  try {
+    const t = await api(`/api/chat/${encodeURIComponent(sessionId)}`);
+    setStatus(t.status);
+    for (const m of t.messages || []) message(m);
+    if (t.status === 'running') follow({ session_id: sessionId });
+  } catch (e) {
+    $('run-error').textContent = `Cannot open the session: ${e.message}`;
+  }
+}
+
+$('new-run').addEventListener('submit', (event) => {
+  event.preventDefault();
+  const session = $('new-run-session').value.trim();
+  const input = $('new-run-input').value;
+  resetRun(session || null);
+  addEvent('user', el('pre', {}, input));
+  $('new-run-input').value = '';
+  follow(session ? { session_id: session, input } : { input });
+});
+
+$('run-send').addEventListener('submit', (event) => {
+  event.preventDefault();
+  if (!run.session) return;
+  const input = $('run-input').value;
+  run.epoch += 1;
+  run.text = null;
+  addEvent('user', el('pre', {}, input));
+  $('run-input').value = '';
+  follow({ session_id: run.session, input });
+});
+
+$('run-cancel').addEventListener('click', async () => {
+  if (!run.session) return;
+  try {
+    await api('/api/chat/cancel', { method: 'POST', body: { session_id: run.session } });
+  } catch (e) {
+    $('run-error').textContent = `Not cancelled: ${e.message}`;
+  }
+});
+
+// ---------------------------------------------------------------- tools
+
+function typeOf(schema) {
+  if (!schema || typeof schema !== 'object') return 'any';
+  if (Array.isArray(schema.type)) return schema.type.join(' | ');
+  if (schema.type) return schema.type;
+  if (schema.enum) return 'enum';
+  if (schema.anyOf || schema.oneOf) return 'union';
+  return 'any';
+}
+
+function constraints(schema) {
+  const out = [];
+  for (const k of ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'minLength', 'maxLength', 'pattern', 'format', 'minItems', 'maxItems']) {
+    if (schema && schema[k] !== undefined) out.push(`${k} ${schema[k]}`);
+  }
+  if (schema && schema.enum) out.push(`one of ${schema.enum.map((v) => JSON.stringify(v)).join(', ')}`);
+  if (schema && schema.default !== undefined) out.push(`default ${JSON.stringify(schema.default)}`);
+  return out.join('; ');
+}
+
+function schemaTable(parameters) {
+  const props = (parameters && parameters.properties) || {};
+  const required = new Set((parameters && parameters.required) || []);
+  const names = Object.keys(props);
+  if (names.length === 0) return el('p', { class: 'note' }, 'No arguments.');
+  return el('table', { class: 'schema' },
+    el('thead', {}, el('tr', {}, ['Argument', 'Type', 'Required', 'Description', 'Constraints'].map((h) => el('th', { scope: 'col' }, h)))),
+    el('tbody', {}, names.map((n) => el('tr', {},
+      el('td', {}, n), el('td', {}, typeOf(props[n])), el('td', {}, required.has(n) ? 'yes' : 'no'),
+      el('td', {}, props[n].description || ''), el('td', {}, constraints(props[n]))))));
+}
+
+/** A form with one field per argument; sends the arguments to POST /api/tools/{name}/call. */
+function tryForm(tool) {
+  const props = (tool.parameters && tool.parameters.properties) || {};
+  const required = new Set((tool.parameters && tool.parameters.required) || []);
+  const form = el('form', { class: 'try', 'aria-label': `Try ${tool.name}` });
+  const fields = [];
+  for (const [name, schema] of Object.entries(props)) {
+    const id = `try-${tool.name}-${name}`;
+    const type = typeOf(schema);
+    let input;
+    if (schema.enum) {
+      input = el('select', { id }, el('option', { value: '' }, '(unset)'), schema.enum.map((v) => el('option', { value: JSON.stringify(v) }, JSON.stringify(v))));
+    } else if (type === 'boolean') {
+      input = el('input', { id, type: 'checkbox' });
+    } else if (type === 'integer' || type === 'number') {
+      input = el('input', { id, type: 'number', step: type === 'integer' ? '1' : 'any', min: schema.minimum, max: schema.maximum });
+    } else if (type === 'string') {
+      input = el('input', { id, type: 'text', maxlength: schema.maxLength });
+    } else {
+      input = el('textarea', { id, rows: 2, placeholder: 'JSON' });
+    }
+    if (schema.default !== undefined && input.type !== 'checkbox') input.value = schema.enum ? JSON.stringify(schema.default) : String(schema.default);
+    form.append(el('label', { for: id }, `${name}${required.has(name) ? ' (required)' : ''}`), input);
+    fields.push({ name, type, schema, input });
+  }
+  const output = el('pre', { class: 'try-output', 'aria-live': 'polite' });
+  const error = el('p', { class: 'error', role: 'alert' });
+  form.append(el('button', { type: 'submit' }, `Call ${tool.name}`), error, output);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    error.textContent = '';
+    const args = {};
+    try {
+      for (const f of fields) {
+        if (f.input.type === 'checkbox') { args[f.name] = f.input.checked; continue; }
+        const v = f.input.value;
+        if (v === '') continue;
+        if (f.schema.enum) args[f.name] = JSON.parse(v);
+        else if (f.type === 'integer' || f.type === 'number') args[f.name] = Number(v);
+        else if (f.type === 'string') args[f.name] = v;
+        else args[f.name] = JSON.parse(v);
+      }
+    } catch (e) {
+      error.textContent = `Not JSON: ${e.message}`;
+      return;
+    }
+    try {
+      const r = await api(`/api/tools/${encodeURIComponent(tool.name)}/call`, { method: 'POST', body: args });
+      output.textContent = r.output;
+      output.classList.toggle('is-error', r.is_error);
+      if (r.is_error) error.textContent = `Error result${r.error_kind ? ` (${r.error_kind})` : ''}`;
+    } catch (e) {
+      error.textContent = `Call refused: ${e.message}`;
+    }
+  });
+  return form;
+}
+
+function bytes(n) {
+  return n >= 1 << 20 ? `${Math.round(n / (1 << 20))} MiB` : n >= 1024 ? `${Math.round(n / 1024)} KiB` : `${n} B`;
+}
+
+async function loadTools() {
+  try {
+    const tools = await api('/api/tools/detailed');
+    $('tools').replaceChildren(...tools.map((t) => {
+      const hints = Object.entries(t.hints || {}).filter(([, v]) => v).map(([k]) => el('span', { class: 'badge' }, k.replace('_', ' ')));
+      if (t.approval && t.approval !== 'never') hints.push(el('span', { class: 'badge warn' }, `approval: ${t.approval.replace('_', ' ')}`));
+      if (!t.parallel) hints.push(el('span', { class: 'badge warn' }, 'barrier'));
+      const p = t.plugin;
+      const meta = el('dl', { class: 'meta' },
+        el('dt', {}, 'Plugin'), el('dd', {}, p ? `${p.name} ${p.version}` : '(host tool)'),
+        el('dt', {}, 'Digest'), el('dd', { class: 'digest' }, p ? p.digest : '—'),
+        el('dt', {}, 'Timeout'), el('dd', {}, t.timeout_ms ? `${t.timeout_ms} ms` : `none declared${p ? ` (wall clock ${p.limits.max_wall_clock_ms} ms)` : ''}`),
+        el('dt', {}, 'Retries'), el('dd', {}, String(t.retries ?? 0)),
+        el('dt', {}, 'Limits'), el('dd', {}, p ? `memory ${bytes(p.limits.memory_bytes)}, result ${bytes(p.limits.result_bytes)}${p.limits.fuel ? `, fuel ${p.limits.fuel}` : ''}` : '—'),
+        el('dt', {}, 'Grants'), el('dd', {}, p ? JSON.stringify(p.grants) : '—'));
+      return el('article', { class: 'card tool', 'data-tool': t.name, 'aria-labelledby': `tool-${t.name}` },
+        el('h3', { id: `tool-${t.name}` }, t.name),
+        el('p', {}, hints),
+        el('p', { class: 'description' }, t.description),
+        meta,
+        el('h4', {}, 'Arguments'),
+        schemaTable(t.parameters),
+        el('details', {}, el('summary', {}, 'JSON Schema'), el('pre', {}, JSON.stringify(t.parameters, null, 2))),
+        t.output_schema ? el('details', {}, el('summary', {}, 'Result schema'), el('pre', {}, JSON.stringify(t.output_schema, null, 2))) : null,
+        el('details', {}, el('summary', {}, `Try ${t.name}`), tryForm(t)));
+    }));
+  } catch (e) {
+    if (e.status !== 401) $('tools-error').textContent = `Cannot list the tools: ${e.message}`;
+  }
+}
+
+// ---------------------------------------------------------------- metrics
+
+// (time, total calls) samples for the calls-per-minute line.
+const samples = [];
+
+function barChart(entries, { width = 640, color = '#2456c8', label = (k) => k } = {}) {
+  const H = 24 * Math.max(1, entries.length) + 10;
+  const max = Math.max(1, ...entries.map(([, v]) => v));
+  const chart = svg('svg', { viewBox: `0 0 ${width} ${H}`, role: 'img', 'aria-label': entries.map(([k, v]) => `${label(k)}: ${v}`).join(', ') || 'nothing yet' });
+  if (entries.length === 0) chart.append(svg('text', { x: 8, y: 20, 'font-size': 12 }, 'nothing yet'));
+  entries.forEach(([k, v], i) => {
+    const y = 6 + i * 24;
+    chart.append(svg('text', { x: 4, y: y + 13, 'font-size': 11 }, String(label(k)).slice(0, 24)));
+    chart.append(svg('rect', { x: 160, y, height: 16, width: Math.max(1, (v / max) * (width - 220)), fill: color }));
+    chart.append(svg('text', { x: 166 + (v / max) * (width - 220), y: y + 13, 'font-size': 11 }, String(v)));
+  });
+  return chart;
+}
+
+function lineChart(points, { width = 640, height = 160 } = {}) {
+  const chart = svg('svg', { viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': `latest ${points.length ? points[points.length - 1].toFixed(1) : 0} calls per minute` });
+  const max = Math.max(1, ...points);
+  const step = points.length > 1 ? (width - 50) / (points.length - 1) : 0;
+  const coords = points.map((v, i) => `${40 + i * step},${height - 20 - (v / max) * (height - 40)}`);
+  chart.append(svg('line', { x1: 40, y1: height - 20, x2: width - 10, y2: height - 20, stroke: '#d8dce3' }));
+  chart.append(svg('text', { x: 4, y: 24, 'font-size': 11 }, max.toFixed(0)));
+  chart.append(svg('text', { x: 4, y: height - 20, 'font-size': 11 }, '0'));
+  if (coords.length) chart.append(svg('polyline', { points: coords.join(' '), fill: 'none', stroke: '#2456c8', 'stroke-width': 2 }));
+  return chart;
+}
+
+async function refreshMetrics() {
+  const m = await api('/api/metrics');
+  const calls = m.tools.reduce((n, t) => n + t.calls, 0);
+  const errors = m.tools.reduce((n, t) => n + t.errors, 0);
+  samples.push([m.now_ms, calls]);
+  if (samples.length > 31) samples.shift();
+  const rates = samples.slice(1).map(([t, n], i) => ((n - samples[i][1]) * 60000) / Math.max(1, t - samples[i][0]));
+  const totals = [['Calls', calls], ['Errors', errors], ['In flight', m.in_flight], ['Pending approvals', m.pending_approvals],
+    ['Runs completed', m.runs.completed || 0]];
+  $('metrics-totals').replaceChildren(...totals.map(([k, v]) => el('div', {}, el('dt', {}, k), el('dd', { 'data-metric': k }, String(v)))));
+  $('chart-rate').replaceChildren(lineChart(rates));
+  // The tools' own error kinds (ToolError::kind) beside the executor's.
+  const toolKinds = (m.tool_error_kinds || []).map((k) => [`${k.tool}: ${k.kind}`, k.count]);
+  $('chart-errors').replaceChildren(barChart([...Object.entries(m.errors_by_kind), ...toolKinds], { color: '#b3261e' }));
+  // The buckets are cumulative (Prometheus): each bar is the calls between its bound and the previous one.
+  const bounds = m.tools.length ? m.tools[0].buckets.map((b) => b.le) : [];
+  const cumulative = bounds.map((_, i) => m.tools.reduce((n, t) => n + t.buckets[i].count, 0));
+  const perBucket = bounds.map((le, i) => [`≤ ${le}`, cumulative[i] - (i ? cumulative[i - 1] : 0)]);
+  perBucket.push(['> 10', calls - (cumulative[cumulative.length - 1] || 0)]);
+  $('chart-latency').replaceChildren(barChart(bounds.length ? perBucket : []));
+  $('metrics-tools').replaceChildren(...m.tools.map((t) => el('tr', {},
+    el('td', {}, t.tool), el('td', {}, String(t.calls)), el('td', {}, String(t.errors)),
+    el('td', {}, t.calls ? `${((t.seconds_sum / t.calls) * 1000).toFixed(1)} ms` : '—'))));
+}
+
+// ---------------------------------------------------------------- start
+
+if (key) {
+  api('/api/tools').then((tools) => showSignedIn(`${tools.length} tools`)).catch(() => {});
+} else {
+  $('api-key').focus();
+}

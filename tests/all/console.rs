@@ -1,0 +1,319 @@
+//! The web console of `lovia serve` (docs/console.md): its routes and
+//! headers over a real socket, and the whole console in headless Chromium
+//! driven by Playwright (tests/console/e2e.mjs) against the real `lovia`
+//! binary with scripted models.
+
+use crate::serve::{Sse, json, request, start_with, tenant};
+use lovia_serve::{ProviderChoice, ProviderConfig, ServeConfig, TenantConfig};
+use lovia_tests::fixtures;
+use serde_json::{Value, json as j};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const HOSTILE: &str = "<img src=x onerror=alert(1)>";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// acme's model: a lookup and a refund of $90, which needs an approval.
+fn refund_script() -> PathBuf {
+    root().join("examples/chat-refund.json")
+}
+
+/// globex's model: an echo of HTML and three progress steps beside a 60 s
+/// sleep, then an answer.
+fn hostile_script(dir: &Path) -> PathBuf {
+    let replies = j!([
+        {"tool_calls": [
+            {"id": "call_echo", "name": "echo", "arguments": j!({"text": HOSTILE}).to_string()},
+            {"id": "call_progress", "name": "progress", "arguments": r#"{"steps": 3}"#},
+            {"id": "call_sleep", "name": "sleep_ms", "arguments": r#"{"ms": 60000}"#},
+        ]},
+        {"content": "done"}
+    ]);
+    let path = dir.join("hostile.json");
+    std::fs::write(&path, replies.to_string()).expect("write script");
+    path
+}
+
+/// initech's model: a refund whose amount is past what a double holds
+/// exactly, so a browser's JSON.parse would show another number.
+fn huge_refund_script(dir: &Path) -> PathBuf {
+    let replies = j!([
+        {"tool_calls": [{"id": "call_huge", "name": "refund",
+            "arguments": r#"{"order_id": "A-1002", "amount_cents": 9007199254740993}"#}]},
+        {"content": "done"}
+    ]);
+    let path = dir.join("huge.json");
+    std::fs::write(&path, replies.to_string()).expect("write script");
+    path
+}
+
+fn scripted(mut t: TenantConfig, script: PathBuf) -> TenantConfig {
+    t.provider = ProviderConfig { kind: ProviderChoice::Scripted, script: Some(script), ..ProviderConfig::default() };
+    t
+}
+
+/// GET `path`: (status, headers in lower case, body).
+async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let head = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.expect("read");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a head");
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
+    (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_assets_are_embedded_and_sent_with_a_strict_policy() {
+    let addr = start_with(ServeConfig::new(vec![tenant("acme", "acme-key", &[fixtures::ORDERS])])).await;
+    for (path, kind) in [
+        ("/console", "text/html"),
+        ("/console/", "text/html"),
+        ("/console/app.js", "text/javascript"),
+        ("/console/console.css", "text/css"),
+        ("/console/icon.svg", "image/svg+xml"),
+    ] {
+        let (status, head, body) = get(addr, path).await;
+        assert_eq!(status, 200, "{path}");
+        assert!(head.contains(&format!("content-type: {kind}")), "{path}: {head}");
+        assert!(
+            head.contains("content-security-policy: default-src 'self'; script-src 'self'; style-src 'self';"),
+            "{path}: {head}"
+        );
+        assert!(head.contains("frame-ancestors 'none'") && !head.contains("unsafe-"), "{path}: {head}");
+        assert!(head.contains("x-content-type-options: nosniff"), "{path}: {head}");
+        assert!(head.contains("x-frame-options: deny"), "{path}: {head}");
+        assert!(!body.is_empty());
+    }
+    // The page loads its script as a module from its own origin, and has no inline script or handler.
+    let (_, _, html) = get(addr, "/console").await;
+    assert!(html.contains(r#"<script type="module" src="/console/app.js"></script>"#));
+    assert_eq!(html.matches("<script").count(), 1, "one script tag, external");
+    let inline_handler = html.match_indices(" on").any(|(i, _)| {
+        let rest = &html[i + 3..];
+        let name_len = rest.chars().take_while(char::is_ascii_lowercase).count();
+        name_len > 0 && rest[name_len..].starts_with('=')
+    });
+    assert!(!inline_handler && !html.contains("javascript:"), "no inline handlers");
+    let (_, _, js) = get(addr, "/console/app.js").await;
+    assert!(!js.contains("innerHTML") && !js.contains("eval(") && !js.contains("new Function"));
+    assert!(!js.contains("localStorage"), "the key is kept in session storage only");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_routes_show_a_tenant_only_its_own_approvals_sessions_tools_and_metrics() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = ServeConfig::new(vec![
+        scripted(tenant("acme", "acme-key", &[fixtures::ORDERS, fixtures::DIAGNOSTICS]), refund_script()),
+        scripted(tenant("globex", "globex-key", &[fixtures::DIAGNOSTICS]), hostile_script(dir.path())),
+    ]);
+    config.approval_timeout_secs = 120;
+    let addr = start_with(config).await;
+    for path in ["/api/approvals", "/api/chat", "/api/metrics", "/api/tools/detailed"] {
+        assert_eq!(request(addr, "GET", path, None, "").await.0, 401, "{path}");
+        assert_eq!(request(addr, "GET", path, Some("nope"), "").await.0, 401, "{path}");
+    }
+
+    let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "r1", "input": "refund A-1002"}"#).await;
+    sse.until("approval_required").await;
+    let (status, body) = request(addr, "GET", "/api/approvals", Some("acme-key"), "").await;
+    assert_eq!(status, 200, "{body}");
+    let listed = json(&body);
+    let approvals = listed["approvals"].as_array().expect("approvals");
+    assert_eq!(approvals.len(), 1, "{listed}");
+    let a = &approvals[0];
+    assert_eq!((a["session_id"].as_str(), a["call_id"].as_str()), (Some("r1"), Some("call_refund")));
+    assert_eq!(a["tool"], "refund");
+    assert_eq!(a["arguments"], r#"{"order_id": "A-1002", "amount_cents": 9000, "reason": "damaged"}"#);
+    assert_eq!(a["plugin"], "orders");
+    assert_eq!(a["plugin_digest"].as_str().map(str::len), Some(64), "{a}");
+    assert!(a["description"].as_str().is_some_and(|d| !d.is_empty()), "{a}");
+    let (asked, deny_at, now) =
+        (a["asked_ms"].as_u64().expect("asked"), a["deny_at_ms"].as_u64().expect("deny"), listed["now_ms"].as_u64());
+    assert_eq!(deny_at - asked, 120_000, "denied after approval_timeout_secs");
+    assert!(now.is_some_and(|n| n >= asked && n - asked < 30_000), "{listed}");
+
+    // globex sees none of it, on every console route, and cannot decide it.
+    let (_, body) = request(addr, "GET", "/api/approvals", Some("globex-key"), "").await;
+    assert_eq!(json(&body)["approvals"], j!([]));
+    let (_, body) = request(addr, "GET", "/api/chat", Some("globex-key"), "").await;
+    assert_eq!(json(&body)["sessions"], j!([]));
+    let decide = r#"{"session_id": "r1", "call_id": "call_refund", "decision": "approve"}"#;
+    assert_eq!(request(addr, "POST", "/api/chat/approve", Some("globex-key"), decide).await.0, 404);
+    let (_, body) = request(addr, "GET", "/api/tools/detailed", Some("globex-key"), "").await;
+    let names: Vec<Value> = json(&body).as_array().expect("tools").iter().map(|t| t["name"].clone()).collect();
+    assert!(!names.contains(&j!("refund")) && names.contains(&j!("echo")), "{names:?}");
+
+    let (_, body) = request(addr, "GET", "/api/chat", Some("acme-key"), "").await;
+    let sessions = json(&body);
+    assert_eq!(sessions["sessions"][0]["session_id"], "r1", "{sessions}");
+    assert_eq!(sessions["sessions"][0]["status"], "running");
+    assert_eq!(sessions["sessions"][0]["pending_approvals"], 1);
+    assert_eq!(sessions["sessions"][0]["input"], "refund A-1002");
+
+    assert_eq!(request(addr, "POST", "/api/chat/approve", Some("acme-key"), decide).await.0, 200);
+    let rest = sse.rest().await;
+    assert_eq!(rest.last().map(|(n, _)| n.as_str()), Some("run_completed"), "{rest:?}");
+    let (_, body) = request(addr, "GET", "/api/approvals", Some("acme-key"), "").await;
+    assert_eq!(json(&body)["approvals"], j!([]));
+    // The session list is updated when the run's task ends, just after its last event.
+    let mut status = Value::Null;
+    for _ in 0..100 {
+        let (_, body) = request(addr, "GET", "/api/chat", Some("acme-key"), "").await;
+        status = json(&body)["sessions"][0]["status"].clone();
+        if status == "completed" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, "completed");
+
+    // Tools in detail: hints, approval mode, limits, grants and the digest.
+    let (_, body) = request(addr, "GET", "/api/tools/detailed", Some("acme-key"), "").await;
+    let tools = json(&body);
+    let refund = tools.as_array().expect("tools").iter().find(|t| t["name"] == "refund").expect("refund");
+    assert_eq!(refund["approval"], "ask_plugin");
+    assert_eq!(refund["hints"]["destructive"], true);
+    assert_eq!(refund["plugin"]["name"], "orders");
+    assert_eq!(refund["plugin"]["digest"], a["plugin_digest"]);
+    assert_eq!(refund["plugin"]["limits"]["memory_bytes"], 64 << 20);
+    assert!(refund["parameters"]["properties"]["amount_cents"].is_object(), "{refund}");
+
+    // Metrics: acme's two calls, none of globex's.
+    let (_, body) = request(addr, "POST", "/api/tools/echo/call", Some("globex-key"), r#"{"text": "x"}"#).await;
+    assert_eq!(json(&body)["output"], "x");
+    let (_, body) = request(addr, "GET", "/api/metrics", Some("acme-key"), "").await;
+    let metrics = json(&body);
+    let tools: Vec<&str> =
+        metrics["tools"].as_array().expect("tools").iter().filter_map(|t| t["tool"].as_str()).collect();
+    assert_eq!(tools, ["lookup_order", "refund"], "{metrics}");
+    assert_eq!(metrics["runs"], j!({"completed": 1}));
+    assert_eq!(metrics["tool_error_kinds"], j!([]));
+    assert_eq!(metrics["tools"][1]["buckets"].as_array().map(Vec::len), Some(10));
+    let (_, body) = request(addr, "GET", "/api/metrics", Some("globex-key"), "").await;
+    let metrics = json(&body);
+    assert_eq!(metrics["tools"][0]["tool"], "echo", "{metrics}");
+    assert_eq!(metrics["tools"].as_array().map(Vec::len), Some(1), "{metrics}");
+    assert_eq!(metrics["runs"], j!({}));
+}
+
+/// Where the browser test's tools are, or why they are not.
+fn browser_tools() -> Result<(PathBuf, PathBuf), String> {
+    let chromium = std::env::var_os("LOVIA_CHROMIUM").map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
+    if !chromium.exists() {
+        return Err(format!("no Chromium at {} (apt-get install chromium, or set LOVIA_CHROMIUM)", chromium.display()));
+    }
+    let dir = root().join("tests/console");
+    if !dir.join("node_modules/playwright-core/package.json").exists() {
+        return Err("no tests/console/node_modules (cd tests/console && npm ci)".into());
+    }
+    if !Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return Err("no node on PATH".into());
+    }
+    Ok((chromium, dir))
+}
+
+/// `lovia serve` as a child process; returns it with the address it printed.
+async fn spawn_serve(config: &Path, store: &Path) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_lovia"))
+        .args(["--no-cache", "serve", "--listen", "127.0.0.1:0"])
+        .arg("--config")
+        .arg(config)
+        .arg("--store")
+        .arg(store)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn lovia serve");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = lines.next_line().await.expect("read").expect("a first line");
+    let addr = first
+        .strip_prefix("lovia serve listening on ")
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("unexpected first line: {first}"))
+        .to_owned();
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_works_end_to_end_in_headless_chromium() {
+    let (chromium, dir) = match browser_tools() {
+        Ok(found) => found,
+        Err(why) => {
+            println!("skipped: the console browser test cannot run here: {why}");
+            return;
+        }
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tenant_toml = |name: &str, key: &str, script: &Path, plugins: &[&str]| {
+        let mut out = format!(
+            "[[tenants]]\nname = \"{name}\"\napi_keys = [\"{}\"]\nagent = {{ name = \"support\" }}\n\
+             provider = {{ kind = \"scripted\", script = {:?} }}\n",
+            lovia_serve::hash_key(key),
+            script.display().to_string()
+        );
+        for p in plugins {
+            out += &format!("[[tenants.plugins]]\npath = {p:?}\n");
+        }
+        out
+    };
+    let config = tmp.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "approval_timeout_secs = 300\n{}{}{}",
+            tenant_toml("acme", "acme-key", &refund_script(), &[fixtures::ORDERS, fixtures::DIAGNOSTICS]),
+            tenant_toml("globex", "globex-key", &hostile_script(tmp.path()), &[fixtures::DIAGNOSTICS]),
+            tenant_toml("initech", "initech-key", &huge_refund_script(tmp.path()), &[fixtures::ORDERS]),
+        ),
+    )
+    .expect("config");
+    let (_server, addr) = spawn_serve(&config, &tmp.path().join("sessions.db")).await;
+    let shots = root().join("target/console-screenshots");
+    let out = tokio::process::Command::new("node")
+        .arg(dir.join("e2e.mjs"))
+        .current_dir(&dir)
+        .env("LOVIA_URL", &addr)
+        .env("ACME_KEY", "acme-key")
+        .env("GLOBEX_KEY", "globex-key")
+        .env("INITECH_KEY", "initech-key")
+        .env("CHROMIUM", &chromium)
+        .env("SCREENSHOTS", &shots)
+        .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(300), out)
+        .await
+        .expect("the browser test finished within 300 s")
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(out.status.success(), "the console e2e failed:\n{stdout}\n{stderr}");
+    for name in [
+        "sign_in",
+        "tools",
+        "approve_in_the_console",
+        "deny_in_the_console",
+        "tenants_see_only_their_own",
+        "hostile_output_is_text",
+        "cancel_a_sleeping_run",
+        "metrics",
+        "exact_arguments_are_shown",
+        "sign_out",
+        "no_incidents",
+    ] {
+        assert!(stdout.lines().any(|l| l.starts_with(&format!("ok {name}"))), "{name} did not pass:\n{stdout}");
+        if name != "no_incidents" {
+            assert!(shots.join(format!("{name}.png")).exists(), "no screenshot of {name}");
+        }
+    }
+}
