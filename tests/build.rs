@@ -31,6 +31,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("MANY_TOOLS", "many_tools"),
     ("WIDE_PLUGIN", "wide_plugin"),
     ("CONTRACT_0_1", "contract_0_1"),
+    ("GATED", "gated"),
 ];
 
 fn main() -> anyhow::Result<()> {

@@ -5,18 +5,22 @@
 //!
 //! Every `tools/call` is one [`lovia_host::ToolCall`] through the executor:
 //! the client reads exactly the string a model reads anywhere else
-//! (docs/mcp.md). A call that needs approval is refused with lovia's
-//! not-approved result, because this slice cannot ask the client yet.
+//! (docs/mcp.md). A call that needs approval asks the client (elicitation
+//! on 2025-11-25, an `input_required` round trip on 2026-07-28) and runs only
+//! on an explicit accept; anything else gets lovia's not-approved result.
 
+mod approve;
 mod call;
 mod catalog;
 
 pub use catalog::CatalogError;
 
 use lovia_host::{Executor, ToolCall};
+use std::collections::HashMap;
+use std::time::Duration;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool,
+    ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -44,6 +48,52 @@ pub enum ServeError {
     },
 }
 
+/// Why a server could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NewServerError {
+    /// A tool cannot be described to MCP clients.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// The operating system gave no randomness for the key that seals
+    /// approval request states.
+    #[error("no randomness for the approval key: {reason}")]
+    Randomness {
+        /// What the operating system said.
+        reason: String,
+    },
+    /// The sealing key was refused by the codec.
+    #[error("the approval key was refused: {reason}")]
+    Key {
+        /// What the codec said.
+        reason: String,
+    },
+}
+
+/// The longest an approval may wait for the client: one hour.
+pub const MAX_APPROVAL_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// Options of [`McpServer::with_options`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct McpOptions {
+    /// How long a call that needs approval waits for the client's answer
+    /// (2025-11-25), and how long an `input_required` request state stays
+    /// valid (2026-07-28); past it the call is not approved. Default: 600 s,
+    /// as `approval_timeout_secs` in `lovia serve`; at most
+    /// [`MAX_APPROVAL_TIMEOUT`] (a longer value is cut to it).
+    pub approval_timeout: Duration,
+    /// Plugin names by digest, shown in the approval prompt beside the
+    /// digest. Default: empty (the prompt shows the digest only).
+    pub plugin_names: HashMap<String, String>,
+}
+
+impl Default for McpOptions {
+    fn default() -> Self {
+        Self { approval_timeout: Duration::from_secs(600), plugin_names: HashMap::new() }
+    }
+}
+
 /// An MCP server over one executor's tools. Cheap to clone: every clone
 /// shares the executor and the tool catalog.
 #[derive(Clone)]
@@ -54,6 +104,9 @@ pub struct McpServer {
     /// Numbers the calls: lovia call ids must be unique within a run, and
     /// the run of each call is its own.
     next_call: Arc<AtomicU64>,
+    /// Seals and redeems `input_required` request states (one key per server).
+    states: Arc<approve::States>,
+    options: Arc<McpOptions>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -64,9 +117,23 @@ impl std::fmt::Debug for McpServer {
 
 impl McpServer {
     /// A server for the tools of `exec`, listed in the toolset's order.
-    pub fn new(exec: Executor) -> Result<Self, CatalogError> {
+    /// Approvals wait [`McpOptions::default`]'s 600 s.
+    pub fn new(exec: Executor) -> Result<Self, NewServerError> {
+        Self::with_options(exec, McpOptions::default())
+    }
+
+    /// A server with `options`.
+    pub fn with_options(exec: Executor, mut options: McpOptions) -> Result<Self, NewServerError> {
         let tools = catalog::describe(exec.tools())?;
-        Ok(Self { exec, tools: Arc::new(tools), next_call: Arc::new(AtomicU64::new(1)) })
+        options.approval_timeout = options.approval_timeout.min(MAX_APPROVAL_TIMEOUT);
+        let states = approve::States::new(options.approval_timeout)?;
+        Ok(Self {
+            exec,
+            tools: Arc::new(tools),
+            next_call: Arc::new(AtomicU64::new(1)),
+            states: Arc::new(states),
+            options: Arc::new(options),
+        })
     }
 
     /// The tools as `tools/list` gives them.
@@ -145,11 +212,26 @@ impl ServerHandler for McpServer {
         let arguments = request.arguments.map(|a| serde_json::Value::Object(a).to_string()).unwrap_or_default();
         let token =
             context.meta.get_progress_token().or_else(|| request.meta.as_ref().and_then(|m| m.get_progress_token()));
+        let able = approve::can_elicit(context.client_capabilities().as_ref());
+        // 2026-07-28 forbids server-to-client requests: approval is a round
+        // trip the client drives. Older revisions ask in the middle of the call.
+        let stateless = context.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let approval = if stateless {
+            call::Approval::RoundTrip {
+                states: self.states.clone(),
+                able,
+                retry: request.request_state.map(|state| (state, request.input_responses)),
+            }
+        } else {
+            call::Approval::Elicit { peer: context.peer.clone(), able, timeout: self.options.approval_timeout }
+        };
         let call = call::Request {
             call: ToolCall::new(format!("mcp_{n}"), request.name.into_owned(), arguments),
             cancelled: context.ct.clone(),
             progress: token.map(|t| (context.peer.clone(), t)),
+            approval,
+            plugin_names: self.options.clone(),
         };
-        Ok(call::run(&self.exec, call).await.into())
+        Ok(call::run(&self.exec, call).await)
     }
 }
