@@ -336,9 +336,12 @@ async fn check_approvals(out: &Value, log: &str, protocol: &str) {
 
     // Declined, cancelled, a client that cannot be asked, an answer after
     // the timeout: lovia's not-approved result, and the tool never ran.
-    for (case, target, was_asked) in
-        [("decline", "declined", true), ("cancel", "cancelled", true), ("unable", "unasked", false), ("late", "late", true)]
-    {
+    for (case, target, was_asked) in [
+        ("decline", "declined", true),
+        ("cancel", "cancelled", true),
+        ("unable", "unasked", false),
+        ("late", "late", true),
+    ] {
         assert_eq!(out[case], not_approved, "{case}");
         assert_eq!(out[format!("{case}_asked")].as_array().map(Vec::len), Some(usize::from(was_asked)), "{case}");
         assert!(!log.contains(&format!("launch ran for {target}")), "{case}: the tool ran:\n{log}");

@@ -75,7 +75,8 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         default_timeout: args.timeout_ms.map(std::time::Duration::from_millis),
         ..ExecSettings::default()
     };
-    let server = McpServer::with_options(Executor::new(tools, settings), options).map_err(|e| CliError::new(e.to_string()))?;
+    let server =
+        McpServer::with_options(Executor::new(tools, settings), options).map_err(|e| CliError::new(e.to_string()))?;
     let count = server.tools().len();
     match args.http {
         None => {

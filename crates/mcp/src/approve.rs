@@ -117,12 +117,17 @@ impl States {
     /// earlier run of this one) never opens here.
     pub(crate) fn new(ttl: Duration) -> Result<Self, NewServerError> {
         let key = random_bytes::<32>().map_err(|e| NewServerError::Randomness { reason: e.to_string() })?;
-        let codec = RequestStateCodec::try_new(key.to_vec()).map_err(|e| NewServerError::Key { reason: e.to_string() })?;
+        let codec =
+            RequestStateCodec::try_new(key.to_vec()).map_err(|e| NewServerError::Key { reason: e.to_string() })?;
         Ok(Self { codec, ttl, redeemed: Mutex::new(HashMap::new()) })
     }
 
     /// The `input_required` result asking the client to approve `request`.
-    pub(crate) fn ask(&self, request: &ApprovalRequest, message: String) -> Result<InputRequiredResult, getrandom::Error> {
+    pub(crate) fn ask(
+        &self,
+        request: &ApprovalRequest,
+        message: String,
+    ) -> Result<InputRequiredResult, getrandom::Error> {
         let nonce = hex::encode(random_bytes::<16>()?);
         let ad = binding(request);
         let state = self.codec.seal_with(nonce.as_bytes(), &SealOptions::new().associated_data(&ad).ttl(self.ttl));

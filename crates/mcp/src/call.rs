@@ -94,7 +94,8 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResponse {
                             false
                         }
                         Approval::Elicit { peer, timeout, .. } => {
-                            let ask = peer.create_elicitation_with_timeout(approve::elicitation(message), Some(*timeout));
+                            let ask =
+                                peer.create_elicitation_with_timeout(approve::elicitation(message), Some(*timeout));
                             tokio::select! {
                                 answer = ask => match answer {
                                     Ok(result) => approve::accepted(&result),
