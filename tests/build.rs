@@ -32,6 +32,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("WIDE_PLUGIN", "wide_plugin"),
     ("CONTRACT_0_1", "contract_0_1"),
     ("GATED", "gated"),
+    ("PAGED", "paged"),
 ];
 
 fn main() -> anyhow::Result<()> {

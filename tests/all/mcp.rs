@@ -375,3 +375,37 @@ async fn approvals_over_http_on_2025_11_25() {
     let (out, log) = against(&py, "legacy", "approvals", "http", approval_args());
     check_approvals(&out, &log, "2025-11-25").await;
 }
+
+/// A catalog of more than one page (120 tools of `paged` after `echo` and
+/// its neighbours): pages of 100, an opaque cursor, every tool once in
+/// order, and a cursor lovia did not give refused.
+async fn check_pages(out: &Value) {
+    let mut want = Vec::new();
+    for path in [fixtures::DIAGNOSTICS, fixtures::PAGED] {
+        let plugin = lovia_tests::load(path).await;
+        want.extend(Tool::from_plugin(&plugin).into_iter().map(|t| t.spec().name.clone()));
+    }
+    assert_eq!(want.len(), 127);
+    assert_eq!(out["pages"], json!([lovia_mcp::TOOLS_PAGE, 127 - lovia_mcp::TOOLS_PAGE]));
+    assert_eq!(out["names"], json!(want));
+    let bad = out["bad_cursor"].as_str().expect("a bad cursor is an error");
+    assert!(bad.contains("unknown tools/list cursor"), "{bad}");
+}
+
+#[tokio::test]
+async fn tools_list_pages_over_stdio_on_both_revisions() {
+    let Some(py) = python() else { return };
+    let args = ["--no-cache", "mcp", fixtures::DIAGNOSTICS, fixtures::PAGED].map(String::from).to_vec();
+    for mode in ["auto", "legacy"] {
+        let (out, _) = against(&py, mode, "pages", "stdio", args.clone());
+        check_pages(&out).await;
+    }
+}
+
+#[tokio::test]
+async fn tools_list_pages_over_http() {
+    let Some(py) = python() else { return };
+    let args = ["--no-cache", "mcp", fixtures::DIAGNOSTICS, fixtures::PAGED].map(String::from).to_vec();
+    let (out, _) = against(&py, "auto", "pages", "http", args);
+    check_pages(&out).await;
+}

@@ -6,6 +6,7 @@ Usage:
   client.py MODE neighbour URL            # two clients: one attacks, one works
   client.py MODE approvals SERVER         # approvals answered in every way
   client.py MODE forged SERVER            # request states forged, replayed, moved
+  client.py MODE pages SERVER             # tools/list page by page, and a bad cursor
 
 SERVER is `stdio LOVIA_ARGS...` or `http URL`.
 
@@ -206,6 +207,26 @@ async def forged(mode, server):
     return out
 
 
+async def pages(mode, server):
+    out = {"pages": [], "names": []}
+    async with Client(server, mode=mode) as client:
+        cursor = None
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            out["pages"].append(len(page.tools))
+            out["names"].extend(t.name for t in page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+            out["cursor"] = cursor
+        try:
+            await client.list_tools(cursor="not-a-lovia-cursor")
+            out["bad_cursor"] = None
+        except Exception as e:  # noqa: BLE001 - the message is what we record
+            out["bad_cursor"] = str(e)
+    return out
+
+
 async def main():
     mode, transport = sys.argv[1], sys.argv[2]
     if transport == "neighbour":
@@ -213,6 +234,9 @@ async def main():
         return
     if transport == "approvals":
         print(json.dumps(await approvals(mode, server_of(sys.argv[3:]))))
+        return
+    if transport == "pages":
+        print(json.dumps(await pages(mode, server_of(sys.argv[3:]))))
         return
     if transport == "forged":
         print(json.dumps(await forged(mode, server_of(sys.argv[3:]))))

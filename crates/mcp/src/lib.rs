@@ -70,6 +70,10 @@ pub enum NewServerError {
     },
 }
 
+/// How many tools one `tools/list` page holds; the next page is behind an
+/// opaque `nextCursor`.
+pub const TOOLS_PAGE: usize = 100;
+
 /// The longest an approval may wait for the client: one hour.
 pub const MAX_APPROVAL_TIMEOUT: Duration = Duration::from_secs(3600);
 
@@ -192,10 +196,19 @@ impl ServerHandler for McpServer {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+        let cursor = request.and_then(|r| r.cursor);
+        let start = match cursor.as_deref() {
+            None => 0,
+            Some(c) => catalog::page_start(c, self.tools.len())
+                .ok_or_else(|| ErrorData::invalid_params(format!("unknown tools/list cursor {c:?}"), None))?,
+        };
+        let end = start.saturating_add(TOOLS_PAGE).min(self.tools.len());
+        let mut page = ListToolsResult::with_all_items(self.tools[start..end].to_vec());
+        page.next_cursor = (end < self.tools.len()).then(|| catalog::cursor_at(end));
+        Ok(page)
     }
 
     // No `get_tool`: rmcp would validate arguments against the schema itself
