@@ -32,6 +32,8 @@ const GUESTS: &[(&str, &str)] = &[
     ("WIDE_PLUGIN", "wide_plugin"),
     ("CONTRACT_0_1", "contract_0_1"),
     ("PY_TWINS", "py_twins"),
+    ("GATED", "gated"),
+    ("PAGED", "paged"),
 ];
 
 fn main() -> anyhow::Result<()> {

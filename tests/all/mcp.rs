@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The default per-attempt timeout the server runs with: long enough that
@@ -73,10 +73,18 @@ fn server_args() -> Vec<String> {
 }
 
 pub(crate) fn client(py: &Path, args: &[String]) -> Value {
+    client_logged(py, args).0
+}
+
+/// The client's observations and its stderr, where a `lovia mcp` it spawned
+/// on stdio writes its log.
+pub(crate) fn client_logged(py: &Path, args: &[String]) -> (Value, String) {
     let out = Command::new(py).arg(root().join("tests/mcp/client.py")).args(args).output().expect("run the client");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "client failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("client output {stdout:?}: {e}"))
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "client failed:\n{stdout}\n{stderr}");
+    let value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("client output {stdout:?}: {e}"));
+    (value, stderr)
 }
 
 fn over_stdio(mode: &str) -> Option<Value> {
@@ -97,7 +105,13 @@ impl Drop for Server {
 }
 
 /// Starts `lovia <args> --http 127.0.0.1:0`; returns it with its URL and pid.
-pub(crate) fn start_http(mut args: Vec<String>) -> (Server, String, u32) {
+pub(crate) fn start_http(args: Vec<String>) -> (Server, String, u32) {
+    let (server, url, pid, _) = start_http_logged(args);
+    (server, url, pid)
+}
+
+/// As [`start_http`], and the server's log (stderr) as it grows.
+pub(crate) fn start_http_logged(mut args: Vec<String>) -> (Server, String, u32, Arc<Mutex<String>>) {
     args.extend(["--http", "127.0.0.1:0"].map(String::from));
     let mut child = Command::new(env!("CARGO_BIN_EXE_lovia"))
         .args(&args)
@@ -117,8 +131,16 @@ pub(crate) fn start_http(mut args: Vec<String>) -> (Server, String, u32) {
         }
     };
     // Keep reading stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    (server, url, pid)
+    let log = Arc::new(Mutex::new(String::new()));
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let mut log = sink.lock().unwrap_or_else(|p| p.into_inner());
+            log.push_str(&line);
+            log.push('\n');
+        }
+    });
+    (server, url, pid, log)
 }
 
 fn over_http(mode: &str) -> Option<Value> {
@@ -259,4 +281,131 @@ fn mcp_help_names_both_transports() {
     for needle in ["--http <ADDR>", "--config <FILE>", "PLUGIN.wasm", "structuredContent", "docs/mcp.md"] {
         assert!(help.contains(needle), "{needle:?} missing from:\n{help}");
     }
+}
+
+/// The servers of the approval tests: a migration that needs approval, a
+/// gated tool that logs when it runs, and a 1 s approval timeout for the
+/// client that answers late.
+pub(crate) fn approval_args() -> Vec<String> {
+    ["--no-cache", "mcp", fixtures::OPS, fixtures::GATED, "--approval-timeout-secs", "1"].map(String::from).to_vec()
+}
+
+/// Runs client.py `mode what` against a `lovia mcp` on `transport`; its
+/// observations and the server's log.
+pub(crate) fn against(py: &Path, mode: &str, what: &str, transport: &str, args: Vec<String>) -> (Value, String) {
+    let head = [mode, what, transport].map(String::from).to_vec();
+    if transport == "stdio" {
+        let mut all = head;
+        all.push(env!("CARGO_BIN_EXE_lovia").to_owned());
+        all.extend(args);
+        client_logged(py, &all)
+    } else {
+        let (server, url, _, log) = start_http_logged(args);
+        let mut all = head;
+        all.push(url);
+        let (out, _) = client_logged(py, &all);
+        // The server logs a refusal before it answers; a moment for the pipe.
+        std::thread::sleep(Duration::from_millis(200));
+        let log = log.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        drop(server);
+        (out, log)
+    }
+}
+
+/// Every answer a client can give, and what ran.
+async fn check_approvals(out: &Value, log: &str, protocol: &str) {
+    assert_eq!(out["protocol"], protocol);
+    let not_approved = result(true, &text::not_approved("launch"), Value::Null);
+
+    // Accepted: the call ran, and the prompt named the tool, the exact
+    // argument text and the plugin (name and digest).
+    assert_eq!(out["accept"], result(false, "Applied migration 7", Value::Null));
+    let ops = lovia_tests::load(fixtures::OPS).await;
+    let asked = out["accept_asked"].as_array().expect("asked");
+    assert_eq!(asked.len(), 1, "asked once: {asked:?}");
+    let prompt = asked[0].as_str().unwrap_or_default();
+    for needle in [
+        "the tool apply_migration.".to_owned(),
+        r#"Arguments (exact): {"version":7}"#.to_owned(),
+        format!("plugin {}, sha256 {}", ops.info().name, ops.digest()),
+    ] {
+        assert!(prompt.contains(&needle), "{needle:?} missing from the prompt {prompt:?}");
+    }
+    assert_eq!(out["accept_launch"], result(false, "launched approved", Value::Null));
+    assert!(log.contains("launch ran for approved"), "the approved call ran:\n{log}");
+
+    // Declined, cancelled, a client that cannot be asked, an answer after
+    // the timeout: lovia's not-approved result, and the tool never ran.
+    for (case, target, was_asked) in [
+        ("decline", "declined", true),
+        ("cancel", "cancelled", true),
+        ("unable", "unasked", false),
+        ("late", "late", true),
+    ] {
+        assert_eq!(out[case], not_approved, "{case}");
+        assert_eq!(out[format!("{case}_asked")].as_array().map(Vec::len), Some(usize::from(was_asked)), "{case}");
+        assert!(!log.contains(&format!("launch ran for {target}")), "{case}: the tool ran:\n{log}");
+    }
+}
+
+#[tokio::test]
+async fn approvals_over_stdio_on_2026_07_28() {
+    let Some(py) = python() else { return };
+    let (out, log) = against(&py, "auto", "approvals", "stdio", approval_args());
+    check_approvals(&out, &log, "2026-07-28").await;
+}
+
+#[tokio::test]
+async fn approvals_over_stdio_on_2025_11_25() {
+    let Some(py) = python() else { return };
+    let (out, log) = against(&py, "legacy", "approvals", "stdio", approval_args());
+    check_approvals(&out, &log, "2025-11-25").await;
+}
+
+#[tokio::test]
+async fn approvals_over_http_on_2026_07_28() {
+    let Some(py) = python() else { return };
+    let (out, log) = against(&py, "auto", "approvals", "http", approval_args());
+    check_approvals(&out, &log, "2026-07-28").await;
+}
+
+#[tokio::test]
+async fn approvals_over_http_on_2025_11_25() {
+    let Some(py) = python() else { return };
+    let (out, log) = against(&py, "legacy", "approvals", "http", approval_args());
+    check_approvals(&out, &log, "2025-11-25").await;
+}
+
+/// A catalog of more than one page (120 tools of `paged` after `echo` and
+/// its neighbours): pages of 100, an opaque cursor, every tool once in
+/// order, and a cursor lovia did not give refused.
+async fn check_pages(out: &Value) {
+    let mut want = Vec::new();
+    for path in [fixtures::DIAGNOSTICS, fixtures::PAGED] {
+        let plugin = lovia_tests::load(path).await;
+        want.extend(Tool::from_plugin(&plugin).into_iter().map(|t| t.spec().name.clone()));
+    }
+    assert_eq!(want.len(), 127);
+    assert_eq!(out["pages"], json!([lovia_mcp::TOOLS_PAGE, 127 - lovia_mcp::TOOLS_PAGE]));
+    assert_eq!(out["names"], json!(want));
+    let bad = out["bad_cursor"].as_str().expect("a bad cursor is an error");
+    assert!(bad.contains("unknown tools/list cursor"), "{bad}");
+}
+
+#[tokio::test]
+async fn tools_list_pages_over_stdio_on_both_revisions() {
+    let Some(py) = python() else { return };
+    let args = ["--no-cache", "mcp", fixtures::DIAGNOSTICS, fixtures::PAGED].map(String::from).to_vec();
+    for mode in ["auto", "legacy"] {
+        let (out, _) = against(&py, mode, "pages", "stdio", args.clone());
+        check_pages(&out).await;
+    }
+}
+
+#[tokio::test]
+async fn tools_list_pages_over_http() {
+    let Some(py) = python() else { return };
+    let args = ["--no-cache", "mcp", fixtures::DIAGNOSTICS, fixtures::PAGED].map(String::from).to_vec();
+    let (out, _) = against(&py, "auto", "pages", "http", args);
+    check_pages(&out).await;
 }

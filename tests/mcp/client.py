@@ -4,6 +4,11 @@ Usage:
   client.py MODE stdio LOVIA_ARGS...      # spawns `lovia mcp ...` itself
   client.py MODE http URL SERVER_PID
   client.py MODE neighbour URL            # two clients: one attacks, one works
+  client.py MODE approvals SERVER         # approvals answered in every way
+  client.py MODE forged SERVER            # request states forged, replayed, moved
+  client.py MODE pages SERVER             # tools/list page by page, and a bad cursor
+
+SERVER is `stdio LOVIA_ARGS...` or `http URL`.
 
 MODE is the client's `mode`: "auto" negotiates 2026-07-28 through
 server/discover, "legacy" uses the initialize handshake (2025-11-25).
@@ -18,6 +23,7 @@ import time
 
 import anyio
 from mcp import Client, StdioServerParameters
+from mcp_types import ElicitResult, InputRequiredResult
 
 
 def cpu_seconds(pid):
@@ -113,10 +119,127 @@ async def neighbours(mode, url):
     return out
 
 
+def answering(action, delay_s=0.0, asked=None):
+    """An elicitation callback that records each prompt, waits `delay_s`, then answers `action`."""
+
+    async def callback(context, params):
+        if asked is not None:
+            asked.append(params.message)
+        await anyio.sleep(delay_s)
+        return ElicitResult(action=action, content={} if action == "accept" else None)
+
+    return callback
+
+
+def server_of(argv):
+    if argv[0] == "stdio":
+        return StdioServerParameters(command=argv[1], args=argv[2:])
+    return argv[1]
+
+
+async def approvals(mode, server):
+    """Each way a client can answer an approval, each on its own client."""
+    out = {}
+    for name, tool, args, callback in [
+        ("accept", "apply_migration", {"version": 7}, "accept"),
+        ("accept_launch", "launch", {"target": "approved"}, "accept"),
+        ("decline", "launch", {"target": "declined"}, "decline"),
+        ("cancel", "launch", {"target": "cancelled"}, "cancel"),
+        ("unable", "launch", {"target": "unasked"}, None),
+        ("late", "launch", {"target": "late"}, "late"),
+    ]:
+        asked = []
+        if callback is None:
+            kwargs = {}
+        elif callback == "late":
+            # Answers accept after the server's approval timeout (1 s in the tests).
+            kwargs = {"elicitation_callback": answering("accept", 2.5, asked)}
+        else:
+            kwargs = {"elicitation_callback": answering(callback, 0.0, asked)}
+        async with Client(server, mode=mode, **kwargs) as client:
+            out["protocol"] = client.protocol_version
+            out[name] = block(await client.call_tool(tool, args))
+        out[name + "_asked"] = asked
+    return out
+
+
+async def forged(mode, server):
+    """Drives input_required by hand (2026-07-28) and sends back states the
+    server did not issue for this call: each must be refused, never run."""
+    out = {}
+    accept = {"approval": {"action": "accept", "content": {}}}
+    async with Client(server, mode=mode, elicitation_callback=answering("accept")) as client:
+        s = client.session
+
+        async def first(target):
+            r = await s.call_tool("launch", {"target": target}, allow_input_required=True)
+            assert isinstance(r, InputRequiredResult), r
+            return r
+
+        out["first"] = (await first("x")).model_dump(by_alias=True, exclude_none=True, mode="json")
+
+        async def retry(target, state, responses=accept):
+            r = await s.call_tool(
+                "launch", {"target": target}, input_responses=responses, request_state=state, allow_input_required=True
+            )
+            if isinstance(r, InputRequiredResult):
+                return {"input_required_again": True}
+            return block(r)
+
+        state = (await first("tampered")).request_state
+        # One character of the tag changed: the HMAC no longer matches.
+        flipped = state[:-1] + ("A" if state[-1] != "A" else "B")
+        out["tampered"] = await retry("tampered", flipped)
+        out["made_up"] = await retry("made_up", "rs1.e30.AAAA")
+        # A state issued for one call's arguments, sent with another's.
+        state = (await first("harmless")).request_state
+        out["moved"] = await retry("dangerous", state)
+        # The genuine state works once; the same state again is a replay.
+        state = (await first("once")).request_state
+        out["genuine"] = await retry("once", state)
+        out["replayed"] = await retry("once", state)
+        # A genuine state with a decline: no.
+        state = (await first("declined")).request_state
+        out["declined"] = await retry("declined", state, {"approval": {"action": "decline"}})
+        # A genuine state but no answer at all: no.
+        state = (await first("unanswered")).request_state
+        out["unanswered"] = await retry("unanswered", state, None)
+    return out
+
+
+async def pages(mode, server):
+    out = {"pages": [], "names": []}
+    async with Client(server, mode=mode) as client:
+        cursor = None
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            out["pages"].append(len(page.tools))
+            out["names"].extend(t.name for t in page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+            out["cursor"] = cursor
+        try:
+            await client.list_tools(cursor="not-a-lovia-cursor")
+            out["bad_cursor"] = None
+        except Exception as e:  # noqa: BLE001 - the message is what we record
+            out["bad_cursor"] = str(e)
+    return out
+
+
 async def main():
     mode, transport = sys.argv[1], sys.argv[2]
     if transport == "neighbour":
         print(json.dumps(await neighbours(mode, sys.argv[3])))
+        return
+    if transport == "approvals":
+        print(json.dumps(await approvals(mode, server_of(sys.argv[3:]))))
+        return
+    if transport == "pages":
+        print(json.dumps(await pages(mode, server_of(sys.argv[3:]))))
+        return
+    if transport == "forged":
+        print(json.dumps(await forged(mode, server_of(sys.argv[3:]))))
         return
     if transport == "stdio":
         server = StdioServerParameters(command=sys.argv[3], args=sys.argv[4:])

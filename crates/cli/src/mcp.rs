@@ -3,7 +3,7 @@
 use crate::CliError;
 use lovia_host::plugin::config::PluginConfig;
 use lovia_host::{ExecSettings, Executor, Host, Tool, ToolSource, Toolset};
-use lovia_mcp::{HttpOptions, McpServer};
+use lovia_mcp::{HttpOptions, McpOptions, McpServer};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,8 +16,9 @@ Examples:
 
 Results: a text result is a text block; a JSON result is structuredContent plus
 the same JSON as text; a tool error or invalid arguments is isError with the
-exact string a model reads. A call that needs approval is not run (no client
-can be asked yet). Logs go to stderr (LOVIA_LOG=info for more); on stdio,
+exact string a model reads. A call that needs approval asks the client
+(elicitation, or input_required on 2026-07-28) with the tool, the exact
+arguments and the plugin digest, and runs only if accepted. Logs go to stderr (LOVIA_LOG=info for more); on stdio,
 stdout carries only the protocol. See docs/mcp.md.")]
 pub(crate) struct Args {
     /// The plugins (.wasm components) whose tools are served, in this order.
@@ -41,6 +42,10 @@ pub(crate) struct Args {
     /// With --http: also accept this Host header (name or name:port; repeatable).
     #[arg(long, value_name = "HOST", requires = "http")]
     allow_host: Vec<String>,
+    /// How long a call that needs approval waits for the client's answer,
+    /// in seconds (1 to 3600); unanswered, it is not approved.
+    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    approval_timeout_secs: u64,
 }
 
 pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
@@ -49,25 +54,29 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         None => None,
     };
     let mut tools = Toolset::new();
+    let mut options = McpOptions::default();
+    options.approval_timeout = std::time::Duration::from_secs(args.approval_timeout_secs);
     for path in &args.plugins {
         let config = match &shared {
             Some(c) => c.clone(),
             None => PluginConfig::load_beside(path)?.unwrap_or_default(),
         };
         let plugin = host.load_file_with(path, config).await?;
+        // The approval prompt names the plugin beside its digest.
+        options.plugin_names.insert(plugin.digest().to_owned(), plugin.info().name.clone());
         tools.add(ToolSource::Plugin, Tool::from_plugin(&plugin)).map_err(|e| {
             CliError::new(format!("{}: {}", path.display(), e.to_string().replace("\n  hint: ", " — ")))
         })?;
     }
-    // No approval handler: a call that needs approval and that nobody
-    // decided is denied (docs/semantics.md §13), and lovia-mcp refuses it
-    // before that anyway, since it cannot ask an MCP client yet.
+    // No approval handler: lovia-mcp asks the client and decides every gated
+    // call itself; one nobody decided is denied (docs/semantics.md §13).
     let settings = ExecSettings {
         agent: "lovia-mcp".into(),
         default_timeout: args.timeout_ms.map(std::time::Duration::from_millis),
         ..ExecSettings::default()
     };
-    let server = McpServer::new(Executor::new(tools, settings)).map_err(|e| CliError::new(e.to_string()))?;
+    let server =
+        McpServer::with_options(Executor::new(tools, settings), options).map_err(|e| CliError::new(e.to_string()))?;
     let count = server.tools().len();
     match args.http {
         None => {

@@ -2,15 +2,21 @@
 //! so validation, timeouts, retries, policies, truncation and rendering are
 //! lovia's, and the client reads the exact string any model would.
 
+use crate::McpOptions;
+use crate::approve::{self, States};
 use crate::catalog::WRAPPED_RESULT_KEY;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use lovia_host::call::text;
 use lovia_host::{ContentPart, EventSink, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError};
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam, ProgressToken, Resource};
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock, InputResponses, ProgressNotificationParam, ProgressToken, Resource,
+};
 use rmcp::service::Peer;
 use serde_json::{Map, Value};
+use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The reason the run of a call cancelled by its client records.
@@ -25,11 +31,43 @@ pub(crate) struct Request {
     pub(crate) cancelled: CancellationToken,
     /// Where progress goes, when the request carried a progress token.
     pub(crate) progress: Option<(Peer<RoleServer>, ProgressToken)>,
+    /// How a call that needs approval is asked about.
+    pub(crate) approval: Approval,
+    /// The plugin names the prompt shows.
+    pub(crate) plugin_names: Arc<McpOptions>,
 }
 
-/// Runs the call as a one-call turn and maps lovia's result onto MCP's.
-pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResult {
-    let Request { call, cancelled, progress } = request;
+/// How this request's client can be asked to approve a call.
+pub(crate) enum Approval {
+    /// 2025-11-25 and older: an `elicitation/create` request in the middle of
+    /// the call, while the executor holds the call before it runs.
+    Elicit {
+        /// The client's session.
+        peer: Peer<RoleServer>,
+        /// Whether it declared form elicitation.
+        able: bool,
+        /// How long to wait for its answer.
+        timeout: Duration,
+    },
+    /// 2026-07-28: the first `tools/call` answers `input_required`; the
+    /// retry brings the answer and the sealed request state back.
+    RoundTrip {
+        /// Seals and redeems the states.
+        states: Arc<States>,
+        /// Whether the client declared form elicitation.
+        able: bool,
+        /// On a retry: the request state and the client's responses.
+        retry: Option<(String, Option<InputResponses>)>,
+    },
+}
+
+/// Runs the call as a one-call turn and maps lovia's result onto MCP's; on
+/// 2026-07-28, a call that needs approval first answers `input_required`.
+pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResponse {
+    let Request { call, cancelled, progress, approval, plugin_names } = request;
+    let client_gone = cancelled.clone();
+    // Set when this round asks the client instead of deciding.
+    let mut asked = None;
     // A fresh run per request: a call's cancellation or budget never
     // reaches another client's call.
     let state = RunState { run_id: format!("mcp-{}", call.id), turn: 1, ..RunState::default() };
@@ -44,11 +82,55 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResult {
         let mut step = 0u32;
         while let Some(event) = events.recv().await {
             match event {
-                // MCP has no way to ask yet (elicitation is a later step), so
-                // a gated call is refused here, whatever handler the executor
-                // has: it never runs unasked.
+                // The executor holds the call until the ticket is decided.
+                // Only an explicit accept approves; every other path rejects
+                // here, whatever handler the executor has: never run unasked.
                 ToolEvent::ApprovalRequired { ticket, .. } => {
-                    ticket.reject();
+                    let request = ticket.request();
+                    let name = request.plugin_digest.as_ref().and_then(|d| plugin_names.plugin_names.get(d));
+                    let message = approve::prompt(request, name.map(String::as_str));
+                    let approved = match &approval {
+                        Approval::Elicit { able: false, .. } | Approval::RoundTrip { able: false, retry: None, .. } => {
+                            false
+                        }
+                        Approval::Elicit { peer, timeout, .. } => {
+                            let ask =
+                                peer.create_elicitation_with_timeout(approve::elicitation(message), Some(*timeout));
+                            tokio::select! {
+                                answer = ask => match answer {
+                                    Ok(result) => approve::accepted(&result),
+                                    Err(e) => {
+                                        tracing::warn!(tool = %request.tool, error = %e, "approval not answered; not approved");
+                                        false
+                                    }
+                                },
+                                // A client that gave up on the call approves nothing.
+                                () = client_gone.cancelled() => false,
+                            }
+                        }
+                        Approval::RoundTrip { states, retry: Some((state, responses)), .. } => {
+                            match states.redeem(state, responses.as_ref(), request) {
+                                Ok(approved) => approved,
+                                Err(e) => {
+                                    tracing::warn!(tool = %request.tool, "{e}; not approved");
+                                    false
+                                }
+                            }
+                        }
+                        Approval::RoundTrip { states, retry: None, .. } => {
+                            match states.ask(request, message) {
+                                Ok(result) => asked = Some(result),
+                                Err(e) => tracing::warn!(tool = %request.tool, error = %e, "cannot seal an approval"),
+                            }
+                            // This round does not run the call: it answers input_required.
+                            false
+                        }
+                    };
+                    if approved {
+                        ticket.approve();
+                    } else {
+                        ticket.reject();
+                    }
                 }
                 ToolEvent::ToolProgress { message, .. } => {
                     if let Some((peer, token)) = &progress {
@@ -82,11 +164,14 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResult {
         }
         Err(_) => None,
     };
+    if let Some(input_required) = asked {
+        return CallToolResponse::InputRequired(input_required);
+    }
     match entry {
-        Some(entry) => to_mcp(entry),
+        Some(entry) => to_mcp(entry).into(),
         // The call was cancelled before it recorded a result: a runner would
         // answer it with the cancellation filler (docs/semantics.md D8).
-        None => CallToolResult::error(vec![ContentBlock::text(text::RUN_CANCELLED)]),
+        None => CallToolResult::error(vec![ContentBlock::text(text::RUN_CANCELLED)]).into(),
     }
 }
 

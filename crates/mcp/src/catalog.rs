@@ -112,3 +112,44 @@ mod tests {
         assert_eq!(Value::Object(output_schema(&o)), o);
     }
 }
+
+/// The prefix of lovia's `tools/list` cursors: a client treats them as
+/// opaque, and anything else is refused.
+const CURSOR_PREFIX: &str = "lovia-tools-";
+
+/// The cursor of the page starting at tool `start`.
+pub(crate) fn cursor_at(start: usize) -> String {
+    format!("{CURSOR_PREFIX}{start}")
+}
+
+/// Where the page of `cursor` starts; `None` for a cursor lovia did not
+/// give, or one past the end of a catalog of `len` tools.
+pub(crate) fn page_start(cursor: &str, len: usize) -> Option<usize> {
+    let digits = cursor.strip_prefix(CURSOR_PREFIX)?;
+    // Digits only: no sign, no spaces, nothing `parse` would also accept.
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<usize>().ok().filter(|&start| start > 0 && start < len)
+}
+
+#[cfg(test)]
+mod cursor_tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_strangers_are_refused() {
+        assert_eq!(page_start(&cursor_at(100), 120), Some(100));
+        for bad in [
+            "",
+            "100",
+            "lovia-tools-",
+            "lovia-tools-+5",
+            "lovia-tools-120",
+            "lovia-tools-0",
+            "lovia-tools-99999999999999999999999",
+        ] {
+            assert_eq!(page_start(bad, 120), None, "{bad:?}");
+        }
+    }
+}

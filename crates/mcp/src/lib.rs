@@ -5,9 +5,11 @@
 //!
 //! Every `tools/call` is one [`lovia_host::ToolCall`] through the executor:
 //! the client reads exactly the string a model reads anywhere else
-//! (docs/mcp.md). A call that needs approval is refused with lovia's
-//! not-approved result, because this slice cannot ask the client yet.
+//! (docs/mcp.md). A call that needs approval asks the client (elicitation
+//! on 2025-11-25, an `input_required` round trip on 2026-07-28) and runs only
+//! on an explicit accept; anything else gets lovia's not-approved result.
 
+mod approve;
 mod call;
 mod catalog;
 
@@ -15,15 +17,17 @@ pub use catalog::CatalogError;
 
 use lovia_host::{Executor, ToolCall};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
     ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// Why serving stopped or could not start.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +48,56 @@ pub enum ServeError {
     },
 }
 
+/// Why a server could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NewServerError {
+    /// A tool cannot be described to MCP clients.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// The operating system gave no randomness for the key that seals
+    /// approval request states.
+    #[error("no randomness for the approval key: {reason}")]
+    Randomness {
+        /// What the operating system said.
+        reason: String,
+    },
+    /// The sealing key was refused by the codec.
+    #[error("the approval key was refused: {reason}")]
+    Key {
+        /// What the codec said.
+        reason: String,
+    },
+}
+
+/// How many tools one `tools/list` page holds; the next page is behind an
+/// opaque `nextCursor`.
+pub const TOOLS_PAGE: usize = 100;
+
+/// The longest an approval may wait for the client: one hour.
+pub const MAX_APPROVAL_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// Options of [`McpServer::with_options`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct McpOptions {
+    /// How long a call that needs approval waits for the client's answer
+    /// (2025-11-25), and how long an `input_required` request state stays
+    /// valid (2026-07-28); past it the call is not approved. Default: 600 s,
+    /// as `approval_timeout_secs` in `lovia serve`; at most
+    /// [`MAX_APPROVAL_TIMEOUT`] (a longer value is cut to it).
+    pub approval_timeout: Duration,
+    /// Plugin names by digest, shown in the approval prompt beside the
+    /// digest. Default: empty (the prompt shows the digest only).
+    pub plugin_names: HashMap<String, String>,
+}
+
+impl Default for McpOptions {
+    fn default() -> Self {
+        Self { approval_timeout: Duration::from_secs(600), plugin_names: HashMap::new() }
+    }
+}
+
 /// An MCP server over one executor's tools. Cheap to clone: every clone
 /// shares the executor and the tool catalog.
 #[derive(Clone)]
@@ -54,6 +108,9 @@ pub struct McpServer {
     /// Numbers the calls: lovia call ids must be unique within a run, and
     /// the run of each call is its own.
     next_call: Arc<AtomicU64>,
+    /// Seals and redeems `input_required` request states (one key per server).
+    states: Arc<approve::States>,
+    options: Arc<McpOptions>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -64,9 +121,23 @@ impl std::fmt::Debug for McpServer {
 
 impl McpServer {
     /// A server for the tools of `exec`, listed in the toolset's order.
-    pub fn new(exec: Executor) -> Result<Self, CatalogError> {
+    /// Approvals wait [`McpOptions::default`]'s 600 s.
+    pub fn new(exec: Executor) -> Result<Self, NewServerError> {
+        Self::with_options(exec, McpOptions::default())
+    }
+
+    /// A server with `options`.
+    pub fn with_options(exec: Executor, mut options: McpOptions) -> Result<Self, NewServerError> {
         let tools = catalog::describe(exec.tools())?;
-        Ok(Self { exec, tools: Arc::new(tools), next_call: Arc::new(AtomicU64::new(1)) })
+        options.approval_timeout = options.approval_timeout.min(MAX_APPROVAL_TIMEOUT);
+        let states = approve::States::new(options.approval_timeout)?;
+        Ok(Self {
+            exec,
+            tools: Arc::new(tools),
+            next_call: Arc::new(AtomicU64::new(1)),
+            states: Arc::new(states),
+            options: Arc::new(options),
+        })
     }
 
     /// The tools as `tools/list` gives them.
@@ -125,10 +196,19 @@ impl ServerHandler for McpServer {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+        let cursor = request.and_then(|r| r.cursor);
+        let start = match cursor.as_deref() {
+            None => 0,
+            Some(c) => catalog::page_start(c, self.tools.len())
+                .ok_or_else(|| ErrorData::invalid_params(format!("unknown tools/list cursor {c:?}"), None))?,
+        };
+        let end = start.saturating_add(TOOLS_PAGE).min(self.tools.len());
+        let mut page = ListToolsResult::with_all_items(self.tools[start..end].to_vec());
+        page.next_cursor = (end < self.tools.len()).then(|| catalog::cursor_at(end));
+        Ok(page)
     }
 
     // No `get_tool`: rmcp would validate arguments against the schema itself
@@ -145,11 +225,26 @@ impl ServerHandler for McpServer {
         let arguments = request.arguments.map(|a| serde_json::Value::Object(a).to_string()).unwrap_or_default();
         let token =
             context.meta.get_progress_token().or_else(|| request.meta.as_ref().and_then(|m| m.get_progress_token()));
+        let able = approve::can_elicit(context.client_capabilities().as_ref());
+        // 2026-07-28 forbids server-to-client requests: approval is a round
+        // trip the client drives. Older revisions ask in the middle of the call.
+        let stateless = context.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let approval = if stateless {
+            call::Approval::RoundTrip {
+                states: self.states.clone(),
+                able,
+                retry: request.request_state.map(|state| (state, request.input_responses)),
+            }
+        } else {
+            call::Approval::Elicit { peer: context.peer.clone(), able, timeout: self.options.approval_timeout }
+        };
         let call = call::Request {
             call: ToolCall::new(format!("mcp_{n}"), request.name.into_owned(), arguments),
             cancelled: context.ct.clone(),
             progress: token.map(|t| (context.peer.clone(), t)),
+            approval,
+            plugin_names: self.options.clone(),
         };
-        Ok(call::run(&self.exec, call).await.into())
+        Ok(call::run(&self.exec, call).await)
     }
 }

@@ -1,9 +1,12 @@
 //! `lovia mcp --http`: one client's hostile component cannot hold another
 //! client's calls, and a request naming a foreign Host (DNS rebinding from a
-//! web page) is refused before anything runs. The guest that floods stdout
+//! web page) is refused before anything runs; an `input_required` request
+//! state the server did not issue for this very call (forged, tampered,
+//! moved to other arguments, replayed) approves nothing. The guest that floods stdout
 //! on stdio is in tests/all/mcp.rs (`stdout_flood`).
 
-use crate::mcp::{client, python, result, start_http};
+use crate::mcp::{against, approval_args, client, python, result, start_http};
+use lovia_host::call::text;
 use lovia_tests::fixtures;
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -57,4 +60,36 @@ async fn a_foreign_host_header_is_refused() {
     assert!(served.starts_with("HTTP/1.1 200"), "{served}");
     assert!(served.contains(r#""serverInfo":{"name":"lovia""#), "{served}");
     drop(server);
+}
+
+fn check_forged(out: &Value, log: &str) {
+    let first = &out["first"];
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    assert_eq!(first["inputRequests"]["approval"]["method"], "elicitation/create", "{first}");
+    assert!(first["requestState"].as_str().is_some_and(|s| !s.is_empty()), "{first}");
+    let not_approved = result(true, &text::not_approved("launch"), Value::Null);
+    for case in ["tampered", "made_up", "moved", "replayed", "declined", "unanswered"] {
+        assert_eq!(out[case], not_approved, "{case}");
+    }
+    assert_eq!(out["genuine"], result(false, "launched once", Value::Null));
+    // The genuine state ran the call once; nothing else ran at all.
+    assert_eq!(log.matches("launch ran for ").count(), 1, "{log}");
+    assert_eq!(log.matches("launch ran for once").count(), 1, "{log}");
+    for why in ["failed integrity verification", "already used"] {
+        assert!(log.contains(why), "no refusal logged for {why:?}:\n{log}");
+    }
+}
+
+#[tokio::test]
+async fn a_forged_or_replayed_request_state_is_refused_over_stdio() {
+    let Some(py) = python() else { return };
+    let (out, log) = against(&py, "auto", "forged", "stdio", approval_args());
+    check_forged(&out, &log);
+}
+
+#[tokio::test]
+async fn a_forged_or_replayed_request_state_is_refused_over_http() {
+    let Some(py) = python() else { return };
+    let (out, log) = against(&py, "auto", "forged", "http", approval_args());
+    check_forged(&out, &log);
 }

@@ -1,0 +1,251 @@
+//! Approvals over MCP (docs/mcp.md, "Approvals"): the prompt a client shows,
+//! the capability check, and the sealed request state that carries an
+//! `input_required` round trip on 2026-07-28.
+//!
+//! The request state comes back from the client, so it is attacker-controlled
+//! input: it is sealed with HMAC-SHA256 under a per-process key (rmcp's
+//! [`RequestStateCodec`]), bound to the exact call (tool, argument text,
+//! plugin digest) as associated data, stamped with an expiry, and redeemed at
+//! most once. Anything that fails one of those checks is refused, and the
+//! call gets lovia's not-approved result.
+
+use crate::NewServerError;
+use lovia_host::ApprovalRequest;
+use rmcp::model::{
+    ClientCapabilities, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    InputRequest, InputRequests, InputRequiredResult, InputResponses, RequestStateCodec, RequestStateError,
+    SealOptions,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The key of lovia's one input request in an `input_required` result.
+pub(crate) const INPUT_KEY: &str = "approval";
+
+/// How many redeemed request states are remembered at most (each until it
+/// would have expired anyway). Past it, a new redemption is refused: the
+/// replay check fails closed rather than forgetting.
+const MAX_REDEEMED: usize = 100_000;
+
+/// The text the client shows its user: the tool, the exact argument text the
+/// call would run with, and the plugin (name and SHA-256) that would run it.
+pub(crate) fn prompt(request: &ApprovalRequest, plugin_name: Option<&str>) -> String {
+    let plugin = match (&request.plugin_digest, plugin_name) {
+        (Some(digest), Some(name)) => format!("plugin {name}, sha256 {digest}"),
+        (Some(digest), None) => format!("plugin sha256 {digest}"),
+        (None, _) => "a native tool of the host".to_owned(),
+    };
+    let arguments = if request.arguments.is_empty() { "{}" } else { request.arguments.as_str() };
+    format!(
+        "lovia asks before running the tool {tool}.\nArguments (exact): {arguments}\nRuns in: {plugin}\nAccept to run it; decline or cancel and it does not run.",
+        tool = request.tool,
+    )
+}
+
+/// The form elicitation lovia sends: no fields, only accept, decline or
+/// cancel, so nothing the user types can change the call.
+pub(crate) fn elicitation(message: String) -> ElicitRequestParams {
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: ElicitationSchema::new(BTreeMap::new()),
+    }
+}
+
+/// Whether the client declared form elicitation (an `elicitation`
+/// capability naming neither mode means form, as the spec reads it).
+pub(crate) fn can_elicit(capabilities: Option<&ClientCapabilities>) -> bool {
+    capabilities
+        .and_then(|c| c.elicitation.as_ref())
+        .is_some_and(|e| e.form.is_some() || (e.form.is_none() && e.url.is_none()))
+}
+
+/// Only an explicit accept approves; decline, cancel or anything unreadable denies.
+pub(crate) fn accepted(result: &ElicitResult) -> bool {
+    matches!(result.action, ElicitationAction::Accept)
+}
+
+/// Why a returned request state was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum StateRefused {
+    /// Forged, tampered with, for another call, expired or malformed.
+    #[error("request state refused: {0}")]
+    Seal(#[from] RequestStateError),
+    /// Sealed by lovia but not a payload lovia writes.
+    #[error("request state refused: unreadable payload")]
+    Payload,
+    /// Already redeemed once.
+    #[error("request state refused: already used")]
+    Replayed,
+    /// Too many redemptions are remembered to check this one.
+    #[error("request state refused: too many approvals in flight")]
+    Full,
+}
+
+/// Seals and redeems the request states of one process.
+pub(crate) struct States {
+    codec: RequestStateCodec,
+    ttl: Duration,
+    /// Nonces redeemed, each with when it would have expired.
+    redeemed: Mutex<HashMap<String, Instant>>,
+}
+
+impl std::fmt::Debug for States {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("States").field("ttl", &self.ttl).finish_non_exhaustive()
+    }
+}
+
+/// What the associated data of a state binds: the call exactly as the
+/// executor is about to run it. JSON keeps the parts unambiguous.
+fn binding(request: &ApprovalRequest) -> Vec<u8> {
+    serde_json::json!(["lovia-mcp approval v1", request.tool, request.arguments, request.plugin_digest])
+        .to_string()
+        .into_bytes()
+}
+
+fn random_bytes<const N: usize>() -> Result<[u8; N], getrandom::Error> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes)?;
+    Ok(bytes)
+}
+
+impl States {
+    /// A fresh per-process key: a state sealed by another process (or an
+    /// earlier run of this one) never opens here.
+    pub(crate) fn new(ttl: Duration) -> Result<Self, NewServerError> {
+        let key = random_bytes::<32>().map_err(|e| NewServerError::Randomness { reason: e.to_string() })?;
+        let codec =
+            RequestStateCodec::try_new(key.to_vec()).map_err(|e| NewServerError::Key { reason: e.to_string() })?;
+        Ok(Self { codec, ttl, redeemed: Mutex::new(HashMap::new()) })
+    }
+
+    /// The `input_required` result asking the client to approve `request`.
+    pub(crate) fn ask(
+        &self,
+        request: &ApprovalRequest,
+        message: String,
+    ) -> Result<InputRequiredResult, getrandom::Error> {
+        let nonce = hex::encode(random_bytes::<16>()?);
+        let ad = binding(request);
+        let state = self.codec.seal_with(nonce.as_bytes(), &SealOptions::new().associated_data(&ad).ttl(self.ttl));
+        let mut requests = InputRequests::new();
+        requests.insert(INPUT_KEY.to_owned(), InputRequest::Elicitation(ElicitRequest::new(elicitation(message))));
+        Ok(InputRequiredResult::new(Some(requests), Some(state)))
+    }
+
+    /// Opens `state` for exactly `request` and redeems it; then whether the
+    /// client's answer is an explicit accept.
+    pub(crate) fn redeem(
+        &self,
+        state: &str,
+        responses: Option<&InputResponses>,
+        request: &ApprovalRequest,
+    ) -> Result<bool, StateRefused> {
+        let nonce = self.codec.open_with(state, &binding(request))?;
+        let nonce = String::from_utf8(nonce).map_err(|_| StateRefused::Payload)?;
+        let now = Instant::now();
+        {
+            let mut redeemed = self.redeemed.lock().unwrap_or_else(|p| p.into_inner());
+            redeemed.retain(|_, expires| *expires > now);
+            if redeemed.contains_key(&nonce) {
+                return Err(StateRefused::Replayed);
+            }
+            if redeemed.len() >= MAX_REDEEMED {
+                return Err(StateRefused::Full);
+            }
+            // Remembered for a whole TTL from now: the state expires sooner.
+            redeemed.insert(nonce, now + self.ttl);
+        }
+        let answer = responses
+            .and_then(|r| r.get(INPUT_KEY))
+            .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
+        Ok(answer.as_ref().is_some_and(accepted))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(arguments: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            call_id: "mcp_1".into(),
+            tool: "launch".into(),
+            arguments: arguments.into(),
+            plugin_digest: Some("ab".repeat(32)),
+        }
+    }
+
+    fn accept() -> InputResponses {
+        let mut r = InputResponses::new();
+        r.insert(INPUT_KEY.into(), serde_json::json!({"action": "accept", "content": {}}));
+        r
+    }
+
+    fn state_of(result: &InputRequiredResult) -> String {
+        result.request_state.clone().unwrap_or_default()
+    }
+
+    #[test]
+    fn a_state_opens_once_for_its_own_call_only() {
+        let states = States::new(Duration::from_secs(60)).expect("key");
+        let asked = states.ask(&request(r#"{"target":"a"}"#), "m".into()).expect("ask");
+        let state = state_of(&asked);
+        // Another call's arguments: the binding differs.
+        assert!(matches!(
+            states.redeem(&state, Some(&accept()), &request(r#"{"target":"b"}"#)),
+            Err(StateRefused::Seal(RequestStateError::IntegrityCheckFailed))
+        ));
+        assert!(states.redeem(&state, Some(&accept()), &request(r#"{"target":"a"}"#)).expect("opens"));
+        assert!(matches!(
+            states.redeem(&state, Some(&accept()), &request(r#"{"target":"a"}"#)),
+            Err(StateRefused::Replayed)
+        ));
+    }
+
+    #[test]
+    fn another_process_key_or_a_stale_state_is_refused() {
+        let a = States::new(Duration::from_secs(60)).expect("key");
+        let b = States::new(Duration::from_secs(60)).expect("key");
+        let state = state_of(&a.ask(&request("{}"), "m".into()).expect("ask"));
+        assert!(matches!(b.redeem(&state, Some(&accept()), &request("{}")), Err(StateRefused::Seal(_))));
+        let short = States::new(Duration::from_millis(1)).expect("key");
+        let state = state_of(&short.ask(&request("{}"), "m".into()).expect("ask"));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(matches!(
+            short.redeem(&state, Some(&accept()), &request("{}")),
+            Err(StateRefused::Seal(RequestStateError::Expired))
+        ));
+    }
+
+    #[test]
+    fn only_an_explicit_accept_approves() {
+        let states = States::new(Duration::from_secs(60)).expect("key");
+        for (answer, approved) in [
+            (Some(serde_json::json!({"action": "accept"})), true),
+            (Some(serde_json::json!({"action": "decline"})), false),
+            (Some(serde_json::json!({"action": "cancel"})), false),
+            (Some(serde_json::json!({"action": "ACCEPT"})), false),
+            (Some(serde_json::json!("accept")), false),
+            (None, false),
+        ] {
+            let state = state_of(&states.ask(&request("{}"), "m".into()).expect("ask"));
+            let mut responses = InputResponses::new();
+            if let Some(a) = answer.clone() {
+                responses.insert(INPUT_KEY.into(), a);
+            }
+            assert_eq!(states.redeem(&state, Some(&responses), &request("{}")).expect("opens"), approved, "{answer:?}");
+        }
+    }
+
+    #[test]
+    fn the_prompt_names_tool_arguments_and_plugin() {
+        let text = prompt(&request(r#"{"target":"prod"}"#), Some("gated"));
+        assert!(text.contains("the tool launch."), "{text}");
+        assert!(text.contains(r#"Arguments (exact): {"target":"prod"}"#), "{text}");
+        assert!(text.contains(&format!("plugin gated, sha256 {}", "ab".repeat(32))), "{text}");
+    }
+}
