@@ -5,7 +5,7 @@ use crate::bindings::lovia::tools::types as wit;
 /// A result made of content parts, for clients that show images and links.
 /// A tool returns it like any other value; a model that reads only text sees
 /// each part's text rendering, one per line: the text verbatim,
-/// `[image: image/png, 12,345 bytes]`, `[resource link: <name>, <uri>, <mime type>]`
+/// `[image: image/png, 1.4 KB]`, `[resource link: <name>, <uri>, <mime type>]`
 /// (docs/semantics.md §11).
 ///
 /// ```
@@ -21,9 +21,12 @@ use crate::bindings::lovia::tools::types as wit;
 /// # fn main() {}
 /// ```
 ///
-/// The host refuses (as a trap the model reads) more than 256 parts, an
-/// image type that is not `image/<subtype>`, and links over 2,048 bytes of
-/// URI or 256 of name; the output cap applies to the text parts only.
+/// The host refuses (as an error the model reads) more than 256 parts, an
+/// image type other than `image/png`, `image/jpeg`, `image/gif` or
+/// `image/webp`, and links over 2,048 bytes of URI or 256 of name. The
+/// output cap applies to the projection; past it the result degrades to its
+/// truncated text. Write the return type as `lovia::Content` (the macro
+/// recognises that path).
 #[derive(Debug, Clone, Default)]
 pub struct Content {
     parts: Vec<wit::ContentPart>,

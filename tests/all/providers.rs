@@ -294,10 +294,13 @@ async fn providers_are_configured_from_the_environment() {
 async fn content_parts_reach_each_provider_in_the_form_it_takes() {
     use lovia_host::{ContentPart, ToolCall};
     use lovia_runner::Message;
+    let png = b"\x89PNG\r\n\x1a\n".to_vec();
     let parts = vec![
         ContentPart::Text { text: "chart".into() },
-        ContentPart::Image { mime_type: "image/png".into(), data: vec![1, 2, 3] },
-        ContentPart::Image { mime_type: "image/x-icon".into(), data: vec![9] },
+        ContentPart::Text { text: String::new() },
+        ContentPart::Image { mime_type: "image/png".into(), data: png },
+        // Labelled PNG, but not one: the API would refuse it on every later turn.
+        ContentPart::Image { mime_type: "image/png".into(), data: vec![9] },
     ];
     let rendered = lovia_host::render_parts(&parts);
     let messages = vec![
@@ -309,6 +312,7 @@ async fn content_parts_reach_each_provider_in_the_form_it_takes() {
             is_error: false,
             error_kind: None,
             parts: Some(parts),
+            tool_error_kind: None,
         },
     ];
     let request = ModelRequest { model: None, messages, tools: vec![], settings: Default::default() };
@@ -324,8 +328,8 @@ async fn content_parts_reach_each_provider_in_the_form_it_takes() {
         sent[2]["content"][0]["content"],
         json!([
             {"type": "text", "text": "chart"},
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AQID"}},
-            {"type": "text", "text": "[image: image/x-icon, 1 B]"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+            {"type": "text", "text": "[image: image/png, 1 B]"},
         ])
     );
 

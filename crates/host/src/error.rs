@@ -195,7 +195,7 @@ impl LoadError {
                  wasi:clocks, wasi:random, wasi:filesystem, wasi:sockets); rebuild against wit/lovia.wit"
             }
             LoadError::WrongExports { .. } => {
-                "export the lovia:tools/plugin@0.1.0 interface, e.g. with the `lovia` guest SDK's `export!` macro"
+                "export the lovia:tools/plugin@0.2.0 interface (or @0.1.0), e.g. with the `lovia` guest SDK's `export!` macro"
             }
             LoadError::Describe { .. } => "the plugin's info()/tools() must return without side effects",
             LoadError::InvalidSpec { .. } => "fix the tool's declaration in the plugin and rebuild it",

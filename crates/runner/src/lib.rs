@@ -403,19 +403,20 @@ impl Runner {
                             arguments: call.arguments.clone(),
                         });
                     }),
-                    ToolEvent::ToolCallCompleted { call, output, is_error, error_kind, parts, .. } => {
-                        saver.update(|cp| {
-                            cp.pending_approvals.retain(|p| p.id != call.id);
-                            cp.pending_calls.retain(|c| c.id != call.id);
-                            cp.messages.push(Message::Tool {
-                                tool_call_id: call.id.clone(),
-                                content: output.clone(),
-                                is_error: *is_error,
-                                error_kind: *error_kind,
-                                parts: parts.clone(),
-                            });
-                        })
-                    }
+                    ToolEvent::ToolCallCompleted {
+                        call, output, is_error, error_kind, parts, tool_error_kind, ..
+                    } => saver.update(|cp| {
+                        cp.pending_approvals.retain(|p| p.id != call.id);
+                        cp.pending_calls.retain(|c| c.id != call.id);
+                        cp.messages.push(Message::Tool {
+                            tool_call_id: call.id.clone(),
+                            content: output.clone(),
+                            is_error: *is_error,
+                            error_kind: *error_kind,
+                            parts: parts.clone(),
+                            tool_error_kind: tool_error_kind.clone(),
+                        });
+                    }),
                     _ => Ok(()),
                 };
                 if let Err(e) = saved {
@@ -481,6 +482,7 @@ fn fillers(calls: &[ToolCall], results: &[ToolResultEntry], filler: &str) -> Vec
             is_error: true,
             error_kind: Some(ErrorKind::Cancelled),
             parts: None,
+            tool_error_kind: None,
         })
         .collect()
 }
@@ -519,6 +521,7 @@ pub fn answer_every_call(calls: &[ToolCall], results: &[ToolResultEntry], filler
             is_error: r.is_error,
             error_kind: r.error_kind,
             parts: r.parts.clone(),
+            tool_error_kind: r.tool_error_kind.clone(),
         })
         .collect();
     out.extend(fillers(calls, results, filler));

@@ -45,6 +45,9 @@ pub enum Message {
         /// their text rendering, which providers without image input send.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         parts: Option<Vec<lovia_host::ContentPart>>,
+        /// The tool's own name for its failure (contract 0.2), such as `ConnectError`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_error_kind: Option<String>,
     },
 }
 

@@ -243,7 +243,12 @@ fn classify(ty: &Type) -> Output {
     if seg.ident == "String" {
         return Output::Text;
     }
-    if seg.ident == "Content" {
+    // Only the SDK's type, by its path: a tool's own `Content` type stays JSON.
+    if let Type::Path(p) = ty
+        && p.path.segments.len() == 2
+        && p.path.segments[0].ident == "lovia"
+        && seg.ident == "Content"
+    {
         return Output::Parts;
     }
     if seg.ident == "Result"

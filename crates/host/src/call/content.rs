@@ -6,8 +6,11 @@ use serde::{Deserialize, Serialize};
 
 /// Most parts one result may have. Fixed: 256.
 pub const MAX_CONTENT_PARTS: usize = 256;
-/// Longest image MIME type, in bytes. Fixed: 127 (RFC 6838's name limits).
+/// Longest MIME type of a resource link, in bytes. Fixed: 127 (RFC 6838's name limits).
 pub const MAX_MIME_TYPE_BYTES: usize = 127;
+/// The image types a part may have: the raster formats every client and
+/// image-reading model takes.
+pub const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 /// Longest resource-link URI, in bytes. Fixed: 2,048.
 pub const MAX_URI_BYTES: usize = 2048;
 /// Longest resource-link name, in bytes. Fixed: 256.
@@ -82,8 +85,8 @@ impl ContentPart {
     }
 
     /// Why a tool's part is unacceptable, if it is: the bounds above, an
-    /// image type that is not `image/<subtype>` in token characters, a URI
-    /// or name with control characters.
+    /// image type outside [`IMAGE_TYPES`], a URI or name with control
+    /// characters, a link type that is not `type/subtype` in token characters.
     pub fn problem(&self) -> Option<String> {
         let token =
             |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b));
@@ -91,10 +94,10 @@ impl ContentPart {
             |m: &str| m.len() <= MAX_MIME_TYPE_BYTES && m.split_once('/').is_some_and(|(t, s)| token(t) && token(s));
         match self {
             ContentPart::Text { .. } => None,
-            ContentPart::Image { mime_type, .. } => {
-                let ok = media_type(mime_type) && mime_type.starts_with("image/");
-                (!ok).then(|| format!("an image's MIME type must be image/<subtype> (at most {MAX_MIME_TYPE_BYTES} bytes), not \"{}\"", shown(mime_type)))
-            }
+            // Raster types only: an SVG "image" can carry script to whatever shows it.
+            ContentPart::Image { mime_type, .. } => (!IMAGE_TYPES.contains(&mime_type.as_str())).then(|| {
+                format!("an image's MIME type must be one of {}, not \"{}\"", IMAGE_TYPES.join(", "), shown(mime_type))
+            }),
             ContentPart::ResourceLink { uri, name, mime_type } => {
                 if uri.is_empty() || uri.len() > MAX_URI_BYTES || uri.chars().any(|c| c.is_control() || c == ' ') {
                     Some(format!(
@@ -201,7 +204,8 @@ mod tests {
     fn hostile_parts_are_named() {
         let image = |m: &str| ContentPart::Image { mime_type: m.into(), data: vec![] };
         assert_eq!(image("image/png").problem(), None);
-        assert!(image("text/html").problem().expect("refused").contains("image/<subtype>"));
+        assert!(image("text/html").problem().expect("refused").contains("must be one of image/png"));
+        assert!(image("image/svg+xml").problem().is_some(), "an SVG can carry script");
         assert!(image("image/png\nX-Forged: 1").problem().is_some());
         let link = |u: &str, n: &str| ContentPart::ResourceLink { uri: u.into(), name: n.into(), mime_type: None };
         assert!(link("", "n").problem().is_some());

@@ -46,6 +46,10 @@ pub enum Failure {
         /// The limit in bytes.
         limit: usize,
     },
+    /// The tool returned a result the host refuses (JSON that is not JSON,
+    /// content parts outside their bounds). Deterministic, so never retried;
+    /// it reads as a trap.
+    InvalidResult(String),
     /// The guest panicked, with its message.
     Panicked(String),
     /// Any other trap, with wasmtime's description.
@@ -65,6 +69,7 @@ impl Failure {
             Failure::OutOfMemory { .. }
             | Failure::StackOverflow
             | Failure::CpuBudget
+            | Failure::InvalidResult(_)
             | Failure::Panicked(_)
             | Failure::Trap(_) => ErrorKind::Trap,
             Failure::RunCancelled(_) => ErrorKind::Cancelled,
@@ -82,6 +87,7 @@ impl Failure {
                 | Failure::StackOverflow
                 | Failure::CpuBudget
                 | Failure::ResultTooLarge { .. }
+                | Failure::InvalidResult(_)
                 | Failure::RunCancelled(_)
         )
     }
@@ -108,7 +114,7 @@ impl std::fmt::Display for Failure {
                 write!(f, "result too large ({bytes} bytes; the limit is {limit} bytes)")
             }
             Failure::Panicked(m) => write!(f, "tool panicked: {m}"),
-            Failure::Trap(m) => write!(f, "trap: {m}"),
+            Failure::Trap(m) | Failure::InvalidResult(m) => write!(f, "trap: {m}"),
             Failure::RunCancelled(_) => f.write_str("run cancelled"),
         }
     }

@@ -5,7 +5,7 @@ use super::tool::Tool;
 use super::{EventSink, ExecSettings, ToolCall, ToolEvent, ToolResultEntry};
 use crate::call::CallContext;
 use crate::call::ToolOutput;
-use crate::call::{ErrorKind, Failure, text};
+use crate::call::{ErrorKind, Failure, is_valid_error_kind, text};
 use crate::call::{Rendered, render_default, render_json};
 use crate::call::{render_parts, truncate};
 use serde_json::Value;
@@ -71,8 +71,10 @@ pub(super) fn finish(
     outcome: Result<ToolOutput, Failure>,
 ) {
     let limit = tool.spec.max_output_chars.or(settings.max_output_chars);
+    // Checked here too: a native tool or a policy may build the failure, and
+    // the kind reaches metrics labels.
     let tool_error_kind = match &outcome {
-        Err(Failure::Tool { kind, .. }) => kind.clone(),
+        Err(Failure::Tool { kind: Some(kind), .. }) if is_valid_error_kind(kind) => Some(kind.clone()),
         _ => None,
     };
     let (text, raw, error_kind, parts) = match outcome {

@@ -433,13 +433,13 @@ impl Plugin {
             Ok(Ok(wit::Output::Text(text))) => CallOutcome::Text(text),
             Ok(Ok(wit::Output::Json(text))) => match serde_json::from_str(&text) {
                 Ok(value) => CallOutcome::Json(value),
-                Err(e) => CallOutcome::Failed(Failure::Trap(format!("the tool returned invalid JSON: {e}"))),
+                Err(e) => CallOutcome::Failed(Failure::InvalidResult(format!("the tool returned invalid JSON: {e}"))),
             },
             Ok(Ok(wit::Output::Parts(parts))) => match content_parts(parts) {
                 Ok(parts) => CallOutcome::Parts(parts),
                 Err(problem) => {
                     tracing::warn!(plugin = %crate::sandbox::escape_controls(&self.inner.name), tool = %tool.name, call = %request.context.call_id, %problem, "bad content parts");
-                    CallOutcome::Failed(Failure::Trap(format!("the tool returned invalid content: {problem}")))
+                    CallOutcome::Failed(Failure::InvalidResult(format!("the tool returned invalid content: {problem}")))
                 }
             },
             Ok(Err(error)) => call_error(error),
