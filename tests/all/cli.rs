@@ -355,21 +355,27 @@ async fn run_scripts_reach_overrides_policies_and_cancellation() {
     assert_usage_error(&run_script(unknown.to_str().expect("utf8"), &[]).0, "configures tool `nope`");
 }
 
-/// `lovia serve` as a child process; returns it with the address it printed.
-async fn spawn_serve(
+/// The environment that makes `lovia serve` play the README's scripted refund chat.
+const SCRIPTED_REFUND: [(&str, &str); 2] = [
+    ("LOVIA_PROVIDER", "scripted"),
+    ("LOVIA_SCRIPT", concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/chat-refund.json")),
+];
+
+/// `lovia serve` as a child process with `env` added; returns it with the
+/// address it printed.
+pub(crate) async fn spawn_serve(
     config: &std::path::Path,
     store: &std::path::Path,
+    env: &[(&str, &str)],
 ) -> (tokio::process::Child, std::net::SocketAddr) {
     use tokio::io::AsyncBufReadExt;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/chat-refund.json");
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_lovia"))
         .args(["--no-cache", "serve", "--listen", "127.0.0.1:0"])
         .arg("--config")
         .arg(config)
         .arg("--store")
         .arg(store)
-        .env("LOVIA_PROVIDER", "scripted")
-        .env("LOVIA_SCRIPT", script)
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -405,7 +411,7 @@ async fn serve_resumes_a_chat_after_a_kill_9() {
     )
     .expect("config");
     let store = dir.path().join("sessions.db");
-    let (mut first, addr) = spawn_serve(&config, &store).await;
+    let (mut first, addr) = spawn_serve(&config, &store, &SCRIPTED_REFUND).await;
     let direct =
         request(addr, "POST", "/api/tools/lookup_order/call", Some("demo-key"), r#"{"order_id": "A-1002"}"#).await;
     assert_eq!(direct.0, 200, "{}", direct.1);
@@ -417,7 +423,7 @@ async fn serve_resumes_a_chat_after_a_kill_9() {
     first.wait().await.expect("reaped");
     drop(sse);
 
-    let (_second, addr) = spawn_serve(&config, &store).await;
+    let (_second, addr) = spawn_serve(&config, &store, &SCRIPTED_REFUND).await;
     let mut sse = Sse::post(addr, "/api/chat", "demo-key", r#"{"session_id": "s1"}"#).await;
     let asked = sse.until("approval_required").await;
     assert_eq!(asked.last().expect("asked again").1["id"], "call_refund");

@@ -219,30 +219,6 @@ fn browser_tools() -> Result<(PathBuf, PathBuf), String> {
     Ok((chromium, dir))
 }
 
-/// `lovia serve` as a child process; returns it with the address it printed.
-async fn spawn_serve(config: &Path, store: &Path) -> (tokio::process::Child, String) {
-    use tokio::io::AsyncBufReadExt;
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_lovia"))
-        .args(["--no-cache", "serve", "--listen", "127.0.0.1:0"])
-        .arg("--config")
-        .arg(config)
-        .arg("--store")
-        .arg(store)
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn lovia serve");
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let first = lines.next_line().await.expect("read").expect("a first line");
-    let addr = first
-        .strip_prefix("lovia serve listening on ")
-        .and_then(|rest| rest.split(' ').next())
-        .unwrap_or_else(|| panic!("unexpected first line: {first}"))
-        .to_owned();
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, addr)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_works_end_to_end_in_headless_chromium() {
     let (chromium, dir) = match browser_tools() {
@@ -276,7 +252,8 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
         ),
     )
     .expect("config");
-    let (_server, addr) = spawn_serve(&config, &tmp.path().join("sessions.db")).await;
+    let (_server, addr) = crate::cli::spawn_serve(&config, &tmp.path().join("sessions.db"), &[]).await;
+    let addr = format!("http://{addr}");
     let shots = root().join("target/console-screenshots");
     let out = tokio::process::Command::new("node")
         .arg(dir.join("e2e.mjs"))

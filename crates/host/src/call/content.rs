@@ -73,17 +73,6 @@ impl ContentPart {
         }
     }
 
-    /// Bytes this part holds (what the result byte limit counts).
-    pub fn byte_len(&self) -> usize {
-        match self {
-            ContentPart::Text { text } => text.len(),
-            ContentPart::Image { mime_type, data } => mime_type.len() + data.len(),
-            ContentPart::ResourceLink { uri, name, mime_type } => {
-                uri.len() + name.len() + mime_type.as_ref().map_or(0, String::len)
-            }
-        }
-    }
-
     /// Why a tool's part is unacceptable, if it is: the bounds above, an
     /// image type outside [`IMAGE_TYPES`], a URI or name with control
     /// characters, a link type that is not `type/subtype` in token characters.
