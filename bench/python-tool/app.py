@@ -1,40 +1,20 @@
-"""A lovia tool plugin written in Python, built with componentize-py.
+"""The Python plugin of `lovia bench --python`: one trivial tool, written
+with lovia's Python SDK and built with componentize-py (bench/run does it):
 
-It is the large component of `lovia bench`'s cold-start figure (the Python
-interpreter makes it tens of MB) and shows that the contract is not tied to
-the Rust SDK.
+    python -m lovia build bench/python-tool/app.py -o target/bench/pyecho.wasm
+
+The interpreter inside makes it tens of MB, so its cold start and its
+per-call costs differ from a Rust plugin's; `lovia bench` measures both.
 """
 
-import json
+from typing import Annotated
 
-from wit_world import exports
-from componentize_py_types import Err
-from wit_world.imports import types
+from lovia import plugin, tool
 
-SCHEMA = json.dumps({
-    "type": "object",
-    "properties": {"text": {"type": "string", "description": "Text to return"}},
-    "required": ["text"],
-    "additionalProperties": False,
-})
+plugin(name="pyecho", version="0.2.0")
 
 
-class Plugin(exports.Plugin):
-    def info(self) -> exports.plugin.PluginInfo:
-        return exports.plugin.PluginInfo(name="pyecho", version="0.1.0", instructions=None)
-
-    def tools(self) -> list[types.ToolSpec]:
-        hints = types.ToolHints(read_only=True, destructive=False, idempotent=True, open_world=False)
-        return [types.ToolSpec(
-            name="echo", description="Return the text unchanged.", parameters=SCHEMA, output_schema=None,
-            strict=False, parallel=True, retries=None, timeout_ms=None, max_output_chars=None,
-            approval=types.Approval.NEVER, hints=hints,
-        )]
-
-    def call(self, tool: str, arguments: str) -> types.Output:
-        if tool != "echo":
-            raise Err(types.CallError_Tool(types.ToolError(message=f"no tool {tool}", hint=None)))
-        return types.Output_Text(json.loads(arguments)["text"])
-
-    def needs_approval(self, tool: str, arguments: str) -> bool:
-        return False
+@tool(read_only=True, idempotent=True)
+def echo(text: Annotated[str, "Text to return"]) -> str:
+    """Return the text unchanged."""
+    return text

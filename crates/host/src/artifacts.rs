@@ -5,6 +5,17 @@
 //! and every file in it carries an HMAC-SHA256 tag under a random per-host
 //! key (the file `artifact.key`, 0600, in the directory). What goes in the
 //! files is `plugin/cache.rs`'s business.
+//!
+//! A compiled artifact is stored as wasmtime wrote it, so that wasmtime can
+//! map it instead of copying it, with its tag in a sealed sidecar file
+//! (`<artifact>.seal`). Checking a tag means reading the whole artifact
+//! (tens of MB for a Python plugin), so once an artifact has verified, the
+//! sidecar also records the file's [`FileStamp`]: a later load whose file
+//! still has that stamp skips the read. Changing a file's bytes changes its
+//! ctime, which no unprivileged process can set back, and a stamp is
+//! recorded only once the ctime is [`SETTLED`] old, so a change within the
+//! same clock tick as the verified state cannot share its stamp
+//! (docs/security.md).
 
 use crate::error::{CacheProblem, HostError};
 use hmac::{Hmac, KeyInit, Mac};
@@ -16,6 +27,79 @@ const KEY_FILE: &str = "artifact.key";
 /// Bytes of the key and of each tag (HMAC-SHA256).
 const KEY_BYTES: usize = 32;
 const TAG_BYTES: usize = 32;
+
+/// How old a file's ctime must be before its stamp is trusted to stand
+/// for its bytes. Timestamps come from a coarse kernel clock (one tick is
+/// 1–10 ms), so two writes within a tick can leave the same stamp; two
+/// seconds is far beyond any tick.
+pub(crate) const SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What the kernel says identifies a file's contents: device, inode, size,
+/// and modification and change times to the nanosecond.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct FileStamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileStamp {
+    /// The stamp of `meta`; `None` off Unix, where every load checks in full.
+    #[cfg(unix)]
+    pub(crate) fn of(meta: &std::fs::Metadata) -> Option<FileStamp> {
+        use std::os::unix::fs::MetadataExt;
+        Some(FileStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        })
+    }
+
+    #[cfg(not(unix))]
+    pub(crate) fn of(_meta: &std::fs::Metadata) -> Option<FileStamp> {
+        None
+    }
+
+    /// Whether the file last changed at least [`SETTLED`] ago.
+    pub(crate) fn is_settled(&self) -> bool {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let changed = std::time::Duration::new(
+            u64::try_from(self.ctime.0).unwrap_or(0),
+            u32::try_from(self.ctime.1).unwrap_or(0).min(999_999_999),
+        );
+        now.checked_sub(changed).is_some_and(|age| age >= SETTLED)
+    }
+}
+
+/// The sidecar of an artifact: its tag, and the stamp it had when the tag
+/// last verified (once settled).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Seal {
+    tag: String,
+    verified: Option<FileStamp>,
+}
+
+/// Why a cached artifact is not used.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ArtifactError {
+    #[error("cannot read it: {0}")]
+    Read(#[from] std::io::Error),
+    #[error("its tag does not verify under this host's key (damaged, or not written by this host)")]
+    Unauthenticated,
+    #[error("it changed while it was loaded")]
+    Changed,
+}
+
+/// A component file's digest, with the stamp the file had when it was hashed.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct KnownSource {
+    stamp: FileStamp,
+    digest: String,
+}
 
 /// An opened cache directory: checked, with its key.
 pub(crate) struct ArtifactCache {
@@ -80,6 +164,100 @@ impl ArtifactCache {
 
     pub(crate) fn write_sealed(&self, path: &Path, body: &[u8]) -> std::io::Result<()> {
         write_atomically(path, &self.seal(path, body))
+    }
+
+    /// The sidecar file that holds the tag of the artifact at `path`.
+    fn seal_path(path: &Path) -> PathBuf {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".seal");
+        PathBuf::from(name)
+    }
+
+    /// Writes a compiled artifact as is, and its tag beside it.
+    pub(crate) fn write_artifact(&self, path: &Path, body: &[u8]) -> std::io::Result<()> {
+        let mut mac = self.mac(path);
+        mac.update(body);
+        let seal = Seal { tag: hex::encode(mac.finalize().into_bytes()), verified: None };
+        let seal_path = Self::seal_path(path);
+        // The artifact first: a crash in between leaves an old seal that
+        // does not verify the new bytes, so the artifact is rebuilt.
+        write_atomically(path, body)?;
+        let seal = serde_json::to_vec(&seal).map_err(std::io::Error::other)?;
+        self.write_sealed(&seal_path, &seal)
+    }
+
+    /// Proves that the artifact at `path` is one this host wrote: by its
+    /// recorded stamp when that still matches, else by reading it and
+    /// checking its tag (then recording the stamp, once settled). Returns
+    /// the stamp that was proven, which the caller checks again after
+    /// wasmtime has mapped the file.
+    pub(crate) fn verify_artifact(&self, path: &Path) -> Result<Option<FileStamp>, ArtifactError> {
+        use std::io::Read;
+        let seal_path = Self::seal_path(path);
+        let sealed = std::fs::read(&seal_path)?;
+        let seal: Seal = self
+            .open_sealed(&seal_path, &sealed)
+            .and_then(|body| serde_json::from_slice(body).ok())
+            .ok_or(ArtifactError::Unauthenticated)?;
+        let mut file = std::fs::File::open(path)?;
+        let stamp = FileStamp::of(&file.metadata()?);
+        if stamp.is_some() && seal.verified == stamp {
+            return Ok(stamp);
+        }
+        let tag = hex::decode(&seal.tag).map_err(|_| ArtifactError::Unauthenticated)?;
+        let mut body = Vec::new();
+        file.read_to_end(&mut body)?;
+        let mut mac = self.mac(path);
+        mac.update(&body);
+        mac.verify_slice(&tag).map_err(|_| ArtifactError::Unauthenticated)?;
+        // The bytes read are the bytes stamped only if the file did not
+        // change while it was read.
+        let after = FileStamp::of(&file.metadata()?);
+        if after != stamp {
+            return Err(ArtifactError::Changed);
+        }
+        if let Some(settled) = stamp.filter(FileStamp::is_settled) {
+            let seal = Seal { tag: seal.tag, verified: Some(settled) };
+            let written = serde_json::to_vec(&seal)
+                .map_err(std::io::Error::other)
+                .and_then(|b| self.write_sealed(&seal_path, &b));
+            if let Err(err) = written {
+                tracing::warn!(path = %seal_path.display(), %err, "cannot record a verified artifact's stamp");
+            }
+        }
+        Ok(stamp)
+    }
+
+    /// Where the digest of the component at `source` is remembered.
+    fn source_path(&self, source: &Path) -> PathBuf {
+        let absolute = std::path::absolute(source).unwrap_or_else(|_| source.to_owned());
+        let key = hex::encode(<Sha256 as sha2::Digest>::digest(absolute.as_os_str().as_encoded_bytes()));
+        self.dir.join(format!("source-{}.json", &key[..32]))
+    }
+
+    /// The SHA-256 of the component file at `source`, remembered from an
+    /// earlier load, if the file still has the stamp it had then.
+    pub(crate) fn known_digest(&self, source: &Path, stamp: &FileStamp) -> Option<String> {
+        let path = self.source_path(source);
+        let sealed = std::fs::read(&path).ok()?;
+        let known: KnownSource = serde_json::from_slice(self.open_sealed(&path, &sealed)?).ok()?;
+        (known.stamp == *stamp).then_some(known.digest)
+    }
+
+    /// Remembers the digest of the component file at `source` with the
+    /// stamp it was read under, once that stamp has settled. Failing costs
+    /// the next load a hash.
+    pub(crate) fn remember_digest(&self, source: &Path, stamp: &FileStamp, digest: &str) {
+        if !stamp.is_settled() {
+            return;
+        }
+        let path = self.source_path(source);
+        let written = serde_json::to_vec(&KnownSource { stamp: *stamp, digest: digest.to_owned() })
+            .map_err(std::io::Error::other)
+            .and_then(|b| self.write_sealed(&path, &b));
+        if let Err(err) = written {
+            tracing::warn!(path = %path.display(), %err, "cannot remember a component's digest");
+        }
     }
 }
 

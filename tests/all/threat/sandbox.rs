@@ -148,6 +148,53 @@ async fn a_tampered_or_swapped_cached_artifact_is_recompiled_not_run() {
     assert_eq!(out.model_output(), r#"["Limits"]"#, "the docs plugin runs, not the diagnostics one");
 }
 
+/// A verified artifact and a hashed component are not read again while
+/// their files keep the stamp (inode, size, times) recorded once they had
+/// settled; any change to a file's bytes changes its stamp, so the file is
+/// checked in full again: a tampered artifact is still recompiled, and
+/// another component at the same path is loaded as itself.
+#[tokio::test]
+async fn a_file_changed_after_its_stamp_was_recorded_is_checked_in_full_again() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("cache");
+    let plugin = root.path().join("plugin.wasm");
+    std::fs::copy(fixtures::DOCS, &plugin).expect("copy");
+    let settle = || std::thread::sleep(Duration::from_millis(2_200));
+    let search = |p: &Plugin| {
+        let p = p.clone();
+        async move { p.invoke(&CallRequest::new("search_docs", r#"{"query": "limits"}"#)).await.model_output() }
+    };
+    settle();
+    let docs = cache_host(&dir).expect("host").load_file(&plugin).await.expect("compiled");
+    let sources = std::fs::read_dir(&dir)
+        .expect("dir")
+        .filter(|e| e.as_ref().is_ok_and(|e| e.file_name().to_string_lossy().starts_with("source-")));
+    assert_eq!(sources.count(), 1, "the settled component's digest is remembered");
+    settle();
+    // Verified in full (the artifact is fresh), and its stamp recorded.
+    cache_host(&dir).expect("host").load_file(&plugin).await.expect("cached");
+    // Now from the stamps alone.
+    let stamped = cache_host(&dir).expect("host").load_file(&plugin).await.expect("cached");
+    assert_eq!(stamped.digest(), docs.digest());
+    assert_eq!(search(&stamped).await, r#"["Limits"]"#);
+
+    // One flipped byte, written in place at the same size.
+    let artifact = only(&dir, ".cwasm");
+    let mut bytes = std::fs::read(&artifact).expect("read");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&artifact, &bytes).expect("tamper");
+    let again = cache_host(&dir).expect("host").load_file(&plugin).await.expect("recompiled");
+    assert_ne!(std::fs::read(&artifact).expect("read"), bytes, "the tampered artifact was replaced");
+    assert_eq!(search(&again).await, r#"["Limits"]"#);
+
+    // Another component at the same path is hashed, not taken for the first.
+    std::fs::copy(fixtures::DIAGNOSTICS, &plugin).expect("replace");
+    let other = cache_host(&dir).expect("host").load_file(&plugin).await.expect("loaded");
+    assert_ne!(other.digest(), docs.digest());
+    assert!(other.tool("echo").is_some() && other.tool("search_docs").is_none());
+}
+
 /// Item 11: a cache directory others can write, or that someone else owns,
 /// is refused with the path and the reason.
 #[tokio::test]

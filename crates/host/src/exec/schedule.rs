@@ -8,6 +8,7 @@ use super::tool::Tool;
 use super::{EventSink, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError, attempt};
 use crate::call::CallContext;
 use crate::call::Failure;
+use futures_util::FutureExt;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,12 +29,17 @@ pub(super) async fn run_turn(
     events: &EventSink,
 ) -> Result<Vec<ToolResultEntry>, TurnError> {
     let results: Results = Arc::new(Mutex::new(Vec::with_capacity(calls.len())));
-    let mut in_flight =
-        InFlight { set: JoinSet::new(), calls: HashMap::new(), results: results.clone(), events: events.clone() };
+    let mut in_flight = InFlight {
+        set: JoinSet::new(),
+        calls: HashMap::new(),
+        lanes: HashMap::new(),
+        results: results.clone(),
+        events: events.clone(),
+    };
     let mut handoff = None;
     let mut budget = None;
     let end = async {
-        for call in calls {
+        for (index, call) in calls.iter().enumerate() {
             // Sweep: calls that already finished may have asked to cancel the run.
             while let Some(done) = in_flight.set.try_join_next_with_id() {
                 in_flight.settle(done, run)?;
@@ -45,6 +51,13 @@ pub(super) async fn run_turn(
                     if barrier {
                         in_flight.drain(run).await?;
                     }
+                    // A call with nothing beside it (a lone call, a barrier, or the
+                    // last call once the others have ended) runs on this task: a task
+                    // of its own would buy no concurrency and cost a spawn and a
+                    // cross-thread wake-up, most of a lone call's overhead
+                    // (docs/performance.md).
+                    let alone = in_flight.set.is_empty() && (barrier || index + 1 == calls.len());
+                    let lane = tool.shared_instance(run).filter(|_| !barrier);
                     let task = execute(
                         exec.clone(),
                         tool,
@@ -56,6 +69,14 @@ pub(super) async fn run_turn(
                         events.clone(),
                         results.clone(),
                     );
+                    if alone {
+                        in_flight.run_inline(task, call, run).await?;
+                        continue;
+                    }
+                    if let Some(key) = lane {
+                        in_flight.queue(key, call, Box::pin(task));
+                        continue;
+                    }
                     let handle = in_flight.set.spawn(task);
                     in_flight.calls.insert(handle.id(), call.clone());
                     // A barrier runs alone: nothing else starts until it ends.
@@ -86,17 +107,57 @@ pub(super) async fn run_turn(
     }
 }
 
+/// One call's whole execution, ready to be polled.
+type CallTask = std::pin::Pin<Box<dyn Future<Output = CallEnd> + Send>>;
+
 /// The calls running now, by task.
 struct InFlight {
     set: JoinSet<CallEnd>,
+    /// The calls of each spawned task that runs one call.
     calls: HashMap<tokio::task::Id, ToolCall>,
+    /// Calls that share one warm instance (a session's, in session mode),
+    /// queued to one task per instance, by [`Tool::shared_instance`].
+    lanes: HashMap<usize, tokio::sync::mpsc::UnboundedSender<(ToolCall, CallTask)>>,
     results: Results,
     events: EventSink,
 }
 
 impl InFlight {
+    /// Queues a call behind the others that share its instance. They would
+    /// take turns on the instance anyway; one task running them in request
+    /// order saves each a task, and the hand-offs of the instance between
+    /// tasks on different threads (docs/performance.md). Each call's
+    /// timeout starts when its turn on the instance comes.
+    fn queue(&mut self, key: usize, call: &ToolCall, task: CallTask) {
+        let item = (call.clone(), task);
+        // A lane whose task has ended (a call in it cancelled the run) is replaced.
+        let item = match self.lanes.get(&key) {
+            Some(lane) => match lane.send(item) {
+                Ok(()) => return,
+                Err(tokio::sync::mpsc::error::SendError(item)) => item,
+            },
+            None => item,
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(ToolCall, CallTask)>();
+        let _ = tx.send(item);
+        self.lanes.insert(key, tx);
+        let (results, events) = (self.results.clone(), self.events.clone());
+        self.set.spawn(async move {
+            while let Some((call, task)) = rx.recv().await {
+                match std::panic::AssertUnwindSafe(task).catch_unwind().await {
+                    Ok(CallEnd::Recorded) => {}
+                    Ok(CallEnd::CancelRun(reason)) => return CallEnd::CancelRun(reason),
+                    Err(payload) => record_panic(&results, &events, &call, payload),
+                }
+            }
+            CallEnd::Recorded
+        });
+    }
+
     /// Waits for every call in flight; a cancellation aborts them at once.
     async fn drain(&mut self, run: &RunState) -> Result<(), String> {
+        // Closing the lanes lets their tasks end once their queues are empty.
+        self.lanes.clear();
         loop {
             tokio::select! {
                 biased;
@@ -107,6 +168,37 @@ impl InFlight {
                 },
             }
         }
+    }
+
+    /// Runs one call on the turn's own task, as a spawned one would run:
+    /// a cancellation drops it at once, a tool's `cancel-run` ends the turn,
+    /// and a host-native body that panics still gets its one result.
+    async fn run_inline(
+        &mut self,
+        task: impl Future<Output = CallEnd>,
+        call: &ToolCall,
+        run: &RunState,
+    ) -> Result<(), String> {
+        let task = std::panic::AssertUnwindSafe(task).catch_unwind();
+        tokio::select! {
+            biased;
+            () = run.cancel.cancelled() => Err(run.cancel.reason()),
+            end = task => match end {
+                Ok(CallEnd::Recorded) => Ok(()),
+                Ok(CallEnd::CancelRun(reason)) => {
+                    run.cancel.cancel(Some(&reason));
+                    Err(run.cancel.reason())
+                }
+                Err(payload) => {
+                    self.record_panic(call, payload);
+                    Ok(())
+                }
+            },
+        }
+    }
+
+    fn record_panic(&self, call: &ToolCall, payload: Box<dyn std::any::Any + Send>) {
+        record_panic(&self.results, &self.events, call, payload);
     }
 
     fn settle(
@@ -129,16 +221,21 @@ impl InFlight {
                 if let Some(call) = self.calls.remove(&e.id())
                     && e.is_panic()
                 {
-                    let message = panic_text(e.into_panic());
-                    tracing::error!(call = %call.id, tool = %call.name, "tool body panicked: {message}");
-                    let failure = Failure::Panicked(message);
-                    self.events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error: failure.to_string() });
-                    complete::record_error(&self.results, &self.events, &call, &failure);
+                    self.record_panic(&call, e.into_panic());
                 }
                 Ok(())
             }
         }
     }
+}
+
+/// A host-native body that panicked: its call still gets its one result.
+fn record_panic(results: &Results, events: &EventSink, call: &ToolCall, payload: Box<dyn std::any::Any + Send>) {
+    let message = panic_text(payload);
+    tracing::error!(call = %call.id, tool = %call.name, "tool body panicked: {message}");
+    let failure = Failure::Panicked(message);
+    events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error: failure.to_string() });
+    complete::record_error(results, events, call, &failure);
 }
 
 fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {

@@ -129,6 +129,20 @@ impl Tool {
         }
     }
 
+    /// The warm instance that the calls of `run` share, when the tool runs
+    /// one per session (`InstanceMode::Session`) and the run has a session:
+    /// such calls take turns on that one instance whatever the scheduler does.
+    pub(crate) fn shared_instance(&self, run: &super::RunState) -> Option<usize> {
+        match &self.body {
+            Body::Component { plugin, .. }
+                if run.session_id.is_some() && plugin.config().instance == crate::InstanceMode::Session =>
+            {
+                Some(plugin.instance_key())
+            }
+            _ => None,
+        }
+    }
+
     /// False makes every call an execution barrier (docs/semantics.md §8).
     #[must_use]
     pub fn with_parallel(mut self, parallel: bool) -> Self {

@@ -6,7 +6,7 @@
 //! never deserialised: it is recompiled and replaced.
 
 use super::manifest::Manifest;
-use crate::artifacts::ArtifactCache;
+use crate::artifacts::{ArtifactCache, ArtifactError, FileStamp};
 use crate::error::LoadError;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -30,19 +30,31 @@ pub(crate) fn compile(
     cache: Option<&ArtifactCache>,
 ) -> Result<Component, LoadError> {
     let Some(cache) = cache else { return compile_fresh(engine, bytes, origin) };
-    let path = artifact_path(cache.dir(), engine, digest);
-    if path.exists() {
-        match load_artifact(engine, cache, &path) {
-            Ok(component) => return Ok(component),
-            // A stale, damaged or forged artifact is rebuilt, never trusted.
-            Err(err) => tracing::warn!(path = %path.display(), %err, "discarding an unusable cached artifact"),
-        }
+    if let Some(component) = load_cached(engine, cache, digest) {
+        return Ok(component);
     }
+    let path = artifact_path(cache.dir(), engine, digest);
     let component = compile_fresh(engine, bytes, origin)?;
     let serialized =
         component.serialize().map_err(|e| LoadError::Invalid { origin: origin.into(), reason: e.to_string() })?;
-    cache.write_sealed(&path, &serialized).map_err(|source| LoadError::Cache { path: path.clone(), source })?;
+    cache.write_artifact(&path, &serialized).map_err(|source| LoadError::Cache { path: path.clone(), source })?;
     Ok(component)
+}
+
+/// The cached artifact of `digest`, if there is one and it verifies.
+pub(crate) fn load_cached(engine: &Engine, cache: &ArtifactCache, digest: &str) -> Option<Component> {
+    let path = artifact_path(cache.dir(), engine, digest);
+    if !path.exists() {
+        return None;
+    }
+    match load_artifact(engine, cache, &path) {
+        Ok(component) => Some(component),
+        // A stale, damaged or forged artifact is rebuilt, never trusted.
+        Err(err) => {
+            tracing::warn!(path = %path.display(), %err, "discarding an unusable cached artifact");
+            None
+        }
+    }
 }
 
 fn compile_fresh(engine: &Engine, bytes: &[u8], origin: &str) -> Result<Component, LoadError> {
@@ -51,29 +63,32 @@ fn compile_fresh(engine: &Engine, bytes: &[u8], origin: &str) -> Result<Componen
 
 /// Why a cached artifact was not used.
 #[derive(Debug, thiserror::Error)]
-enum ArtifactError {
-    #[error("cannot read it: {0}")]
-    Read(#[from] std::io::Error),
-    #[error("its tag does not verify under this host's key (damaged, or not written by this host)")]
-    Unauthenticated,
+enum LoadArtifactError {
+    #[error(transparent)]
+    Unproven(#[from] ArtifactError),
     #[error("wasmtime refused it: {0}")]
     Deserialize(wasmtime::Error),
 }
 
 #[expect(unsafe_code, reason = "deserialising a precompiled artifact is unsafe by wasmtime's contract")]
-fn load_artifact(engine: &Engine, cache: &ArtifactCache, path: &Path) -> Result<Component, ArtifactError> {
-    // Read, not mmap: a mapped artifact that someone truncates or rewrites in
-    // place (an operator clearing the cache, a second host) would kill this
-    // process with SIGBUS. The copy costs well under a millisecond for the
-    // artifacts of small plugins.
-    let sealed = std::fs::read(path)?;
-    let body = cache.open_sealed(path, &sealed).ok_or(ArtifactError::Unauthenticated)?;
-    // SAFETY: the bytes carry a valid HMAC under this host's key, which only
-    // this user can read (the key file is 0600 in a 0700 directory, both
-    // checked by `ArtifactCache::open`), so they are exactly what
-    // `write_sealed` wrote from a component this host compiled; wasmtime
-    // also checks the header and the engine compatibility.
-    unsafe { Component::deserialize(engine, body) }.map_err(ArtifactError::Deserialize)
+fn load_artifact(engine: &Engine, cache: &ArtifactCache, path: &Path) -> Result<Component, LoadArtifactError> {
+    let proven = cache.verify_artifact(path)?;
+    // SAFETY: the file carries a valid HMAC under this host's key (checked
+    // now, or checked earlier and unchanged since: same inode, size and
+    // times), and only this user can read the key or write the directory
+    // (0600 in 0700, both checked by `ArtifactCache::open`), so it is what
+    // `write_artifact` wrote from a component this host compiled; wasmtime
+    // also checks the header and the engine compatibility. wasmtime maps it
+    // copy-on-write instead of reading it: the files are only ever replaced
+    // by rename, never rewritten in place, so the mapping stays valid.
+    let component = unsafe { Component::deserialize_file(engine, path) }.map_err(LoadArtifactError::Deserialize)?;
+    // The file wasmtime opened is the one proven only if the path still
+    // names it now.
+    let now = std::fs::metadata(path).ok().and_then(|m| FileStamp::of(&m));
+    if now != proven {
+        return Err(ArtifactError::Changed.into());
+    }
+    Ok(component)
 }
 
 /// Where the checked manifest of `digest` is cached. The key includes

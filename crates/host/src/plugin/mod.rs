@@ -123,9 +123,59 @@ impl Host {
         path: impl AsRef<Path>,
         config: config::PluginConfig,
     ) -> Result<Plugin, LoadError> {
+        use std::io::Read;
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: path.to_owned(), source })?;
-        self.load_bytes_with(&bytes, &path.display().to_string(), config).await
+        let origin = path.display().to_string();
+        let read_error = |source| LoadError::Read { path: path.to_owned(), source };
+        let mut file = std::fs::File::open(path).map_err(read_error)?;
+        let stamp = file.metadata().ok().as_ref().and_then(crate::artifacts::FileStamp::of);
+        // A file loaded before, unchanged since, loads from the cache without
+        // being read or hashed again: for a Python plugin that is most of a
+        // cached load (docs/performance.md).
+        if let (Some(cache), Some(stamp)) = (self.cache.as_deref(), &stamp)
+            && let Some(digest) = cache.known_digest(path, stamp)
+            && let Some(loaded) = self.load_cached(&digest, &origin, &config).await
+        {
+            return loaded;
+        }
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(read_error)?;
+        let plugin = self.load_bytes_with(&bytes, &origin, config).await?;
+        // The digest stands for the file only if the file did not change while it was read.
+        let after = file.metadata().ok().as_ref().and_then(crate::artifacts::FileStamp::of);
+        if let (Some(cache), Some(stamp)) = (self.cache.as_deref(), stamp)
+            && after == Some(stamp)
+        {
+            cache.remember_digest(path, &stamp, plugin.digest());
+        }
+        Ok(plugin)
+    }
+
+    /// Loads the plugin of `digest` from the cache alone (artifact and
+    /// checked description), or `None` when either is missing or unusable.
+    async fn load_cached(
+        &self,
+        digest: &str,
+        origin: &str,
+        config: &config::PluginConfig,
+    ) -> Option<Result<Plugin, LoadError>> {
+        let cache = self.cache.as_deref()?;
+        let described = cache::load_described(cache, &self.engine, digest)?;
+        let component = cache::load_cached(&self.engine, cache, digest)?;
+        if let Err(e) = check_store_namespace(config, origin) {
+            return Some(Err(e));
+        }
+        Some(
+            self.assemble(
+                component,
+                digest.to_owned(),
+                Some(described.manifest),
+                described.imports,
+                origin,
+                config.clone(),
+            )
+            .await,
+        )
     }
 
     /// Loads a plugin from `bytes` with nothing granted; `origin` names it in errors.
@@ -141,11 +191,7 @@ impl Host {
         config: config::PluginConfig,
     ) -> Result<Plugin, LoadError> {
         check_header(bytes, origin)?;
-        if let Some(namespace) = &config.store_namespace
-            && !config::is_valid_store_namespace(namespace)
-        {
-            return Err(LoadError::StoreNamespace { origin: origin.into(), namespace: namespace.clone() });
-        }
+        check_store_namespace(&config, origin)?;
         let digest = hex::encode(Sha256::digest(bytes));
         let component = cache::compile(&self.engine, bytes, &digest, origin, self.cache.as_deref())?;
         // What `info()` and `tools()` said, checked, and the imports are
@@ -162,6 +208,21 @@ impl Host {
                 (None, imports)
             }
         };
+        self.assemble(component, digest, cached, imports, origin, config).await
+    }
+
+    /// A plugin from its compiled `component`: linked, described (by the
+    /// `cached` manifest, else by asking the component), checked.
+    async fn assemble(
+        &self,
+        component: wasmtime::component::Component,
+        digest: String,
+        cached: Option<manifest::Manifest>,
+        imports: Vec<String>,
+        origin: &str,
+        config: config::PluginConfig,
+    ) -> Result<Plugin, LoadError> {
+        let cache_dir = self.cache.as_deref();
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
             let reason = cache::root_cause(&e);
             let import = imports.iter().find(|i| reason.contains(i.as_str())).cloned().unwrap_or(reason);
@@ -255,6 +316,12 @@ impl Plugin {
     /// What the plugin is granted and its limits.
     pub fn config(&self) -> &config::PluginConfig {
         &self.inner.config
+    }
+
+    /// Identifies this loaded plugin (and so its warm instances) among the
+    /// others in this process: clones share it, two loads of one file do not.
+    pub(crate) fn instance_key(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
     }
 
     /// The limits of its calls (the host's with the plugin's overrides).
@@ -647,6 +714,16 @@ fn call_error(error: wit::CallError) -> CallOutcome {
         wit::CallError::InvalidArguments(m) => CallOutcome::Failed(Failure::InvalidArguments(m)),
         wit::CallError::BudgetExceeded(m) => CallOutcome::Failed(Failure::BudgetExceeded(m)),
         wit::CallError::CancelRun(reason) => CallOutcome::CancelRun(reason),
+    }
+}
+
+/// A store namespace the config names must be a valid one.
+fn check_store_namespace(config: &config::PluginConfig, origin: &str) -> Result<(), LoadError> {
+    match &config.store_namespace {
+        Some(namespace) if !config::is_valid_store_namespace(namespace) => {
+            Err(LoadError::StoreNamespace { origin: origin.into(), namespace: namespace.clone() })
+        }
+        _ => Ok(()),
     }
 }
 

@@ -1,6 +1,9 @@
 //! `lovia bench`: the figures of docs/performance.md, measured
 //! through the full executor (preflight, validation, scheduling,
-//! instantiation, call, rendering, events) on this machine.
+//! instantiation, call, rendering, events) on this machine, and through
+//! `lovia serve` over loopback (serve.rs).
+
+mod serve;
 
 use crate::CliError;
 use lovia_host::plugin::config::PluginConfig;
@@ -29,6 +32,17 @@ pub(crate) struct Args {
     /// `sleep_ms` calls in flight at once for the memory figure.
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     concurrent: u32,
+    /// A Python plugin with an `echo(text)` tool (bench/python-tool; bench/run
+    /// builds it): its cold start and its single-call latency, fresh and
+    /// warm, are measured beside the Rust plugin's.
+    #[arg(long, value_name = "WASM")]
+    python: Option<PathBuf>,
+    /// Keep-alive connections driving `lovia serve` in `--only serve`.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    connections: u32,
+    /// Seconds `--only serve` drives the service for.
+    #[arg(long, value_name = "S", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
+    seconds: u64,
     /// Run only these, comma-separated [default: all].
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     only: Vec<Bench>,
@@ -45,6 +59,9 @@ enum Bench {
     ColdStart,
     Timeout,
     Memory,
+    /// `POST /api/tools/echo/call` through `lovia serve` on loopback,
+    /// beside the in-process throughput of the same run.
+    Serve,
 }
 
 #[derive(Serialize, Default)]
@@ -62,6 +79,18 @@ struct Report {
     timeout: Option<TimeoutFigure>,
     #[serde(skip_serializing_if = "Option::is_none")]
     memory: Option<Memory>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    python: Option<PythonCalls>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    serve: Option<serve::ServeFigure>,
+}
+
+/// Single-call latency of the Python plugin's `echo`.
+#[derive(Serialize)]
+struct PythonCalls {
+    component: String,
+    fresh: Latency,
+    session: Latency,
 }
 
 #[derive(Serialize, Default)]
@@ -102,6 +131,11 @@ struct ColdStart {
     component: String,
     mib: f64,
     compile_ms: f64,
+    /// A load right after the compile: the artifact is read and its tag
+    /// checked in full, because its stamp has not settled yet.
+    just_cached_load_ms: f64,
+    /// A load of an artifact verified once before, older than
+    /// `artifacts::SETTLED`: mapped, not read.
     cached_load_ms: f64,
 }
 
@@ -159,8 +193,17 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     if wants(Bench::Latency) {
         report.latency = Some(latency(&exec).await);
     }
-    if wants(Bench::Throughput) {
+    if wants(Bench::Throughput) || wants(Bench::Serve) {
         report.throughput = Some(throughput(&exec).await);
+    }
+    if wants(Bench::Serve) {
+        let window = Duration::from_secs(args.seconds);
+        report.serve = Some(serve::serve(&host, &args.plugin, args.connections, window).await?);
+    }
+    if let Some(path) = &args.python
+        && (wants(Bench::Latency) || wants(Bench::Overhead))
+    {
+        report.python = Some(python_calls(&host, path).await?);
     }
     if wants(Bench::Timeout) {
         report.timeout = Some(timeout(&exec).await);
@@ -169,6 +212,7 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     if wants(Bench::ColdStart) {
         let mut paths = vec![args.plugin.clone()];
         paths.extend(args.cold_start.iter().cloned());
+        paths.extend(args.python.iter().cloned());
         for path in paths {
             report.cold_start.push(cold_start(&path).await?);
         }
@@ -230,20 +274,45 @@ async fn overhead(exec: &Executor, n: u32, session: Option<&str>) -> Overhead {
 }
 
 async fn latency(exec: &Executor) -> Latency {
+    latency_of(exec, &RunState::default(), 200, 5_000).await
+}
+
+/// `samples` single-call turns after `warm_up` ones.
+async fn latency_of(exec: &Executor, run: &RunState, warm_up: u32, samples: u32) -> Latency {
     let calls = echo_calls(1);
-    let run = RunState::default();
-    for _ in 0..200 {
-        turn(exec, &calls, &run).await;
+    for _ in 0..warm_up {
+        turn(exec, &calls, run).await;
     }
     let mut times: Vec<f64> = Vec::new();
-    for _ in 0..5_000 {
-        times.push(turn(exec, &calls, &run).await.0.as_secs_f64());
+    for _ in 0..samples {
+        times.push(turn(exec, &calls, run).await.0.as_secs_f64());
     }
     Latency {
         samples: times.len(),
         p50_us: percentile(&mut times, 50.0) * 1e6,
         p99_us: percentile(&mut times, 99.0) * 1e6,
     }
+}
+
+/// The Python plugin's `echo`, one call per turn: a fresh instance each
+/// time, then one warm instance for a session.
+async fn python_calls(host: &Host, path: &Path) -> Result<PythonCalls, CliError> {
+    let bytes = std::fs::read(path).map_err(|e| CliError::new(format!("cannot read {}: {e}", path.display())))?;
+    let origin = path.display().to_string();
+    let fresh = host.load_bytes(&bytes, &origin).await?;
+    if fresh.tool("echo").is_none() {
+        return Err(
+            CliError::new(format!("{origin} has no `echo` tool")).hint("pass bench/python-tool, built by bench/run")
+        );
+    }
+    let session = PluginConfig { instance: InstanceMode::Session, ..PluginConfig::default() };
+    let warm = host.load_bytes_with(&bytes, &origin, session).await?;
+    let run = RunState { session_id: Some("bench".into()), ..RunState::default() };
+    Ok(PythonCalls {
+        component: path.file_name().map_or(origin.clone(), |n| n.to_string_lossy().into_owned()),
+        fresh: latency_of(&executor(&fresh), &RunState::default(), 20, 500).await,
+        session: latency_of(&executor(&warm), &run, 20, 2_000).await,
+    })
 }
 
 async fn throughput(exec: &Executor) -> Throughput {
@@ -284,17 +353,31 @@ async fn cold_start(path: &Path) -> Result<ColdStart, CliError> {
     let cache = std::env::temp_dir().join(format!("lovia-bench-cache-{}", std::process::id()));
     let host = Host::new(HostConfig { pool_slots: 16, cache_dir: Some(cache.clone()), ..HostConfig::default() })?;
     host.load_bytes(&bytes, &origin).await?;
-    let mut cached = Vec::new();
-    for _ in 0..30 {
-        let start = Instant::now();
-        host.load_file(path).await?;
-        cached.push(start.elapsed().as_secs_f64());
-    }
+    let timed_loads = |n: usize| {
+        let host = &host;
+        async move {
+            let mut times = Vec::new();
+            for _ in 0..n {
+                let start = Instant::now();
+                host.load_file(path).await?;
+                times.push(start.elapsed().as_secs_f64());
+            }
+            Ok::<_, CliError>(times)
+        }
+    };
+    let mut just_cached = timed_loads(5).await?;
+    // A stamp is trusted only once the files it stands for are settled
+    // (lovia_host's artifacts.rs); until then every load checks the
+    // artifact in full, as the loads above did.
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    host.load_file(path).await?;
+    let mut cached = timed_loads(30).await?;
     let _ = std::fs::remove_dir_all(&cache);
     Ok(ColdStart {
         component: path.file_name().map_or(origin.clone(), |n| n.to_string_lossy().into_owned()),
         mib: bytes.len() as f64 / f64::from(1 << 20),
         compile_ms: percentile(&mut compile, 50.0) * 1e3,
+        just_cached_load_ms: percentile(&mut just_cached, 50.0) * 1e3,
         cached_load_ms: percentile(&mut cached, 50.0) * 1e3,
     })
 }
@@ -349,7 +432,7 @@ async fn memory(exec: &Executor, n: u32) -> Memory {
 }
 
 /// The `p`th percentile (nearest rank) of `values`.
-fn percentile(values: &mut [f64], p: f64) -> f64 {
+pub(super) fn percentile(values: &mut [f64], p: f64) -> f64 {
     if values.is_empty() {
         return 0.0;
     }
@@ -426,8 +509,28 @@ fn table(r: &Report) -> String {
     }
     for c in &r.cold_start {
         out += &format!(
-            "cold start  {} ({:.1} MiB)   compile {:>8.1} ms   cached load {:>6.2} ms\n",
-            c.component, c.mib, c.compile_ms, c.cached_load_ms
+            "cold start  {} ({:.1} MiB)   compile {:>8.1} ms   cached load {:>6.2} ms (just written: {:.2} ms)\n",
+            c.component, c.mib, c.compile_ms, c.cached_load_ms, c.just_cached_load_ms
+        );
+    }
+    if let Some(p) = &r.python {
+        out += &format!(
+            "python      one echo call, {}   fresh p50 {:>7.1} µs  p99 {:>7.1} µs   warm p50 {:>6.1} µs  p99 {:>6.1} µs\n",
+            p.component, p.fresh.p50_us, p.fresh.p99_us, p.session.p50_us, p.session.p99_us
+        );
+    }
+    if let Some(s) = &r.serve {
+        let ratio = r.throughput.as_ref().map_or(String::new(), |t| {
+            format!(" = {:.0}% of in-process", 100.0 * s.calls_per_second / t.calls_per_second)
+        });
+        out += &format!(
+            "serve       POST /api/tools/echo/call, {} connections, {:.1} s   {:>7.0} calls/s{ratio}   p50 {:.2} ms   p99 {:.2} ms{}\n",
+            s.connections,
+            s.seconds,
+            s.calls_per_second,
+            s.p50_ms,
+            s.p99_ms,
+            if s.errors == 0 { String::new() } else { format!("; {} FAILED", s.errors) }
         );
     }
     if let Some(t) = &r.timeout {
