@@ -14,6 +14,7 @@ def lookup_order(order_id: Annotated[str, Field(pattern=r"^A-[0-9]+$")]) -> dict
 sandboxed WebAssembly component with componentize-py.
 """
 
+from ._content import Content
 from ._context import RunContext, Store
 from ._errors import BudgetExceeded, DeclarationError, InvalidToolArguments, RunCancelled, ToolError
 from ._fields import Field
@@ -21,6 +22,6 @@ from ._info import plugin
 from ._tool import tool
 
 __all__ = [
-    "BudgetExceeded", "DeclarationError", "Field", "InvalidToolArguments", "RunCancelled", "RunContext", "Store",
+    "BudgetExceeded", "Content", "DeclarationError", "Field", "InvalidToolArguments", "RunCancelled", "RunContext", "Store",
     "ToolError", "plugin", "tool",
 ]

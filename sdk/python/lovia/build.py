@@ -3,7 +3,7 @@
 1. imports the tool file in this interpreter, so a bad declaration stops
    the build at once with the function and parameter named;
 2. runs componentize-py with the repository's WIT (world `tool-plugin`),
-   the tool file's directory and this SDK on the Python path;
+   the tool file's directory and this SDK's modules on the Python path;
 3. packs the manifest with `lovia pack` when a `lovia` binary is found
    (`--lovia PATH`, else `$LOVIA_BIN`, else `lovia` on `PATH`), so
    `lovia inspect` reads the tools without running the plugin.
@@ -82,6 +82,8 @@ def check(tool_file: Path, paths: Sequence[Path] = ()) -> list[str]:
     module = tool_file.stem
     added = [str(tool_file.parent.resolve())] + [str(p.resolve()) for p in paths]
     sys.path[:0] = added
+    # No host-interpreter .pyc beside the tool file: componentize-py would bundle it into the component.
+    writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
     try:
         before = set(_tool.REGISTRY)
         if module in sys.modules:
@@ -92,6 +94,7 @@ def check(tool_file: Path, paths: Sequence[Path] = ()) -> list[str]:
                          "packages with native extensions cannot run in a component)") from None
     finally:
         del sys.path[:len(added)]
+        sys.dont_write_bytecode = writes_bytecode
     names = [n for n in _tool.REGISTRY if n not in before]
     if not names:
         raise BuildError(f"{tool_file} declares no @tool function")
@@ -119,12 +122,18 @@ def build(tool_file: Path, output: Path, *, paths: Sequence[Path] = (), wit: str
             f"lovia._plugin.load({tool_file.stem!r})\n"
             "from lovia._plugin import Plugin  # noqa: E402,F401\n"
         )
+        # Only the SDK's own modules go into the component (not its tests or any __pycache__), and they
+        # come first on the module path; `lovia build` of the lovia binary bundles exactly these files too.
+        package = Path(tmp) / "lovia"
+        package.mkdir()
+        for module in sorted(Path(__file__).resolve().parent.glob("*.py")):
+            shutil.copyfile(module, package / module.name)
         partial = output.with_name(output.name + ".partial")
         cmd = [componentize, "-d", str(wit_dir), "-w", WORLD, "componentize",
                "-p", tmp, "-p", str(tool_file.parent.resolve())]
         for p in paths:
             cmd += ["-p", str(p.resolve())]
-        cmd += ["-p", str(_SDK_DIR), ENTRY, "-o", str(partial)]
+        cmd += [ENTRY, "-o", str(partial)]
         # Without VIRTUAL_ENV componentize-py does not add a venv's site-packages (pip, pytest...) to the
         # component; the SDK needs nothing from it.
         env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
