@@ -657,7 +657,10 @@ fn a_python_project_from_lovia_new_builds_with_lovia_build_and_answers_lovia_cal
 
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let inputs = [app.clone(), root.join("crates/cli/src/build.rs"), root.join("crates/cli/src/pack.rs")];
+    let cache = root.join("target/python/cli-cache");
     let built = python::cached("greeter", &inputs, |out| {
+        // A new component: the artifact of the previous one (tens of MiB) is never loaded again.
+        let _ = std::fs::remove_dir_all(&cache);
         let done = std::process::Command::new(LOVIA)
             .args([os("build"), app.as_os_str(), os("-o"), out.as_os_str(), os("--componentize-py")])
             .arg(&componentize)
@@ -676,7 +679,6 @@ fn a_python_project_from_lovia_new_builds_with_lovia_build_and_answers_lovia_cal
     assert_eq!(manifest.tools[0].description, "Greets someone by name.");
 
     // The compiled artifact is kept under target/python so a second run does not compile 19 MiB again.
-    let cache = root.join("target/python/cli-cache");
     let call = |args: &str| {
         std::process::Command::new(LOVIA)
             .args([os("call"), built.as_os_str(), os("hello"), std::ffi::OsStr::new(args)])
