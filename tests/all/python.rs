@@ -410,8 +410,9 @@ async fn content_parts_from_python_reach_the_executor_intact() {
     let direct = invoke(&py, "rich", r#"{"label": "sales", "size": 1500}"#).await;
     assert_eq!(direct, CallOutcome::Parts(expected.clone()), "every byte of the image, in order");
     let exec = executor(Tool::from_plugin(&py), ExecSettings::default());
-    let turn = run(&exec, vec![call("r", "rich", r#"{"label": "sales", "size": 1500}"#)], &RunState::default(), |_| None)
-        .await;
+    let turn =
+        run(&exec, vec![call("r", "rich", r#"{"label": "sales", "size": 1500}"#)], &RunState::default(), |_| None)
+            .await;
     let projection = "sales: 1500 bytes\n[image: image/png, 1.5 KB]\n\
                       [resource link: a.csv, https://example.com/a.csv, text/csv]\n[resource link: x, data:,x]";
     assert_eq!(turn.output("r"), projection, "the text a model reads (docs/semantics.md §11)");
@@ -576,7 +577,6 @@ fn lovia_new_refuses_bad_names_and_existing_directories() {
     let out = lovia_cli(dir, &[os("new"), os("--lang"), os("cobol"), os("x")]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("rust") && text(&out.stderr).contains("python"), "the allowed values");
-
 }
 
 /// `lovia new NAME` (Rust) against the repository's guest SDK builds as it
@@ -691,5 +691,9 @@ fn a_python_project_from_lovia_new_builds_with_lovia_build_and_answers_lovia_cal
     assert_eq!(text(&out.stdout).trim_end(), "Hello, Ada!");
     let out = call(r#"{"name": ""}"#);
     assert_eq!(out.status.code(), Some(1), "an error result");
-    assert!(text(&out.stdout).starts_with("Tool error: Invalid arguments for tool 'hello': name:"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).starts_with("Tool error: Invalid arguments for tool 'hello': name:"),
+        "{}",
+        text(&out.stdout)
+    );
 }

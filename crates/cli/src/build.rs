@@ -137,7 +137,10 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
         let host = Host::new(HostConfig { cache_dir: None, ..HostConfig::default() })?;
         let (packed, manifest) = crate::pack::pack_bytes(&host, &bytes, &args.tool_file.display().to_string()).await?;
         let names: Vec<&str> = manifest.tools.iter().map(|t| t.name.as_str()).collect();
-        (packed, format!("{} {}, {} tool(s): {}", manifest.info.name, manifest.info.version, names.len(), names.join(", ")))
+        (
+            packed,
+            format!("{} {}, {} tool(s): {}", manifest.info.name, manifest.info.version, names.len(), names.join(", ")),
+        )
     };
     write_atomically(&output, &bytes)?;
     println!("{}: {summary}", output.display());
@@ -149,7 +152,10 @@ fn check_input(path: &Path) -> Result<(), CliError> {
     let rust = "a Rust tool builds with `cargo build --release --target wasm32-wasip2`, then `lovia pack`";
     if path.is_dir() {
         return Err(CliError::new(format!("{} is a directory; lovia build takes a Python tool file", path.display()))
-            .hint(format!("pass the .py file with the @tool functions (for example {}/app.py); {rust}", path.display())));
+            .hint(format!(
+                "pass the .py file with the @tool functions (for example {}/app.py); {rust}",
+                path.display()
+            )));
     }
     if path.extension().is_none_or(|e| e != "py") {
         return Err(CliError::new(format!("{}: lovia build takes a Python tool file (.py)", path.display())).hint(rust));
@@ -161,7 +167,8 @@ fn check_input(path: &Path) -> Result<(), CliError> {
 }
 
 fn find_componentize(explicit: Option<&Path>) -> Result<PathBuf, CliError> {
-    let install = format!("install it with: python3 -m pip install '{COMPONENTIZE_PY}' (or pass --componentize-py PATH)");
+    let install =
+        format!("install it with: python3 -m pip install '{COMPONENTIZE_PY}' (or pass --componentize-py PATH)");
     match explicit {
         Some(path) if path.components().count() > 1 => {
             if path.is_file() {
@@ -170,11 +177,14 @@ fn find_componentize(explicit: Option<&Path>) -> Result<PathBuf, CliError> {
                 Err(CliError::new(format!("--componentize-py {}: no such file", path.display())).hint(install))
             }
         }
-        Some(name) => on_path(name.as_os_str())
-            .ok_or_else(|| CliError::new(format!("--componentize-py {}: not found on PATH", name.display())).hint(install)),
+        Some(name) => on_path(name.as_os_str()).ok_or_else(|| {
+            CliError::new(format!("--componentize-py {}: not found on PATH", name.display())).hint(install)
+        }),
         None => on_path("componentize-py".as_ref()).ok_or_else(|| {
-            CliError::new("componentize-py is not installed (not on PATH); lovia build needs it to turn Python into a component")
-                .hint(install)
+            CliError::new(
+                "componentize-py is not installed (not on PATH); lovia build needs it to turn Python into a component",
+            )
+            .hint(install)
         }),
     }
 }

@@ -35,7 +35,8 @@ pub(crate) struct Args {
 }
 
 /// Names Cargo refuses for a package, besides Rust's keywords.
-const CARGO_RESERVED: &[&str] = &["alloc", "core", "proc_macro", "proc-macro", "std", "test", "build", "deps", "examples"];
+const CARGO_RESERVED: &[&str] =
+    &["alloc", "core", "proc_macro", "proc-macro", "std", "test", "build", "deps", "examples"];
 
 /// Rust's keywords (strict and reserved, edition 2024): Cargo refuses them as package names.
 const RUST_KEYWORDS: &[&str] = &[
@@ -57,10 +58,11 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, CliError> {
     };
     // create_dir (not create_dir_all) fails when the directory exists: an existing project is never overwritten.
     std::fs::create_dir(&dir).map_err(|e| match e.kind() {
-        std::io::ErrorKind::AlreadyExists => {
-            CliError::new(format!("{} already exists; lovia new never writes into an existing directory", dir.display()))
-                .hint("choose another name, or remove the directory")
-        }
+        std::io::ErrorKind::AlreadyExists => CliError::new(format!(
+            "{} already exists; lovia new never writes into an existing directory",
+            dir.display()
+        ))
+        .hint("choose another name, or remove the directory"),
         _ => CliError::new(format!("cannot create {}: {e}", dir.display())),
     })?;
     for (path, text) in &files {
@@ -77,7 +79,10 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, CliError> {
             args.name,
             args.name.replace('-', "_")
         ),
-        Lang::Python => format!("lovia build {0}/app.py -o {0}.wasm && lovia call {0}.wasm hello '{{\"name\": \"Ada\"}}'", args.name),
+        Lang::Python => format!(
+            "lovia build {0}/app.py -o {0}.wasm && lovia call {0}.wasm hello '{{\"name\": \"Ada\"}}'",
+            args.name
+        ),
     };
     println!("created {}/ ({} files); next: {next}", dir.display(), files.len());
     Ok(ExitCode::SUCCESS)
@@ -173,12 +178,7 @@ lovia::export!(hello);
          lovia call target/wasm32-wasip2/release/{0}.wasm hello '{{\"name\": \"Ada\"}}'\n```\n",
         name.replace('-', "_")
     );
-    Ok(vec![
-        ("Cargo.toml", cargo),
-        ("src/lib.rs", lib),
-        ("README.md", readme),
-        (".gitignore", "/target\n".to_owned()),
-    ])
+    Ok(vec![("Cargo.toml", cargo), ("src/lib.rs", lib), ("README.md", readme), (".gitignore", "/target\n".to_owned())])
 }
 
 #[cfg(test)]
