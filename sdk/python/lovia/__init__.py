@@ -10,8 +10,10 @@ def lookup_order(order_id: Annotated[str, Field(pattern=r"^A-[0-9]+$")]) -> dict
     ...
 ```
 
-`python -m lovia build tools.py -o tools.wasm` turns the file into a
-sandboxed WebAssembly component with componentize-py.
+`lovia build tools.py -o tools.wasm` (or `python -m lovia build`, the
+same build) turns the file into a sandboxed WebAssembly component with
+componentize-py. A tool returns a `str` (text), `Content` (text, images
+and links) or anything JSON-serialisable.
 """
 
 from ._content import Content
