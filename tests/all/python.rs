@@ -669,6 +669,8 @@ fn a_python_project_from_lovia_new_builds_with_lovia_build_and_answers_lovia_cal
         assert!(done.status.success(), "lovia build failed:\n{}{}", text(&done.stdout), text(&done.stderr));
         assert!(text(&done.stdout).contains("greeter 0.1.0, 1 tool(s): hello"), "{}", text(&done.stdout));
         assert!(!text(&done.stderr).contains("Traceback"), "{}", text(&done.stderr));
+        // Neither interpreter leaves a .pyc beside the tool file (the next build would bundle it).
+        assert!(!dir.join("greeter/__pycache__").exists(), "a __pycache__ beside app.py");
     })
     .expect("built");
     let bytes = std::fs::read(&built).expect("read the component");
