@@ -213,11 +213,16 @@ async fn pack_embeds_a_manifest_that_verify_accepts() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in ["inspect", "call", "pack", "run", "bench", "serve"] {
+    for sub in ["inspect", "call", "pack", "run", "bench", "serve", "build", "new"] {
         let o = lovia(&[sub, "--help"]);
         assert_eq!(o.status.code(), Some(0));
         assert!(stdout(&o).contains("Usage: lovia"), "{sub}");
     }
+    // What a user without the repository needs to know: the one install line and the lookup order.
+    let build = stdout(&lovia(&["build", "--help"])).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(build.contains("pip install 'componentize-py==0.25.1'"), "{build}");
+    assert!(build.contains("--componentize-py") && build.contains("`componentize-py` on PATH"), "{build}");
+    assert!(stdout(&lovia(&["new", "--help"])).contains("[default: rust]"));
 }
 
 #[test]

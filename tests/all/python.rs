@@ -5,8 +5,8 @@
 
 use super::exec::executor;
 use lovia_host::{
-    CallContext, CallOutcome, CallRequest, ExecSettings, Failure, MemoryStore, Plugin, RunState, SessionStore, Tool,
-    TurnError,
+    CallContext, CallOutcome, CallRequest, ContentPart, ExecSettings, Failure, MemoryStore, Plugin, RunState,
+    SessionStore, Tool, TurnError,
 };
 use lovia_tests::turn::{call, run};
 use lovia_tests::{fixtures, load, python};
@@ -113,7 +113,7 @@ async fn the_build_command_packs_the_manifest() {
         serde_json::to_value(py.manifest()).expect("json"),
         "the embedded manifest is what the plugin itself reports"
     );
-    assert_eq!(py.tools().len(), 32, "the twins, the examples and the behaviour tools");
+    assert_eq!(py.tools().len(), 34, "the twins, the examples and the behaviour tools");
 }
 
 #[tokio::test]
@@ -334,6 +334,91 @@ async fn a_timeout_declared_in_python_stops_a_busy_loop() {
     assert!(start.elapsed() < Duration::from_secs(3), "took {:?}", start.elapsed());
 }
 
+fn process_cpu() -> Duration {
+    // utime + stime of this process, in clock ticks (100 Hz on Linux).
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("stat");
+    let fields: Vec<&str> = stat.rsplit_once(')').expect("comm").1.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+    Duration::from_millis(ticks * 10)
+}
+
+/// Process CPU time means something only with no other test running in the
+/// process, so the measurement runs in a child process of this test binary
+/// (as exec::timeouts does for the Rust fixture).
+#[test]
+fn a_python_busy_loop_stopped_by_its_timeout_burns_no_more_cpu() {
+    if let Err(why) = python::component(LOVIA) {
+        println!("skipped: {why}");
+        return;
+    }
+    lovia_tests::run_probe("python::cpu_probe", "LOVIA_PY_CPU_PROBE");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by a_python_busy_loop_stopped_by_its_timeout_burns_no_more_cpu in its own process"]
+async fn cpu_probe() {
+    if std::env::var_os("LOVIA_PY_CPU_PROBE").is_none() {
+        return;
+    }
+    let py = py().await.expect("built by the parent test");
+    let exec = executor(Tool::from_plugin(&py), ExecSettings::default());
+    let start = Instant::now();
+    let turn = run(&exec, vec![call("s", "spin", "{}")], &RunState::default(), |_| None).await;
+    let took = start.elapsed();
+    assert_eq!(turn.output("s"), "Tool error: timed out after 200 ms", "the timeout spin declares");
+    assert!(took < Duration::from_secs(3), "returned after {took:?}");
+    let before = process_cpu();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let burned = process_cpu().saturating_sub(before);
+    println!("returned after {took:?}; CPU in the next 1000 ms: {burned:?}");
+    // An interpreter still spinning would burn ~1000 ms here; the idle host and its epoch ticker ~nothing.
+    assert!(burned < Duration::from_millis(150), "the component kept running: {burned:?} of CPU in 1000 ms");
+}
+
+#[tokio::test]
+async fn progress_from_python_reaches_the_executor_in_order_with_the_call_id() {
+    let Some(py) = py().await else { return };
+    let exec = executor(Tool::from_plugin(&py), ExecSettings::default());
+    let calls = vec![call("p1", "steps", r#"{"n": 3}"#), call("p2", "steps", r#"{"n": 1}"#)];
+    let turn = run(&exec, calls, &RunState::default(), |_| None).await;
+    assert_eq!(turn.output("p1"), "done in 3 steps");
+    let of = |id: &str| -> Vec<(String, String)> {
+        turn.events.iter().filter(|e| e.call == id).map(|e| (e.kind.to_owned(), e.text.clone())).collect()
+    };
+    let progress = |t: &str| ("progress".to_owned(), t.to_owned());
+    let p1 = of("p1");
+    assert_eq!(p1.first().map(|e| e.0.as_str()), Some("started"));
+    assert_eq!(p1[1..4], [progress("step 1 of 3"), progress("step 2 of 3"), progress("step 3 of 3")]);
+    assert_eq!(p1.last(), Some(&("completed".to_owned(), "done in 3 steps".to_owned())));
+    assert_eq!(of("p2")[1..], [progress("step 1 of 1"), ("completed".to_owned(), "done in 1 steps".to_owned())]);
+}
+
+#[tokio::test]
+async fn content_parts_from_python_reach_the_executor_intact() {
+    let Some(py) = py().await else { return };
+    let data: Vec<u8> = (0..1500u32).map(|i| (i % 256) as u8).collect();
+    let expected = vec![
+        ContentPart::Text { text: "sales: 1500 bytes".into() },
+        ContentPart::Image { mime_type: "image/png".into(), data },
+        ContentPart::ResourceLink {
+            uri: "https://example.com/a.csv".into(),
+            name: "a.csv".into(),
+            mime_type: Some("text/csv".into()),
+        },
+        ContentPart::ResourceLink { uri: "data:,x".into(), name: "x".into(), mime_type: None },
+    ];
+    let direct = invoke(&py, "rich", r#"{"label": "sales", "size": 1500}"#).await;
+    assert_eq!(direct, CallOutcome::Parts(expected.clone()), "every byte of the image, in order");
+    let exec = executor(Tool::from_plugin(&py), ExecSettings::default());
+    let turn =
+        run(&exec, vec![call("r", "rich", r#"{"label": "sales", "size": 1500}"#)], &RunState::default(), |_| None)
+            .await;
+    let projection = "sales: 1500 bytes\n[image: image/png, 1.5 KB]\n\
+                      [resource link: a.csv, https://example.com/a.csv, text/csv]\n[resource link: x, data:,x]";
+    assert_eq!(turn.output("r"), projection, "the text a model reads (docs/semantics.md §11)");
+    assert_eq!(turn.results()[0].parts.as_deref(), Some(expected.as_slice()), "the parts on the result");
+}
+
 #[tokio::test]
 async fn the_memory_limit_holds_for_python() {
     let Some(py) = py().await else { return };
@@ -402,4 +487,215 @@ fn the_python_sdk_unit_tests_pass() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the SDK's unit tests failed:\n{stderr}");
     assert!(stderr.contains("OK"), "{stderr}");
+}
+
+fn lovia_cli(dir: &std::path::Path, args: &[&std::ffi::OsStr]) -> std::process::Output {
+    std::process::Command::new(LOVIA).args(args).current_dir(dir).output().expect("run lovia")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `lovia build`'s refusals, none of which builds anything: each says what
+/// to do, with the documented exit status and no backtrace or traceback.
+#[test]
+fn lovia_build_says_what_is_wrong_before_building() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let dir = work.path();
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    std::fs::write(dir.join("lib.rs"), "fn main() {}").expect("write");
+    std::fs::create_dir(dir.join("proj")).expect("mkdir");
+    let good = "from lovia import tool\n\n@tool\ndef hello(name: str) -> str:\n    return name\n";
+    std::fs::write(dir.join("good.py"), good).expect("write");
+    let clean = |out: &std::process::Output| {
+        let stderr = text(&out.stderr);
+        assert!(!stderr.contains("panicked") && !stderr.contains("Traceback") && !stderr.contains("RUST_BACKTRACE"));
+        stderr
+    };
+
+    for (input, says) in [("lib.rs", "takes a Python tool file (.py)"), ("proj", "is a directory")] {
+        let out = lovia_cli(dir, &[os("build"), os(input)]);
+        assert_eq!(out.status.code(), Some(2), "{input}");
+        let stderr = clean(&out);
+        assert!(stderr.contains(says) && stderr.contains("cargo build --release --target wasm32-wasip2"), "{stderr}");
+    }
+
+    // No componentize-py on PATH: the install line, exit status 2.
+    let out = std::process::Command::new(LOVIA)
+        .args(["build", "good.py"])
+        .current_dir(dir)
+        .env("PATH", dir.join("proj"))
+        .output()
+        .expect("run lovia");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = clean(&out);
+    assert!(stderr.contains("componentize-py is not installed"), "{stderr}");
+    assert!(stderr.contains("pip install 'componentize-py==0.25.1'"), "{stderr}");
+    assert!(!dir.join("good.wasm").exists());
+
+    let componentize = match python::componentize_py() {
+        Ok(path) => path,
+        Err(why) => {
+            println!("skipped (declaration errors): {why}");
+            return;
+        }
+    };
+    // A declaration error: the function and the parameter, from the check that runs before componentize-py.
+    let bad = "from lovia import tool\n\n@tool\ndef greet(name: str, when: complex) -> str:\n    return name\n";
+    std::fs::write(dir.join("bad.py"), bad).expect("write");
+    let start = Instant::now();
+    let out = lovia_cli(dir, &[os("build"), os("bad.py"), os("--componentize-py"), componentize.as_os_str()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = clean(&out);
+    assert!(
+        stderr.contains("error: tool function 'greet', parameter 'when': unsupported annotation complex"),
+        "{stderr}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(15), "stopped before componentize-py: {:?}", start.elapsed());
+    assert!(!dir.join("bad.wasm").exists() && !dir.join("bad.wasm.partial").exists());
+    assert!(!dir.join("__pycache__").exists(), "the check leaves no .pyc to be bundled");
+}
+
+#[test]
+fn lovia_new_refuses_bad_names_and_existing_directories() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let dir = work.path();
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    for bad in ["../escape", "9lives", "has space", "fn"] {
+        let out = lovia_cli(dir, &[os("new"), std::ffi::OsStr::new(bad)]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(text(&out.stderr).contains("invalid project name"), "{bad}: {}", text(&out.stderr));
+    }
+    assert_eq!(std::fs::read_dir(dir).expect("ls").count(), 0, "nothing written");
+    std::fs::create_dir(dir.join("taken")).expect("mkdir");
+    std::fs::write(dir.join("taken/app.py"), "mine").expect("write");
+    let out = lovia_cli(dir, &[os("new"), os("--lang"), os("python"), os("taken")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("taken already exists"), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(dir.join("taken/app.py")).expect("read"), "mine", "never overwritten");
+    let out = lovia_cli(dir, &[os("new"), os("--lang"), os("cobol"), os("x")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("rust") && text(&out.stderr).contains("python"), "the allowed values");
+}
+
+/// `lovia new NAME` (Rust) against the repository's guest SDK builds as it
+/// is and answers `lovia call`. It builds in the guest fixtures' target
+/// directory with their lockfile and profile, where tests/build.rs compiled
+/// the SDK's dependencies, so only the new crate compiles (about 2 s).
+#[test]
+fn a_rust_project_from_lovia_new_builds_and_answers_lovia_call() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let dir = work.path();
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // A name no fixture has: the crate lands in target/fixtures beside them.
+    let name = "lovia_new_template";
+    let out = lovia_cli(dir, &[os("new"), os(name), os("--sdk"), root.join("guest-sdk").as_os_str()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let project = dir.join(name);
+    let cargo: toml::Table =
+        std::fs::read_to_string(project.join("Cargo.toml")).expect("Cargo.toml").parse().expect("valid TOML");
+    assert_eq!(cargo["package"]["name"].as_str(), Some(name));
+    assert_eq!(cargo["lib"]["crate-type"][0].as_str(), Some("cdylib"));
+    let path = cargo["dependencies"]["lovia"]["path"].as_str().expect("a path dependency");
+    assert!(std::path::Path::new(path).join("Cargo.toml").is_file(), "{path}");
+    let lib = std::fs::read_to_string(project.join("src/lib.rs")).expect("lib.rs");
+    assert!(lib.contains("#[lovia::tool(read_only)]") && lib.contains("lovia::export!(hello);"), "{lib}");
+    // Without --sdk the dependency is the guest SDK's published version.
+    let out = lovia_cli(dir, &[os("new"), os("by_version")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let cargo = std::fs::read_to_string(dir.join("by_version/Cargo.toml")).expect("Cargo.toml");
+    assert!(cargo.contains(&format!("lovia = \"{}\"", env!("CARGO_PKG_VERSION"))), "{cargo}");
+
+    std::fs::copy(root.join("tests/fixtures/Cargo.lock"), project.join("Cargo.lock")).expect("copy the lockfile");
+    let target = root.join("target/fixtures");
+    let built = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["build", "--release", "--target", "wasm32-wasip2", "--offline", "--quiet", "--target-dir"])
+        .arg(&target)
+        .current_dir(&project)
+        // tests/fixtures/Cargo.toml's release profile, so the compiled dependencies are reused.
+        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .output()
+        .expect("run cargo");
+    assert!(built.status.success(), "cargo build of the template failed:\n{}", text(&built.stderr));
+    let wasm = target.join(format!("wasm32-wasip2/release/{name}.wasm"));
+    let out = std::process::Command::new(LOVIA)
+        .args([os("--no-cache"), os("call"), wasm.as_os_str(), os("hello"), os(r#"{"name": "Ada"}"#)])
+        .output()
+        .expect("run lovia call");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim_end(), "Hello, Ada!");
+    let _ = std::fs::remove_file(wasm);
+}
+
+/// The whole Python path of a new user: `lovia new --lang python`, `lovia
+/// build` (the real binary and componentize-py; cached by its inputs, the
+/// template included), then `lovia inspect` and `lovia call` on the result.
+#[test]
+fn a_python_project_from_lovia_new_builds_with_lovia_build_and_answers_lovia_call() {
+    let componentize = match python::componentize_py() {
+        Ok(path) => path,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let work = tempfile::tempdir().expect("tempdir");
+    let dir = work.path();
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let out = lovia_cli(dir, &[os("new"), os("--lang"), os("python"), os("greeter")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("lovia build greeter/app.py"), "{}", text(&out.stdout));
+    let app = dir.join("greeter/app.py");
+    let readme = std::fs::read_to_string(dir.join("greeter/README.md")).expect("README.md");
+    assert!(readme.contains("lovia build app.py -o greeter.wasm"), "{readme}");
+
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let inputs = [app.clone(), root.join("crates/cli/src/build.rs"), root.join("crates/cli/src/pack.rs")];
+    let cache = root.join("target/python/cli-cache");
+    let built = python::cached("greeter", &inputs, |out| {
+        // A new component: the artifact of the previous one (tens of MiB) is never loaded again.
+        let _ = std::fs::remove_dir_all(&cache);
+        let done = std::process::Command::new(LOVIA)
+            .args([os("build"), app.as_os_str(), os("-o"), out.as_os_str(), os("--componentize-py")])
+            .arg(&componentize)
+            .output()
+            .expect("run lovia build");
+        assert!(done.status.success(), "lovia build failed:\n{}{}", text(&done.stdout), text(&done.stderr));
+        assert!(text(&done.stdout).contains("greeter 0.1.0, 1 tool(s): hello"), "{}", text(&done.stdout));
+        assert!(!text(&done.stderr).contains("Traceback"), "{}", text(&done.stderr));
+        // Neither interpreter leaves a .pyc beside the tool file (the next build would bundle it).
+        assert!(!dir.join("greeter/__pycache__").exists(), "a __pycache__ beside app.py");
+    })
+    .expect("built");
+    let bytes = std::fs::read(&built).expect("read the component");
+    let view = lovia_host::plugin::manifest::read_static(&bytes).expect("a component");
+    let manifest = view.manifest.expect("lovia build packs the manifest").expect("a readable manifest");
+    assert_eq!((manifest.info.name.as_str(), manifest.info.version.as_str()), ("greeter", "0.1.0"));
+    assert_eq!(manifest.tools.len(), 1);
+    assert_eq!(manifest.tools[0].description, "Greets someone by name.");
+
+    // The compiled artifact is kept under target/python so a second run does not compile 19 MiB again.
+    let call = |args: &str| {
+        std::process::Command::new(LOVIA)
+            .args([os("call"), built.as_os_str(), os("hello"), std::ffi::OsStr::new(args)])
+            .env("LOVIA_CACHE_DIR", &cache)
+            .output()
+            .expect("run lovia call")
+    };
+    let out = call(r#"{"name": "Ada"}"#);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim_end(), "Hello, Ada!");
+    let out = call(r#"{"name": ""}"#);
+    assert_eq!(out.status.code(), Some(1), "an error result");
+    assert!(
+        text(&out.stdout).starts_with("Tool error: Invalid arguments for tool 'hello': name:"),
+        "{}",
+        text(&out.stdout)
+    );
 }

@@ -1,7 +1,7 @@
 """The Python guest fixture of tests/all/python.rs: one component holding the
 golden twins (twins.py), the Python examples (example-tools/python) and tools that exercise the SDK's behaviour in the
 real host: typed values, every error type, async tools, RunContext, the
-store, approvals, and the retries/timeouts/caps declared in Python."""
+store, progress, content parts, approvals, and the retries/timeouts/caps declared in Python."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import docs  # noqa: F401  (example-tools/python: compared with the Rust example
 import orders  # noqa: F401
 import twins  # noqa: F401  (declares the golden twins in the same component)
 from lovia import (
-    BudgetExceeded, Field, InvalidToolArguments, RunCancelled, RunContext, ToolError, plugin, tool,
+    BudgetExceeded, Content, Field, InvalidToolArguments, RunCancelled, RunContext, ToolError, plugin, tool,
 )
 from twins import Order, Point, Route
 
@@ -156,6 +156,24 @@ def count_up(ctx: RunContext[dict], by: int = 1) -> str:
     n = int(ctx.store.get_text("n") or "0") + by
     ctx.store.set("n", str(n))
     return f"n={n} keys={ctx.store.keys()}"
+
+
+@tool
+def steps(ctx: RunContext, n: Annotated[int, Field(ge=0, le=50)]) -> str:
+    """Reports `n` progress steps, then finishes."""
+    for i in range(1, n + 1):
+        ctx.progress(f"step {i} of {n}")
+    return f"done in {n} steps"
+
+
+@tool(read_only=True)
+def rich(label: str, size: Annotated[int, Field(ge=0, le=65536)] = 256) -> Content:
+    """A text part, an image of `size` bytes cycling through every byte value, and two links."""
+    data = bytes(i % 256 for i in range(size))
+    return (Content().text(f"{label}: {size} bytes")
+            .image("image/png", data)
+            .link("https://example.com/a.csv", "a.csv", "text/csv")
+            .link("data:,x", "x"))
 
 
 @tool(retries=2)

@@ -34,6 +34,45 @@ fn python() -> Result<PathBuf, String> {
     }
 }
 
+/// The componentize-py executable of the fixture's Python environment, for
+/// the tests of `lovia build`.
+pub fn componentize_py() -> Result<PathBuf, String> {
+    let python = python()?;
+    match python.parent().map(|dir| dir.join("componentize-py")) {
+        Some(exe) if exe.is_file() => Ok(exe),
+        _ => Err(format!("no componentize-py beside {}", python.display())),
+    }
+}
+
+/// A component built by `build` into `target/python/{name}-{hash}.wasm`,
+/// where the hash covers `extra` inputs besides the SDK, the WIT and the
+/// componentize-py version; an earlier build with the same inputs is reused
+/// (a build takes tens of seconds). `build` writes the file it is given.
+pub fn cached(name: &str, extra: &[PathBuf], build: impl FnOnce(&Path)) -> Result<PathBuf, String> {
+    let root = root();
+    let python = python()?;
+    let dir = root.join("target/python");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut h = DefaultHasher::new();
+    h.write_u64(input_hash(&root, &python));
+    for file in extra {
+        h.write(&std::fs::read(file).unwrap_or_else(|e| panic!("{}: {e}", file.display())));
+    }
+    let out = dir.join(format!("{name}-{:016x}.wasm", h.finish()));
+    if !out.exists() {
+        let tmp = dir.join(format!("{name}-{}.building.wasm", std::process::id()));
+        build(&tmp);
+        std::fs::rename(&tmp, &out).map_err(|e| format!("{}: {e}", out.display()))?;
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let file = entry.file_name().to_string_lossy().into_owned();
+            if entry.path() != out && file.starts_with(&format!("{name}-")) && !file.contains(".building.") {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Every file whose change must rebuild the component, in a stable order.
 fn inputs(root: &Path) -> Vec<PathBuf> {
     let mut files = vec![root.join("wit/lovia.wit")];

@@ -1,9 +1,11 @@
 //! `lovia`: inspect, pack and call tool plugins from the command line.
 
 mod bench;
+mod build;
 mod call;
 mod inspect;
 mod mcp;
+mod new;
 mod pack;
 mod run;
 mod serve;
@@ -45,6 +47,13 @@ enum Command {
     /// read it without running the plugin. Runs `info` and `tools` once, in
     /// a sandbox with nothing granted.
     Pack(pack::Args),
+    /// Build a Python tool file (@tool functions) into a packed component with
+    /// componentize-py: checks the declarations, compiles, embeds the manifest
+    /// (docs/python.md).
+    Build(build::Args),
+    /// Start a tool project, in Rust (the default) or Python, with one example
+    /// tool that builds as it is.
+    New(new::Args),
     /// Run a scripted model's turns through the agent loop (the runner and
     /// its executor) and print every event as one JSON object per line.
     ///
@@ -113,6 +122,8 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
             Command::Mcp(args) => mcp::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
             Command::Bench(args) => bench::run(args).await,
+            Command::Build(args) => build::run(args).await,
+            Command::New(args) => new::run(args),
             Command::Serve(args) => {
                 serve::run(args, |fuel_metering| {
                     let mut config = host_config(cli.no_cache, cli.cache_dir.clone());

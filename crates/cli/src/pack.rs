@@ -1,7 +1,7 @@
 //! `lovia pack`.
 
 use crate::CliError;
-use lovia_host::plugin::manifest;
+use lovia_host::plugin::manifest::{self, Manifest};
 use lovia_host::{Host, LoadError};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,10 +18,7 @@ pub(crate) struct Args {
 pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     let origin = args.plugin.display().to_string();
     let bytes = std::fs::read(&args.plugin).map_err(|source| LoadError::Read { path: args.plugin.clone(), source })?;
-    let plugin = host.load_bytes(&bytes, &origin).await?;
-    let manifest = plugin.manifest();
-    let packed =
-        manifest::embed(&bytes, &manifest).map_err(|reason| LoadError::Manifest { origin: origin.clone(), reason })?;
+    let (packed, manifest) = pack_bytes(&host, &bytes, &origin).await?;
     let out = args.output.unwrap_or(args.plugin);
     std::fs::write(&out, packed).map_err(|e| CliError::new(format!("cannot write {}: {e}", out.display())))?;
     eprintln!(
@@ -32,4 +29,15 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         out.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The component `bytes` with its manifest embedded, and that manifest: what
+/// the plugin reports from `info` and `tools`, run once in a sandbox with
+/// nothing granted. `lovia pack` and `lovia build` both pack with this.
+pub(crate) async fn pack_bytes(host: &Host, bytes: &[u8], origin: &str) -> Result<(Vec<u8>, Manifest), CliError> {
+    let plugin = host.load_bytes(bytes, origin).await?;
+    let manifest = plugin.manifest();
+    let packed =
+        manifest::embed(bytes, &manifest).map_err(|reason| LoadError::Manifest { origin: origin.into(), reason })?;
+    Ok((packed, manifest))
 }

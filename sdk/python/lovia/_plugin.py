@@ -14,7 +14,7 @@ from wit_world.imports import context as _context
 from wit_world.imports import store as _store
 from wit_world.imports import types
 
-from . import _info, _tool
+from . import _content, _info, _tool
 
 _LEVELS = {
     "trace": types.LogLevel.TRACE,
@@ -77,6 +77,14 @@ def _spec(s: _tool.Spec) -> types.ToolSpec:
     )
 
 
+def _part(p: _content.Part) -> types.ContentPart:
+    if isinstance(p, _content.TextPart):
+        return types.ContentPart_Text(p.text)
+    if isinstance(p, _content.ImagePart):
+        return types.ContentPart_Image(types.Image(mime_type=p.mime_type, data=p.data))
+    return types.ContentPart_ResourceLink(types.ResourceLink(uri=p.uri, name=p.name, mime_type=p.mime_type))
+
+
 def _call_error(exc: BaseException) -> Err:
     kind, message, hint, error_kind = _tool.failure_of(exc)
     if kind == "tool":
@@ -101,7 +109,11 @@ class Plugin(exports.Plugin):
             out = _tool.call(tool, arguments, _BACKEND)
         except Exception as exc:
             raise _call_error(exc) from None
-        return types.Output_Text(out.value) if out.kind == "text" else types.Output_Json(out.value)
+        if out.kind == "text":
+            return types.Output_Text(out.value)
+        if out.kind == "parts":
+            return types.Output_Parts([_part(p) for p in out.value])
+        return types.Output_Json(out.value)
 
     def needs_approval(self, tool: str, arguments: str) -> bool:
         try:

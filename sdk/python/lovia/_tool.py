@@ -18,6 +18,7 @@ import typing
 import unicodedata
 from typing import Any, Callable
 
+from ._content import Content
 from ._context import RunContext
 from ._errors import BudgetExceeded, DeclarationError, InvalidToolArguments, RunCancelled, ToolError
 from ._fields import _MISSING, Field
@@ -64,10 +65,12 @@ class Param:
 
 @dataclasses.dataclass(frozen=True)
 class Output:
-    """A successful result: `kind` is "text" (shown verbatim) or "json"."""
+    """A successful result: `kind` is "text" (shown verbatim, `value` a str),
+    "json" (`value` the JSON text) or "parts" (`value` a tuple of
+    `lovia._content` parts, from a returned `Content`)."""
 
     kind: str
-    value: str
+    value: Any
 
 
 class Tool:
@@ -310,6 +313,8 @@ def call(name: str, arguments: str, backend: Any) -> Output:
         result = run_coroutine(result)
     if isinstance(result, str):
         return Output("text", result)
+    if isinstance(result, Content):
+        return Output("parts", result.parts)
     try:
         return Output("json", dumps(to_json_value(result)))
     except (TypeError, ValueError) as e:

@@ -1,0 +1,200 @@
+//! `lovia new NAME [--lang rust|python]`: a small tool project that builds
+//! as it is (docs/tool-authors.md, docs/python.md).
+
+use crate::CliError;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The language of a new project.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Lang {
+    /// A library crate for wasm32-wasip2 with the `lovia` guest SDK.
+    Rust,
+    /// One `app.py` for `lovia build` (componentize-py).
+    Python,
+}
+
+#[derive(clap::Args)]
+#[command(after_help = "\
+NAME becomes the directory (created in the current one, never over an existing one), the plugin's \
+name and, in Rust, the package's name: a letter, then letters, digits, `_` or `-`, at most 64 in all.
+
+Examples:
+  lovia new weather                  # Rust: weather/Cargo.toml, weather/src/lib.rs
+  lovia new --lang python weather    # Python: weather/app.py; lovia build weather/app.py")]
+pub(crate) struct Args {
+    /// The project's name.
+    name: String,
+    /// The language of the tool.
+    #[arg(long, value_enum, default_value_t = Lang::Rust)]
+    lang: Lang,
+    /// Rust only: depend on the guest SDK at this path (the guest-sdk/ directory
+    /// of a lovia checkout) [default: the `lovia` crate of this binary's version].
+    #[arg(long, value_name = "DIR")]
+    sdk: Option<PathBuf>,
+}
+
+/// Names Cargo refuses for a package, besides Rust's keywords.
+const CARGO_RESERVED: &[&str] =
+    &["alloc", "core", "proc_macro", "proc-macro", "std", "test", "build", "deps", "examples"];
+
+/// Rust's keywords (strict and reserved, edition 2024): Cargo refuses them as package names.
+const RUST_KEYWORDS: &[&str] = &[
+    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern", "false", "fn",
+    "for", "gen", "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "self",
+    "Self", "static", "struct", "super", "trait", "true", "type", "unsafe", "use", "where", "while", "abstract",
+    "become", "box", "do", "final", "macro", "override", "priv", "typeof", "unsized", "virtual", "yield", "try",
+];
+
+pub(crate) fn run(args: Args) -> Result<ExitCode, CliError> {
+    check_name(&args.name, args.lang)?;
+    let dir = PathBuf::from(&args.name);
+    if args.sdk.is_some() && args.lang != Lang::Rust {
+        return Err(CliError::new("--sdk is for --lang rust; a Python project gets the SDK from `lovia build`"));
+    }
+    let files = match args.lang {
+        Lang::Rust => rust(&args.name, args.sdk.as_deref())?,
+        Lang::Python => python(&args.name),
+    };
+    // create_dir (not create_dir_all) fails when the directory exists: an existing project is never overwritten.
+    std::fs::create_dir(&dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => CliError::new(format!(
+            "{} already exists; lovia new never writes into an existing directory",
+            dir.display()
+        ))
+        .hint("choose another name, or remove the directory"),
+        _ => CliError::new(format!("cannot create {}: {e}", dir.display())),
+    })?;
+    for (path, text) in &files {
+        let path = dir.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| CliError::new(format!("cannot create {}: {e}", parent.display())))?;
+        }
+        std::fs::write(&path, text).map_err(|e| CliError::new(format!("cannot write {}: {e}", path.display())))?;
+    }
+    let next = match args.lang {
+        Lang::Rust => format!(
+            "cd {0} && cargo build --release --target wasm32-wasip2 && lovia pack target/wasm32-wasip2/release/{1}.wasm",
+            args.name,
+            args.name.replace('-', "_")
+        ),
+        Lang::Python => format!(
+            "lovia build {0}/app.py -o {0}.wasm && lovia call {0}.wasm hello '{{\"name\": \"Ada\"}}'",
+            args.name
+        ),
+    };
+    println!("created {}/ ({} files); next: {next}", dir.display(), files.len());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The plugin-name grammar (`^[a-zA-Z0-9_-]{1,64}$`, docs/semantics.md §2
+/// rule 10) with a leading letter, which Cargo and a directory name need;
+/// for Rust, also none of the names Cargo refuses.
+fn check_name(name: &str, lang: Lang) -> Result<(), CliError> {
+    let rule = "a letter, then letters, digits, `_` or `-`, at most 64 characters";
+    let grammar = (1..=64).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !grammar {
+        return Err(CliError::new(format!("invalid project name {name:?}: expected {rule}")));
+    }
+    if lang == Lang::Rust && (RUST_KEYWORDS.contains(&name) || CARGO_RESERVED.contains(&name)) {
+        return Err(CliError::new(format!("invalid project name {name:?}: Cargo refuses it as a package name")));
+    }
+    Ok(())
+}
+
+fn python(name: &str) -> Vec<(&'static str, String)> {
+    let app = format!(
+        r#""""{name}: a lovia tool in Python (docs/python.md in the lovia repository)."""
+
+from typing import Annotated
+
+from lovia import Field, plugin, tool
+
+plugin(name="{name}", version="0.1.0")
+
+
+@tool(read_only=True)
+def hello(name: Annotated[str, Field(min_length=1, max_length=100), "Who to greet"]) -> str:
+    """Greets someone by name."""
+    return f"Hello, {{name}}!"
+"#
+    );
+    let readme = format!(
+        "# {name}\n\nA lovia tool in Python. Build it (needs `pip install '{}'`) and call it:\n\n\
+         ```sh\nlovia build app.py -o {name}.wasm\nlovia call {name}.wasm hello '{{\"name\": \"Ada\"}}'\n```\n",
+        crate::build::COMPONENTIZE_PY
+    );
+    vec![("app.py", app), ("README.md", readme)]
+}
+
+fn rust(name: &str, sdk: Option<&Path>) -> Result<Vec<(&'static str, String)>, CliError> {
+    let dependency = match sdk {
+        Some(dir) => {
+            if !dir.join("Cargo.toml").is_file() {
+                return Err(CliError::new(format!("--sdk {}: no Cargo.toml there", dir.display()))
+                    .hint("pass the guest-sdk/ directory of a lovia checkout"));
+            }
+            let dir = std::path::absolute(dir).map_err(|e| CliError::new(format!("--sdk {}: {e}", dir.display())))?;
+            // A TOML basic string: escape the characters it cannot hold as they are.
+            let shown = dir.display().to_string().replace('\\', "\\\\").replace('"', "\\\"");
+            format!("{{ path = \"{shown}\" }}")
+        }
+        None => format!("\"{}\"", env!("CARGO_PKG_VERSION")),
+    };
+    let cargo = format!(
+        r#"[package]
+name = "{name}"
+version = "0.1.0"
+edition = "2024"
+
+[lib]
+crate-type = ["cdylib"]
+
+[dependencies]
+lovia = {dependency}
+
+[profile.release]
+opt-level = "s"
+strip = true
+"#
+    );
+    let lib = r#"//! A lovia tool (docs/tool-authors.md in the lovia repository).
+
+/// Greets someone by name.
+#[lovia::tool(read_only)]
+fn hello(#[arg(description = "Who to greet", min_length = 1, max_length = 100)] name: String) -> String {
+    format!("Hello, {name}!")
+}
+
+lovia::export!(hello);
+"#
+    .to_owned();
+    let readme = format!(
+        "# {name}\n\nA lovia tool in Rust. Build it (needs `rustup target add wasm32-wasip2`) and call it:\n\n\
+         ```sh\ncargo build --release --target wasm32-wasip2\nlovia pack target/wasm32-wasip2/release/{0}.wasm\n\
+         lovia call target/wasm32-wasip2/release/{0}.wasm hello '{{\"name\": \"Ada\"}}'\n```\n",
+        name.replace('-', "_")
+    );
+    Ok(vec![("Cargo.toml", cargo), ("src/lib.rs", lib), ("README.md", readme), (".gitignore", "/target\n".to_owned())])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_plugin_name_grammar_with_a_leading_letter() {
+        for ok in ["weather", "a", "my-tool_2", &"x".repeat(64)] {
+            assert!(check_name(ok, Lang::Rust).is_ok(), "{ok}");
+        }
+        for bad in ["", "9lives", "-x", "a/b", "../x", "a b", "é", &"x".repeat(65)] {
+            assert!(check_name(bad, Lang::Python).is_err(), "{bad:?}");
+        }
+        assert!(check_name("fn", Lang::Rust).is_err());
+        assert!(check_name("test", Lang::Rust).is_err());
+        assert!(check_name("test", Lang::Python).is_ok(), "only Cargo refuses it");
+    }
+}
