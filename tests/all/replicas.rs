@@ -1,0 +1,197 @@
+//! Several `lovia serve` processes on one store (docs/replicas.md): real
+//! binaries on loopback ports, sharing the throwaway PostgreSQL server that
+//! `.ci/run` starts (`LOVIA_TEST_POSTGRES_URL`), each test in a database of
+//! its own.
+
+use crate::cli::spawn_serve;
+use crate::serve::{json, request};
+use lovia_tests::fixtures;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::Child;
+
+/// A fresh database on the test server, as a URL; `None` (and a
+/// `skipped:` line) without a server.
+fn fresh_database(test: &str) -> Option<String> {
+    let Ok(url) = std::env::var("LOVIA_TEST_POSTGRES_URL") else {
+        println!("skipped: LOVIA_TEST_POSTGRES_URL is not set");
+        return None;
+    };
+    let name = format!("lovia_{test}_{}", std::process::id());
+    // The `postgres` client runs its own runtime, which must not start
+    // inside the test's: it gets a thread.
+    let admin = url.clone();
+    let created = name.clone();
+    std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&admin, postgres::NoTls).expect("connect to the test server");
+        client.batch_execute(&format!("DROP DATABASE IF EXISTS {created}")).expect("drop");
+        client.batch_execute(&format!("CREATE DATABASE {created}")).expect("create database");
+    })
+    .join()
+    .expect("create the database");
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, format!("?{query}")),
+        None => (url.as_str(), String::new()),
+    };
+    let (server, _) = base.rsplit_once('/').expect("a database in the URL");
+    Some(format!("{server}/{name}{query}"))
+}
+
+/// A config with `top` at its top level and one tenant `acme` (key
+/// `acme-key`) with `extra` and no plugins.
+fn config(dir: &Path, top: &str, extra: &str) -> std::path::PathBuf {
+    let path = dir.join("serve.toml");
+    std::fs::write(
+        &path,
+        format!("{top}[[tenants]]\nname = \"acme\"\napi_keys = [\"{}\"]\n{extra}", lovia_serve::hash_key("acme-key")),
+    )
+    .expect("config");
+    path
+}
+
+async fn post_bytes(addr: SocketAddr, path: &str, key: &str, body: &[u8]) -> (u16, serde_json::Value) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    stream.write_all(body).await.expect("write");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.expect("read");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status line");
+    (status, json(text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default()))
+}
+
+/// `echo` through `addr`: its output, or the error status and body.
+async fn echo(addr: SocketAddr, text: &str) -> Result<String, (u16, String)> {
+    let (status, body) =
+        request(addr, "POST", "/api/tools/echo/call", Some("acme-key"), &format!(r#"{{"text": "{text}"}}"#)).await;
+    if status != 200 {
+        return Err((status, body));
+    }
+    let body = json(&body);
+    assert_eq!(body["is_error"], false, "{body}");
+    Ok(body["output"].as_str().expect("output").to_owned())
+}
+
+async fn replicas(config: &Path, url: &str, n: usize, env: &[(&str, &str)]) -> Vec<(Child, SocketAddr)> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(spawn_serve(config, Path::new(url), env).await);
+    }
+    out
+}
+
+async fn kill_all(replicas: Vec<(Child, SocketAddr)>) {
+    for (mut child, _) in replicas {
+        child.start_kill().expect("SIGKILL");
+        child.wait().await.expect("reaped");
+    }
+}
+
+/// A plugin uploaded through replica A is called through B and C as soon as
+/// the `NOTIFY` arrives (the poll is set to a minute here, so the poll
+/// cannot be what brought it), the tenant's upload bound holds across
+/// replicas, and after all three are killed the restarted three load it
+/// from PostgreSQL before they listen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_reaches_every_replica_and_survives_their_restart() {
+    let Some(url) = fresh_database("uploads") else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Slow polls: only the notification can bring the upload quickly.
+    let config = config(dir.path(), "poll_interval_ms = 60000\n", "max_plugins = 1\n");
+    let env = [("RUST_LOG", "warn")];
+    let first = replicas(&config, &url, 3, &env).await;
+    let addrs: Vec<SocketAddr> = first.iter().map(|(_, a)| *a).collect();
+    for addr in &addrs {
+        let (status, body) = request(*addr, "GET", "/readyz", None, "").await;
+        assert_eq!((status, body.as_str()), (200, "ready\n"));
+        assert_eq!(echo(*addr, "x").await.map_err(|e| e.0), Err(404), "no echo before the upload");
+    }
+
+    let diagnostics = std::fs::read(fixtures::DIAGNOSTICS).expect("diagnostics.wasm");
+    let uploaded = Instant::now();
+    let (status, body) = post_bytes(addrs[0], "/api/plugins", "acme-key", &diagnostics).await;
+    assert_eq!(status, 201, "{body}");
+    println!("upload (with its compile) on A: {} ms", uploaded.elapsed().as_millis());
+    let uploaded = Instant::now();
+    assert_eq!(echo(addrs[0], "on A").await.expect("A calls it"), "on A");
+    for (name, addr) in ["B", "C"].iter().zip(&addrs[1..]) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let output = loop {
+            match echo(*addr, name).await {
+                Ok(output) => break output,
+                Err((404, _)) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(20)).await,
+                Err(e) => panic!("replica {name}: {e:?}"),
+            }
+        };
+        assert_eq!(&output, name);
+    }
+    let seen = uploaded.elapsed();
+    println!("then callable on B and C (a notification, then their compiles): {} ms", seen.as_millis());
+    assert!(seen < Duration::from_secs(20), "the poll is 60 s; only NOTIFY brings it sooner: {seen:?}");
+
+    // The bound is the store's: replica B refuses a second upload of the tenant.
+    let notes = std::fs::read(fixtures::NOTES).expect("notes.wasm");
+    let (status, body) = post_bytes(addrs[1], "/api/plugins", "acme-key", &notes).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (403, Some("this tenant has uploaded 1 plugins; the limit is 1 (max_plugins)"))
+    );
+
+    kill_all(first).await;
+    let second = replicas(&config, &url, 3, &env).await;
+    for (i, (_, addr)) in second.iter().enumerate() {
+        assert_eq!(echo(*addr, "after").await.unwrap_or_else(|e| panic!("replica {i}: {e:?}")), "after");
+    }
+    kill_all(second).await;
+}
+
+/// Two replicas uploading for one tenant at once: the store's transaction
+/// lets exactly one of two clashing plugins in, and both replicas end with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_uploads_of_one_tool_name_store_one() {
+    let Some(url) = fresh_database("race") else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), "", "");
+    let running = replicas(&config, &url, 2, &[("RUST_LOG", "warn")]).await;
+    let diagnostics = std::fs::read(fixtures::DIAGNOSTICS).expect("diagnostics.wasm");
+    let (a, b) = tokio::join!(
+        post_bytes(running[0].1, "/api/plugins", "acme-key", &diagnostics),
+        post_bytes(running[1].1, "/api/plugins", "acme-key", &diagnostics)
+    );
+    let mut statuses = [a.0, b.0];
+    statuses.sort();
+    assert_eq!(statuses, [201, 409], "{a:?} {b:?}");
+    let refused = if a.0 == 409 { &a.1 } else { &b.1 };
+    assert!(refused["error"].as_str().expect("error").contains("Tool name conflict for '"), "{refused}");
+    for (_, addr) in &running {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while echo(*addr, "x").await.is_err() {
+            assert!(Instant::now() < deadline, "the stored upload never reached {addr}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    kill_all(running).await;
+}
+
+/// With the default SQLite store a single node keeps its uploads too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_survives_a_restart_on_sqlite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), "", "");
+    let store = dir.path().join("lovia.db");
+    let (mut first, addr) = spawn_serve(&config, &store, &[]).await;
+    let diagnostics = std::fs::read(fixtures::DIAGNOSTICS).expect("diagnostics.wasm");
+    assert_eq!(post_bytes(addr, "/api/plugins", "acme-key", &diagnostics).await.0, 201);
+    first.start_kill().expect("SIGKILL");
+    first.wait().await.expect("reaped");
+    let (_second, addr) = spawn_serve(&config, &store, &[]).await;
+    assert_eq!(echo(addr, "kept").await.expect("loaded from SQLite"), "kept");
+    let (status, body) = request(addr, "GET", "/readyz", None, "").await;
+    assert_eq!((status, body.as_str()), (200, "ready\n"));
+}
