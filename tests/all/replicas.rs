@@ -195,3 +195,120 @@ async fn an_upload_survives_a_restart_on_sqlite() {
     let (status, body) = request(addr, "GET", "/readyz", None, "").await;
     assert_eq!((status, body.as_str()), (200, "ready\n"));
 }
+
+fn yaml(path: &str) -> serde_yaml::Value {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy").join(path);
+    let text = std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()));
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn text(value: &serde_yaml::Value) -> String {
+    match value {
+        serde_yaml::Value::String(s) => s.clone(),
+        serde_yaml::Value::Number(n) => n.to_string(),
+        other => panic!("not a scalar: {other:?}"),
+    }
+}
+
+/// The value after `flag` in `args`.
+fn flag<'a>(args: &'a [String], flag: &str) -> &'a str {
+    let at = args.iter().position(|a| a == flag).unwrap_or_else(|| panic!("{flag} not in {args:?}"));
+    args.get(at + 1).unwrap_or_else(|| panic!("{flag} has no value"))
+}
+
+/// Every `--flag` in `args` is one `lovia serve --help` lists, and each
+/// numeric flag's value is accepted by the binary's own parser.
+fn check_flags(args: &[String], help: &str, whose: &str) {
+    for arg in args.iter().filter(|a| a.starts_with("--")) {
+        assert!(help.contains(&format!("{arg} ")), "{whose}: {arg} is not a flag of `lovia serve --help`:\n{help}");
+    }
+    for numeric in ["--poll-interval-ms", "--drain-secs"] {
+        if args.iter().any(|a| a == numeric) {
+            flag(args, numeric).parse::<u64>().unwrap_or_else(|e| panic!("{whose}: {numeric}: {e}"));
+        }
+    }
+}
+
+/// deploy/: the compose file and the Kubernetes manifests use only flags
+/// `lovia serve --help` lists; their ports are the one `--listen` names;
+/// the probes ask the real `/healthz` and `/readyz` (answered 200 by a real
+/// service); the config they mount parses as a `ServeConfig`, is the same in
+/// the ConfigMap as in deploy/serve.toml, and every secret key the
+/// Deployment reads exists in the Secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deploy_manifests_agree_with_the_binary() {
+    let help =
+        std::process::Command::new(env!("CARGO_BIN_EXE_lovia")).args(["serve", "--help"]).output().expect("help");
+    let help = String::from_utf8(help.stdout).expect("utf-8");
+    let served_port = |args: &[String]| flag(args, "--listen").rsplit_once(':').expect("host:port").1.to_owned();
+
+    // The config: one text, which loads.
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+    let toml = std::fs::read_to_string(deploy.join("serve.toml")).expect("deploy/serve.toml");
+    let configmap = yaml("kubernetes/configmap.yaml");
+    assert_eq!(text(&configmap["data"]["serve.toml"]), toml, "the ConfigMap and deploy/serve.toml differ");
+    let config = lovia_serve::ServeConfig::load(&deploy.join("serve.toml")).expect("deploy/serve.toml loads");
+
+    // Kubernetes.
+    let deployment = yaml("kubernetes/deployment.yaml");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<String> = container["args"].as_sequence().expect("args").iter().map(text).collect();
+    assert_eq!(args[0], "serve");
+    check_flags(&args, &help, "deployment.yaml");
+    let port = &container["ports"][0];
+    assert_eq!(text(&port["containerPort"]), served_port(&args), "containerPort and --listen");
+    assert_eq!(config.listen.port().to_string(), served_port(&args), "the config's listen and --listen");
+    let port_name = text(&port["name"]);
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        assert_eq!(text(&container[probe]["httpGet"]["path"]), path, "{probe}");
+        assert_eq!(text(&container[probe]["httpGet"]["port"]), port_name, "{probe}");
+    }
+    let mount = text(&container["volumeMounts"][0]["mountPath"]);
+    assert_eq!(Path::new(flag(&args, "--config")), Path::new(&mount).join("serve.toml"), "--config and the mount");
+    let secret = yaml("kubernetes/secret.yaml");
+    let env = container["env"].as_sequence().expect("env");
+    for var in env {
+        let key = &var["valueFrom"]["secretKeyRef"];
+        assert_eq!(text(&key["name"]), text(&secret["metadata"]["name"]));
+        assert!(!secret["stringData"][text(&key["key"]).as_str()].is_null(), "{key:?} is not in the Secret");
+    }
+    // `$(NAME)` in args is expanded by Kubernetes from the container's env.
+    for arg in args.iter().filter(|a| a.starts_with("$(")) {
+        let name = arg.trim_start_matches("$(").trim_end_matches(')');
+        assert!(env.iter().any(|v| text(&v["name"]) == name), "{arg} is not in the env");
+    }
+    let grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as_u64().expect("grace");
+    assert!(grace > flag(&args, "--drain-secs").parse::<u64>().expect("secs"), "the drain must end before the kill");
+    let service = yaml("kubernetes/service.yaml");
+    assert_eq!(text(&service["spec"]["ports"][0]["targetPort"]), port_name);
+    assert_eq!(service["spec"]["selector"], deployment["spec"]["template"]["metadata"]["labels"]);
+
+    // Compose.
+    let compose = yaml("compose.yaml");
+    let command = text(&compose["x-lovia"]["command"][0]);
+    let line = command.strip_prefix("exec lovia ").expect("exec lovia …");
+    let args: Vec<String> = line.split_whitespace().map(|a| a.trim_matches('"').to_owned()).collect();
+    assert_eq!(args[0], "serve");
+    check_flags(&args, &help, "compose.yaml");
+    let mounted = text(&compose["x-lovia"]["volumes"][0]);
+    assert_eq!(mounted, format!("./serve.toml:{}:ro", flag(&args, "--config")));
+    let health =
+        compose["x-lovia"]["healthcheck"]["test"].as_sequence().expect("test").iter().map(text).collect::<Vec<_>>();
+    assert_eq!(
+        health.last().map(String::as_str),
+        Some(format!("http://127.0.0.1:{}/readyz", served_port(&args)).as_str())
+    );
+    let services = compose["services"].as_mapping().expect("services");
+    let replicas: Vec<_> = services.iter().filter(|(name, _)| text(name).starts_with("lovia-")).collect();
+    assert_eq!(replicas.len(), 3, "three replicas");
+    for (name, replica) in replicas {
+        let ports = text(&replica["ports"][0]);
+        assert_eq!(ports.rsplit_once(':').expect("host:container").1, served_port(&args), "{name:?}");
+    }
+
+    // The probe paths are real routes of a real service, with no key.
+    let addr = crate::serve::start(vec![crate::serve::tenant("demo", "demo-key", &[])]).await;
+    for path in ["/healthz", "/readyz"] {
+        assert_eq!(request(addr, "GET", path, None, "").await.0, 200, "{path}");
+    }
+}
