@@ -312,3 +312,66 @@ async fn the_deploy_manifests_agree_with_the_binary() {
         assert_eq!(request(addr, "GET", path, None, "").await.0, 200, "{path}");
     }
 }
+
+/// SIGTERM with a chat waiting on an approval: the process stops accepting,
+/// waits at most `--drain-secs` for the chat's stream, exits cleanly, and
+/// the next start resumes the run and asks the approval again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_within_drain_secs_and_the_run_resumes() {
+    use crate::cli::{SCRIPTED_REFUND, spawn_serve_with};
+    use crate::serve::Sse;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[tenants]]\nname = \"demo\"\napi_keys = [\"{}\"]\nagent = {{ name = \"support\" }}\n\
+             [[tenants.plugins]]\npath = \"{}\"\n",
+            lovia_serve::hash_key("demo-key"),
+            fixtures::ORDERS,
+        ),
+    )
+    .expect("config");
+    let store = dir.path().join("lovia.db");
+    let (mut first, addr) = spawn_serve_with(&config, &store, &SCRIPTED_REFUND, &["--drain-secs", "1"]).await;
+    let body = r#"{"session_id": "s1", "input": "Refund 90 dollars on A-1002"}"#;
+    let mut sse = Sse::post(addr, "/api/chat", "demo-key", body).await;
+    assert_eq!(sse.until("approval_required").await.last().expect("asked").1["id"], "call_refund");
+    let pid = first.id().expect("pid").to_string();
+    let signalled = Instant::now();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
+    let status = tokio::time::timeout(Duration::from_secs(15), first.wait()).await.expect("exits").expect("status");
+    let took = signalled.elapsed();
+    println!("SIGTERM to exit with a chat in flight and --drain-secs 1: {} ms", took.as_millis());
+    assert!(status.success(), "{status:?}");
+    assert!(took >= Duration::from_millis(900), "it waited for the chat in flight: {took:?}");
+    drop(sse);
+
+    let (_second, addr) = spawn_serve_with(&config, &store, &SCRIPTED_REFUND, &[]).await;
+    let mut sse = Sse::post(addr, "/api/chat", "demo-key", r#"{"session_id": "s1"}"#).await;
+    assert_eq!(sse.until("approval_required").await.last().expect("asked again").1["id"], "call_refund");
+}
+
+/// A draining service is not ready: `/readyz` says why, `/healthz` is still `ok`.
+#[tokio::test]
+async fn a_draining_service_is_live_but_not_ready() {
+    use tower::ServiceExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = lovia_serve::ServeConfig::new(vec![crate::serve::tenant("demo", "demo-key", &[])]);
+    config.store = Some(dir.path().join("lovia.db").into());
+    let service = lovia_serve::Service::new(&lovia_tests::host(), &config).await.expect("service");
+    let get = |path: &'static str| {
+        let router = service.router();
+        async move {
+            let request = axum::http::Request::get(path).body(axum::body::Body::empty()).expect("request");
+            let response = router.oneshot(request).await.expect("response");
+            let status = response.status().as_u16();
+            let body = axum::body::to_bytes(response.into_body(), 1 << 16).await.expect("body");
+            (status, String::from_utf8_lossy(&body).into_owned())
+        }
+    };
+    assert_eq!(get("/readyz").await, (200, "ready\n".to_owned()));
+    service.drain();
+    assert_eq!(get("/readyz").await, (503, "not ready: draining (the process is stopping)\n".to_owned()));
+    assert_eq!(get("/healthz").await, (200, "ok\n".to_owned()));
+}
