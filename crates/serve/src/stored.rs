@@ -86,13 +86,13 @@ pub(crate) struct UploadLimits {
 
 /// Where uploads are kept.
 pub(crate) enum PluginStore {
-    /// Only in this process ([`Service::with_store`](crate::Service::with_store)
-    /// with a run store of the caller's, and no store URL in the config).
+    /// Only in this process ([`Service::with_store`](crate::Service::with_store),
+    /// with a run store of the caller's).
     Memory(Mutex<Vec<(StoredPlugin, Bytes, Vec<String>)>>),
     /// Beside the run store's tables in its SQLite file.
     Sqlite { conn: Arc<Mutex<rusqlite::Connection>>, path: PathBuf },
-    /// In PostgreSQL, shared by every replica.
-    Postgres(Pg),
+    /// In PostgreSQL, shared by every replica (boxed: its connection config is large).
+    Postgres(Box<Pg>),
 }
 
 const SQLITE_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS uploaded_plugins (
@@ -135,7 +135,7 @@ impl PluginStore {
     /// Opens the uploads' tables beside the run store at `url`.
     pub(crate) fn open(url: &StoreUrl) -> Result<PluginStore, PluginStoreError> {
         match url {
-            StoreUrl::Postgres(url) => Ok(PluginStore::Postgres(Pg::open(url)?)),
+            StoreUrl::Postgres(url) => Ok(PluginStore::Postgres(Box::new(Pg::open(url)?))),
             StoreUrl::Sqlite(path) => {
                 let err = |e: rusqlite::Error| PluginStoreError::Database {
                     location: path.display().to_string(),
