@@ -375,3 +375,42 @@ async fn a_draining_service_is_live_but_not_ready() {
     assert_eq!(get("/readyz").await, (503, "not ready: draining (the process is stopping)\n".to_owned()));
     assert_eq!(get("/healthz").await, (200, "ok\n".to_owned()));
 }
+
+/// `calls_per_minute` holds for a tenant whose calls are spread over three
+/// replicas: the minute's count is one PostgreSQL row, so 9 of 12 calls
+/// answer and the other 3 get 429, whichever replica they reach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_per_minute_holds_across_three_replicas() {
+    let Some(url) = fresh_database("quota") else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugin = format!("calls_per_minute = 9\n[[tenants.plugins]]\npath = \"{}\"\n", fixtures::DIAGNOSTICS);
+    let config = config(dir.path(), "", &plugin);
+    let running = replicas(&config, &url, 3, &[("RUST_LOG", "warn")]).await;
+    // The count is per wall-clock minute: start early in one, so that all
+    // twelve calls fall in it.
+    let second = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() % 60;
+    if second > 45 {
+        tokio::time::sleep(Duration::from_secs(61 - second)).await;
+    }
+    let started = Instant::now();
+    let mut answered = [0; 3];
+    let mut refused = [0; 3];
+    for i in 0..12 {
+        match echo(running[i % 3].1, "q").await {
+            Ok(_) => answered[i % 3] += 1,
+            Err((429, body)) => {
+                assert!(body.contains("calls per minute quota exceeded"), "{body}");
+                refused[i % 3] += 1;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    let took = started.elapsed();
+    println!(
+        "12 calls over 3 replicas, 9 per minute: answered {answered:?}, refused {refused:?}, {:.1} ms per call with the shared count",
+        took.as_secs_f64() * 1000.0 / 12.0
+    );
+    assert_eq!(answered.iter().sum::<i32>(), 9, "answered {answered:?}");
+    assert_eq!(refused.iter().sum::<i32>(), 3, "refused {refused:?}");
+    kill_all(running).await;
+}

@@ -82,7 +82,9 @@ pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliE
         lovia_runner::StoreUrl::Sqlite(_) => {
             eprintln!("note: a SQLite store serves one process; several replicas need store = \"postgres://…\"")
         }
-        _ => eprintln!("note: sessions and uploads are shared through PostgreSQL with every replica on this store"),
+        _ => eprintln!(
+            "note: sessions, uploads and calls per minute are shared through PostgreSQL with every replica on this store"
+        ),
     }
     println!("  curl http://{local}/healthz");
     println!("  curl -H 'Authorization: Bearer <key>' http://{local}/api/tools");

@@ -107,7 +107,7 @@ struct Inner {
     metrics_public: bool,
     connections: ConnectionLimits,
     /// Uploaded plugins, kept beside the sessions.
-    plugins: stored::PluginStore,
+    plugins: Arc<stored::PluginStore>,
     /// The ids of the stored uploads this process has added to its tenants.
     installed: Mutex<HashSet<i64>>,
     /// The highest upload id read from the store so far.
@@ -212,6 +212,8 @@ impl Service {
         store: Arc<dyn RunStore>,
         plugins: stored::PluginStore,
     ) -> Result<Service, ServeError> {
+        let plugins = Arc::new(plugins);
+        let shared = plugins.is_shared().then(|| plugins.clone());
         let mut tenants = Vec::new();
         let metrics = Arc::new(metrics::Metrics::default());
         let mut keys = HashMap::new();
@@ -259,6 +261,7 @@ impl Service {
                     t.max_concurrent_calls,
                     t.calls_per_minute,
                     metrics.clone(),
+                    shared.clone(),
                 )),
                 bodies: door::budget(t.max_body_bytes_in_flight),
                 max_plugins: t.max_plugins,
@@ -402,6 +405,10 @@ impl Service {
                 let Some(inner) = service.upgrade() else { return };
                 let service = Service { inner };
                 let read = service.read_uploads().await;
+                // The minute counts of the shared quota are needed for one minute.
+                if let Err(e) = service.inner.plugins.forget_old_minutes().await {
+                    tracing::warn!(error = %e, "cannot delete old call counts");
+                }
                 let mut failed = service.inner.uploads_failed.lock().unwrap_or_else(|e| e.into_inner());
                 *failed = read.err().map(|e| {
                     tracing::warn!(error = %e, "cannot read the stored uploads; retrying at the next poll");
@@ -531,7 +538,7 @@ async fn call_tool(
     if executor.tools().get(&name).is_none() {
         return error(StatusCode::NOT_FOUND, &format!("no tool named {name}"));
     }
-    let _slot = match tenant.quota.admit() {
+    let _slot = match tenant.quota.admit().await {
         Ok(slot) => slot,
         Err(refusal) => return error(StatusCode::TOO_MANY_REQUESTS, refusal.message()),
     };

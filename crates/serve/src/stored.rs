@@ -129,6 +129,12 @@ CREATE TABLE IF NOT EXISTS lovia_plugin_tools (
     plugin BIGINT NOT NULL REFERENCES lovia_plugins (id),
     PRIMARY KEY (tenant, tool)
 );
+CREATE TABLE IF NOT EXISTS lovia_call_minutes (
+    tenant TEXT NOT NULL,
+    minute TIMESTAMPTZ NOT NULL,
+    calls BIGINT NOT NULL,
+    PRIMARY KEY (tenant, minute)
+);
 COMMIT;";
 
 impl PluginStore {
@@ -385,6 +391,40 @@ impl PluginStore {
                 .await
             }
         }
+    }
+
+    /// Counts a call of `tenant` in the current wall-clock minute (the
+    /// database's clock, so every replica agrees on it) if fewer than `limit`
+    /// were counted; whether it was. Only a shared store counts; the others
+    /// say true (the caller counts in memory).
+    pub(crate) async fn count_call(&self, tenant: &str, limit: u32) -> Result<bool, PluginStoreError> {
+        let PluginStore::Postgres(pg) = self else { return Ok(true) };
+        let tenant = tenant.to_owned();
+        pg.run(move |c| {
+            // One statement, so two replicas counting at once serialise on the row.
+            let row = c.query_opt(
+                "INSERT INTO lovia_call_minutes (tenant, minute, calls) VALUES ($1, date_trunc('minute', now()), 1)
+                 ON CONFLICT (tenant, minute) DO UPDATE SET calls = lovia_call_minutes.calls + 1
+                 WHERE lovia_call_minutes.calls < $2
+                 RETURNING calls",
+                &[&tenant, &i64::from(limit)],
+            )?;
+            Ok(row.is_some())
+        })
+        .await
+    }
+
+    /// Deletes the call counts of minutes before the last one.
+    pub(crate) async fn forget_old_minutes(&self) -> Result<(), PluginStoreError> {
+        let PluginStore::Postgres(pg) = self else { return Ok(()) };
+        pg.run(|c| {
+            c.execute(
+                "DELETE FROM lovia_call_minutes WHERE minute < date_trunc('minute', now()) - interval '1 minute'",
+                &[],
+            )
+            .map(|_| ())
+        })
+        .await
     }
 
     /// Whether the store answers (for `/readyz`).
