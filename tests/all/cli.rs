@@ -361,7 +361,7 @@ async fn run_scripts_reach_overrides_policies_and_cancellation() {
 }
 
 /// The environment that makes `lovia serve` play the README's scripted refund chat.
-const SCRIPTED_REFUND: [(&str, &str); 2] = [
+pub(crate) const SCRIPTED_REFUND: [(&str, &str); 2] = [
     ("LOVIA_PROVIDER", "scripted"),
     ("LOVIA_SCRIPT", concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/chat-refund.json")),
 ];
@@ -373,6 +373,16 @@ pub(crate) async fn spawn_serve(
     store: &std::path::Path,
     env: &[(&str, &str)],
 ) -> (tokio::process::Child, std::net::SocketAddr) {
+    spawn_serve_with(config, store, env, &[]).await
+}
+
+/// [`spawn_serve`] with more `lovia serve` flags.
+pub(crate) async fn spawn_serve_with(
+    config: &std::path::Path,
+    store: &std::path::Path,
+    env: &[(&str, &str)],
+    flags: &[&str],
+) -> (tokio::process::Child, std::net::SocketAddr) {
     use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_lovia"))
         .args(["--no-cache", "serve", "--listen", "127.0.0.1:0"])
@@ -380,6 +390,7 @@ pub(crate) async fn spawn_serve(
         .arg(config)
         .arg("--store")
         .arg(store)
+        .args(flags)
         .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)

@@ -10,6 +10,7 @@ mod mcp;
 mod outcomes;
 mod providers;
 mod python;
+mod replicas;
 mod runner;
 mod sandbox;
 mod schemas;

@@ -7,9 +7,6 @@ use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// How long Ctrl-C waits for requests in flight.
-const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
-
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// The service config (TOML: listen, tenants with hashed API keys,
@@ -19,10 +16,22 @@ pub(crate) struct Args {
     /// Listen here instead of the config's `listen` (e.g. 127.0.0.1:0 for any free port).
     #[arg(long, value_name = "ADDR")]
     listen: Option<std::net::SocketAddr>,
-    /// The SQLite file of sessions and checkpoints, instead of the config's
-    /// `store` (default: lovia.db in the current directory).
-    #[arg(long, value_name = "FILE")]
+    /// Where sessions, checkpoints and uploaded plugins go, instead of the
+    /// config's `store`: a SQLite file (default: lovia.db in the current
+    /// directory; one process only) or a postgres:// URL, which several
+    /// replicas share.
+    #[arg(long, value_name = "FILE|URL")]
     store: Option<lovia_runner::StoreUrl>,
+    /// Milliseconds between two reads of a PostgreSQL store for what other
+    /// replicas changed, instead of the config's `poll_interval_ms`
+    /// (default 2000; a NOTIFY brings a change sooner).
+    #[arg(long, value_name = "MS")]
+    poll_interval_ms: Option<u64>,
+    /// On SIGTERM or Ctrl-C, seconds to let requests in flight finish
+    /// before exiting; /readyz answers 503 from the signal on. Runs still
+    /// going resume from their checkpoints at the next start.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    drain_secs: u64,
     /// Read an API key from stdin, print the SHA-256 that goes into
     /// `api_keys`, and exit.
     #[arg(long)]
@@ -45,6 +54,10 @@ pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliE
     if let Some(store) = args.store {
         config.store = Some(store);
     }
+    if let Some(ms) = args.poll_interval_ms {
+        config.poll_interval_ms = ms;
+        config.resolve(std::path::Path::new(".")).map_err(|e| CliError::new(format!("--poll-interval-ms: {e}")))?;
+    }
     // Fuel quotas need the engine to count fuel, which costs some speed: only then.
     let host = host(config.needs_fuel_metering())?;
     let service = Service::new(&host, &config).await.map_err(|e| CliError::new(e.to_string()))?;
@@ -63,6 +76,16 @@ pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliE
     let tenants: Vec<&str> = config.tenants.iter().map(|t| t.name.as_str()).collect();
     let store = config.store.clone().unwrap_or_else(|| "lovia.db".into());
     println!("lovia serve listening on http://{local} (tenants: {}; sessions in {})", tenants.join(", "), store);
+    // Said at start because a second replica on a SQLite file would silently
+    // split the sessions and uploads (docs/replicas.md).
+    match &store {
+        lovia_runner::StoreUrl::Sqlite(_) => {
+            eprintln!("note: a SQLite store serves one process; several replicas need store = \"postgres://…\"")
+        }
+        _ => eprintln!(
+            "note: sessions, uploads and calls per minute are shared through PostgreSQL with every replica on this store"
+        ),
+    }
     println!("  curl http://{local}/healthz");
     println!("  curl -H 'Authorization: Bearer <key>' http://{local}/api/tools");
     println!(
@@ -75,19 +98,22 @@ pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliE
         "  curl -H 'Authorization: Bearer <key>' -d '{{\"session_id\": \"s1\", \"call_id\": \"<id>\", \"decision\": \"approve\"}}' http://{local}/api/chat/approve"
     );
     // Ctrl-C or SIGTERM stops accepting connections and lets requests finish, but a chat
-    // can wait on an approval for minutes: after the grace period the process
+    // can wait on an approval for minutes: after --drain-secs the process
     // exits, and its unfinished runs resume from their checkpoints at the next start.
+    let grace = std::time::Duration::from_secs(args.drain_secs);
     let stop = std::sync::Arc::new(tokio::sync::Notify::new());
     let signalled = stop.clone();
+    let draining = service.clone();
     let shutdown = async move {
         terminate().await;
-        eprintln!("shutting down: finishing requests in flight (at most {} s)", SHUTDOWN_GRACE.as_secs());
+        draining.drain();
+        eprintln!("shutting down: finishing requests in flight (at most {} s)", grace.as_secs());
         signalled.notify_one();
     };
     let server = axum::serve(service.listener(listener), service.router()).with_graceful_shutdown(shutdown);
     tokio::select! {
         served = server => served.map_err(|e| CliError::new(format!("server error: {e}")))?,
-        () = async { stop.notified().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
+        () = async { stop.notified().await; tokio::time::sleep(grace).await } => {
             eprintln!("stopped with runs in progress; they resume when lovia serve starts again");
         }
     }

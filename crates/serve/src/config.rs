@@ -13,6 +13,7 @@
 //! max_connections = 1024             # default: connections held at once, in all
 //! max_connections_per_ip = 64        # default: from one peer address (raise it behind a proxy)
 //! idle_connection_secs = 60          # default: a connection silent this long is closed
+//! poll_interval_ms = 2000            # default: a shared store is read again this often
 //!
 //! [[tenants]]
 //! name = "acme"
@@ -105,6 +106,13 @@ pub struct ServeConfig {
     /// Default: 60; at least 1, and more than `sse_keep_alive_secs`.
     #[serde(default = "default_idle_connection")]
     pub idle_connection_secs: u64,
+    /// Milliseconds between two reads of a PostgreSQL store for what other
+    /// replicas changed (uploads now). A `NOTIFY` brings a change at once;
+    /// this poll is the backstop for a notification lost while the listening
+    /// connection was down, so it bounds how late a change can be seen.
+    /// Default: 2,000; at least 100. Unused with SQLite (one process).
+    #[serde(default = "default_poll_interval")]
+    pub poll_interval_ms: u64,
     /// The tenants; each sees only its own tools.
     pub tenants: Vec<TenantConfig>,
 }
@@ -135,6 +143,10 @@ fn default_max_connections_per_ip() -> usize {
 
 fn default_idle_connection() -> u64 {
     60
+}
+
+fn default_poll_interval() -> u64 {
+    2000
 }
 
 fn default_body_read_timeout() -> u64 {
@@ -189,12 +201,14 @@ pub struct TenantConfig {
     /// upload of the largest size fits. Default: 40 MiB.
     #[serde(default = "default_tenant_body_bytes")]
     pub max_body_bytes_in_flight: usize,
-    /// Plugins the tenant may add with `POST /api/plugins` (while the
-    /// service runs; uploads are lost at restart); past it, 403. Default: 16.
+    /// Plugins the tenant may add with `POST /api/plugins`; they are kept in
+    /// the store (and survive a restart), so this bounds the store as well as
+    /// the memory of every replica; past it, 403. Default: 16.
     #[serde(default = "default_max_plugins")]
     pub max_plugins: u32,
-    /// Bytes of all the components the tenant has uploaded; an upload that
-    /// would pass it is refused (403) before it is compiled. Default: 64 MiB.
+    /// Bytes of all the components the tenant has uploaded and the store
+    /// keeps; an upload that would pass it is refused (403) before it is
+    /// compiled. Default: 64 MiB.
     #[serde(default = "default_max_uploaded_bytes")]
     pub max_uploaded_bytes: u64,
     /// The model behind `/api/chat`. Default: from the environment.
@@ -397,6 +411,7 @@ impl ServeConfig {
             max_connections: default_max_connections(),
             max_connections_per_ip: default_max_connections_per_ip(),
             idle_connection_secs: default_idle_connection(),
+            poll_interval_ms: default_poll_interval(),
             tenants,
         }
     }
@@ -429,6 +444,9 @@ impl ServeConfig {
                 "idle_connection_secs ({}) must be more than sse_keep_alive_secs ({}), or a waiting chat stream would be cut",
                 self.idle_connection_secs, self.sse_keep_alive_secs
             ));
+        }
+        if self.poll_interval_ms < 100 {
+            return Err(format!("poll_interval_ms ({}) must be at least 100", self.poll_interval_ms));
         }
         if self.body_read_timeout_secs == 0 {
             return Err("body_read_timeout_secs must be at least 1".into());

@@ -5,7 +5,9 @@
 //! tenant sees and calls only its own tools: another tenant's tool is a 404,
 //! exactly like a tool that does not exist.
 //!
-//! - `GET /healthz` → `ok`
+//! - `GET /healthz` → `ok` (liveness: the process answers)
+//! - `GET /readyz` → `ready`, or 503 `not ready: <reason>` while the store
+//!   is unreachable, new uploads could not be read, or the service drains
 //! - `GET /metrics` → Prometheus text (calls, errors, latency, in flight,
 //!   refusals), with the `metrics_token`, or to anyone with `metrics_public`
 //! - `GET /api/tools` → the tenant's tools in OpenAI's function format
@@ -43,6 +45,7 @@ mod metrics;
 mod model;
 mod quota;
 mod sse;
+mod stored;
 mod upload;
 
 pub use auth::hash_key;
@@ -50,6 +53,7 @@ pub use config::{
     AgentConfig, PluginEntry, ProviderChoice, ProviderConfig, ServeConfig, ServeConfigError, TenantConfig,
 };
 pub use listener::{ConnectionLimits, LimitedListener, LimitedStream};
+pub use stored::PluginStoreError;
 
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -59,13 +63,13 @@ use axum::{Json, Router};
 use lovia_host::Host;
 use lovia_host::call::text;
 use lovia_host::error::LoadError;
-use lovia_host::exec::{EventSink, ExecSettings, Executor, RunState, ToolCall};
+use lovia_host::exec::{EventSink, ExecSettings, Executor, NameConflict, RunState, ToolCall};
 use lovia_host::{ErrorKind, Tool};
 use lovia_host::{ToolSource, Toolset};
 use lovia_runner::{RunStore, StoreError};
 use serde_json::json;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
@@ -102,6 +106,20 @@ struct Inner {
     metrics_token: Option<String>,
     metrics_public: bool,
     connections: ConnectionLimits,
+    /// Uploaded plugins, kept beside the sessions.
+    plugins: Arc<stored::PluginStore>,
+    /// The ids of the stored uploads this process has added to its tenants.
+    installed: Mutex<HashSet<i64>>,
+    /// The highest upload id read from the store so far.
+    uploads_read: AtomicI64,
+    /// One read of new uploads at a time (the start, a notification, a poll).
+    syncing: tokio::sync::Mutex<()>,
+    /// How often a shared store is read again for others' changes.
+    poll_interval: Duration,
+    /// Why the last read of new uploads failed, until one succeeds.
+    uploads_failed: Mutex<Option<String>>,
+    /// Set by [`Service::drain`]: `/readyz` answers 503 from then on.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 struct Tenant {
@@ -117,8 +135,7 @@ struct Tenant {
     quota: Arc<quota::Quota>,
     /// Bytes of this tenant's request bodies held at once ([`door`]).
     bodies: Arc<Semaphore>,
-    /// The upload quota: (plugins, bytes) uploaded so far, and the limits.
-    uploaded: Mutex<(u32, u64)>,
+    /// The upload bounds, checked against the store.
     max_plugins: u32,
     max_uploaded_bytes: u64,
     /// What `GET /api/chat` lists.
@@ -158,24 +175,45 @@ pub enum ServeError {
     /// The session store could not be opened.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The stored uploads could not be read.
+    #[error(transparent)]
+    Plugins(#[from] PluginStoreError),
 }
 
 impl Service {
-    /// Loads every tenant's plugins on `host`, opens the session store and
-    /// resumes the runs a previous process left unfinished.
+    /// Loads every tenant's plugins on `host` (its configured ones and those
+    /// uploaded before, from the store), opens the session store and resumes
+    /// the runs a previous process left unfinished. With a PostgreSQL store
+    /// it also follows the uploads of other replicas (docs/replicas.md).
     pub async fn new(host: &Host, config: &ServeConfig) -> Result<Service, ServeError> {
-        let store: Arc<dyn RunStore> = config.store.clone().unwrap_or_else(|| "lovia.db".into()).open()?;
-        let service = Self::with_store(host, config, store).await?;
+        let url = config.store.clone().unwrap_or_else(|| "lovia.db".into());
+        let store: Arc<dyn RunStore> = url.open()?;
+        let plugins = stored::PluginStore::open(&url)?;
+        let service = Self::build(host, config, store, plugins).await?;
+        service.read_uploads().await?;
+        service.follow_uploads();
         service.resume_unfinished();
         Ok(service)
     }
 
-    /// [`Service::new`] with any store, resuming nothing.
+    /// [`Service::new`] with any store, resuming nothing; uploads are kept in
+    /// this process's memory only.
     pub async fn with_store(
         host: &Host,
         config: &ServeConfig,
         store: Arc<dyn RunStore>,
     ) -> Result<Service, ServeError> {
+        Self::build(host, config, store, stored::PluginStore::Memory(Mutex::default())).await
+    }
+
+    async fn build(
+        host: &Host,
+        config: &ServeConfig,
+        store: Arc<dyn RunStore>,
+        plugins: stored::PluginStore,
+    ) -> Result<Service, ServeError> {
+        let plugins = Arc::new(plugins);
+        let shared = plugins.is_shared().then(|| plugins.clone());
         let mut tenants = Vec::new();
         let metrics = Arc::new(metrics::Metrics::default());
         let mut keys = HashMap::new();
@@ -223,9 +261,9 @@ impl Service {
                     t.max_concurrent_calls,
                     t.calls_per_minute,
                     metrics.clone(),
+                    shared.clone(),
                 )),
                 bodies: door::budget(t.max_body_bytes_in_flight),
-                uploaded: Mutex::new((0, 0)),
                 max_plugins: t.max_plugins,
                 max_uploaded_bytes: t.max_uploaded_bytes,
                 sessions: console::Sessions::default(),
@@ -253,6 +291,13 @@ impl Service {
                     max_connections_per_ip: config.max_connections_per_ip,
                     idle_timeout: Duration::from_secs(config.idle_connection_secs.max(1)),
                 },
+                plugins,
+                installed: Mutex::default(),
+                uploads_read: AtomicI64::new(0),
+                syncing: tokio::sync::Mutex::new(()),
+                poll_interval: Duration::from_millis(config.poll_interval_ms.max(1)),
+                uploads_failed: Mutex::default(),
+                draining: Default::default(),
             }),
         })
     }
@@ -292,6 +337,7 @@ impl Service {
             .route_layer(door(self.inner.max_plugin_bytes, true));
         Router::new()
             .route("/healthz", get(|| async { "ok\n" }))
+            .route("/readyz", get(readyz))
             .route("/metrics", get(metrics_text))
             .route("/console", get(console::index))
             .route("/console/", get(console::index))
@@ -305,11 +351,123 @@ impl Service {
             .with_state(self.clone())
     }
 
+    /// Reads the uploads stored since the last read and adds each to its
+    /// tenant. One that no longer loads (a tenant gone from the config, a
+    /// component this build refuses, a tool name now configured) is logged
+    /// and skipped, so one tenant's upload cannot stop a replica from
+    /// starting; a store failure is returned and the next read retries.
+    async fn read_uploads(&self) -> Result<(), PluginStoreError> {
+        let _one = self.inner.syncing.lock().await;
+        let rows = self.inner.plugins.after(self.inner.uploads_read.load(Ordering::Acquire)).await?;
+        for row in rows {
+            let known = self.inner.installed.lock().unwrap_or_else(|e| e.into_inner()).contains(&row.id);
+            let tenant = self.inner.tenants.iter().find(|t| t.name == row.tenant);
+            if let (false, Some(tenant)) = (known, tenant) {
+                if let Some(bytes) = self.inner.plugins.bytes(row.id).await? {
+                    let origin = format!("upload by {}", tenant.name);
+                    let host = self.inner.host.clone();
+                    let (compiled, _) =
+                        upload::compile_on_the_blocking_pool(host, &self.inner.compile_slots, None, bytes, origin)
+                            .await;
+                    match compiled.map(|plugin| self.install(tenant, row.id, &plugin)) {
+                        Ok(Ok(_)) => {
+                            tracing::info!(tenant = %row.tenant, plugin = %row.name, id = row.id, "stored upload loaded")
+                        }
+                        Ok(Err(e)) => {
+                            tracing::warn!(tenant = %row.tenant, plugin = %row.name, id = row.id, error = %e, "stored upload skipped")
+                        }
+                        Err(e) => {
+                            tracing::warn!(tenant = %row.tenant, plugin = %row.name, id = row.id, error = %e, "stored upload does not load")
+                        }
+                    }
+                }
+            } else if tenant.is_none() {
+                tracing::warn!(tenant = %row.tenant, plugin = %row.name, id = row.id, "stored upload of a tenant not in the config");
+            }
+            self.inner.uploads_read.fetch_max(row.id, Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
+    /// With a shared store: reads new uploads on each notification of
+    /// another replica and every `poll_interval_ms`, until the service is
+    /// dropped.
+    fn follow_uploads(&self) {
+        if !self.inner.plugins.is_shared() {
+            return;
+        }
+        let wake = Arc::new(tokio::sync::Notify::new());
+        self.inner.plugins.watch(self.inner.poll_interval, Arc::downgrade(&wake));
+        let service = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            loop {
+                wake.notified().await;
+                let Some(inner) = service.upgrade() else { return };
+                let service = Service { inner };
+                let read = service.read_uploads().await;
+                // The minute counts of the shared quota are needed for one minute.
+                if let Err(e) = service.inner.plugins.forget_old_minutes().await {
+                    tracing::warn!(error = %e, "cannot delete old call counts");
+                }
+                let mut failed = service.inner.uploads_failed.lock().unwrap_or_else(|e| e.into_inner());
+                *failed = read.err().map(|e| {
+                    tracing::warn!(error = %e, "cannot read the stored uploads; retrying at the next poll");
+                    e.to_string()
+                });
+            }
+        });
+    }
+
+    /// Adds the tools of stored upload `id` to `tenant`, once: the upload's
+    /// own replica and its notification both get here.
+    fn install(&self, tenant: &Tenant, id: i64, plugin: &lovia_host::Plugin) -> Result<(), NameConflict> {
+        let mut installed = self.inner.installed.lock().unwrap_or_else(|e| e.into_inner());
+        if installed.contains(&id) {
+            return Ok(());
+        }
+        let mut current = tenant.executor.write().unwrap_or_else(|e| e.into_inner());
+        let mut set: Toolset = current.tools().clone();
+        set.add(ToolSource::Plugin, Tool::from_plugin(plugin))?;
+        *current = Executor::new(set, current.settings().clone());
+        installed.insert(id);
+        Ok(())
+    }
+
+    /// Marks the service as stopping: `/readyz` answers 503 `draining`, so a
+    /// load balancer sends no new requests while those in flight finish.
+    pub fn drain(&self) {
+        self.inner.draining.store(true, Ordering::Release);
+    }
+
     /// The tenant a request's key belongs to.
     fn tenant(&self, headers: &HeaderMap) -> Option<&Tenant> {
         let key = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(auth::bearer)?;
         self.inner.keys.get(&hash_key(key)).map(|&i| &self.inner.tenants[i])
     }
+}
+
+/// How long `/readyz` waits for the store before it calls it unreachable.
+const READY_STORE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `GET /readyz`: 200 `ready` when this replica should get requests: the
+/// store answers, the stored uploads are loaded (they are before the
+/// service listens; this says whether the last read of new ones failed) and
+/// it is not draining. Else 503 with the reason, for a load balancer's log.
+async fn readyz(State(service): State<Service>) -> Response {
+    let unready = |reason: String| (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {reason}\n")).into_response();
+    if service.inner.draining.load(Ordering::Acquire) {
+        return unready("draining (the process is stopping)".into());
+    }
+    match tokio::time::timeout(READY_STORE_TIMEOUT, service.inner.plugins.ping()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return unready(format!("the store is unreachable: {e}")),
+        Err(_) => return unready(format!("the store did not answer within {} s", READY_STORE_TIMEOUT.as_secs())),
+    }
+    let failed = service.inner.uploads_failed.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if let Some(e) = failed {
+        return unready(format!("the stored uploads could not be read: {e}"));
+    }
+    "ready\n".into_response()
 }
 
 fn unauthorized() -> Response {
@@ -380,7 +538,7 @@ async fn call_tool(
     if executor.tools().get(&name).is_none() {
         return error(StatusCode::NOT_FOUND, &format!("no tool named {name}"));
     }
-    let _slot = match tenant.quota.admit() {
+    let _slot = match tenant.quota.admit().await {
         Ok(slot) => slot,
         Err(refusal) => return error(StatusCode::TOO_MANY_REQUESTS, refusal.message()),
     };

@@ -1,7 +1,11 @@
 //! A tenant's call quotas — calls at once and calls per minute — kept for
 //! direct calls and, through [`QuotaPolicy`], for the calls of its chats.
+//! With a PostgreSQL store the minute's count is one row per tenant and
+//! wall-clock minute, shared by every replica (one upsert per call); calls at
+//! once stay per replica (docs/replicas.md).
 
 use super::metrics::Metrics;
+use super::stored::PluginStore;
 use lovia_host::BoxFuture;
 use lovia_host::CallContext;
 use lovia_host::Failure;
@@ -16,6 +20,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub(crate) enum Refusal {
     PerMinute,
     Concurrent,
+    /// The shared count could not be taken: refused, as a quota that cannot
+    /// be checked must not admit.
+    Unavailable,
 }
 
 impl Refusal {
@@ -23,6 +30,7 @@ impl Refusal {
         match self {
             Refusal::PerMinute => "calls_per_minute",
             Refusal::Concurrent => "max_concurrent_calls",
+            Refusal::Unavailable => "quota_store",
         }
     }
 
@@ -30,6 +38,7 @@ impl Refusal {
         match self {
             Refusal::PerMinute => "calls per minute quota exceeded",
             Refusal::Concurrent => "too many calls in flight for this tenant",
+            Refusal::Unavailable => "the quota store is unreachable; retry later",
         }
     }
 }
@@ -43,10 +52,18 @@ pub(crate) struct Quota {
     window: Mutex<(u64, u32)>,
     started: Instant,
     metrics: Arc<Metrics>,
+    /// The replicas' shared store, which then counts the minute's calls.
+    shared: Option<Arc<PluginStore>>,
 }
 
 impl Quota {
-    pub(crate) fn new(tenant: &str, max_concurrent: u32, per_minute: u32, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(
+        tenant: &str,
+        max_concurrent: u32,
+        per_minute: u32,
+        metrics: Arc<Metrics>,
+        shared: Option<Arc<PluginStore>>,
+    ) -> Self {
         Self {
             tenant: tenant.to_owned(),
             slots: Arc::new(Semaphore::new(max_concurrent as usize)),
@@ -55,6 +72,7 @@ impl Quota {
             window: Mutex::new((0, 0)),
             started: Instant::now(),
             metrics,
+            shared,
         }
     }
 
@@ -65,8 +83,17 @@ impl Quota {
 
     /// Counts a call and takes a slot for it, or says why not (and counts
     /// the refusal in the metrics).
-    pub(crate) fn admit(&self) -> Result<OwnedSemaphorePermit, Refusal> {
-        let refusal = {
+    pub(crate) async fn admit(&self) -> Result<OwnedSemaphorePermit, Refusal> {
+        let refusal = if let Some(store) = &self.shared {
+            match store.count_call(&self.tenant, self.per_minute).await {
+                Ok(true) => None,
+                Ok(false) => Some(Refusal::PerMinute),
+                Err(e) => {
+                    tracing::error!(tenant = %self.tenant, error = %e, "cannot count a call in the shared store");
+                    Some(Refusal::Unavailable)
+                }
+            }
+        } else {
             let minute = self.started.elapsed().as_secs() / 60;
             let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
             if window.0 != minute {
@@ -103,7 +130,7 @@ impl Policy for QuotaPolicy {
         next: Next<'a>,
     ) -> BoxFuture<'a, AttemptResult> {
         Box::pin(async move {
-            match self.0.admit() {
+            match self.0.admit().await {
                 Ok(_slot) => next.run(args).await,
                 Err(r) => Err(Failure::Tool { message: r.message().into(), hint: None, kind: None }),
             }
