@@ -294,3 +294,80 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
         }
     }
 }
+
+/// The session list comes from the run store: a SQLite-backed `lovia serve`
+/// is killed and started again, and its sessions are still listed, with
+/// their status and input, newest first, in pages, to their tenant only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_list_survives_a_restart_and_pages_per_tenant() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let answer = tmp.path().join("answer.json");
+    std::fs::write(&answer, j!([{"content": "Answered."}]).to_string()).expect("script");
+    let toml = |name: &str, key: &str| {
+        format!(
+            "[[tenants]]\nname = \"{name}\"\napi_keys = [\"{}\"]\nagent = {{ name = \"support\" }}\n\
+             provider = {{ kind = \"scripted\", script = {:?} }}\n",
+            lovia_serve::hash_key(key),
+            answer.display().to_string()
+        )
+    };
+    let config = tmp.path().join("serve.toml");
+    std::fs::write(&config, format!("{}{}", toml("acme", "acme-key"), toml("globex", "globex-key"))).expect("config");
+    let store = tmp.path().join("sessions.db");
+
+    let (mut first, addr) = crate::cli::spawn_serve(&config, &store, &[]).await;
+    for i in 0..3 {
+        let body = j!({"session_id": format!("keep-{i}"), "input": format!("question {i}")}).to_string();
+        let mut sse = Sse::post(addr, "/api/chat", "acme-key", &body).await;
+        assert_eq!(sse.rest().await.last().map(|(n, _)| n.clone()).as_deref(), Some("run_completed"));
+        // Distinct creation times, so newest-first is the order they ran in.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    first.start_kill().expect("SIGKILL");
+    first.wait().await.expect("reaped");
+
+    let (_second, addr) = crate::cli::spawn_serve(&config, &store, &[]).await;
+    let (status, body) = request(addr, "GET", "/api/chat", Some("acme-key"), "").await;
+    assert_eq!(status, 200, "{body}");
+    let listed = json(&body);
+    let sessions = listed["sessions"].as_array().expect("sessions");
+    let ids: Vec<&str> = sessions.iter().filter_map(|s| s["session_id"].as_str()).collect();
+    assert_eq!(ids, ["keep-2", "keep-1", "keep-0"], "listed after the restart, newest first: {listed}");
+    for s in sessions {
+        assert_eq!(s["status"], "completed", "{s}");
+        assert_eq!(s["pending_approvals"], 0);
+        assert!(s["started_ms"].as_u64().is_some_and(|t| t > 0) && s["ended_ms"].as_u64().is_some(), "{s}");
+    }
+    assert_eq!(sessions[0]["input"], "question 2");
+    assert_eq!(listed["next"], Value::Null, "one page holds them all");
+
+    // Pages of two: the first gives a cursor, the second the rest, each once.
+    let (_, body) = request(addr, "GET", "/api/chat?limit=2", Some("acme-key"), "").await;
+    let page = json(&body);
+    let ids: Vec<&str> =
+        page["sessions"].as_array().expect("page").iter().filter_map(|s| s["session_id"].as_str()).collect();
+    assert_eq!(ids, ["keep-2", "keep-1"]);
+    let next = page["next"].as_str().expect("a next cursor").to_owned();
+    let (_, body) = request(addr, "GET", &format!("/api/chat?limit=2&before={next}"), Some("acme-key"), "").await;
+    let page = json(&body);
+    let ids: Vec<&str> =
+        page["sessions"].as_array().expect("page").iter().filter_map(|s| s["session_id"].as_str()).collect();
+    assert_eq!((ids, &page["next"]), (vec!["keep-0"], &Value::Null), "{page}");
+
+    // The other tenant sees none of them, nor their transcripts.
+    let (_, body) = request(addr, "GET", "/api/chat", Some("globex-key"), "").await;
+    assert_eq!(json(&body)["sessions"], j!([]));
+    assert_eq!(request(addr, "GET", "/api/chat/keep-0", Some("globex-key"), "").await.0, 404);
+
+    // Bounds and mistakes are refused, naming what is allowed.
+    for (query, says) in [
+        ("limit=0", "limit must be 1 to 200"),
+        ("limit=201", "limit must be 1 to 200"),
+        ("before=nonsense", "<created_ms>.<session id>"),
+        ("page=2", "expected `limit` or `before`"),
+    ] {
+        let (status, body) = request(addr, "GET", &format!("/api/chat?{query}"), Some("acme-key"), "").await;
+        assert_eq!(status, 400, "{query}: {body}");
+        assert!(body.contains(says), "{query}: {body}");
+    }
+}

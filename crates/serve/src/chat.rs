@@ -339,7 +339,7 @@ impl Service {
             }
             map.insert(key.clone(), live.clone());
         }
-        tenant.sessions.started(session, input.as_deref());
+        tenant.outcomes.started(session);
         let reader = read.then(|| live.subscribe(Vec::new()));
         let mut handle = runner.stream_with(input, state);
         let service = self.clone();
@@ -433,7 +433,7 @@ impl Service {
             }
             let _ = handle.result().await;
             if let Some(tenant) = service.inner.tenants.get(tenant_index) {
-                tenant.sessions.ended(&session, outcome);
+                tenant.outcomes.ended(&session, outcome);
             }
             let mut map = service.inner.live.lock().unwrap_or_else(|p| p.into_inner());
             if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, &live)) {
