@@ -123,6 +123,8 @@ struct Tenant {
     max_uploaded_bytes: u64,
     /// How the runs this process ended ended, for `GET /api/chat`.
     outcomes: console::Outcomes,
+    /// Bytes of its runs' events kept for replay (`chat::TENANT_REPLAY_BYTES`).
+    replay_bytes: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Uploads compiling at once across all tenants: one per core of the
@@ -229,6 +231,7 @@ impl Service {
                 max_plugins: t.max_plugins,
                 max_uploaded_bytes: t.max_uploaded_bytes,
                 outcomes: console::Outcomes::default(),
+                replay_bytes: Arc::default(),
             });
         }
         Ok(Service {
