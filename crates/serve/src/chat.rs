@@ -503,6 +503,11 @@ impl Service {
                         }
                         Some(("tool_result", data))
                     }
+                    RunEvent::Tool(ToolEvent::AttemptFailed { call, attempt, error, retry_in }) => Some((
+                        "tool_attempt_failed",
+                        json!({"id": call.id, "name": call.name, "attempt": attempt, "error": error,
+                               "retry_in_ms": u64::try_from(retry_in.as_millis()).unwrap_or(u64::MAX)}),
+                    )),
                     RunEvent::Tool(ToolEvent::ToolProgress { call, message }) => {
                         Some(("tool_progress", json!({"id": call.id, "name": call.name, "message": message})))
                     }

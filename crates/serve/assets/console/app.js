@@ -411,6 +411,17 @@ function onRunEvent(epoch, name, data) {
       run.calls.set(data.id, { name: data.name, asked: asked ? asked.asked : null, start: now, end: null, error: false, result, item });
       break;
     }
+    case 'tool_attempt_failed': {
+      // A failed attempt that another follows: noted under its call and drawn as its own bar.
+      const call = run.calls.get(data.id);
+      const line = el('p', { class: 'attempt' }, `attempt ${data.attempt} failed: ${data.error}; retrying in ${data.retry_in_ms} ms`);
+      if (call && call.item) {
+        call.item.append(line);
+        call.attempts = [...(call.attempts || []), { start: call.attemptStart ?? call.start, end: now }];
+        call.attemptStart = now + data.retry_in_ms;
+      } else addEvent('attempt', line);
+      break;
+    }
     case 'tool_progress': {
       const call = run.calls.get(data.id);
       const line = el('p', { class: 'progress' }, `progress: ${data.message}`);
@@ -526,8 +537,18 @@ function drawWaterfall() {
       chart.append(svg('rect', { x: x(c.asked), y: y + 4, width: Math.max(2, x(until) - x(c.asked)), height: 7, fill: '#aab2c0', class: 'wait' },
         svg('title', {}, `${c.name} waited ${Math.round(until - c.asked)} ms for approval`)));
     }
+    for (const [n, a] of (c.attempts || []).entries()) {
+      chart.append(svg('rect', { x: x(a.start), y, width: Math.max(2, x(a.end) - x(a.start)), height: 15, rx: 2, class: 'attempt',
+        fill: '#e8a09a' }, svg('title', {}, `${c.name}: attempt ${n + 1} failed after ${Math.round(a.end - a.start)} ms`)));
+    }
     if (c.start !== null) {
+      const start = c.attemptStart ?? c.start;
       const end = c.end ?? now;
+      if (c.start !== start) {
+        chart.append(svg('rect', { x: x(start), y, width: Math.max(2, x(Math.max(start, end)) - x(start)), height: 15, rx: 2, class: 'run',
+          fill: c.end === null ? '#9a6400' : c.error ? '#b3261e' : '#1c7a3e' }, svg('title', {}, `${c.name}: last attempt ${Math.round(end - start)} ms`)));
+        return;
+      }
       chart.append(svg('rect', { x: x(c.start), y, width: Math.max(2, x(end) - x(c.start)), height: 15, rx: 2, class: 'run',
         fill: c.end === null ? '#9a6400' : c.error ? '#b3261e' : '#1c7a3e' }, svg('title', {}, `${c.name}: ${Math.round(end - c.start)} ms`)));
     }
