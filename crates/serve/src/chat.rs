@@ -602,7 +602,7 @@ mod tests {
         // A run of a tenant whose budget is spent keeps nothing, and says so.
         let other = run(&budget);
         budget.fetch_add(TENANT_REPLAY_BYTES, Ordering::AcqRel);
-        other.publish("text_delta", &json!({"text": "x"}));
+        other.publish("text_delta", json!({"text": "x"}));
         assert!(kept(&other).is_empty());
         assert_eq!(other.subscribe(None).queued(), 1, "replay_truncated alone");
         budget.fetch_sub(TENANT_REPLAY_BYTES, Ordering::AcqRel);
