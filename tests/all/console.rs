@@ -282,6 +282,7 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
         "deny_in_the_console",
         "tenants_see_only_their_own",
         "hostile_output_is_text",
+        "open_a_running_run",
         "cancel_a_sleeping_run",
         "metrics",
         "exact_arguments_are_shown",
@@ -293,4 +294,213 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
             assert!(shots.join(format!("{name}.png")).exists(), "no screenshot of {name}");
         }
     }
+}
+
+/// The session list comes from the run store: a SQLite-backed `lovia serve`
+/// is killed and started again, and its sessions are still listed, with
+/// their status and input, newest first, in pages, to their tenant only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_list_survives_a_restart_and_pages_per_tenant() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let answer = tmp.path().join("answer.json");
+    std::fs::write(&answer, j!([{"content": "Answered."}]).to_string()).expect("script");
+    let toml = |name: &str, key: &str| {
+        format!(
+            "[[tenants]]\nname = \"{name}\"\napi_keys = [\"{}\"]\nagent = {{ name = \"support\" }}\n\
+             provider = {{ kind = \"scripted\", script = {:?} }}\n",
+            lovia_serve::hash_key(key),
+            answer.display().to_string()
+        )
+    };
+    let config = tmp.path().join("serve.toml");
+    std::fs::write(&config, format!("{}{}", toml("acme", "acme-key"), toml("globex", "globex-key"))).expect("config");
+    let store = tmp.path().join("sessions.db");
+
+    let (mut first, addr) = crate::cli::spawn_serve(&config, &store, &[]).await;
+    for i in 0..3 {
+        let body = j!({"session_id": format!("keep-{i}"), "input": format!("question {i}")}).to_string();
+        let mut sse = Sse::post(addr, "/api/chat", "acme-key", &body).await;
+        assert_eq!(sse.rest().await.last().map(|(n, _)| n.clone()).as_deref(), Some("run_completed"));
+        // Distinct creation times, so newest-first is the order they ran in.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    first.start_kill().expect("SIGKILL");
+    first.wait().await.expect("reaped");
+
+    let (_second, addr) = crate::cli::spawn_serve(&config, &store, &[]).await;
+    let (status, body) = request(addr, "GET", "/api/chat", Some("acme-key"), "").await;
+    assert_eq!(status, 200, "{body}");
+    let listed = json(&body);
+    let sessions = listed["sessions"].as_array().expect("sessions");
+    let ids: Vec<&str> = sessions.iter().filter_map(|s| s["session_id"].as_str()).collect();
+    assert_eq!(ids, ["keep-2", "keep-1", "keep-0"], "listed after the restart, newest first: {listed}");
+    for s in sessions {
+        assert_eq!(s["status"], "completed", "{s}");
+        assert_eq!(s["pending_approvals"], 0);
+        assert!(s["started_ms"].as_u64().is_some_and(|t| t > 0) && s["ended_ms"].as_u64().is_some(), "{s}");
+    }
+    assert_eq!(sessions[0]["input"], "question 2");
+    assert_eq!(listed["next"], Value::Null, "one page holds them all");
+
+    // Pages of two: the first gives a cursor, the second the rest, each once.
+    let (_, body) = request(addr, "GET", "/api/chat?limit=2", Some("acme-key"), "").await;
+    let page = json(&body);
+    let ids: Vec<&str> =
+        page["sessions"].as_array().expect("page").iter().filter_map(|s| s["session_id"].as_str()).collect();
+    assert_eq!(ids, ["keep-2", "keep-1"]);
+    let next = page["next"].as_str().expect("a next cursor").to_owned();
+    let (_, body) = request(addr, "GET", &format!("/api/chat?limit=2&before={next}"), Some("acme-key"), "").await;
+    let page = json(&body);
+    let ids: Vec<&str> =
+        page["sessions"].as_array().expect("page").iter().filter_map(|s| s["session_id"].as_str()).collect();
+    assert_eq!((ids, &page["next"]), (vec!["keep-0"], &Value::Null), "{page}");
+
+    // The other tenant sees none of them, nor their transcripts.
+    let (_, body) = request(addr, "GET", "/api/chat", Some("globex-key"), "").await;
+    assert_eq!(json(&body)["sessions"], j!([]));
+    assert_eq!(request(addr, "GET", "/api/chat/keep-0", Some("globex-key"), "").await.0, 404);
+
+    // Bounds and mistakes are refused, naming what is allowed.
+    for (query, says) in [
+        ("limit=0", "limit must be 1 to 200"),
+        ("limit=201", "limit must be 1 to 200"),
+        ("before=nonsense", "<created_ms>.<session id>"),
+        ("page=2", "expected `limit` or `before`"),
+    ] {
+        let (status, body) = request(addr, "GET", &format!("/api/chat?{query}"), Some("acme-key"), "").await;
+        assert_eq!(status, 400, "{query}: {body}");
+        assert!(body.contains(says), "{query}: {body}");
+    }
+}
+
+/// An SSE stream read with its event ids: (id, name, data) per event.
+struct IdSse(tokio::io::BufReader<tokio::net::TcpStream>);
+
+impl IdSse {
+    /// POSTs `body` to `/api/chat`, with `Last-Event-ID: last` when given; returns the status and the stream.
+    async fn post(addr: std::net::SocketAddr, key: &str, body: &str, last: Option<&str>) -> (u16, Self) {
+        use tokio::io::AsyncBufReadExt;
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let last = last.map(|l| format!("Last-Event-ID: {l}\r\n")).unwrap_or_default();
+        let head = format!(
+            "POST /api/chat HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n{last}\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.expect("write");
+        let mut reader = tokio::io::BufReader::new(stream);
+        let mut line = String::new();
+        reader.read_line(&mut line).await.expect("status line");
+        let status = line.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
+        while line != "\r\n" && !line.is_empty() {
+            line.clear();
+            reader.read_line(&mut line).await.expect("header");
+        }
+        (status, Self(reader))
+    }
+
+    async fn next(&mut self) -> Option<(Option<u64>, String, Value)> {
+        use tokio::io::AsyncBufReadExt;
+        let read = async {
+            let (mut id, mut name, mut data) = (None, String::new(), String::new());
+            loop {
+                let mut line = String::new();
+                if self.0.read_line(&mut line).await.expect("read") == 0 {
+                    return None;
+                }
+                let line = line.trim_end_matches(['\r', '\n']);
+                if line.is_empty() {
+                    if !name.is_empty() {
+                        return Some((id, name, serde_json::from_str(&data).expect("JSON data")));
+                    }
+                    continue;
+                }
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = Some(v.parse().expect("a numeric id"));
+                } else if let Some(v) = line.strip_prefix("event: ") {
+                    name = v.to_owned();
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data = v.to_owned();
+                }
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(30), read).await.expect("an event within 30 s")
+    }
+
+    async fn until(&mut self, name: &str) -> Vec<(Option<u64>, String, Value)> {
+        let mut seen = Vec::new();
+        while let Some(event) = self.next().await {
+            let done = event.1 == name;
+            seen.push(event);
+            if done {
+                return seen;
+            }
+        }
+        panic!("the stream ended before {name}: {seen:?}");
+    }
+
+    async fn rest(&mut self) -> Vec<(Option<u64>, String, Value)> {
+        let mut seen = Vec::new();
+        while let Some(event) = self.next().await {
+            seen.push(event);
+        }
+        seen
+    }
+}
+
+/// Opening a run in progress shows what happened so far: a reader that
+/// attaches mid-run gets the earlier events (an echo, its progress, the
+/// approval it waits on), then the live ones, each once and in order, with
+/// the ids the first reader saw; `Last-Event-ID` resumes after an id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_attaching_mid_run_gets_the_earlier_events_then_the_live_ones_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replies = j!([
+        {"tool_calls": [
+            {"id": "call_echo", "name": "echo", "arguments": r#"{"text": "before you came"}"#},
+            {"id": "call_progress", "name": "progress", "arguments": r#"{"steps": 2}"#},
+        ]},
+        {"tool_calls": [{"id": "call_refund", "name": "refund",
+            "arguments": r#"{"order_id": "A-1002", "amount_cents": 9000, "reason": "damaged"}"#}]},
+        {"content": "done"}
+    ]);
+    let path = dir.path().join("replay.json");
+    std::fs::write(&path, replies.to_string()).expect("script");
+    let mut config =
+        ServeConfig::new(vec![scripted(tenant("acme", "acme-key", &[fixtures::ORDERS, fixtures::DIAGNOSTICS]), path)]);
+    config.approval_timeout_secs = 120;
+    let addr = start_with(config).await;
+
+    let (status, mut first) = IdSse::post(addr, "acme-key", r#"{"session_id": "mid", "input": "go"}"#, None).await;
+    assert_eq!(status, 200);
+    let before = first.until("approval_required").await;
+    let names: Vec<&str> = before.iter().map(|e| e.1.as_str()).collect();
+    assert!(names.contains(&"tool_result") && names.contains(&"tool_progress"), "{names:?}");
+    let ids: Vec<Option<u64>> = before.iter().map(|e| e.0).collect();
+    assert_eq!(ids, (0..before.len() as u64).map(Some).collect::<Vec<_>>(), "numbered from 0, one by one");
+
+    // Attached mid-run: everything so far, exactly as the first reader got it.
+    let (status, mut second) = IdSse::post(addr, "acme-key", r#"{"session_id": "mid"}"#, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(second.until("approval_required").await, before, "the earlier events, each once, in order");
+    // With Last-Event-ID: only what followed that id.
+    let cut = before[2].0.expect("an id").to_string();
+    let (_, mut third) = IdSse::post(addr, "acme-key", r#"{"session_id": "mid"}"#, Some(&cut)).await;
+    assert_eq!(third.until("approval_required").await, before[3..].to_vec());
+    // A cursor that is not an event id is refused.
+    let (status, _) = IdSse::post(addr, "acme-key", r#"{"session_id": "mid"}"#, Some("soon")).await;
+    assert_eq!(status, 400);
+
+    let decide = r#"{"session_id": "mid", "call_id": "call_refund", "decision": "approve"}"#;
+    assert_eq!(request(addr, "POST", "/api/chat/approve", Some("acme-key"), decide).await.0, 200);
+    let live = first.rest().await;
+    assert_eq!(live.last().map(|e| e.1.as_str()), Some("run_completed"), "{live:?}");
+    assert!(live.iter().any(|e| e.1 == "tool_result" && e.2["id"] == "call_refund"), "{live:?}");
+    let next = before.len() as u64;
+    assert_eq!(
+        live.iter().map(|e| e.0).collect::<Vec<_>>(),
+        (next..next + live.len() as u64).map(Some).collect::<Vec<_>>()
+    );
+    assert_eq!(second.rest().await, live, "then the live events, each once");
+    assert_eq!(third.rest().await, live);
 }

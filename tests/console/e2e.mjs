@@ -198,6 +198,25 @@ await scenario('hostile_output_is_text', globex, async () => {
   await globex.getByRole('tab', { name: 'Runs' }).click();
 });
 
+// A second tab of globex opens hostile-1 while it sleeps: the service
+// replays the run's events so far, so the earlier calls are there, once.
+const later = await newPage('globex-later');
+await scenario('open_a_running_run', later, async () => {
+  await signIn(later, GLOBEX);
+  await later.getByRole('tab', { name: 'Runs' }).click();
+  await later.getByRole('button', { name: 'Open session hostile-1' }).click();
+  const result = later.locator('#run-events [data-call="call_echo"] pre.result');
+  await result.waitFor({ timeout: WAIT });
+  check(await result.textContent() === HOSTILE, `shown: ${await result.textContent()}`);
+  check(await later.locator('#run-events [data-call="call_echo"]').count() === 1, 'the echo is shown more than once');
+  check((await later.locator('#run-events [data-call="call_progress"]').innerText()).includes('step 3 of 3'), 'no earlier progress');
+  await later.locator('#run-events [data-call="call_sleep"]').filter({ hasText: 'running' }).waitFor({ timeout: WAIT });
+  check(await later.locator('#run-events .event-user').count() === 1, 'the input is not shown once');
+  check(await later.locator('#waterfall rect.run').count() === 3, 'not three bars');
+  check(await later.locator('#run-events img').count() === 0, 'an <img> element was made');
+});
+await later.context().close();
+
 await scenario('cancel_a_sleeping_run', globex, async () => {
   // hostile-1 is still in its 60 s sleep_ms call.
   const sleep = globex.locator('#run-events [data-call="call_sleep"]');

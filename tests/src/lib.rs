@@ -73,11 +73,11 @@ pub mod turn {
     /// One event, flattened for assertions.
     #[derive(Debug, Clone, PartialEq)]
     pub struct Seen {
-        /// `approval_required`, `started`, `failed`, `completed` or `progress`.
+        /// `approval_required`, `started`, `attempt_failed`, `failed`, `completed` or `progress`.
         pub kind: &'static str,
         /// The call id.
         pub call: String,
-        /// Output (completed), error (failed), message (progress).
+        /// Output (completed), error (failed), message (progress), `<attempt>: <error>` (attempt_failed).
         pub text: String,
         /// Whether a completed call is an error result.
         pub is_error: bool,
@@ -153,6 +153,9 @@ pub mod turn {
                     ToolEvent::ToolCallFailed { error, .. } => ("failed", error, false),
                     ToolEvent::ToolCallCompleted { output, is_error, .. } => ("completed", output, is_error),
                     ToolEvent::ToolProgress { message, .. } => ("progress", message, false),
+                    ToolEvent::AttemptFailed { attempt, error, .. } => {
+                        ("attempt_failed", format!("{attempt}: {error}"), true)
+                    }
                     other => panic!("an event this harness does not know: {other:?}"),
                 };
                 seen.push(Seen { kind, call, text, is_error, t_ms });

@@ -154,6 +154,138 @@ pub enum StoreError {
     },
 }
 
+/// Sessions one page of [`RunStore::list`] holds when the caller names no
+/// size: 50.
+pub const SESSION_PAGE_DEFAULT: usize = 50;
+/// The most sessions one page of [`RunStore::list`] holds, whatever the
+/// caller asks: 200. A listing is one bounded query, never the whole table.
+pub const SESSION_PAGE_MAX: usize = 200;
+/// Characters of a session's first input that a listing carries: 200.
+pub const SESSION_INPUT_PREVIEW_CHARS: usize = 200;
+
+/// Where a page of [`RunStore::list`] starts: after the session it names,
+/// in the listing's order (newest first by creation, then session id
+/// descending). As text it is `<created_ms>.<session>`, which is what
+/// `GET /api/chat?before=` takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionCursor {
+    /// When the session was created, in ms since the Unix epoch.
+    pub created_ms: i64,
+    /// The session id.
+    pub session: String,
+}
+
+impl std::fmt::Display for SessionCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.created_ms, self.session)
+    }
+}
+
+/// A cursor that is not `<created_ms>.<session>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a session cursor is <created_ms>.<session id>, not '{0}'")]
+pub struct BadCursor(pub String);
+
+impl std::str::FromStr for SessionCursor {
+    type Err = BadCursor;
+
+    fn from_str(text: &str) -> Result<Self, BadCursor> {
+        let bad = || BadCursor(text.chars().take(64).collect());
+        // The time is digits only, so the first dot ends it; a session id may hold dots.
+        let (ms, session) = text.split_once('.').ok_or_else(bad)?;
+        if session.is_empty() || !ms.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        Ok(Self { created_ms: ms.parse().map_err(|_| bad())?, session: session.to_owned() })
+    }
+}
+
+/// Which page of a tenant's sessions [`RunStore::list`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionPage {
+    /// Sessions on the page; [`SESSION_PAGE_DEFAULT`] by default, at most
+    /// [`SESSION_PAGE_MAX`] (a larger value is cut to it, 0 counts as 1).
+    pub limit: usize,
+    /// Start after this session; `None` (the default) starts at the newest.
+    pub before: Option<SessionCursor>,
+}
+
+impl Default for SessionPage {
+    fn default() -> Self {
+        Self { limit: SESSION_PAGE_DEFAULT, before: None }
+    }
+}
+
+impl SessionPage {
+    /// The first `limit` sessions.
+    pub fn first(limit: usize) -> Self {
+        Self { limit, before: None }
+    }
+
+    /// The `limit` sessions after `cursor`.
+    pub fn after(limit: usize, cursor: SessionCursor) -> Self {
+        Self { limit, before: Some(cursor) }
+    }
+
+    /// The page size a store uses: the limit within 1..=[`SESSION_PAGE_MAX`].
+    pub fn bounded_limit(&self) -> usize {
+        self.limit.clamp(1, SESSION_PAGE_MAX)
+    }
+}
+
+/// One session of a listing: what a session list shows without loading
+/// its transcript.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionInfo {
+    /// The session id.
+    pub session: String,
+    /// Where its last run stands.
+    pub status: RunStatus,
+    /// When it was first saved, in ms since the Unix epoch.
+    pub created_ms: i64,
+    /// When it was last saved, in ms since the Unix epoch.
+    pub updated_ms: i64,
+    /// The first characters ([`SESSION_INPUT_PREVIEW_CHARS`]) of the user
+    /// input that opened it, if its first message is one.
+    pub input: Option<String>,
+}
+
+impl SessionInfo {
+    /// The cursor of the page that follows this session.
+    pub fn cursor(&self) -> SessionCursor {
+        SessionCursor { created_ms: self.created_ms, session: self.session.clone() }
+    }
+
+    /// The preview of a session's first message, given as the JSON a store keeps.
+    pub(crate) fn preview(first_message: Option<&str>) -> Option<String> {
+        match serde_json::from_str(first_message?).ok()? {
+            Message::User { content } => Some(content.chars().take(SESSION_INPUT_PREVIEW_CHARS).collect()),
+            _ => None,
+        }
+    }
+}
+
+impl RunStatus {
+    /// The name a store keeps in its status column.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+        }
+    }
+
+    /// The status a store's column names, if it names one.
+    pub(crate) fn parse(name: &str) -> Option<Self> {
+        [RunStatus::Running, RunStatus::Interrupted, RunStatus::Completed, RunStatus::Failed]
+            .into_iter()
+            .find(|s| s.as_str() == name)
+    }
+}
+
 /// Sessions, transcripts, checkpoints and pending approvals, keyed by
 /// tenant and session id. Implementations must be safe to call from any
 /// task; each call is one short transaction, which may block: async callers
@@ -167,6 +299,12 @@ pub trait RunStore: Send + Sync {
     fn unfinished(&self) -> Result<Vec<(String, String)>, StoreError>;
     /// Forgets the session; false when there was none.
     fn delete(&self, tenant: &str, session: &str) -> Result<bool, StoreError>;
+    /// One page of the tenant's sessions, and only that tenant's: newest
+    /// first by creation (ties by session id, descending), at most
+    /// [`SessionPage::bounded_limit`] of them, starting after
+    /// `page.before`. The next page starts at the last one's
+    /// [`SessionInfo::cursor`]; a short page is the last.
+    fn list(&self, tenant: &str, page: &SessionPage) -> Result<Vec<SessionInfo>, StoreError>;
 }
 
 /// Runs a store call from async code without stalling the runtime. A store

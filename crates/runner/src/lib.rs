@@ -7,6 +7,7 @@
 mod agent;
 mod checkpoint;
 mod event;
+mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod provider;
@@ -18,8 +19,12 @@ mod store_url;
 mod stream;
 
 pub use agent::{Agent, DEFAULT_MAX_TURNS, tool_name};
-pub use checkpoint::{Checkpoint, PendingApproval, RunStatus, RunStore, StoreError, without_stalling};
+pub use checkpoint::{
+    BadCursor, Checkpoint, PendingApproval, RunStatus, RunStore, SESSION_INPUT_PREVIEW_CHARS, SESSION_PAGE_DEFAULT,
+    SESSION_PAGE_MAX, SessionCursor, SessionInfo, SessionPage, StoreError, without_stalling,
+};
 pub use event::RunEvent;
+pub use memory::MemoryRunStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresRunStore;
 pub use provider::{Message, ModelProvider, ModelReply, ModelRequest, ModelSettings, ProviderError, TextSink};

@@ -5,7 +5,7 @@
 //! must not nest inside the service's), and each call waits for its answer
 //! there, as a SQLite call waits for the disk.
 
-use super::checkpoint::{Checkpoint, RunStore, StoreError};
+use super::checkpoint::{Checkpoint, RunStatus, RunStore, SessionInfo, SessionPage, StoreError};
 use super::store_url::redact;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -23,7 +23,10 @@ pub struct PostgresRunStore {
 }
 
 // The advisory lock serialises the creation: two services starting at once
-// would otherwise race on CREATE TABLE IF NOT EXISTS.
+// would otherwise race on CREATE TABLE IF NOT EXISTS. The session list
+// orders by `created_ms`, added (by its presence, not a version number) to a
+// database made before it; a build without it leaves it NULL on the rows it
+// inserts, and listings read those as their update time.
 const SCHEMA: &str = "BEGIN;
 SELECT pg_advisory_xact_lock(7420611);
 CREATE TABLE IF NOT EXISTS lovia_runs (
@@ -41,6 +44,14 @@ CREATE TABLE IF NOT EXISTS lovia_run_messages (
     message TEXT NOT NULL,
     PRIMARY KEY (tenant, session, seq)
 );
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+                   AND table_name = 'lovia_runs' AND column_name = 'created_ms') THEN
+        ALTER TABLE lovia_runs ADD COLUMN created_ms BIGINT;
+        UPDATE lovia_runs SET created_ms = (extract(epoch FROM updated) * 1000)::bigint;
+    END IF;
+END $$;
+CREATE INDEX IF NOT EXISTS lovia_runs_by_created ON lovia_runs (tenant, created_ms DESC, session DESC);
 COMMIT;";
 
 impl PostgresRunStore {
@@ -183,7 +194,8 @@ impl RunStore for PostgresRunStore {
                 tx.execute(&insert, &[&t, &s, &(seq as i64), message])?;
             }
             tx.execute(
-                "INSERT INTO lovia_runs (tenant, session, status, checkpoint) VALUES ($1, $2, $3, $4)
+                "INSERT INTO lovia_runs (tenant, session, status, checkpoint, created_ms)
+                 VALUES ($1, $2, $3, $4, (extract(epoch FROM now()) * 1000)::bigint)
                  ON CONFLICT (tenant, session) DO UPDATE SET status = $3, checkpoint = $4, updated = now()",
                 &[&t, &s, &status, &head],
             )?;
@@ -207,5 +219,42 @@ impl RunStore for PostgresRunStore {
             c.execute("DELETE FROM lovia_run_messages WHERE tenant = $1 AND session = $2", &[&t, &s])?;
             Ok(c.execute("DELETE FROM lovia_runs WHERE tenant = $1 AND session = $2", &[&t, &s])? > 0)
         })
+    }
+
+    fn list(&self, tenant: &str, page: &SessionPage) -> Result<Vec<SessionInfo>, StoreError> {
+        let t = tenant.to_owned();
+        let (before_ms, before_session) = match &page.before {
+            Some(c) => (Some(c.created_ms), Some(c.session.clone())),
+            None => (None, None),
+        };
+        let limit = i64::try_from(page.bounded_limit()).unwrap_or(1);
+        type Row = (String, String, i64, i64, Option<String>);
+        let rows: Vec<Row> = self.run(move |c| {
+            let rows = c.query(
+                "SELECT session, status, created, (extract(epoch FROM updated) * 1000)::bigint, first FROM (
+                    SELECT r.session, r.status, r.updated,
+                           COALESCE(r.created_ms, (extract(epoch FROM r.updated) * 1000)::bigint) AS created,
+                           (SELECT m.message FROM lovia_run_messages m
+                             WHERE m.tenant = r.tenant AND m.session = r.session AND m.seq = 0) AS first
+                      FROM lovia_runs r WHERE r.tenant = $1) s
+                  WHERE $2::bigint IS NULL OR (created, session) < ($2::bigint, $3::text)
+                  ORDER BY created DESC, session DESC
+                  LIMIT $4",
+                &[&t, &before_ms, &before_session, &limit],
+            )?;
+            Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4))).collect())
+        })?;
+        rows.into_iter()
+            .map(|(session, status, created_ms, updated_ms, first)| match RunStatus::parse(&status) {
+                Some(status) => Ok(SessionInfo {
+                    input: SessionInfo::preview(first.as_deref()),
+                    session,
+                    status,
+                    created_ms,
+                    updated_ms,
+                }),
+                None => Err(StoreError::Corrupt { session, message: format!("unknown status '{status}'") }),
+            })
+            .collect()
     }
 }

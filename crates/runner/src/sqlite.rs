@@ -3,7 +3,7 @@
 //! writes the head and the messages added since the last save, never the
 //! whole transcript again.
 
-use super::checkpoint::{Checkpoint, RunStore, StoreError};
+use super::checkpoint::{Checkpoint, RunStatus, RunStore, SessionInfo, SessionPage, StoreError};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -66,6 +66,7 @@ impl SqliteRunStore {
             PRAGMA user_version = 2;",
         )
         .map_err(err)?;
+        add_created_column(&conn).map_err(err)?;
         Ok(Self { conn: Mutex::new(conn), path, written: AtomicU64::new(0) })
     }
 
@@ -78,6 +79,28 @@ impl SqliteRunStore {
     fn err(&self, e: impl std::fmt::Display) -> StoreError {
         StoreError::Database { location: self.path.display().to_string(), message: e.to_string() }
     }
+}
+
+/// The session list orders by creation: a `created_ms` column and its
+/// index, added to a file made before it existed (whose sessions count as
+/// created when they were last saved). Guarded by the column's presence
+/// rather than the schema version, so that it composes with the other
+/// additions to this file; a build without the column leaves it NULL on
+/// the rows it inserts, and listings read those as their update time.
+fn add_created_column(conn: &Connection) -> rusqlite::Result<()> {
+    let present: bool =
+        conn.query_row("SELECT COUNT(*) > 0 FROM pragma_table_info('runs') WHERE name = 'created_ms'", [], |r| {
+            r.get(0)
+        })?;
+    if !present {
+        conn.execute_batch(
+            "BEGIN;
+             ALTER TABLE runs ADD COLUMN created_ms INTEGER;
+             UPDATE runs SET created_ms = updated_ms;
+             COMMIT;",
+        )?;
+    }
+    conn.execute_batch("CREATE INDEX IF NOT EXISTS runs_by_created ON runs (tenant, created_ms DESC, session DESC);")
 }
 
 impl RunStore for SqliteRunStore {
@@ -140,7 +163,7 @@ impl RunStore for SqliteRunStore {
             }
         }
         tx.execute(
-            "INSERT INTO runs (tenant, session, status, updated_ms, checkpoint) VALUES (?1, ?2, ?3, ?4, ?5)
+            "INSERT INTO runs (tenant, session, status, updated_ms, checkpoint, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?4)
              ON CONFLICT (tenant, session) DO UPDATE SET status = ?3, updated_ms = ?4, checkpoint = ?5",
             params![tenant, session, status.as_str().unwrap_or_default(), now, head],
         )
@@ -167,5 +190,51 @@ impl RunStore for SqliteRunStore {
             .execute("DELETE FROM runs WHERE tenant = ?1 AND session = ?2", params![tenant, session])
             .map_err(|e| self.err(e))?;
         Ok(n > 0)
+    }
+
+    fn list(&self, tenant: &str, page: &SessionPage) -> Result<Vec<SessionInfo>, StoreError> {
+        let (before_ms, before_session) = match &page.before {
+            Some(c) => (Some(c.created_ms), Some(c.session.as_str())),
+            None => (None, None),
+        };
+        let limit = i64::try_from(page.bounded_limit()).unwrap_or(1);
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT r.session, r.status, COALESCE(r.created_ms, r.updated_ms) AS created, r.updated_ms,
+                        (SELECT m.message FROM run_messages m
+                          WHERE m.tenant = r.tenant AND m.session = r.session AND m.seq = 0)
+                   FROM runs r
+                  WHERE r.tenant = ?1 AND (?2 IS NULL OR (COALESCE(r.created_ms, r.updated_ms), r.session) < (?2, ?3))
+                  ORDER BY created DESC, r.session DESC
+                  LIMIT ?4",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![tenant, before_ms, before_session, limit], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut list = Vec::new();
+        for row in rows {
+            let (session, status, created_ms, updated_ms, first) = row.map_err(|e| self.err(e))?;
+            let Some(status) = RunStatus::parse(&status) else {
+                return Err(StoreError::Corrupt { session, message: format!("unknown status '{status}'") });
+            };
+            list.push(SessionInfo {
+                input: SessionInfo::preview(first.as_deref()),
+                session,
+                status,
+                created_ms,
+                updated_ms,
+            });
+        }
+        Ok(list)
     }
 }

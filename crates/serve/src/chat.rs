@@ -3,7 +3,7 @@
 //! session); its events go to every connected reader; it survives readers
 //! leaving, and is persisted so that it survives the process too.
 
-use super::sse::{Reader, frame};
+use super::sse::{READER_QUEUE, Reader, frame};
 use super::{Service, Tenant, error, unauthorized};
 use axum::Json;
 use axum::extract::{Path as UrlPath, State};
@@ -17,21 +17,62 @@ use lovia_host::exec::{CancelToken, RunState, ToolEvent};
 use lovia_runner::{Agent, RunEvent, Runner, new_id, without_stalling};
 use serde::Deserialize;
 use serde_json::json;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc;
+
+/// Events of one run kept for readers that attach while it runs
+/// (docs/operators.md, "Routes"): at most this many, the oldest dropped first.
+/// Half a reader's queue ([`READER_QUEUE`]), so a replay always fits in it.
+pub(crate) const RUN_REPLAY_EVENTS: usize = READER_QUEUE / 2;
+/// Bytes of event data one run keeps for replay: 1 MiB, the oldest dropped first.
+pub(crate) const RUN_REPLAY_BYTES: usize = 1 << 20;
+/// Bytes of event data all of a tenant's runs keep for replay together:
+/// 8 MiB. A run that would pass it drops its own oldest events instead.
+pub(crate) const TENANT_REPLAY_BYTES: usize = 8 << 20;
+
+/// One kept event.
+struct Kept {
+    id: u64,
+    bytes: usize,
+    /// The call whose approval it asks for, for an `approval_required`.
+    approval_of: Option<String>,
+    event: Event,
+}
+
+/// A run's event ids, its kept events and its readers, under one lock: an
+/// event is numbered, kept and sent to the readers in one step, and a new
+/// reader gets the kept events and joins the readers in one step, so it
+/// sees every event after its cursor exactly once, in order.
+#[derive(Default)]
+struct Feed {
+    next_id: u64,
+    kept: VecDeque<Kept>,
+    kept_bytes: usize,
+    /// The newest id dropped from `kept`, if any was.
+    lost_through: Option<u64>,
+    /// One bounded queue per reader; a full one is dropped (see `sse`).
+    readers: Vec<mpsc::Sender<Event>>,
+}
 
 /// A run in progress and its readers.
 pub(crate) struct LiveRun {
     pub(crate) approvals: ApprovalChannel,
     cancel: CancelToken,
-    /// One bounded queue per reader; a full one is dropped (see `sse`).
-    readers: Mutex<Vec<mpsc::Sender<Event>>>,
+    feed: Mutex<Feed>,
+    /// The tenant's bytes of kept events, across its runs ([`TENANT_REPLAY_BYTES`]).
+    tenant_replay: Arc<AtomicUsize>,
     /// When each pending approval was asked for (the console shows how long
     /// it has waited and when it will be denied); removed when decided.
     asked: Mutex<HashMap<String, SystemTime>>,
     started: SystemTime,
+}
+
+/// Takes `n` bytes of `budget` if they fit under `limit`.
+fn charge(budget: &AtomicUsize, n: usize, limit: usize) -> bool {
+    budget.fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| used.checked_add(n).filter(|&u| u <= limit)).is_ok()
 }
 
 impl LiveRun {
@@ -41,35 +82,97 @@ impl LiveRun {
         self.asked.lock().unwrap_or_else(|p| p.into_inner()).get(call_id).copied().unwrap_or(self.started)
     }
 
-    /// Queues `event` for every reader; a reader whose queue is full or
-    /// closed is dropped, which ends its stream (docs/operators.md, "Routes").
-    fn send(&self, event: Event) {
-        self.readers.lock().unwrap_or_else(|p| p.into_inner()).retain(|r| r.try_send(event.clone()).is_ok());
+    /// Numbers `data` as the run's next event, keeps it for later readers
+    /// within the bounds, and queues it for every reader; a reader whose
+    /// queue is full or closed is dropped, which ends its stream
+    /// (docs/operators.md, "Routes").
+    fn publish(&self, name: &str, mut data: serde_json::Value) {
+        // When it happened, so that a reader attaching later still draws
+        // the run's calls on their real time axis.
+        data["at_ms"] = json!(super::console::unix_ms(SystemTime::now()));
+        let text = data.to_string();
+        let bytes = name.len() + text.len();
+        let approval_of = (name == "approval_required").then(|| data["id"].as_str().map(str::to_owned)).flatten();
+        let mut feed = self.feed.lock().unwrap_or_else(|p| p.into_inner());
+        let id = feed.next_id;
+        feed.next_id += 1;
+        let event = Event::default().event(name).id(id.to_string()).data(text);
+        // Room for it: the oldest kept events go first, until it fits the
+        // run's bounds and the tenant's budget; one that never fits is not kept.
+        let mut keep = true;
+        loop {
+            let fits_run = feed.kept.len() < RUN_REPLAY_EVENTS && feed.kept_bytes + bytes <= RUN_REPLAY_BYTES;
+            if fits_run && charge(&self.tenant_replay, bytes, TENANT_REPLAY_BYTES) {
+                break;
+            }
+            match feed.kept.pop_front() {
+                Some(old) => {
+                    feed.kept_bytes -= old.bytes;
+                    self.tenant_replay.fetch_sub(old.bytes, Ordering::AcqRel);
+                    feed.lost_through = Some(old.id);
+                }
+                None => {
+                    keep = false;
+                    feed.lost_through = Some(id);
+                    break;
+                }
+            }
+        }
+        if keep {
+            feed.kept_bytes += bytes;
+            feed.kept.push_back(Kept { id, bytes, approval_of, event: event.clone() });
+        }
+        feed.readers.retain(|r| r.try_send(event.clone()).is_ok());
     }
 
-    /// A new reader's stream; `replay` frames go first.
-    fn subscribe(self: &Arc<Self>, replay: Vec<Event>) -> Reader {
+    /// A new reader's stream: the kept events after `after` (all of them
+    /// without it), then the live ones. When some it needs were dropped, it
+    /// first gets `replay_truncated` and the pending approvals whose events
+    /// are gone.
+    fn subscribe(self: &Arc<Self>, after: Option<u64>) -> Reader {
         let live = Arc::downgrade(self);
         // A reader leaving decides nothing: its run's approvals stay pending
         // until decided, cancelled or timed out (docs/semantics.md D12).
         let (tx, reader) = Reader::new(move || {
             if let Some(live) = live.upgrade() {
-                live.readers.lock().unwrap_or_else(|p| p.into_inner()).retain(|r| !r.is_closed());
+                live.feed.lock().unwrap_or_else(|p| p.into_inner()).readers.retain(|r| !r.is_closed());
             }
         });
-        for f in replay {
-            let _ = tx.try_send(f);
+        let from = after.map_or(0, |a| a.saturating_add(1));
+        let mut feed = self.feed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut replay = Vec::new();
+        if let Some(lost) = feed.lost_through.filter(|&lost| from <= lost) {
+            replay.push(frame("replay_truncated", &json!({"missing_through": lost})));
+            let shown: Vec<&str> = feed.kept.iter().filter_map(|k| k.approval_of.as_deref()).collect();
+            for r in self.approvals.pending().iter().filter(|r| !shown.contains(&r.call_id.as_str())) {
+                replay.push(frame(
+                    "approval_required",
+                    &json!({"id": r.call_id, "name": r.tool, "arguments": r.arguments}),
+                ));
+            }
         }
-        self.readers.lock().unwrap_or_else(|p| p.into_inner()).push(tx);
+        replay.extend(feed.kept.iter().filter(|k| k.id >= from).map(|k| k.event.clone()));
+        // The queue holds a whole replay (RUN_REPLAY_EVENTS is half of it);
+        // should it not, the stream ends rather than skip an event.
+        if replay.into_iter().all(|e| tx.try_send(e).is_ok()) {
+            feed.readers.push(tx);
+        }
         reader
     }
 
-    fn pending_frames(&self) -> Vec<Event> {
-        self.approvals
-            .pending()
-            .iter()
-            .map(|r| frame("approval_required", &json!({"id": r.call_id, "name": r.tool, "arguments": r.arguments})))
-            .collect()
+    /// Ends every reader's stream and gives the kept bytes back to the tenant.
+    fn close(&self) {
+        let mut feed = self.feed.lock().unwrap_or_else(|p| p.into_inner());
+        // Dropping the senders ends every reader's stream.
+        feed.readers.clear();
+        feed.kept.clear();
+        self.tenant_replay.fetch_sub(std::mem::take(&mut feed.kept_bytes), Ordering::AcqRel);
+    }
+}
+
+impl Drop for LiveRun {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
@@ -159,9 +262,16 @@ pub(crate) async fn chat(State(service): State<Service>, headers: HeaderMap, bod
         if input.is_some() {
             return error(StatusCode::CONFLICT, "a run is in progress for this session; send no input to attach to it");
         }
-        // Reconnect: the pending approvals again, then the live events.
-        let body = live.subscribe(live.pending_frames());
-        return service.sse_response(body);
+        // Attach: the run's events so far (or those after the client's
+        // Last-Event-ID), then the live ones.
+        let after = match headers.get("last-event-id").map(|v| v.to_str().ok().and_then(|v| v.trim().parse().ok())) {
+            None => None,
+            Some(Some(id)) => Some(id),
+            Some(None) => {
+                return error(StatusCode::BAD_REQUEST, "Last-Event-ID must be the id of an event of this run");
+            }
+        };
+        return service.sse_response(live.subscribe(after));
     }
     if input.is_none() {
         let unfinished = without_stalling(|| service.inner.store.load(&tenant.name, &session))
@@ -327,7 +437,8 @@ impl Service {
         let live = Arc::new(LiveRun {
             approvals: state.approvals.clone(),
             cancel: state.cancel.clone(),
-            readers: Mutex::default(),
+            feed: Mutex::default(),
+            tenant_replay: tenant.replay_bytes.clone(),
             asked: Mutex::default(),
             started: SystemTime::now(),
         });
@@ -339,8 +450,10 @@ impl Service {
             }
             map.insert(key.clone(), live.clone());
         }
-        tenant.sessions.started(session, input.as_deref());
-        let reader = read.then(|| live.subscribe(Vec::new()));
+        tenant.outcomes.started(session);
+        let reader = read.then(|| live.subscribe(None));
+        // A run without input resumes one the store holds unfinished.
+        let resumed = input.is_none();
         let mut handle = runner.stream_with(input, state);
         let service = self.clone();
         let (tenant_name, tenant_index, session) = (tenant.name.clone(), tenant.index, session.to_owned());
@@ -353,16 +466,14 @@ impl Service {
             while let Some(event) = handle.next_event().await {
                 let metrics = &service.inner.metrics;
                 let out = match event {
-                    RunEvent::RunStarted { agent, run_id } => {
-                        Some(frame("run_started", &json!({"run_id": run_id, "session_id": session, "agent": agent})))
-                    }
-                    RunEvent::TextDelta { text } => Some(frame("text_delta", &json!({"text": text}))),
+                    RunEvent::RunStarted { agent, run_id } => Some((
+                        "run_started",
+                        json!({"run_id": run_id, "session_id": session, "agent": agent, "resumed": resumed}),
+                    )),
+                    RunEvent::TextDelta { text } => Some(("text_delta", json!({"text": text}))),
                     RunEvent::Tool(ToolEvent::ToolCallStarted { call }) => {
                         started.insert(call.id.clone(), Instant::now());
-                        Some(frame(
-                            "tool_call",
-                            &json!({"id": call.id, "name": call.name, "arguments": call.arguments}),
-                        ))
+                        Some(("tool_call", json!({"id": call.id, "name": call.name, "arguments": call.arguments})))
                     }
                     RunEvent::Tool(ToolEvent::ToolCallCompleted {
                         call,
@@ -390,58 +501,120 @@ impl Service {
                         if let Some(parts) = parts {
                             data["parts"] = json!(parts);
                         }
-                        Some(frame("tool_result", &data))
+                        Some(("tool_result", data))
                     }
+                    RunEvent::Tool(ToolEvent::AttemptFailed { call, attempt, error, retry_in }) => Some((
+                        "tool_attempt_failed",
+                        json!({"id": call.id, "name": call.name, "attempt": attempt, "error": error,
+                               "retry_in_ms": u64::try_from(retry_in.as_millis()).unwrap_or(u64::MAX)}),
+                    )),
                     RunEvent::Tool(ToolEvent::ToolProgress { call, message }) => {
-                        Some(frame("tool_progress", &json!({"id": call.id, "name": call.name, "message": message})))
+                        Some(("tool_progress", json!({"id": call.id, "name": call.name, "message": message})))
                     }
                     // The ticket is dropped here: the decision comes out of band, through
                     // /api/chat/approve, while the handler waits.
                     RunEvent::Tool(ToolEvent::ApprovalRequired { call, ticket: _ }) => {
                         live.asked.lock().unwrap_or_else(|p| p.into_inner()).insert(call.id.clone(), SystemTime::now());
-                        Some(frame(
+                        Some((
                             "approval_required",
-                            &json!({"id": call.id, "name": call.name, "arguments": call.arguments}),
+                            json!({"id": call.id, "name": call.name, "arguments": call.arguments}),
                         ))
                     }
                     RunEvent::Tool(ToolEvent::ToolCallFailed { call, error }) => {
-                        Some(frame("error", &json!({"type": "ToolCallFailed", "message": error, "call_id": call.id})))
+                        Some(("error", json!({"type": "ToolCallFailed", "message": error, "call_id": call.id})))
                     }
                     RunEvent::HandoffOccurred { from_agent, to_agent } => {
-                        Some(frame("handoff", &json!({"from_agent": from_agent, "to_agent": to_agent})))
+                        Some(("handoff", json!({"from_agent": from_agent, "to_agent": to_agent})))
                     }
                     RunEvent::RunCompleted { output } => {
                         metrics.run_ended(&tenant_name, "completed");
                         outcome = "completed";
-                        Some(frame("run_completed", &json!({"output": output, "session_id": session})))
+                        Some(("run_completed", json!({"output": output, "session_id": session})))
                     }
                     RunEvent::RunFailed { error } => {
                         metrics.run_ended(&tenant_name, error.kind());
                         outcome = error.kind();
-                        Some(frame(
-                            "error",
-                            &json!({"type": error.kind(), "message": error.to_string(), "fatal": true}),
-                        ))
+                        Some(("error", json!({"type": error.kind(), "message": error.to_string(), "fatal": true})))
                     }
                     // Turn boundaries, whole messages, and any event a newer
                     // runner adds are not part of the SSE stream.
                     _ => None,
                 };
-                if let Some(bytes) = out {
-                    live.send(bytes);
+                if let Some((name, data)) = out {
+                    live.publish(name, data);
                 }
             }
             let _ = handle.result().await;
             if let Some(tenant) = service.inner.tenants.get(tenant_index) {
-                tenant.sessions.ended(&session, outcome);
+                tenant.outcomes.ended(&session, outcome);
             }
             let mut map = service.inner.live.lock().unwrap_or_else(|p| p.into_inner());
             if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, &live)) {
                 map.remove(&key);
             }
-            // Dropping the senders ends every reader's stream.
-            live.readers.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            live.close();
         });
         Ok(reader)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(budget: &Arc<AtomicUsize>) -> Arc<LiveRun> {
+        Arc::new(LiveRun {
+            approvals: ApprovalChannel::default(),
+            cancel: CancelToken::default(),
+            feed: Mutex::default(),
+            tenant_replay: budget.clone(),
+            asked: Mutex::default(),
+            started: SystemTime::now(),
+        })
+    }
+
+    fn kept(live: &LiveRun) -> Vec<u64> {
+        live.feed.lock().expect("feed").kept.iter().map(|k| k.id).collect()
+    }
+
+    #[test]
+    fn a_runs_kept_events_are_bounded_and_charged_to_its_tenant() {
+        let budget = Arc::new(AtomicUsize::new(0));
+        let live = run(&budget);
+        let n = RUN_REPLAY_EVENTS as u64 + 100;
+        for i in 0..n {
+            live.publish("tool_progress", json!({"id": "c1", "message": format!("step {i}")}));
+        }
+        // The newest RUN_REPLAY_EVENTS, contiguous, and what they hold is charged.
+        let ids = kept(&live);
+        assert_eq!(ids, (100..n).collect::<Vec<_>>());
+        let held = live.feed.lock().expect("feed").kept_bytes;
+        assert_eq!(budget.load(Ordering::Acquire), held);
+        // A reader from the start is told that the first 100 are gone, then gets the rest.
+        let mut reader = live.subscribe(None);
+        assert_eq!(reader.queued(), 1 + RUN_REPLAY_EVENTS);
+        // One that has seen them gets only what follows its cursor, with no notice.
+        let mut reader = live.subscribe(Some(n - 3));
+        assert_eq!(reader.queued(), 2);
+        live.publish("text_delta", json!({"text": "live"}));
+        assert_eq!(reader.queued(), 1, "the live event, once");
+
+        // A run of a tenant whose budget is spent keeps nothing, and says so.
+        let other = run(&budget);
+        budget.fetch_add(TENANT_REPLAY_BYTES, Ordering::AcqRel);
+        other.publish("text_delta", json!({"text": "x"}));
+        assert!(kept(&other).is_empty());
+        assert_eq!(other.subscribe(None).queued(), 1, "replay_truncated alone");
+        budget.fetch_sub(TENANT_REPLAY_BYTES, Ordering::AcqRel);
+
+        // A big event pushes out old ones to fit the run's byte bound.
+        live.publish("tool_result", json!({"result": "x".repeat(RUN_REPLAY_BYTES - 1000)}));
+        assert!(live.feed.lock().expect("feed").kept_bytes <= RUN_REPLAY_BYTES);
+        assert!(kept(&live).len() < 100, "{}", kept(&live).len());
+
+        // The end of the run gives every byte back.
+        live.close();
+        drop(other);
+        assert_eq!(budget.load(Ordering::Acquire), 0);
     }
 }

@@ -9,20 +9,23 @@
 //! inline script, no `eval`, no other origin, no framing), and the script
 //! renders every value as text.
 
-use super::{Service, Tenant, unauthorized};
+use super::{Service, Tenant, error, unauthorized};
 use axum::Json;
-use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use lovia_runner::{RunStatus, SESSION_PAGE_DEFAULT, SESSION_PAGE_MAX, SessionCursor, SessionPage, without_stalling};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Sessions of a tenant that `GET /api/chat` lists: the ones this process
-/// started or resumed, newest first; older finished ones are forgotten
-/// (their transcripts stay in the store). Default and bound: 100.
-pub(crate) const RECENT_SESSIONS: usize = 100;
+/// How many ended runs' outcomes a tenant's [`Outcomes`] remembers: 100.
+/// The store keeps a status for every session; this only refines it for
+/// runs this process ended (`cancelled` rather than `interrupted`).
+pub(crate) const RECENT_OUTCOMES: usize = 100;
 
 /// The policy of every console response: its own script and style only,
 /// requests only to its own origin, never framed.
@@ -69,72 +72,91 @@ pub(crate) async fn icon() -> Response {
     asset("image/svg+xml", ICON_SVG)
 }
 
-/// One session in `GET /api/chat`.
-#[derive(Clone)]
-pub(crate) struct SessionSummary {
-    pub(crate) id: String,
-    pub(crate) started_ms: u64,
-    pub(crate) ended_ms: Option<u64>,
-    /// `running`, `completed`, or the run error's kind (`cancelled`, …).
-    pub(crate) status: &'static str,
-    /// The start of the input that started it (none for a resumed run).
-    pub(crate) input: Option<String>,
-}
-
-/// The first characters of a run's input that the session list shows.
-const INPUT_PREVIEW_CHARS: usize = 200;
-
-/// The tenant's recent sessions, newest first, at most [`RECENT_SESSIONS`].
+/// The outcomes of the runs this process ended, newest first, at most
+/// [`RECENT_OUTCOMES`]: the run error's kind (`cancelled`, `max_turns`, …)
+/// says more than the store's `interrupted` or `failed`.
 #[derive(Default)]
-pub(crate) struct Sessions(Mutex<VecDeque<SessionSummary>>);
+pub(crate) struct Outcomes(Mutex<VecDeque<(String, &'static str)>>);
 
-impl Sessions {
-    pub(crate) fn started(&self, id: &str, input: Option<&str>) {
-        let mut list = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        list.retain(|s| s.id != id);
-        list.push_front(SessionSummary {
-            id: id.to_owned(),
-            started_ms: unix_ms(SystemTime::now()),
-            ended_ms: None,
-            status: "running",
-            input: input.map(|i| i.chars().take(INPUT_PREVIEW_CHARS).collect()),
-        });
-        list.truncate(RECENT_SESSIONS);
+impl Outcomes {
+    pub(crate) fn started(&self, id: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).retain(|(s, _)| s != id);
     }
 
-    pub(crate) fn ended(&self, id: &str, status: &'static str) {
+    pub(crate) fn ended(&self, id: &str, outcome: &'static str) {
         let mut list = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = list.iter_mut().find(|s| s.id == id) {
-            s.status = status;
-            s.ended_ms = Some(unix_ms(SystemTime::now()));
-        }
+        list.retain(|(s, _)| s != id);
+        list.push_front((id.to_owned(), outcome));
+        list.truncate(RECENT_OUTCOMES);
     }
 
-    fn list(&self) -> Vec<SessionSummary> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
+    fn of(&self, id: &str) -> Option<&'static str> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|(s, _)| s == id).map(|(_, o)| *o)
     }
 }
 
-/// `GET /api/chat`: the tenant's recent sessions with their status.
-pub(crate) async fn sessions(State(service): State<Service>, headers: HeaderMap) -> Response {
+/// The query of `GET /api/chat`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SessionsQuery {
+    /// Sessions on the page: 1 to [`SESSION_PAGE_MAX`], [`SESSION_PAGE_DEFAULT`] when absent.
+    limit: Option<usize>,
+    /// The `next` of the previous page.
+    before: Option<String>,
+}
+
+/// `GET /api/chat?limit=&before=`: a page of the tenant's sessions from the
+/// run store, newest first, with their status; they outlive the process.
+pub(crate) async fn sessions(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    query: Result<Query<SessionsQuery>, QueryRejection>,
+) -> Response {
     let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
-    let list: Vec<Value> = tenant
-        .sessions
-        .list()
+    let query = match query {
+        Ok(Query(q)) => q,
+        Err(rejection) => return error(StatusCode::BAD_REQUEST, &rejection.body_text()),
+    };
+    let limit = query.limit.unwrap_or(SESSION_PAGE_DEFAULT);
+    if !(1..=SESSION_PAGE_MAX).contains(&limit) {
+        return error(StatusCode::BAD_REQUEST, &format!("limit must be 1 to {SESSION_PAGE_MAX}, not {limit}"));
+    }
+    let page = match query.before.as_deref().map(str::parse::<SessionCursor>) {
+        None => SessionPage::first(limit),
+        Some(Ok(cursor)) => SessionPage::after(limit, cursor),
+        Some(Err(e)) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
+    };
+    let found = match without_stalling(|| service.inner.store.list(&tenant.name, &page)) {
+        Ok(found) => found,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    };
+    let next = (found.len() == limit).then(|| found.last().map(|s| s.cursor().to_string())).flatten();
+    let list: Vec<Value> = found
         .into_iter()
         .map(|s| {
-            let pending = service.live(tenant, &s.id).map_or(0, |live| live.approvals.pending_ids().len());
+            let live = service.live(tenant, &s.session);
+            let status = match (&live, s.status) {
+                (Some(_), _) => "running",
+                (None, RunStatus::Running) => "running",
+                (None, stored) => tenant.outcomes.of(&s.session).unwrap_or(match stored {
+                    RunStatus::Completed => "completed",
+                    RunStatus::Failed => "failed",
+                    _ => "interrupted",
+                }),
+            };
+            let ended = (status != "running").then_some(s.updated_ms);
             json!({
-                "session_id": s.id,
-                "status": s.status,
-                "started_ms": s.started_ms,
-                "ended_ms": s.ended_ms,
+                "session_id": s.session,
+                "status": status,
+                "started_ms": s.created_ms,
+                "updated_ms": s.updated_ms,
+                "ended_ms": ended,
                 "input": s.input,
-                "pending_approvals": pending,
+                "pending_approvals": live.map_or(0, |l| l.approvals.pending_ids().len()),
             })
         })
         .collect();
-    Json(json!({"sessions": list, "now_ms": unix_ms(SystemTime::now())})).into_response()
+    Json(json!({"sessions": list, "next": next, "now_ms": unix_ms(SystemTime::now())})).into_response()
 }
 
 /// `GET /api/approvals`: every approval of the tenant's runs waiting for a
@@ -243,24 +265,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_session_list_is_bounded_newest_first_and_records_the_end() {
-        let sessions = Sessions::default();
-        for i in 0..RECENT_SESSIONS + 5 {
-            sessions.started(&format!("s{i}"), Some(&"x".repeat(INPUT_PREVIEW_CHARS * 2)));
+    fn the_outcomes_are_bounded_newest_first_and_a_new_run_clears_its_own() {
+        let outcomes = Outcomes::default();
+        for i in 0..RECENT_OUTCOMES + 5 {
+            outcomes.ended(&format!("s{i}"), "completed");
         }
-        let list = sessions.list();
-        assert_eq!(list.len(), RECENT_SESSIONS);
-        assert_eq!(list[0].id, format!("s{}", RECENT_SESSIONS + 4));
-        assert_eq!(list[RECENT_SESSIONS - 1].id, "s5", "the oldest were forgotten");
-        assert_eq!(list[0].input.as_deref().map(str::len), Some(INPUT_PREVIEW_CHARS));
-
-        // A session that runs again moves to the top, once.
-        sessions.started("s50", None);
-        sessions.ended("s50", "cancelled");
-        let list = sessions.list();
-        assert_eq!((list[0].id.as_str(), list[0].status), ("s50", "cancelled"));
-        assert!(list[0].ended_ms.is_some());
-        assert_eq!(list.iter().filter(|s| s.id == "s50").count(), 1);
-        assert_eq!(list[1].status, "running");
+        assert_eq!(outcomes.0.lock().expect("lock").len(), RECENT_OUTCOMES);
+        assert_eq!(outcomes.of("s4"), None, "the oldest were forgotten");
+        assert_eq!(outcomes.of("s5"), Some("completed"));
+        outcomes.ended("s50", "cancelled");
+        assert_eq!(outcomes.of("s50"), Some("cancelled"));
+        assert_eq!(outcomes.0.lock().expect("lock").iter().filter(|(s, _)| s == "s50").count(), 1);
+        // A session that runs again has no outcome until it ends again.
+        outcomes.started("s50");
+        assert_eq!(outcomes.of("s50"), None);
     }
 }

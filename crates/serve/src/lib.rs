@@ -24,7 +24,7 @@
 //!   `{"ok": true}` or 404 `no pending approval matches`.
 //! - `POST /api/chat/cancel`, `{session_id}` → cancels the session's run.
 //! - `GET /api/chat/{session_id}` → the session's transcript and status.
-//! - `GET /api/chat` → the tenant's recent sessions and their status;
+//! - `GET /api/chat?limit=&before=` → a page of the tenant's sessions from the run store, newest first;
 //!   `GET /api/approvals` → its pending approvals; `GET /api/tools/detailed`
 //!   → its tools with hints, limits, grants and plugin digest;
 //!   `GET /api/metrics` → its own metrics as JSON (all for the console).
@@ -138,8 +138,10 @@ struct Tenant {
     /// The upload bounds, checked against the store.
     max_plugins: u32,
     max_uploaded_bytes: u64,
-    /// What `GET /api/chat` lists.
-    sessions: console::Sessions,
+    /// How the runs this process ended ended, for `GET /api/chat`.
+    outcomes: console::Outcomes,
+    /// Bytes of its runs' events kept for replay (`chat::TENANT_REPLAY_BYTES`).
+    replay_bytes: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Uploads compiling at once across all tenants: one per core of the
@@ -266,7 +268,8 @@ impl Service {
                 bodies: door::budget(t.max_body_bytes_in_flight),
                 max_plugins: t.max_plugins,
                 max_uploaded_bytes: t.max_uploaded_bytes,
-                sessions: console::Sessions::default(),
+                outcomes: console::Outcomes::default(),
+                replay_bytes: Arc::default(),
             });
         }
         Ok(Service {

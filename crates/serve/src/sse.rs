@@ -5,8 +5,9 @@
 //! Each reader of a run has a bounded queue of [`READER_QUEUE`] events. A
 //! reader that falls that far behind is disconnected rather than buffered
 //! without bound: its stream ends, and it can reconnect (`POST /api/chat`
-//! without `input`), which replays the pending approvals, and read the whole
-//! transcript with `GET /api/chat/{session_id}`.
+//! without `input`, with `Last-Event-ID` set to the last event id it got),
+//! which replays the run's kept events after it (`chat::RUN_REPLAY_EVENTS`),
+//! and read the whole transcript with `GET /api/chat/{session_id}`.
 
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -59,5 +60,17 @@ impl futures_core::Stream for Reader {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.rx.poll_recv(cx).map(|e| e.map(Ok))
+    }
+}
+
+#[cfg(test)]
+impl Reader {
+    /// The events queued for this reader so far.
+    pub(crate) fn queued(&mut self) -> usize {
+        let mut n = 0;
+        while self.rx.try_recv().is_ok() {
+            n += 1;
+        }
+        n
     }
 }

@@ -34,9 +34,12 @@ async fn retries_back_off_100_200_400_ms() {
     assert_eq!(turn.output("c"), "Tool error: down");
     assert_eq!(
         turn.trace(),
-        ["started:c", "failed:c", "completed:c"],
-        "one Started/Failed/Completed however many attempts"
+        ["started:c", "attempt_failed:c", "attempt_failed:c", "attempt_failed:c", "failed:c", "completed:c"],
+        "one Started/Failed/Completed however many attempts, and an AttemptFailed for each retried one"
     );
+    let attempts: Vec<&str> =
+        turn.events.iter().filter(|e| e.kind == "attempt_failed").map(|e| e.text.as_str()).collect();
+    assert_eq!(attempts, ["1: down", "2: down", "3: down"]);
     let t = stamps.lock().expect("lock").clone();
     assert_eq!(t.len(), 4);
     for (gap, want) in t.windows(2).map(|w| w[1] - w[0]).zip([100.0, 200.0, 400.0]) {

@@ -68,3 +68,118 @@ fn a_postgres_checkpoint_appends_and_loads_back() {
     assert_eq!(store.load("acme", &session).expect("load").expect("session").messages.len(), 5);
     assert!(store.delete("acme", &session).expect("delete"));
 }
+
+/// What every store's `list` must do: only the tenant's own sessions, newest
+/// first by creation (an update does not move one), in pages that neither
+/// skip nor repeat one, with its status and the start of its input, and never
+/// more than `SESSION_PAGE_MAX` at once.
+fn lists_a_tenants_sessions_in_pages(store: &dyn RunStore, tenant: &str, other: &str) {
+    use lovia_runner::{SESSION_PAGE_MAX, SessionPage};
+    for i in 0..7 {
+        let mut checkpoint = Checkpoint::new(format!("run_{i}"), "support");
+        checkpoint.messages.push(Message::User { content: format!("question {i} {}", "x".repeat(300)) });
+        if i % 2 == 1 {
+            checkpoint.status = RunStatus::Completed;
+        }
+        store.save(tenant, &format!("s{i}"), &checkpoint).expect("save");
+        // Distinct creation times, so that newest-first is the order of the loop.
+        std::thread::sleep(std::time::Duration::from_millis(3));
+    }
+    store.save(other, "theirs", &Checkpoint::new("run_x", "support")).expect("save");
+    // Saving an old session again does not move it up the list.
+    let mut s0 = store.load(tenant, "s0").expect("load").expect("s0");
+    s0.status = RunStatus::Failed;
+    store.save(tenant, "s0", &s0).expect("save");
+
+    let mut seen = Vec::new();
+    let mut page = SessionPage::first(3);
+    let mut pages = 0;
+    loop {
+        let found = store.list(tenant, &page).expect("list");
+        assert!(found.len() <= 3, "{found:?}");
+        pages += 1;
+        seen.extend(found.iter().cloned());
+        if found.len() < 3 {
+            break;
+        }
+        page = SessionPage::after(3, found.last().expect("a last").cursor());
+    }
+    assert_eq!(pages, 3, "7 sessions in pages of 3");
+    let ids: Vec<&str> = seen.iter().map(|s| s.session.as_str()).collect();
+    assert_eq!(ids, ["s6", "s5", "s4", "s3", "s2", "s1", "s0"], "newest first, each once");
+    assert_eq!(seen[0].status, RunStatus::Running);
+    assert_eq!(seen[1].status, RunStatus::Completed);
+    assert_eq!(seen[6].status, RunStatus::Failed, "the last save's status");
+    assert!(seen[6].updated_ms >= seen[6].created_ms);
+    let input = seen[0].input.as_deref().expect("an input preview");
+    assert!(input.starts_with("question 6 ") && input.chars().count() == lovia_runner::SESSION_INPUT_PREVIEW_CHARS);
+
+    let theirs = store.list(other, &SessionPage::default()).expect("list");
+    assert_eq!(theirs.iter().map(|s| s.session.as_str()).collect::<Vec<_>>(), ["theirs"], "only the tenant's own");
+    assert_eq!(theirs[0].input, None, "no first message, no preview");
+    assert!(store.list("nobody", &SessionPage::default()).expect("list").is_empty());
+
+    // A page is bounded whatever the caller asks.
+    for i in 0..SESSION_PAGE_MAX {
+        store.save(other, &format!("many_{i:03}"), &Checkpoint::new("run_m", "support")).expect("save");
+    }
+    let all = store.list(other, &SessionPage::first(usize::MAX)).expect("list");
+    assert_eq!(all.len(), SESSION_PAGE_MAX, "at most SESSION_PAGE_MAX");
+    assert_eq!(store.list(other, &SessionPage::first(0)).expect("list").len(), 1, "0 counts as 1");
+    assert_eq!(store.list(other, &SessionPage::default()).expect("list").len(), lovia_runner::SESSION_PAGE_DEFAULT);
+}
+
+#[test]
+fn the_memory_store_lists_a_tenants_sessions_in_pages() {
+    lists_a_tenants_sessions_in_pages(&lovia_runner::MemoryRunStore::default(), "acme", "globex");
+}
+
+#[test]
+fn the_sqlite_store_lists_a_tenants_sessions_in_pages() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SqliteRunStore::open(dir.path().join("runs.db")).expect("open");
+    lists_a_tenants_sessions_in_pages(&store, "acme", "globex");
+}
+
+#[test]
+fn the_postgres_store_lists_a_tenants_sessions_in_pages() {
+    let Ok(url) = std::env::var("LOVIA_TEST_POSTGRES_URL") else {
+        println!("skipped: LOVIA_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    let store = lovia_runner::PostgresRunStore::open(&url).expect("connect");
+    // The database outlives the test: tenants of their own.
+    let (tenant, other) = (lovia_runner::new_id("acme"), lovia_runner::new_id("globex"));
+    lists_a_tenants_sessions_in_pages(&store, &tenant, &other);
+}
+
+/// A file made before sessions had a creation time gets the column, and its
+/// sessions count as created when they were last saved.
+#[test]
+fn a_sqlite_file_without_creation_times_is_migrated() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("old.db");
+    {
+        let conn = rusqlite::Connection::open(&path).expect("open");
+        conn.execute_batch(
+            "CREATE TABLE runs (tenant TEXT NOT NULL, session TEXT NOT NULL, status TEXT NOT NULL,
+                 updated_ms INTEGER NOT NULL, checkpoint TEXT NOT NULL, PRIMARY KEY (tenant, session));
+             PRAGMA user_version = 2;",
+        )
+        .expect("old schema");
+        let mut old = Checkpoint::new("run_old", "support");
+        old.status = RunStatus::Completed;
+        let head = serde_json::to_string(&old).expect("head");
+        conn.execute("INSERT INTO runs VALUES ('acme', 'old', 'completed', 1000, ?1)", rusqlite::params![head])
+            .expect("old row");
+    }
+    let store = SqliteRunStore::open(&path).expect("open and migrate");
+    store.save("acme", "new", &Checkpoint::new("run_new", "support")).expect("save");
+    let found = store.list("acme", &lovia_runner::SessionPage::default()).expect("list");
+    let ids: Vec<(&str, i64)> = found.iter().map(|s| (s.session.as_str(), s.created_ms)).collect();
+    assert_eq!(ids[1], ("old", 1000), "{ids:?}");
+    assert_eq!(ids[0].0, "new");
+    assert_eq!(found[1].status, RunStatus::Completed);
+    drop(store);
+    SqliteRunStore::open(&path).expect("a second open finds the column and adds nothing");
+}

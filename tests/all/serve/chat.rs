@@ -57,7 +57,8 @@ async fn a_chat_holds_an_approval_round_trip_over_sse() {
     assert_eq!(first[0].0, "run_started");
     assert_eq!(first[0].1["session_id"], "s1");
     let (_, asked) = first.last().expect("approval");
-    assert_eq!(asked, &j!({"id": "c2", "name": "refund", "arguments": REFUND}));
+    let at = asked["at_ms"].as_u64().expect("each event says when it happened");
+    assert_eq!(asked, &j!({"id": "c2", "name": "refund", "arguments": REFUND, "at_ms": at}));
 
     // Only the session's tenant can decide, and only what is pending.
     let approve = |key: &'static str, call: &'static str| {
@@ -74,11 +75,20 @@ async fn a_chat_holds_an_approval_round_trip_over_sse() {
     // The parallel lookup's events may surface before or after the prompt (docs/semantics.md §8).
     let rest = sse.rest().await;
     let all: Vec<(String, Value)> = first.iter().chain(&rest).cloned().collect();
-    let results: Vec<&Value> = all.iter().filter(|(n, _)| n == "tool_result").map(|(_, d)| d).collect();
+    // Each event says when it happened; the rest of a result is exact.
+    let results: Vec<Value> = all
+        .iter()
+        .filter(|(n, d)| n == "tool_result" && d["at_ms"].is_u64())
+        .map(|(_, d)| {
+            let mut d = d.clone();
+            d.as_object_mut().map(|o| o.remove("at_ms"));
+            d
+        })
+        .collect();
     assert_eq!(results.len(), 2, "{all:?}");
     assert!(
         results.contains(
-            &&j!({"id": "c2", "name": "refund", "result": "Refunded 9000 cents on A-1002", "is_error": false})
+            &j!({"id": "c2", "name": "refund", "result": "Refunded 9000 cents on A-1002", "is_error": false})
         )
     );
     assert_eq!(names(&rest)[rest.len() - 2..], ["text_delta", "run_completed"], "{rest:?}");
@@ -109,11 +119,12 @@ async fn undecided_approvals_are_denied_by_timeout_and_re_emitted_to_a_second_re
     assert_eq!(result.1["result"], "Tool refund was not approved.");
     assert!(started.elapsed() >= Duration::from_millis(900) && started.elapsed() < Duration::from_secs(20));
 
-    // A second reader attaching to the live run is shown the pending approval again.
+    // A second reader attaching to the live run is shown the pending approval
+    // again, in the replay of the run's events so far.
     let mut first = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "t2", "input": "refund"}"#).await;
     first.until("approval_required").await;
     let mut second = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "t2"}"#).await;
-    let (name, data) = second.next().await.expect("re-emitted");
+    let (name, data) = second.until("approval_required").await.pop().expect("re-emitted");
     assert_eq!((name.as_str(), data["id"].as_str()), ("approval_required", Some("c1")));
     let rest = second.rest().await;
     let result = rest.iter().find(|(n, _)| n == "tool_result").expect("a result");
@@ -141,7 +152,7 @@ async fn a_pending_approval_outlives_its_readers_and_is_decided_after_a_reconnec
     assert_eq!(transcript["pending_approvals"][0]["id"], "c1", "{transcript}");
 
     let mut back = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "p1"}"#).await;
-    let (name, data) = back.next().await.expect("re-emitted");
+    let (name, data) = back.until("approval_required").await.pop().expect("re-emitted");
     assert_eq!((name.as_str(), data["id"].as_str()), ("approval_required", Some("c1")));
     let body = r#"{"session_id": "p1", "call_id": "c1", "decision": "approve"}"#;
     assert_eq!(request(addr, "POST", "/api/chat/approve", Some("acme-key"), body).await.0, 200);

@@ -22,7 +22,8 @@ pub(crate) fn backoff(k: u32) -> Duration {
 /// Runs every attempt of one call. `raw_args` is what the model sent (what
 /// policies see); `prepared` is the same after coercion and validation;
 /// `checking` is the time that took, which the first attempt's timeout
-/// already spent (docs/semantics.md D15).
+/// already spent (docs/semantics.md D15). `on_retry` hears of each failed
+/// attempt that another follows, with the pause before it.
 pub(super) async fn run(
     settings: &ExecSettings,
     tool: &Tool,
@@ -30,6 +31,7 @@ pub(super) async fn run(
     prepared: &Value,
     checking: Duration,
     ctx: &CallContext,
+    on_retry: &(dyn Fn(u32, &Failure, Duration) + Send + Sync),
 ) -> AttemptResult {
     let attempts = 1 + tool.spec.retries.unwrap_or(settings.default_retries);
     let timeout = tool.timeout.or(settings.default_timeout);
@@ -55,6 +57,7 @@ pub(super) async fn run(
             Err(failure) if !failure.is_retryable() || k >= attempts => return Err(failure),
             Err(failure) => {
                 tracing::debug!(tool = %tool.spec.name, call = %ctx.call_id, attempt = k, %failure, "attempt failed; retrying");
+                on_retry(k, &failure, backoff(k));
                 tokio::time::sleep(backoff(k)).await;
                 k += 1;
             }

@@ -58,6 +58,19 @@ pub enum ToolEvent {
         /// The message.
         message: String,
     },
+    /// An attempt of the call failed and another follows after `retry_in`
+    /// (docs/semantics.md §9). The last attempt's failure is not one: it
+    /// is the call's result.
+    AttemptFailed {
+        /// The call.
+        call: ToolCall,
+        /// The attempt that failed, from 1.
+        attempt: u32,
+        /// Why it failed.
+        error: String,
+        /// The pause before the next attempt.
+        retry_in: std::time::Duration,
+    },
 }
 
 impl ToolEvent {
@@ -68,7 +81,8 @@ impl ToolEvent {
             | ToolEvent::ToolCallStarted { call }
             | ToolEvent::ToolCallFailed { call, .. }
             | ToolEvent::ToolCallCompleted { call, .. }
-            | ToolEvent::ToolProgress { call, .. } => call,
+            | ToolEvent::ToolProgress { call, .. }
+            | ToolEvent::AttemptFailed { call, .. } => call,
         }
     }
 }

@@ -277,7 +277,10 @@ async fn execute(
     results: Results,
 ) -> CallEnd {
     events.emit(ToolEvent::ToolCallStarted { call: call.clone() });
-    let outcome = attempt::run(&exec.settings, &tool, &raw_args, &prepared, checking, &ctx).await;
+    let on_retry = |attempt: u32, failure: &Failure, retry_in: Duration| {
+        events.emit(ToolEvent::AttemptFailed { call: call.clone(), attempt, error: failure.to_string(), retry_in });
+    };
+    let outcome = attempt::run(&exec.settings, &tool, &raw_args, &prepared, checking, &ctx, &on_retry).await;
     if let Err(Failure::RunCancelled(reason)) = outcome {
         return CallEnd::CancelRun(reason);
     }

@@ -339,13 +339,18 @@ async function refreshSessions() {
 }
 
 // The run on screen: its calls for the waterfall, by call id.
-const run = { session: null, calls: new Map(), t0: 0, text: null, epoch: 0 };
+// Times are wall-clock ms: each event carries the service's `at_ms`, so a
+// run opened mid-way draws its earlier calls where they happened.
+// `earlier` holds the transcript of a running session until the replay of
+// its events says how much of it they cover.
+const run = { session: null, calls: new Map(), t0: 0, text: null, epoch: 0, earlier: null };
 
 function resetRun(sessionId) {
   for (const s of streams) s.abort();
   run.session = sessionId;
   run.calls = new Map();
-  run.t0 = performance.now();
+  run.t0 = Date.now();
+  run.earlier = null;
   run.text = null;
   run.epoch += 1;
   $('run-view').hidden = false;
@@ -383,7 +388,8 @@ function message(m) {
 /** One SSE event of the run on screen. */
 function onRunEvent(epoch, name, data) {
   if (epoch !== run.epoch) return; // a stream of a run no longer shown
-  const now = performance.now() - run.t0;
+  if (run.earlier) showEarlier(name, data);
+  const now = (typeof data.at_ms === 'number' ? data.at_ms : Date.now()) - run.t0;
   switch (name) {
     case 'run_started':
       run.session = data.session_id;
@@ -403,6 +409,17 @@ function onRunEvent(epoch, name, data) {
       // A call that waited for an approval starts now that it was approved.
       if (asked && asked.approval) settle(asked, 'approved');
       run.calls.set(data.id, { name: data.name, asked: asked ? asked.asked : null, start: now, end: null, error: false, result, item });
+      break;
+    }
+    case 'tool_attempt_failed': {
+      // A failed attempt that another follows: noted under its call and drawn as its own bar.
+      const call = run.calls.get(data.id);
+      const line = el('p', { class: 'attempt' }, `attempt ${data.attempt} failed: ${data.error}; retrying in ${data.retry_in_ms} ms`);
+      if (call && call.item) {
+        call.item.append(line);
+        call.attempts = [...(call.attempts || []), { start: call.attemptStart ?? call.start, end: now }];
+        call.attemptStart = now + data.retry_in_ms;
+      } else addEvent('attempt', line);
       break;
     }
     case 'tool_progress': {
@@ -453,6 +470,9 @@ function onRunEvent(epoch, name, data) {
       }
       break;
     }
+    case 'replay_truncated':
+      addEvent('note', el('p', { class: 'note' }, 'The earliest events of this run are no longer kept; the transcript above shows what they did.'));
+      break;
     case 'handoff':
       addEvent('handoff', `${data.from_agent} → ${data.to_agent}`);
       break;
@@ -467,6 +487,22 @@ function onRunEvent(epoch, name, data) {
       break;
   }
   drawWaterfall();
+}
+
+/**
+ * The transcript of a running session, before the first replayed event: up
+ * to the input that started the run, whose events the replay then shows;
+ * all of it when the run resumed one (its earlier calls came before this
+ * process) or the replay lost its start.
+ */
+function showEarlier(name, data) {
+  const messages = run.earlier;
+  run.earlier = null;
+  let end = messages.length;
+  if (name === 'run_started' && !data.resumed) {
+    end = messages.map((m) => m.role).lastIndexOf('user') + 1;
+  }
+  for (const m of messages.slice(0, end)) message(m);
 }
 
 /** The inline approval of `call` once decided: its buttons give way to the decision. */
@@ -486,7 +522,7 @@ function drawWaterfall() {
   const calls = [...run.calls.entries()];
   const box = $('waterfall');
   if (calls.length === 0) { box.replaceChildren(); return; }
-  const now = performance.now() - run.t0;
+  const now = Date.now() - run.t0;
   const first = Math.min(...calls.map(([, c]) => c.asked ?? c.start ?? now));
   const last = Math.max(first + 1, ...calls.map(([, c]) => c.end ?? now));
   const span = last - first;
@@ -501,8 +537,18 @@ function drawWaterfall() {
       chart.append(svg('rect', { x: x(c.asked), y: y + 4, width: Math.max(2, x(until) - x(c.asked)), height: 7, fill: '#aab2c0', class: 'wait' },
         svg('title', {}, `${c.name} waited ${Math.round(until - c.asked)} ms for approval`)));
     }
+    for (const [n, a] of (c.attempts || []).entries()) {
+      chart.append(svg('rect', { x: x(a.start), y, width: Math.max(2, x(a.end) - x(a.start)), height: 15, rx: 2, class: 'attempt',
+        fill: '#e8a09a' }, svg('title', {}, `${c.name}: attempt ${n + 1} failed after ${Math.round(a.end - a.start)} ms`)));
+    }
     if (c.start !== null) {
+      const start = c.attemptStart ?? c.start;
       const end = c.end ?? now;
+      if (c.start !== start) {
+        chart.append(svg('rect', { x: x(start), y, width: Math.max(2, x(Math.max(start, end)) - x(start)), height: 15, rx: 2, class: 'run',
+          fill: c.end === null ? '#9a6400' : c.error ? '#b3261e' : '#1c7a3e' }, svg('title', {}, `${c.name}: last attempt ${Math.round(end - start)} ms`)));
+        return;
+      }
       chart.append(svg('rect', { x: x(c.start), y, width: Math.max(2, x(end) - x(c.start)), height: 15, rx: 2, class: 'run',
         fill: c.end === null ? '#9a6400' : c.error ? '#b3261e' : '#1c7a3e' }, svg('title', {}, `${c.name}: ${Math.round(end - c.start)} ms`)));
     }
@@ -528,8 +574,13 @@ async function openRun(sessionId) {
   try {
     const t = await api(`/api/chat/${encodeURIComponent(sessionId)}`);
     setStatus(t.status);
-    for (const m of t.messages || []) message(m);
-    if (t.status === 'running') follow({ session_id: sessionId });
+    if (t.status === 'running') {
+      // The service replays the run's events so far; shown once they say where the run began.
+      run.earlier = t.messages || [];
+      follow({ session_id: sessionId });
+    } else {
+      for (const m of t.messages || []) message(m);
+    }
   } catch (e) {
     $('run-error').textContent = `Cannot open the session: ${e.message}`;
   }
