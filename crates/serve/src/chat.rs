@@ -89,7 +89,7 @@ impl LiveRun {
     fn publish(&self, name: &str, mut data: serde_json::Value) {
         // When it happened, so that a reader attaching later still draws
         // the run's calls on their real time axis.
-        data["at_ms"] = json!(super::console::unix_ms(SystemTime::now()));
+        data["at_ms"] = json!(super::sse::unix_ms(SystemTime::now()));
         let text = data.to_string();
         let bytes = name.len() + text.len();
         let approval_of = (name == "approval_required").then(|| data["id"].as_str().map(str::to_owned)).flatten();

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 /// How many ended runs' outcomes a tenant's [`Outcomes`] remembers: 100.
 /// The store keeps a status for every session; this only refines it for
@@ -37,12 +37,6 @@ const INDEX_HTML: &str = include_str!("../assets/console/index.html");
 const APP_JS: &str = include_str!("../assets/console/app.js");
 const CONSOLE_CSS: &str = include_str!("../assets/console/console.css");
 const ICON_SVG: &str = include_str!("../assets/console/icon.svg");
-
-/// Milliseconds since the Unix epoch (0 before it: a clock that wrong
-/// shows odd times, it does not fail a request).
-pub(crate) fn unix_ms(at: SystemTime) -> u64 {
-    at.duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     let mut response = ([(header::CONTENT_TYPE, content_type)], body).into_response();
@@ -156,7 +150,7 @@ pub(crate) async fn sessions(
             })
         })
         .collect();
-    Json(json!({"sessions": list, "next": next, "now_ms": unix_ms(SystemTime::now())})).into_response()
+    Json(json!({"sessions": list, "next": next, "now_ms": super::sse::unix_ms(SystemTime::now())})).into_response()
 }
 
 /// `GET /api/approvals`: every approval of the tenant's runs waiting for a
@@ -185,13 +179,13 @@ pub(crate) async fn approvals(State(service): State<Service>, headers: HeaderMap
                 "plugin": plugin.map(|p| p.info().name.clone()),
                 "plugin_version": plugin.map(|p| p.info().version.clone()),
                 "plugin_digest": request.plugin_digest,
-                "asked_ms": unix_ms(asked),
-                "deny_at_ms": unix_ms(asked + timeout),
+                "asked_ms": super::sse::unix_ms(asked),
+                "deny_at_ms": super::sse::unix_ms(asked + timeout),
             }));
         }
     }
     list.sort_by_key(|a| a["asked_ms"].as_u64());
-    Json(json!({"approvals": list, "now_ms": unix_ms(SystemTime::now())})).into_response()
+    Json(json!({"approvals": list, "now_ms": super::sse::unix_ms(SystemTime::now())})).into_response()
 }
 
 /// `GET /api/tools/detailed`: each tool with its schema, hints, limits,
@@ -251,7 +245,7 @@ pub(crate) async fn metrics(State(service): State<Service>, headers: HeaderMap) 
     body["tenant"] = json!(tenant.name);
     body["in_flight"] = json!(tenant.quota.in_flight());
     body["pending_approvals"] = json!(pending);
-    body["now_ms"] = json!(unix_ms(SystemTime::now()));
+    body["now_ms"] = json!(super::sse::unix_ms(SystemTime::now()));
     Json(body).into_response()
 }
 

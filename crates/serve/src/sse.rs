@@ -74,3 +74,9 @@ impl Reader {
         n
     }
 }
+
+/// Milliseconds since the Unix epoch (0 before it: a clock that wrong
+/// shows odd times, it does not fail a request).
+pub(crate) fn unix_ms(at: std::time::SystemTime) -> u64 {
+    at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
