@@ -11,11 +11,13 @@
 //! (`<artifact>.seal`). Checking a tag means reading the whole artifact
 //! (tens of MB for a Python plugin), so once an artifact has verified, the
 //! sidecar also records the file's [`FileStamp`]: a later load whose file
-//! still has that stamp skips the read. Changing a file's bytes changes its
-//! ctime, which no unprivileged process can set back, and a stamp is
-//! recorded only once the ctime is [`SETTLED`] old, so a change within the
-//! same clock tick as the verified state cannot share its stamp
-//! (docs/security.md).
+//! still has that stamp skips the read. A change through the normal file
+//! calls changes the file's ctime, which no unprivileged process can set
+//! back, and a stamp is recorded only once the ctime is [`SETTLED`] old, so
+//! such a change within the same clock tick as the verified state cannot
+//! keep its stamp. What a stamp cannot see (corruption below the file
+//! system, writes through a dirty shared mapping, file systems that report
+//! made-up times) is listed in docs/security.md.
 
 use crate::error::{CacheProblem, HostError};
 use hmac::{Hmac, KeyInit, Mac};

@@ -95,3 +95,30 @@ async fn a_turn_of_calls_in_one_session_runs_through_the_executor() {
     seen.sort_unstable();
     assert_eq!(seen, (1..=20).collect::<Vec<u64>>());
 }
+
+/// The calls of a turn that share a session's instance run one after
+/// another, and the wait behind the others counts against each one's
+/// timeout (docs/semantics.md §22): `count_calls` (200 ms) waits 400 ms
+/// behind a sleep, so it times out without starting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_behind_a_sessions_other_calls_counts_against_the_timeout() {
+    use lovia_host::{ExecSettings, RunState, Tool};
+    use lovia_tests::turn::{call, run};
+    let plugin = session_mode().await;
+    let tools = Tool::from_plugin(&plugin).into_iter().map(|t| {
+        let ms = if t.spec().name == "count_calls" { 200 } else { 5_000 };
+        t.with_timeout(Duration::from_millis(ms))
+    });
+    let exec = crate::exec::executor(tools.collect(), ExecSettings::default());
+    let calls = vec![call("a", "sleep_ms", r#"{"ms": 400}"#), call("b", "count_calls", "{}")];
+    let state = RunState { session_id: Some("queued".into()), ..RunState::default() };
+    let turn =
+        tokio::time::timeout(Duration::from_secs(20), run(&exec, calls, &state, |_| None)).await.expect("no hang");
+    let results = turn.results();
+    let ids: Vec<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
+    assert_eq!(ids, ["a", "b"], "in request order");
+    assert!(!results[0].is_error, "{results:?}");
+    assert_eq!(results[1].output, "Tool error: timed out after 200 ms", "{results:?}");
+    // It never started: the instance has counted no call yet.
+    assert_eq!(count(&plugin, None, Some("queued")).await, "1");
+}

@@ -350,8 +350,10 @@ async fn cold_start(path: &Path) -> Result<ColdStart, CliError> {
         host.load_bytes(&bytes, &origin).await?;
         compile.push(start.elapsed().as_secs_f64());
     }
-    let cache = std::env::temp_dir().join(format!("lovia-bench-cache-{}", std::process::id()));
-    let host = Host::new(HostConfig { pool_slots: 16, cache_dir: Some(cache.clone()), ..HostConfig::default() })?;
+    // A private directory of its own, removed however this returns.
+    let cache = tempfile::tempdir().map_err(|e| CliError::new(format!("cannot make a temporary directory: {e}")))?;
+    let host =
+        Host::new(HostConfig { pool_slots: 16, cache_dir: Some(cache.path().join("cache")), ..HostConfig::default() })?;
     host.load_bytes(&bytes, &origin).await?;
     let timed_loads = |n: usize| {
         let host = &host;
@@ -372,7 +374,6 @@ async fn cold_start(path: &Path) -> Result<ColdStart, CliError> {
     tokio::time::sleep(Duration::from_millis(2_100)).await;
     host.load_file(path).await?;
     let mut cached = timed_loads(30).await?;
-    let _ = std::fs::remove_dir_all(&cache);
     Ok(ColdStart {
         component: path.file_name().map_or(origin.clone(), |n| n.to_string_lossy().into_owned()),
         mib: bytes.len() as f64 / f64::from(1 << 20),

@@ -50,7 +50,8 @@ pub(super) async fn serve(
          [[tenants]]\nname = \"bench\"\napi_keys = [{key:?}]\nmax_concurrent_calls = {conns}\n\
          calls_per_minute = 1000000000\n\n[[tenants.plugins]]\npath = {path:?}\n",
         store = dir.path().join("bench.db").display().to_string(),
-        conns = connections.max(1) + 4,
+        // Room for the warm-up's connections, which may still be closing.
+        conns = connections.max(1) * 2 + 4,
         key = lovia_serve::hash_key(KEY),
         path = plugin.display().to_string(),
     );
@@ -84,7 +85,9 @@ pub(super) async fn serve(
 
 /// Runs `connections` workers, each on its own keep-alive connection,
 /// sending calls back to back until `window` has passed. Returns the
-/// latency of every answered call (seconds) and the count of failures.
+/// latency of every call answered with a result that is not an error
+/// (seconds), and the count of everything else: HTTP errors, error results,
+/// lost connections (a worker reconnects and goes on).
 async fn drive(addr: std::net::SocketAddr, connections: u32, window: Duration) -> (Vec<f64>, u64) {
     let until = Instant::now() + window;
     let mut workers = tokio::task::JoinSet::new();
@@ -92,37 +95,48 @@ async fn drive(addr: std::net::SocketAddr, connections: u32, window: Duration) -
         workers.spawn(async move {
             let mut latencies = Vec::with_capacity(64 * 1024);
             let mut errors = 0u64;
-            let Ok(stream) = tokio::net::TcpStream::connect(addr).await else { return (latencies, 1) };
-            let _ = stream.set_nodelay(true);
-            let Ok((mut sender, conn)) =
-                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await
-            else {
-                return (latencies, 1);
-            };
-            tokio::spawn(conn);
             let authorization = format!("Bearer {KEY}");
             while Instant::now() < until {
-                let request = hyper::Request::post("/api/tools/echo/call")
-                    .header("host", "bench")
-                    .header("authorization", &authorization)
-                    .header("content-type", "application/json")
-                    .body(Full::new(Bytes::from_static(br#"{"text": "hi"}"#)));
-                let Ok(request) = request else { return (latencies, errors + 1) };
-                let sent = Instant::now();
-                if sender.ready().await.is_err() {
-                    return (latencies, errors + 1);
-                }
-                match sender.send_request(request).await {
-                    Ok(response) => {
-                        let ok = response.status().is_success();
-                        let body = response.into_body().collect().await;
-                        if ok && body.is_ok() {
-                            latencies.push(sent.elapsed().as_secs_f64());
-                        } else {
-                            errors += 1;
-                        }
+                let Ok(stream) = tokio::net::TcpStream::connect(addr).await else {
+                    errors += 1;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let Ok((mut sender, conn)) =
+                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await
+                else {
+                    errors += 1;
+                    continue;
+                };
+                tokio::spawn(conn);
+                while Instant::now() < until {
+                    let request = hyper::Request::post("/api/tools/echo/call")
+                        .header("host", "bench")
+                        .header("authorization", &authorization)
+                        .header("content-type", "application/json")
+                        .body(Full::new(Bytes::from_static(br#"{"text": "hi"}"#)));
+                    let Ok(request) = request else { return (latencies, errors + 1) };
+                    let sent = Instant::now();
+                    if sender.ready().await.is_err() {
+                        errors += 1;
+                        break;
                     }
-                    Err(_) => return (latencies, errors + 1),
+                    let Ok(response) = sender.send_request(request).await else {
+                        errors += 1;
+                        break;
+                    };
+                    let ok = response.status().is_success();
+                    let answered = match response.into_body().collect().await {
+                        Ok(body) => serde_json::from_slice::<serde_json::Value>(&body.to_bytes())
+                            .is_ok_and(|v| v["is_error"] == serde_json::Value::Bool(false)),
+                        Err(_) => false,
+                    };
+                    if ok && answered {
+                        latencies.push(sent.elapsed().as_secs_f64());
+                    } else {
+                        errors += 1;
+                    }
                 }
             }
             (latencies, errors)
@@ -131,9 +145,12 @@ async fn drive(addr: std::net::SocketAddr, connections: u32, window: Duration) -
     let mut all = Vec::new();
     let mut errors = 0;
     while let Some(done) = workers.join_next().await {
-        if let Ok((latencies, e)) = done {
-            all.extend(latencies);
-            errors += e;
+        match done {
+            Ok((latencies, e)) => {
+                all.extend(latencies);
+                errors += e;
+            }
+            Err(_) => errors += 1,
         }
     }
     (all, errors)

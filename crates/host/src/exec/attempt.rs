@@ -48,7 +48,13 @@ pub(super) async fn run(
         let result = match timeout {
             Some(t) => {
                 let left = if k == 1 { t.saturating_sub(checking) } else { t };
-                tokio::time::timeout(left, chain).await.unwrap_or_else(|_| Err(timed_out(t)))
+                // Spent already (checks, or a wait behind a session's other
+                // calls): the body does not even start.
+                if left.is_zero() {
+                    Err(timed_out(t))
+                } else {
+                    tokio::time::timeout(left, chain).await.unwrap_or_else(|_| Err(timed_out(t)))
+                }
             }
             None => chain.await,
         };

@@ -58,13 +58,16 @@ pub(super) async fn run_turn(
                     // (docs/performance.md).
                     let alone = in_flight.set.is_empty() && (barrier || index + 1 == calls.len());
                     let lane = tool.shared_instance(run).filter(|_| !barrier);
+                    // The first attempt's timeout runs from the start of the argument
+                    // checks, through any wait for a lane (docs/semantics.md §10, §22).
+                    let since = std::time::Instant::now().checked_sub(checking).unwrap_or_else(std::time::Instant::now);
                     let task = execute(
                         exec.clone(),
                         tool,
                         call.clone(),
                         raw_args,
                         prepared,
-                        checking,
+                        since,
                         ctx,
                         events.clone(),
                         results.clone(),
@@ -73,16 +76,22 @@ pub(super) async fn run_turn(
                         in_flight.run_inline(task, call, run).await?;
                         continue;
                     }
-                    if let Some(key) = lane {
-                        in_flight.queue(key, call, Box::pin(task));
-                        continue;
-                    }
+                    // (A barrier always ran inline above: the calls before it were drained.)
+                    let task: CallTask = Box::pin(task);
+                    let task = match lane {
+                        Some(key) => match in_flight.queue(key, call, task) {
+                            None => continue,
+                            // The lane ended: a call in it cancelled the run. Settle that
+                            // before this call may start.
+                            Some(task) => {
+                                in_flight.drain(run).await?;
+                                task
+                            }
+                        },
+                        None => task,
+                    };
                     let handle = in_flight.set.spawn(task);
                     in_flight.calls.insert(handle.id(), call.clone());
-                    // A barrier runs alone: nothing else starts until it ends.
-                    if barrier {
-                        in_flight.drain(run).await?;
-                    }
                 }
                 Preflight::Rejected => {}
                 Preflight::Budget(message) => {
@@ -126,18 +135,21 @@ impl InFlight {
     /// Queues a call behind the others that share its instance. They would
     /// take turns on the instance anyway; one task running them in request
     /// order saves each a task, and the hand-offs of the instance between
-    /// tasks on different threads (docs/performance.md). Each call's
-    /// timeout starts when its turn on the instance comes.
-    fn queue(&mut self, key: usize, call: &ToolCall, task: CallTask) {
+    /// tasks on different threads (docs/performance.md). The wait counts
+    /// against each call's first attempt, as waiting for the instance's
+    /// lock did. Gives the task back when the lane has ended: only a call
+    /// in it that cancelled the run ends a lane early.
+    fn queue(&mut self, key: usize, call: &ToolCall, task: CallTask) -> Option<CallTask> {
         let item = (call.clone(), task);
-        // A lane whose task has ended (a call in it cancelled the run) is replaced.
-        let item = match self.lanes.get(&key) {
-            Some(lane) => match lane.send(item) {
-                Ok(()) => return,
-                Err(tokio::sync::mpsc::error::SendError(item)) => item,
-            },
-            None => item,
-        };
+        if let Some(lane) = self.lanes.get(&key) {
+            return match lane.send(item) {
+                Ok(()) => None,
+                Err(tokio::sync::mpsc::error::SendError((_, task))) => {
+                    self.lanes.remove(&key);
+                    Some(task)
+                }
+            };
+        }
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(ToolCall, CallTask)>();
         let _ = tx.send(item);
         self.lanes.insert(key, tx);
@@ -152,6 +164,7 @@ impl InFlight {
             }
             CallEnd::Recorded
         });
+        None
     }
 
     /// Waits for every call in flight; a cancellation aborts them at once.
@@ -271,11 +284,12 @@ async fn execute(
     call: ToolCall,
     raw_args: Value,
     prepared: Value,
-    checking: Duration,
+    since: std::time::Instant,
     ctx: CallContext,
     events: EventSink,
     results: Results,
 ) -> CallEnd {
+    let checking = since.elapsed();
     events.emit(ToolEvent::ToolCallStarted { call: call.clone() });
     let on_retry = |attempt: u32, failure: &Failure, retry_in: Duration| {
         events.emit(ToolEvent::AttemptFailed { call: call.clone(), attempt, error: failure.to_string(), retry_in });
