@@ -9,6 +9,8 @@ mod checkpoint;
 mod event;
 mod memory;
 #[cfg(feature = "postgres")]
+mod pg_thread;
+#[cfg(feature = "postgres")]
 mod postgres;
 mod provider;
 pub mod providers;
@@ -25,6 +27,8 @@ pub use checkpoint::{
 };
 pub use event::RunEvent;
 pub use memory::MemoryRunStore;
+#[cfg(feature = "postgres")]
+pub use pg_thread::{PgThread, pg_message};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresRunStore;
 pub use provider::{Message, ModelProvider, ModelReply, ModelRequest, ModelSettings, ProviderError, TextSink};

@@ -6,18 +6,17 @@
 //! there, as a SQLite call waits for the disk.
 
 use super::checkpoint::{Checkpoint, RunStatus, RunStore, SessionInfo, SessionPage, StoreError};
+use super::pg_thread::{PgThread, pg_message as message};
 use super::store_url::redact;
+use std::sync::Arc;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-
-type Job = Box<dyn FnOnce(&mut postgres::Client) + Send>;
 
 /// A [`RunStore`] in a PostgreSQL database given by URL, e.g.
 /// `postgres://lovia@db.internal/lovia`. TLS is not supported: use a local
 /// socket or a trusted network.
 #[derive(Debug)]
 pub struct PostgresRunStore {
-    jobs: Mutex<mpsc::Sender<Job>>,
+    connection: PgThread,
     /// The URL without its password, for errors.
     location: Arc<str>,
 }
@@ -66,42 +65,8 @@ impl PostgresRunStore {
             }
         };
         let config: postgres::Config = url.parse().map_err(|e: postgres::Error| err(&e))?;
-        let (jobs, queue) = mpsc::channel::<Job>();
-        let (ready, started) = mpsc::channel();
-        std::thread::Builder::new()
-            .name("lovia-postgres".into())
-            .spawn(move || {
-                let connect = || -> Result<postgres::Client, postgres::Error> {
-                    let mut client = config.connect(postgres::NoTls)?;
-                    client.batch_execute(SCHEMA)?;
-                    Ok(client)
-                };
-                let mut client = match connect() {
-                    Ok(c) => {
-                        let _ = ready.send(Ok(()));
-                        c
-                    }
-                    Err(e) => {
-                        let _ = ready.send(Err(message(&e)));
-                        return;
-                    }
-                };
-                while let Ok(job) = queue.recv() {
-                    // A dropped connection is made again for the next job.
-                    if client.is_closed()
-                        && let Ok(c) = connect()
-                    {
-                        client = c;
-                    }
-                    job(&mut client);
-                }
-            })
-            .map_err(|e| err(&e))?;
-        match started.recv() {
-            Ok(Ok(())) => Ok(Self { jobs: Mutex::new(jobs), location }),
-            Ok(Err(message)) => Err(err(&message)),
-            Err(e) => Err(err(&e)),
-        }
+        let connection = PgThread::start(config, SCHEMA, "lovia-postgres").map_err(|e| err(&e))?;
+        Ok(Self { connection, location })
     }
 
     fn run<T: Send + 'static>(
@@ -109,31 +74,20 @@ impl PostgresRunStore {
         f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
     ) -> Result<T, StoreError> {
         let (reply, answer) = mpsc::channel();
-        let job: Job = Box::new(move |client| {
-            let _ = reply.send(f(client).map_err(|e| message(&e)));
-        });
         let gone = || StoreError::Database {
             location: self.location.to_string(),
             message: "the connection thread stopped".into(),
         };
-        self.jobs.lock().unwrap_or_else(|p| p.into_inner()).send(job).map_err(|_| gone())?;
+        if !self.connection.send(move |client| {
+            let _ = reply.send(f(client).map_err(|e| message(&e)));
+        }) {
+            return Err(gone());
+        }
         match answer.recv() {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(message)) => Err(StoreError::Database { location: self.location.to_string(), message }),
             Err(_) => Err(gone()),
         }
-    }
-}
-
-/// The server's own message when there is one (`postgres::Error` alone
-/// prints only `db error`), else the error and its cause.
-fn message(e: &postgres::Error) -> String {
-    if let Some(db) = e.as_db_error() {
-        return format!("{}: {}", db.severity(), db.message());
-    }
-    match std::error::Error::source(e) {
-        Some(cause) => format!("{e}: {cause}"),
-        None => e.to_string(),
     }
 }
 

@@ -10,7 +10,7 @@
 //! uploading for one tenant at once cannot both pass them.
 
 use bytes::Bytes;
-use lovia_runner::StoreUrl;
+use lovia_runner::{PgThread, StoreUrl, pg_message};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -511,13 +511,10 @@ async fn blocking<T: Send + 'static>(
     })
 }
 
-type Job = Box<dyn FnOnce(&mut postgres::Client) + Send>;
-
-/// A PostgreSQL connection on its own thread (the `postgres` crate runs its
-/// own runtime, which must not nest inside the service's); each call is sent
-/// there and awaited without holding a service worker.
+/// A PostgreSQL connection on its own thread ([`PgThread`]); each call is
+/// sent there and awaited without holding a service worker.
 pub(crate) struct Pg {
-    jobs: Mutex<std::sync::mpsc::Sender<Job>>,
+    connection: PgThread,
     config: postgres::Config,
     /// The URL without its password, for errors.
     location: String,
@@ -528,43 +525,8 @@ impl Pg {
         let location = StoreUrl::Postgres(url.to_owned()).to_string();
         let fail = |message: String| PluginStoreError::Database { location: location.clone(), message };
         let config: postgres::Config = url.parse().map_err(|e: postgres::Error| fail(e.to_string()))?;
-        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
-        let (ready, started) = std::sync::mpsc::channel();
-        let connect_config = config.clone();
-        std::thread::Builder::new()
-            .name("lovia-plugins-pg".into())
-            .spawn(move || {
-                let connect = || -> Result<postgres::Client, postgres::Error> {
-                    let mut client = connect_config.connect(postgres::NoTls)?;
-                    client.batch_execute(POSTGRES_SCHEMA)?;
-                    Ok(client)
-                };
-                let mut client = match connect() {
-                    Ok(c) => {
-                        let _ = ready.send(Ok(()));
-                        c
-                    }
-                    Err(e) => {
-                        let _ = ready.send(Err(describe(&e)));
-                        return;
-                    }
-                };
-                while let Ok(job) = queue.recv() {
-                    // A dropped connection is made again for the next job.
-                    if client.is_closed()
-                        && let Ok(c) = connect()
-                    {
-                        client = c;
-                    }
-                    job(&mut client);
-                }
-            })
-            .map_err(|e| fail(e.to_string()))?;
-        match started.recv() {
-            Ok(Ok(())) => Ok(Pg { jobs: Mutex::new(jobs), config, location }),
-            Ok(Err(message)) => Err(fail(message)),
-            Err(e) => Err(fail(e.to_string())),
-        }
+        let connection = PgThread::start(config.clone(), POSTGRES_SCHEMA, "lovia-plugins-pg").map_err(fail)?;
+        Ok(Pg { connection, config, location })
     }
 
     async fn run<T: Send + 'static>(
@@ -580,30 +542,19 @@ impl Pg {
         f: impl FnOnce(&mut postgres::Client) -> Result<T, PluginStoreError> + Send + 'static,
     ) -> Result<T, PluginStoreError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let job: Job = Box::new(move |client| {
-            let _ = reply.send(f(client));
-        });
         let gone = || PluginStoreError::Database {
             location: self.location.clone(),
             message: "the connection thread stopped".into(),
         };
-        self.jobs.lock().unwrap_or_else(|p| p.into_inner()).send(job).map_err(|_| gone())?;
+        if !self.connection.send(move |client| {
+            let _ = reply.send(f(client));
+        }) {
+            return Err(gone());
+        }
         answer.await.unwrap_or_else(|_| Err(gone()))
     }
 }
 
 fn pg_error(location: &str, e: &postgres::Error) -> PluginStoreError {
-    PluginStoreError::Database { location: location.to_owned(), message: describe(e) }
-}
-
-/// The server's own message when there is one (`postgres::Error` alone
-/// prints only `db error`), else the error and its cause.
-fn describe(e: &postgres::Error) -> String {
-    if let Some(db) = e.as_db_error() {
-        return format!("{}: {}", db.severity(), db.message());
-    }
-    match std::error::Error::source(e) {
-        Some(cause) => format!("{e}: {cause}"),
-        None => e.to_string(),
-    }
+    PluginStoreError::Database { location: location.to_owned(), message: pg_message(e) }
 }
