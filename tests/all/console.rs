@@ -379,24 +379,9 @@ struct IdSse(tokio::io::BufReader<tokio::net::TcpStream>);
 impl IdSse {
     /// POSTs `body` to `/api/chat`, with `Last-Event-ID: last` when given; returns the status and the stream.
     async fn post(addr: std::net::SocketAddr, key: &str, body: &str, last: Option<&str>) -> (u16, Self) {
-        use tokio::io::AsyncBufReadExt;
-        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
         let last = last.map(|l| format!("Last-Event-ID: {l}\r\n")).unwrap_or_default();
-        let head = format!(
-            "POST /api/chat HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n{last}\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        stream.write_all(head.as_bytes()).await.expect("write");
-        let mut reader = tokio::io::BufReader::new(stream);
-        let mut line = String::new();
-        reader.read_line(&mut line).await.expect("status line");
-        let status = line.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
-        while line != "\r\n" && !line.is_empty() {
-            line.clear();
-            reader.read_line(&mut line).await.expect("header");
-        }
-        (status, Self(reader))
+        let sse = crate::serve::Sse::post_with(addr, "/api/chat", key, body, &last).await;
+        (sse.status, Self(sse.into_reader()))
     }
 
     async fn next(&mut self) -> Option<(Option<u64>, String, Value)> {

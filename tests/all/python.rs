@@ -334,14 +334,6 @@ async fn a_timeout_declared_in_python_stops_a_busy_loop() {
     assert!(start.elapsed() < Duration::from_secs(3), "took {:?}", start.elapsed());
 }
 
-fn process_cpu() -> Duration {
-    // utime + stime of this process, in clock ticks (100 Hz on Linux).
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("stat");
-    let fields: Vec<&str> = stat.rsplit_once(')').expect("comm").1.split_whitespace().collect();
-    let ticks: u64 = fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
-    Duration::from_millis(ticks * 10)
-}
-
 /// Process CPU time means something only with no other test running in the
 /// process, so the measurement runs in a child process of this test binary
 /// (as exec::timeouts does for the Rust fixture).
@@ -367,9 +359,9 @@ async fn cpu_probe() {
     let took = start.elapsed();
     assert_eq!(turn.output("s"), "Tool error: timed out after 200 ms", "the timeout spin declares");
     assert!(took < Duration::from_secs(3), "returned after {took:?}");
-    let before = process_cpu();
+    let before = lovia_tests::process_cpu();
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    let burned = process_cpu().saturating_sub(before);
+    let burned = lovia_tests::process_cpu().saturating_sub(before);
     println!("returned after {took:?}; CPU in the next 1000 ms: {burned:?}");
     // An interpreter still spinning would burn ~1000 ms here; the idle host and its epoch ticker ~nothing.
     assert!(burned < Duration::from_millis(150), "the component kept running: {burned:?} of CPU in 1000 ms");

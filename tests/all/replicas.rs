@@ -5,11 +5,11 @@
 
 use crate::cli::spawn_serve;
 use crate::serve::{json, request};
+use crate::threat::serve::post_bytes;
 use lovia_tests::fixtures;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Child;
 
 /// A fresh database on the test server, as a URL; `None` (and a
@@ -49,21 +49,6 @@ fn config(dir: &Path, top: &str, extra: &str) -> std::path::PathBuf {
     )
     .expect("config");
     path
-}
-
-async fn post_bytes(addr: SocketAddr, path: &str, key: &str, body: &[u8]) -> (u16, serde_json::Value) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.expect("write");
-    stream.write_all(body).await.expect("write");
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.expect("read");
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status line");
-    (status, json(text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default()))
 }
 
 /// `echo` through `addr`: its output, or the error status and body.

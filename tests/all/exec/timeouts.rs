@@ -7,14 +7,6 @@ use lovia_tests::turn::{call, run};
 use lovia_tests::{fixtures, load};
 use std::time::{Duration, Instant};
 
-fn process_cpu() -> Duration {
-    // utime + stime of this process, in clock ticks (100 Hz on Linux).
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("stat");
-    let fields: Vec<&str> = stat.rsplit_once(')').expect("comm").1.split_whitespace().collect();
-    let ticks: u64 = fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
-    Duration::from_millis(ticks * 10)
-}
-
 /// Process CPU time is only meaningful with no other test running in the
 /// process, so the measurement runs in a child process of this test binary.
 #[test]
@@ -38,9 +30,9 @@ async fn cpu_probe() {
     let took = start.elapsed();
     assert_eq!(turn.output("c"), "Tool error: timed out after 50 ms");
     assert!(took < Duration::from_millis(1000), "returned after {took:?}");
-    let before = process_cpu();
+    let before = lovia_tests::process_cpu();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let burned = process_cpu().saturating_sub(before);
+    let burned = lovia_tests::process_cpu().saturating_sub(before);
     println!("returned after {took:?}; CPU in the next 500 ms: {burned:?}");
     // A component still spinning would burn ~500 ms here; the epoch ticker costs ~nothing.
     assert!(burned < Duration::from_millis(100), "the component kept running: {burned:?} of CPU in 500 ms");

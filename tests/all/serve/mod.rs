@@ -93,10 +93,15 @@ pub(crate) struct Sse {
 impl Sse {
     /// POSTs `body` to `path` and reads the response head.
     pub(crate) async fn post(addr: SocketAddr, path: &str, key: &str, body: &str) -> Sse {
+        Self::post_with(addr, path, key, body, "").await
+    }
+
+    /// [`Sse::post`] with more header lines (each ending in `\r\n`).
+    pub(crate) async fn post_with(addr: SocketAddr, path: &str, key: &str, body: &str, headers: &str) -> Sse {
         use tokio::io::AsyncBufReadExt;
         let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
         let head = format!(
-            "POST {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            "POST {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n{headers}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         );
         stream.write_all(head.as_bytes()).await.expect("write");
@@ -112,6 +117,11 @@ impl Sse {
             }
         }
         Sse { reader, status }
+    }
+
+    /// The stream after the headers, for a reader of its own.
+    pub(crate) fn into_reader(self) -> tokio::io::BufReader<tokio::net::TcpStream> {
+        self.reader
     }
 
     /// The next event as (name, data); `None` when the stream ends. Fails

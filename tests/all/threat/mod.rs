@@ -7,4 +7,4 @@ mod instances;
 mod mcp;
 mod neighbour;
 mod sandbox;
-mod serve;
+pub(crate) mod serve;

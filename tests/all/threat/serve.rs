@@ -188,7 +188,7 @@ async fn metrics_need_their_token_unless_made_public() {
 }
 
 /// A raw HTTP/1.1 POST of `body` bytes: (status, JSON body).
-async fn post_bytes(addr: SocketAddr, path: &str, key: &str, body: &[u8]) -> (u16, serde_json::Value) {
+pub(crate) async fn post_bytes(addr: SocketAddr, path: &str, key: &str, body: &[u8]) -> (u16, serde_json::Value) {
     let mut stream = TcpStream::connect(addr).await.expect("connect");
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
