@@ -65,7 +65,7 @@ struct Feed {
 /// A run in progress and its readers.
 pub(crate) struct LiveRun {
     pub(crate) approvals: ApprovalChannel,
-    pub(crate) cancel: CancelToken,
+    cancel: CancelToken,
     feed: Mutex<Feed>,
     /// The tenant's bytes of kept events, across its runs ([`TENANT_REPLAY_BYTES`]).
     tenant_replay: Arc<AtomicUsize>,
@@ -180,6 +180,19 @@ impl LiveRun {
             feed.readers.push(tx);
         }
         reader
+    }
+
+    /// Applies a client's order (from this replica's route or, through the
+    /// store, another's); whether it matched.
+    pub(crate) fn apply(&self, order: &Order) -> bool {
+        match order {
+            Order::Decide { call_id, decision } => self.approvals.resolve(call_id, *decision),
+            Order::Cancel => {
+                self.cancel.cancel(Some("cancelled by the client"));
+                self.approvals.release(ApprovalDecision::Deny);
+                true
+            }
+        }
     }
 
     /// Ends every reader's stream and gives the kept bytes back to the tenant.
@@ -345,7 +358,7 @@ pub(crate) async fn approve(State(service): State<Service>, headers: HeaderMap, 
     };
     let order = Order::Decide { call_id: request.call_id, decision };
     let decided = match service.live(tenant, &request.session_id) {
-        Some(live) => order.apply(&live),
+        Some(live) => live.apply(&order),
         // Another replica's run, if one holds it: the order goes there.
         None => match service.post_order(&tenant.name, &request.session_id, &order).await {
             Ok(Posted::Applied) => true,
@@ -384,7 +397,7 @@ pub(crate) async fn cancel(State(service): State<Service>, headers: HeaderMap, b
         Err(refusal) => return refusal.into_response(),
     };
     let cancelled = match service.live(tenant, &request.session_id) {
-        Some(live) => Order::Cancel.apply(&live),
+        Some(live) => live.apply(&Order::Cancel),
         None => match service.post_order(&tenant.name, &request.session_id, &Order::Cancel).await {
             Ok(Posted::Applied) => true,
             Ok(Posted::Queued) => return queued(),
@@ -517,7 +530,7 @@ impl Service {
         };
         let (relay, relaying) = match first_id {
             Some(_) => {
-                let (tx, task) = self.relay_events(&tenant.name, session);
+                let (tx, task) = self.relay_events(&tenant.name, session, (RUN_REPLAY_EVENTS, RUN_REPLAY_BYTES));
                 (Some(tx), Some(task))
             }
             None => (None, None),

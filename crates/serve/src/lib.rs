@@ -428,6 +428,7 @@ impl Service {
         self.inner.plugins.watch(
             self.inner.poll_interval,
             Arc::downgrade(&wake),
+            (lease::RUNS_CHANNEL, relay::EVENTS_CHANNEL),
             Arc::downgrade(&self.inner.events_seen),
         );
         let service = Arc::downgrade(&self.inner);

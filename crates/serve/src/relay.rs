@@ -8,14 +8,14 @@
 //! backstop for a lost one). Ids come from the rows, so a reader moving to
 //! another replica sees no gap and no duplicate.
 //!
-//! Bounds: a run keeps its newest `chat::RUN_REPLAY_EVENTS` events and
-//! `chat::RUN_REPLAY_BYTES` bytes of them (older ones are pruned, and a
+//! Bounds: a run keeps its newest events and bytes of them within the
+//! bounds its owner passes (the in-memory replay's, `chat::RUN_REPLAY_EVENTS`
+//! and `chat::RUN_REPLAY_BYTES`) (older ones are pruned, and a
 //! reader that needed them gets `replay_truncated`); the events of a run
 //! that no replica holds go a minute after their last append. An event the
 //! owner cannot queue for the table (its queue of [`RELAY_QUEUE`] is full
 //! because the store is slow) is missed by remote readers, which are told so.
 
-use super::chat::{RUN_REPLAY_BYTES, RUN_REPLAY_EVENTS};
 use super::lease::{LeaseError, RunLeases};
 use super::sse::{Reader, frame};
 use super::{Service, Tenant};
@@ -84,6 +84,7 @@ impl Service {
         &self,
         tenant: &str,
         session: &str,
+        (events, bytes): (usize, usize),
     ) -> (mpsc::Sender<Relayed>, tokio::task::JoinHandle<()>) {
         let (tx, mut rx) = mpsc::channel::<Relayed>(RELAY_QUEUE);
         let leases = self.inner.leases.clone();
@@ -98,7 +99,7 @@ impl Service {
                     }
                 }
                 let (leases, t, s) = (leases.clone(), tenant.clone(), session.clone());
-                let written = tokio::task::spawn_blocking(move || append(&leases, t, s, batch)).await;
+                let written = tokio::task::spawn_blocking(move || append(&leases, t, s, batch, (events, bytes))).await;
                 match written {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => tracing::warn!(error = %e, "cannot relay a run's events; remote readers miss them"),
@@ -176,7 +177,13 @@ impl Service {
 
 /// Writes `batch` in one transaction, prunes the run's oldest events past
 /// the bounds, and notifies the readers at commit.
-fn append(leases: &Arc<RunLeases>, t: String, s: String, batch: Vec<Relayed>) -> Result<(), LeaseError> {
+fn append(
+    leases: &Arc<RunLeases>,
+    t: String,
+    s: String,
+    batch: Vec<Relayed>,
+    (events, bytes): (usize, usize),
+) -> Result<(), LeaseError> {
     let Some(pg) = leases.shared() else { return Ok(()) };
     let seqs: Vec<i64> = batch.iter().map(|(id, ..)| i64::try_from(*id).unwrap_or(i64::MAX)).collect();
     let names: Vec<String> = batch.iter().map(|(_, n, _)| n.clone()).collect();
@@ -199,7 +206,7 @@ fn append(leases: &Arc<RunLeases>, t: String, s: String, batch: Vec<Relayed>) ->
                        FROM lovia_run_events WHERE tenant = $1 AND session = $2) w
                   WHERE w.tail > $3 OR w.n > $4) old
               WHERE e.tenant = $1 AND e.session = $2 AND e.seq = old.seq",
-            &[&t, &s, &(RUN_REPLAY_BYTES as i64), &(RUN_REPLAY_EVENTS as i64)],
+            &[&t, &s, &(bytes as i64), &(events as i64)],
         )?;
         tx.execute("SELECT pg_notify($1, $2)", &[&EVENTS_CHANNEL, &""])?;
         tx.commit()

@@ -7,7 +7,6 @@
 //! the order waits for before it answers.
 
 use super::Service;
-use super::chat::LiveRun;
 use super::lease::{LeaseError, RUNS_CHANNEL};
 use lovia_host::approval::ApprovalDecision;
 use std::time::{Duration, Instant};
@@ -26,7 +25,12 @@ const ORDER_CHECK: Duration = Duration::from_millis(50);
 #[derive(Debug, Clone)]
 pub(crate) enum Order {
     /// Approve or deny the pending call `call_id`.
-    Decide { call_id: String, decision: ApprovalDecision },
+    Decide {
+        /// The call.
+        call_id: String,
+        /// Its decision.
+        decision: ApprovalDecision,
+    },
     /// Cancel the run.
     Cancel,
 }
@@ -62,18 +66,6 @@ impl Order {
             (Some(call_id), "deny") => Some(Order::Decide { call_id, decision: ApprovalDecision::Deny }),
             (None, "cancel") => Some(Order::Cancel),
             _ => None,
-        }
-    }
-
-    /// Applies the order to a run of this replica; whether it matched.
-    pub(crate) fn apply(&self, live: &LiveRun) -> bool {
-        match self {
-            Order::Decide { call_id, decision } => live.approvals.resolve(call_id, *decision),
-            Order::Cancel => {
-                live.cancel.cancel(Some("cancelled by the client"));
-                live.approvals.release(ApprovalDecision::Deny);
-                true
-            }
         }
     }
 }
@@ -183,7 +175,7 @@ impl Service {
         for (id, tenant, session, call_id, decision) in open {
             let live = self.inner.tenants.iter().find(|t| t.name == tenant).and_then(|t| self.live(t, &session));
             let matched = match (live, Order::from_columns(call_id, &decision)) {
-                (Some(live), Some(order)) => order.apply(&live),
+                (Some(live), Some(order)) => live.apply(&order),
                 _ => false,
             };
             let leases = self.inner.leases.clone();

@@ -444,12 +444,18 @@ impl PluginStore {
     }
 
     /// For a PostgreSQL store: a thread that `LISTEN`s for uploads and for
-    /// runs handed back and orders (`lease::RUNS_CHANNEL`), which wake
-    /// `wake`, and for run events (`relay::EVENTS_CHANNEL`), which bump
+    /// runs handed back and orders (`runs_channel`), which wake
+    /// `wake`, and for run events (`events_channel`), which bump
     /// `events` for the remote readers; it wakes `wake` at least every `poll`
     /// (the backstop for a notification lost while the connection was
     /// down). It ends when `wake` is dropped.
-    pub(crate) fn watch(&self, poll: Duration, wake: Weak<Notify>, events: Weak<tokio::sync::watch::Sender<u64>>) {
+    pub(crate) fn watch(
+        &self,
+        poll: Duration,
+        wake: Weak<Notify>,
+        (runs_channel, events_channel): (&'static str, &'static str),
+        events: Weak<tokio::sync::watch::Sender<u64>>,
+    ) {
         let PluginStore::Postgres(pg) = self else { return };
         let config = pg.config.clone();
         let location = pg.location.clone();
@@ -464,11 +470,7 @@ impl PluginStore {
             loop {
                 let Some(wake) = wake.upgrade() else { return };
                 if client.as_ref().is_none_or(postgres::Client::is_closed) {
-                    let listen = format!(
-                        "LISTEN {CHANNEL}; LISTEN {}; LISTEN {}",
-                        crate::lease::RUNS_CHANNEL,
-                        crate::relay::EVENTS_CHANNEL
-                    );
+                    let listen = format!("LISTEN {CHANNEL}; LISTEN {runs_channel}; LISTEN {events_channel}");
                     client = match config.connect(postgres::NoTls) {
                         Ok(mut c) => match c.batch_execute(&listen) {
                             Ok(()) => Some(c),
@@ -495,7 +497,7 @@ impl PluginStore {
                             .notifications()
                             .timeout_iter(poll.saturating_sub(woken.elapsed()))
                             .next()
-                            .map(|n| n.map(|n| n.channel() == crate::relay::EVENTS_CHANNEL));
+                            .map(|n| n.map(|n| n.channel() == events_channel));
                         match got {
                             // New run events wake their remote readers only;
                             // the poll still comes on time.

@@ -92,13 +92,31 @@ async fn a_killed_owners_run_is_taken_over_and_completes_without_rerunning_calls
     let body = r#"{"session_id": "s1", "input": "Refund 90 dollars on A-1002"}"#;
     let mut sse = Sse::post(a, "/api/chat", "demo-key", body).await;
     assert_eq!(sse.status, 200);
-    let seen = sse.until("approval_required").await;
+    // The two calls run side by side: the lookup completes while the
+    // refund waits for its approval.
+    let mut seen = sse.until("approval_required").await;
+    if !seen.iter().any(|(n, d)| n == "tool_result" && d["id"] == "call_lookup") {
+        seen.extend(sse.until("tool_result").await);
+    }
     assert!(seen.iter().any(|(n, d)| n == "tool_result" && d["id"] == "call_lookup"), "{seen:?}");
     assert_eq!(calls_run(a, "lookup_order").await, 1, "A ran the lookup");
     assert_eq!(pending(a).await, ["call_refund"]);
+    // The lookup's result is in the checkpoint before A dies.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, body) = request(a, "GET", "/api/chat/s1", Some("demo-key"), "").await;
+        let saved =
+            json(&body)["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["tool_call_id"] == "call_lookup"));
+        if saved {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the lookup's result was never saved: {body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     // While A lives, B does not run A's run: it only reads it.
     let mut on_b = Sse::post(running[1].1, "/api/chat", "demo-key", r#"{"session_id": "s1"}"#).await;
-    assert_eq!(on_b.until("approval_required").await.len(), seen.len(), "B reads A's events");
+    let read = on_b.until("approval_required").await;
+    assert_eq!(read[..], seen[..read.len()], "B reads A's events");
     assert_eq!(pending(running[1].1).await, Vec::<String>::new(), "and asks nothing itself");
 
     let (mut owner, _) = running.remove(0);
