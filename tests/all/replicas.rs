@@ -14,7 +14,7 @@ use tokio::process::Child;
 
 /// A fresh database on the test server, as a URL; `None` (and a
 /// `skipped:` line) without a server.
-fn fresh_database(test: &str) -> Option<String> {
+pub(super) fn fresh_database(test: &str) -> Option<String> {
     let Ok(url) = std::env::var("LOVIA_TEST_POSTGRES_URL") else {
         println!("skipped: LOVIA_TEST_POSTGRES_URL is not set");
         return None;
@@ -71,7 +71,7 @@ async fn replicas(config: &Path, url: &str, n: usize, env: &[(&str, &str)]) -> V
     out
 }
 
-async fn kill_all(replicas: Vec<(Child, SocketAddr)>) {
+pub(super) async fn kill_all(replicas: Vec<(Child, SocketAddr)>) {
     for (mut child, _) in replicas {
         child.start_kill().expect("SIGKILL");
         child.wait().await.expect("reaped");
@@ -207,7 +207,7 @@ fn check_flags(args: &[String], help: &str, whose: &str) {
     for arg in args.iter().filter(|a| a.starts_with("--")) {
         assert!(help.contains(&format!("{arg} ")), "{whose}: {arg} is not a flag of `lovia serve --help`:\n{help}");
     }
-    for numeric in ["--poll-interval-ms", "--drain-secs"] {
+    for numeric in ["--poll-interval-ms", "--run-lease-ms", "--lease-renew-ms", "--drain-secs"] {
         if args.iter().any(|a| a == numeric) {
             flag(args, numeric).parse::<u64>().unwrap_or_else(|e| panic!("{whose}: {numeric}: {e}"));
         }
@@ -399,3 +399,5 @@ async fn calls_per_minute_holds_across_three_replicas() {
     assert_eq!(refused.iter().sum::<i32>(), 3, "refused {refused:?}");
     kill_all(running).await;
 }
+
+mod takeover;

@@ -27,9 +27,20 @@ pub(crate) struct Args {
     /// (default 2000; a NOTIFY brings a change sooner).
     #[arg(long, value_name = "MS")]
     poll_interval_ms: Option<u64>,
+    /// Milliseconds a replica's hold on a run (its lease in PostgreSQL)
+    /// lasts unrenewed, instead of the config's `run_lease_ms` (default
+    /// 10000): a dead replica's runs are taken over after this plus one poll.
+    #[arg(long, value_name = "MS")]
+    run_lease_ms: Option<u64>,
+    /// Milliseconds between two renewals of this replica's run leases,
+    /// instead of the config's `lease_renew_ms` (default 3000).
+    #[arg(long, value_name = "MS")]
+    lease_renew_ms: Option<u64>,
     /// On SIGTERM or Ctrl-C, seconds to let requests in flight finish
-    /// before exiting; /readyz answers 503 from the signal on. Runs still
-    /// going resume from their checkpoints at the next start.
+    /// before exiting; /readyz answers 503 from the signal on. With a
+    /// PostgreSQL store, runs in progress are handed back at once (another
+    /// replica resumes them from their checkpoints); with SQLite they resume
+    /// at the next start.
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     drain_secs: u64,
     /// Read an API key from stdin, print the SHA-256 that goes into
@@ -54,9 +65,21 @@ pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliE
     if let Some(store) = args.store {
         config.store = Some(store);
     }
-    if let Some(ms) = args.poll_interval_ms {
-        config.poll_interval_ms = ms;
-        config.resolve(std::path::Path::new(".")).map_err(|e| CliError::new(format!("--poll-interval-ms: {e}")))?;
+    let mut overridden = Vec::new();
+    for (flag, value, field) in [
+        ("--poll-interval-ms", args.poll_interval_ms, &mut config.poll_interval_ms),
+        ("--run-lease-ms", args.run_lease_ms, &mut config.run_lease_ms),
+        ("--lease-renew-ms", args.lease_renew_ms, &mut config.lease_renew_ms),
+    ] {
+        if let Some(ms) = value {
+            *field = ms;
+            overridden.push(flag);
+        }
+    }
+    if !overridden.is_empty() {
+        config
+            .resolve(std::path::Path::new("."))
+            .map_err(|e| CliError::new(format!("{}: {e}", overridden.join(", "))))?;
     }
     // Fuel quotas need the engine to count fuel, which costs some speed: only then.
     let host = host(config.needs_fuel_metering())?;
@@ -107,6 +130,12 @@ pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliE
     let shutdown = async move {
         terminate().await;
         draining.drain();
+        // With PostgreSQL the runs go to the other replicas now, rather
+        // than wait here for approvals that may take minutes.
+        let handed = draining.hand_back().await;
+        if handed > 0 {
+            eprintln!("shutting down: handed {handed} runs in progress back to the other replicas");
+        }
         eprintln!("shutting down: finishing requests in flight (at most {} s)", grace.as_secs());
         signalled.notify_one();
     };

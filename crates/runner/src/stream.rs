@@ -38,6 +38,16 @@ impl RunHandle {
         self.cancel.cancel(reason);
     }
 
+    /// Stops the run where it is, without saving anything more: its
+    /// checkpoint stays as last saved, for another process to resume (a
+    /// replica that lost the run's lease). Unlike [`RunHandle::cancel`], the
+    /// run is not marked as stopped. A call already running on a blocking
+    /// thread may still finish, but its result is not saved, so a resume
+    /// runs it again. The event stream ends.
+    pub fn abort(&self) {
+        self.task.abort();
+    }
+
     /// Stops consuming events and waits for the run's result.
     pub async fn result(self) -> Result<RunResult, RunError> {
         drop(self.events);

@@ -3,6 +3,7 @@
 //! session); its events go to every connected reader; it survives readers
 //! leaving, and is persisted so that it survives the process too.
 
+use super::remote::{Order, Posted};
 use super::sse::{READER_QUEUE, Reader, frame};
 use super::{Service, Tenant, error, unauthorized};
 use axum::Json;
@@ -32,6 +33,10 @@ pub(crate) const RUN_REPLAY_BYTES: usize = 1 << 20;
 /// Bytes of event data all of a tenant's runs keep for replay together:
 /// 8 MiB. A run that would pass it drops its own oldest events instead.
 pub(crate) const TENANT_REPLAY_BYTES: usize = 8 << 20;
+
+/// How long a run's end waits for its events to reach the table before
+/// it lets the lease go: 5 s.
+const RELAY_FLUSH: Duration = Duration::from_secs(5);
 
 /// One kept event.
 struct Kept {
@@ -68,6 +73,15 @@ pub(crate) struct LiveRun {
     /// it has waited and when it will be denied); removed when decided.
     asked: Mutex<HashMap<String, SystemTime>>,
     started: SystemTime,
+    /// Woken when this replica has lost the run's lease (another replica
+    /// may run it now): the run stops where it is (`takeover`).
+    pub(crate) lease_lost: tokio::sync::Notify,
+    /// When its lease was taken: a renewal that began before it cannot
+    /// have seen the lease, so it does not count as losing it.
+    pub(crate) leased_at: Instant,
+    /// With a shared store, where its events go for readers on other
+    /// replicas (`relay`); taken away when the run ends or is handed over.
+    relay: Mutex<Option<mpsc::Sender<super::relay::Relayed>>>,
 }
 
 /// Takes `n` bytes of `budget` if they fit under `limit`.
@@ -96,7 +110,7 @@ impl LiveRun {
         let mut feed = self.feed.lock().unwrap_or_else(|p| p.into_inner());
         let id = feed.next_id;
         feed.next_id += 1;
-        let event = Event::default().event(name).id(id.to_string()).data(text);
+        let event = Event::default().event(name).id(id.to_string()).data(text.clone());
         // Room for it: the oldest kept events go first, until it fits the
         // run's bounds and the tenant's budget; one that never fits is not kept.
         let mut keep = true;
@@ -121,6 +135,14 @@ impl LiveRun {
         if keep {
             feed.kept_bytes += bytes;
             feed.kept.push_back(Kept { id, bytes, approval_of, event: event.clone() });
+        }
+        // Under the feed's lock, so the table gets the events in id order.
+        // A full queue (the store is slow) loses the event for remote
+        // readers only; they see the gap as `replay_truncated`.
+        if let Some(relay) = self.relay.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
+            && relay.try_send((id, name.to_owned(), text)).is_err()
+        {
+            tracing::warn!(event = id, "a run event could not be queued for the other replicas");
         }
         feed.readers.retain(|r| r.try_send(event.clone()).is_ok());
     }
@@ -158,6 +180,19 @@ impl LiveRun {
             feed.readers.push(tx);
         }
         reader
+    }
+
+    /// Applies a client's order (from this replica's route or, through the
+    /// store, another's); whether it matched.
+    pub(crate) fn apply(&self, order: &Order) -> bool {
+        match order {
+            Order::Decide { call_id, decision } => self.approvals.resolve(call_id, *decision),
+            Order::Cancel => {
+                self.cancel.cancel(Some("cancelled by the client"));
+                self.approvals.release(ApprovalDecision::Deny);
+                true
+            }
+        }
     }
 
     /// Ends every reader's stream and gives the kept bytes back to the tenant.
@@ -224,7 +259,7 @@ pub(crate) struct CancelRequest {
 }
 
 /// A refusal: its status and the message of its `{"error": …}` body.
-pub(crate) struct ApiError(StatusCode, String);
+pub(crate) struct ApiError(pub(crate) StatusCode, String);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -258,20 +293,34 @@ pub(crate) async fn chat(State(service): State<Service>, headers: HeaderMap, bod
         return error(StatusCode::BAD_REQUEST, "session_id must be 1-128 letters, digits, _ . or -");
     }
     let input = request.input.filter(|i| !i.trim().is_empty());
+    // Attach: the run's events so far (or those after the client's
+    // Last-Event-ID), then the live ones.
+    let after = match headers.get("last-event-id").map(|v| v.to_str().ok().and_then(|v| v.trim().parse().ok())) {
+        None => Ok(None),
+        Some(Some(id)) => Ok(Some(id)),
+        Some(None) => Err(()),
+    };
+    let bad_cursor = || error(StatusCode::BAD_REQUEST, "Last-Event-ID must be the id of an event of this run");
+    let busy = "a run is in progress for this session; send no input to attach to it";
     if let Some(live) = service.live(tenant, &session) {
         if input.is_some() {
-            return error(StatusCode::CONFLICT, "a run is in progress for this session; send no input to attach to it");
+            return error(StatusCode::CONFLICT, busy);
         }
-        // Attach: the run's events so far (or those after the client's
-        // Last-Event-ID), then the live ones.
-        let after = match headers.get("last-event-id").map(|v| v.to_str().ok().and_then(|v| v.trim().parse().ok())) {
-            None => None,
-            Some(Some(id)) => Some(id),
-            Some(None) => {
-                return error(StatusCode::BAD_REQUEST, "Last-Event-ID must be the id of an event of this run");
-            }
-        };
+        let Ok(after) = after else { return bad_cursor() };
         return service.sse_response(live.subscribe(after));
+    }
+    // Another replica's run: its events come from the store.
+    match without_stalling(|| service.held_elsewhere(&tenant.name, &session)) {
+        Ok(false) => {}
+        Ok(true) if input.is_some() => return error(StatusCode::CONFLICT, busy),
+        Ok(true) => {
+            let Ok(after) = after else { return bad_cursor() };
+            return service.sse_response(service.follow_remote(tenant, &session, after));
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the run's lease");
+            return error(StatusCode::SERVICE_UNAVAILABLE, "the run store is unreachable; retry later");
+        }
     }
     if input.is_none() {
         let unfinished = without_stalling(|| service.inner.store.load(&tenant.name, &session))
@@ -307,9 +356,18 @@ pub(crate) async fn approve(State(service): State<Service>, headers: HeaderMap, 
         Decision::Approve => ApprovalDecision::Approve,
         Decision::Deny => ApprovalDecision::Deny,
     };
-    let decided = service
-        .live(tenant, &request.session_id)
-        .is_some_and(|live| live.approvals.resolve(&request.call_id, decision));
+    let order = Order::Decide { call_id: request.call_id, decision };
+    let decided = match service.live(tenant, &request.session_id) {
+        Some(live) => live.apply(&order),
+        // Another replica's run, if one holds it: the order goes there.
+        None => match service.post_order(&tenant.name, &request.session_id, &order).await {
+            Ok(Posted::Applied) => true,
+            Ok(Posted::Queued) => return queued(),
+            Ok(Posted::TooMany) => return too_many_orders(),
+            Ok(Posted::Unmatched | Posted::NoOwner) => false,
+            Err(e) => return unreachable_store(&e),
+        },
+    };
     if decided {
         Json(json!({"ok": true})).into_response()
     } else {
@@ -318,19 +376,40 @@ pub(crate) async fn approve(State(service): State<Service>, headers: HeaderMap, 
     }
 }
 
+/// The owner of the run did not answer in time; the order waits for it.
+fn queued() -> Response {
+    (StatusCode::ACCEPTED, Json(json!({"ok": true, "queued": true}))).into_response()
+}
+
+fn too_many_orders() -> Response {
+    error(StatusCode::TOO_MANY_REQUESTS, "too many decisions and cancels wait for this run's replica")
+}
+
+fn unreachable_store(e: &super::LeaseError) -> Response {
+    tracing::warn!(error = %e, "cannot send an order to the run's replica");
+    error(StatusCode::SERVICE_UNAVAILABLE, "the run store is unreachable; retry later")
+}
+
 pub(crate) async fn cancel(State(service): State<Service>, headers: HeaderMap, body: String) -> Response {
     let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
     let request: CancelRequest = match parse(&body) {
         Ok(r) => r,
         Err(refusal) => return refusal.into_response(),
     };
-    match service.live(tenant, &request.session_id) {
-        Some(live) => {
-            live.cancel.cancel(Some("cancelled by the client"));
-            live.approvals.release(ApprovalDecision::Deny);
-            Json(json!({"ok": true})).into_response()
-        }
-        None => error(StatusCode::NOT_FOUND, "no run in progress for this session"),
+    let cancelled = match service.live(tenant, &request.session_id) {
+        Some(live) => live.apply(&Order::Cancel),
+        None => match service.post_order(&tenant.name, &request.session_id, &Order::Cancel).await {
+            Ok(Posted::Applied) => true,
+            Ok(Posted::Queued) => return queued(),
+            Ok(Posted::TooMany) => return too_many_orders(),
+            Ok(Posted::Unmatched | Posted::NoOwner) => false,
+            Err(e) => return unreachable_store(&e),
+        },
+    };
+    if cancelled {
+        Json(json!({"ok": true})).into_response()
+    } else {
+        error(StatusCode::NOT_FOUND, "no run in progress for this session")
     }
 }
 
@@ -387,28 +466,9 @@ impl Service {
             .collect()
     }
 
-    /// Resumes, in the background, every run the store says is unfinished
-    /// (the process that ran it died or was stopped).
-    pub fn resume_unfinished(&self) {
-        let unfinished = match without_stalling(|| self.inner.store.unfinished()) {
-            Ok(u) => u,
-            Err(e) => {
-                tracing::error!("cannot list unfinished runs: {e}");
-                return;
-            }
-        };
-        for (tenant_name, session) in unfinished {
-            let Some(tenant) = self.inner.tenants.iter().find(|t| t.name == tenant_name) else { continue };
-            match self.start_run(tenant, &session, None, false) {
-                Ok(_) => tracing::info!(tenant = %tenant.name, %session, "resumed an unfinished run"),
-                Err(_) => tracing::warn!(tenant = %tenant.name, %session, "cannot resume the run now"),
-            }
-        }
-    }
-
     /// Starts (or resumes) the session's run; with `read`, returns a
     /// reader's stream attached before the first event.
-    fn start_run(
+    pub(crate) fn start_run(
         &self,
         tenant: &Tenant,
         session: &str,
@@ -434,6 +494,47 @@ impl Service {
         let runner = Runner::new(agent, provider).with_store(self.inner.store.clone());
         let state =
             RunState { session_id: Some(session.to_owned()), tenant: Some(tenant.name.clone()), ..RunState::default() };
+        let key = (tenant.index, session.to_owned());
+        let in_progress = || ApiError(StatusCode::CONFLICT, "a run is in progress for this session".into());
+        if self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&key) {
+            return Err(in_progress());
+        }
+        // With several replicas, the run is this one's only with its lease.
+        match without_stalling(|| self.inner.leases.take(&tenant.name, session)) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(ApiError(
+                    StatusCode::CONFLICT,
+                    "a run is in progress for this session on another replica".into(),
+                ));
+            }
+            Err(e) => {
+                tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot take the run's lease");
+                return Err(ApiError(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the run store is unreachable; retry later".into(),
+                ));
+            }
+        }
+        // With a shared store the ids continue the session's stored events.
+        let first_id = match without_stalling(|| self.first_event_id(&tenant.name, session, input.is_some())) {
+            Ok(first) => first,
+            Err(e) => {
+                tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot read the run's stored events");
+                let _ = without_stalling(|| self.inner.leases.release(&tenant.name, session));
+                return Err(ApiError(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the run store is unreachable; retry later".into(),
+                ));
+            }
+        };
+        let (relay, relaying) = match first_id {
+            Some(_) => {
+                let (tx, task) = self.relay_events(&tenant.name, session, (RUN_REPLAY_EVENTS, RUN_REPLAY_BYTES));
+                (Some(tx), Some(task))
+            }
+            None => (None, None),
+        };
         let live = Arc::new(LiveRun {
             approvals: state.approvals.clone(),
             cancel: state.cancel.clone(),
@@ -441,14 +542,21 @@ impl Service {
             tenant_replay: tenant.replay_bytes.clone(),
             asked: Mutex::default(),
             started: SystemTime::now(),
+            lease_lost: tokio::sync::Notify::new(),
+            leased_at: Instant::now(),
+            relay: Mutex::new(relay),
         });
-        let key = (tenant.index, session.to_owned());
         {
             let mut map = self.inner.live.lock().unwrap_or_else(|p| p.into_inner());
             if map.contains_key(&key) {
-                return Err(ApiError(StatusCode::CONFLICT, "a run is in progress for this session".into()));
+                // Taken by a request of this process meanwhile: the lease is
+                // this replica's either way, and stays with that run.
+                return Err(in_progress());
             }
             map.insert(key.clone(), live.clone());
+        }
+        if let Some(first) = first_id {
+            live.feed.lock().unwrap_or_else(|p| p.into_inner()).next_id = first;
         }
         tenant.outcomes.started(session);
         let reader = read.then(|| live.subscribe(None));
@@ -463,7 +571,19 @@ impl Service {
             // What the session list says once the run is over; a run whose
             // stream ends without a final event counts as failed.
             let mut outcome: &'static str = "failed";
-            while let Some(event) = handle.next_event().await {
+            let mut lost = false;
+            loop {
+                let event = tokio::select! {
+                    event = handle.next_event() => event,
+                    () = live.lease_lost.notified() => {
+                        // Another replica may run it now: stop here without
+                        // saving, so its checkpoint is what the other resumes.
+                        handle.abort();
+                        lost = true;
+                        None
+                    }
+                };
+                let Some(event) = event else { break };
                 let metrics = &service.inner.metrics;
                 let out = match event {
                     RunEvent::RunStarted { agent, run_id } => Some((
@@ -544,15 +664,39 @@ impl Service {
                     live.publish(name, data);
                 }
             }
+            // No more events for the table: a lost run's next owner writes
+            // the run's events from now on.
+            let relay = live.relay.lock().unwrap_or_else(|p| p.into_inner()).take();
+            drop(relay);
+            if lost {
+                outcome = "handed_over";
+                live.publish(
+                    "error",
+                    json!({"type": "handed_over", "fatal": true,
+                           "message": "this replica no longer holds the run; another replica continues it"}),
+                );
+            }
             let _ = handle.result().await;
             if let Some(tenant) = service.inner.tenants.get(tenant_index) {
                 tenant.outcomes.ended(&session, outcome);
             }
-            let mut map = service.inner.live.lock().unwrap_or_else(|p| p.into_inner());
-            if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, &live)) {
-                map.remove(&key);
+            {
+                let mut map = service.inner.live.lock().unwrap_or_else(|p| p.into_inner());
+                if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, &live)) {
+                    map.remove(&key);
+                }
             }
             live.close();
+            // Every event is in the table before the lease goes: a remote
+            // reader that sees no lease has read all there is.
+            if let Some(relaying) = relaying {
+                let _ = tokio::time::timeout(RELAY_FLUSH, relaying).await;
+            }
+            // The run ended here (its checkpoint says how): the lease goes.
+            // A lost lease is another replica's now, and not this one's to delete.
+            if !lost && let Err(e) = without_stalling(|| service.inner.leases.release(&tenant_name, &session)) {
+                tracing::warn!(tenant = %tenant_name, %session, error = %e, "cannot release the run's lease; it expires");
+            }
         });
         Ok(reader)
     }
@@ -570,6 +714,9 @@ mod tests {
             tenant_replay: budget.clone(),
             asked: Mutex::default(),
             started: SystemTime::now(),
+            lease_lost: tokio::sync::Notify::new(),
+            leased_at: Instant::now(),
+            relay: Mutex::default(),
         })
     }
 

@@ -14,6 +14,8 @@
 //! max_connections_per_ip = 64        # default: from one peer address (raise it behind a proxy)
 //! idle_connection_secs = 60          # default: a connection silent this long is closed
 //! poll_interval_ms = 2000            # default: a shared store is read again this often
+//! run_lease_ms = 10000               # default: a replica's hold on a run lasts this long unrenewed
+//! lease_renew_ms = 3000              # default: … and is renewed this often
 //!
 //! [[tenants]]
 //! name = "acme"
@@ -113,6 +115,18 @@ pub struct ServeConfig {
     /// Default: 2,000; at least 100. Unused with SQLite (one process).
     #[serde(default = "default_poll_interval")]
     pub poll_interval_ms: u64,
+    /// Milliseconds a replica's lease of a run lasts after its last renewal
+    /// (docs/replicas.md, "Run ownership"). Another replica takes a run
+    /// over at its first poll after the lease expired, so a run of a dead
+    /// replica waits at most this plus `poll_interval_ms`. Default: 10,000;
+    /// at least twice `lease_renew_ms`, so one late renewal loses nothing.
+    /// Unused with SQLite (one process).
+    #[serde(default = "default_run_lease")]
+    pub run_lease_ms: u64,
+    /// Milliseconds between two renewals of this replica's run leases (one
+    /// statement for all of them). Default: 3,000; at least 100.
+    #[serde(default = "default_lease_renew")]
+    pub lease_renew_ms: u64,
     /// The tenants; each sees only its own tools.
     pub tenants: Vec<TenantConfig>,
 }
@@ -147,6 +161,14 @@ fn default_idle_connection() -> u64 {
 
 fn default_poll_interval() -> u64 {
     2000
+}
+
+fn default_run_lease() -> u64 {
+    10_000
+}
+
+fn default_lease_renew() -> u64 {
+    3_000
 }
 
 fn default_body_read_timeout() -> u64 {
@@ -412,6 +434,8 @@ impl ServeConfig {
             max_connections_per_ip: default_max_connections_per_ip(),
             idle_connection_secs: default_idle_connection(),
             poll_interval_ms: default_poll_interval(),
+            run_lease_ms: default_run_lease(),
+            lease_renew_ms: default_lease_renew(),
             tenants,
         }
     }
@@ -447,6 +471,15 @@ impl ServeConfig {
         }
         if self.poll_interval_ms < 100 {
             return Err(format!("poll_interval_ms ({}) must be at least 100", self.poll_interval_ms));
+        }
+        if self.lease_renew_ms < 100 {
+            return Err(format!("lease_renew_ms ({}) must be at least 100", self.lease_renew_ms));
+        }
+        if self.run_lease_ms < self.lease_renew_ms.saturating_mul(2) {
+            return Err(format!(
+                "run_lease_ms ({}) must be at least twice lease_renew_ms ({}), or one late renewal would lose the runs",
+                self.run_lease_ms, self.lease_renew_ms
+            ));
         }
         if self.body_read_timeout_secs == 0 {
             return Err("body_read_timeout_secs must be at least 1".into());

@@ -40,18 +40,23 @@ mod chat;
 mod config;
 mod console;
 mod door;
+mod lease;
 mod listener;
 mod metrics;
 mod model;
 mod quota;
+mod relay;
+mod remote;
 mod sse;
 mod stored;
+mod takeover;
 mod upload;
 
 pub use auth::hash_key;
 pub use config::{
     AgentConfig, PluginEntry, ProviderChoice, ProviderConfig, ServeConfig, ServeConfigError, TenantConfig,
 };
+pub use lease::LeaseError;
 pub use listener::{ConnectionLimits, LimitedListener, LimitedStream};
 pub use stored::PluginStoreError;
 
@@ -120,6 +125,15 @@ struct Inner {
     uploads_failed: Mutex<Option<String>>,
     /// Set by [`Service::drain`]: `/readyz` answers 503 from then on.
     draining: std::sync::atomic::AtomicBool,
+    /// Which runs this replica may run (`lease`).
+    leases: Arc<lease::RunLeases>,
+    /// How long a run's lease lasts after its last renewal (`run_lease_ms`).
+    lease: Duration,
+    /// How often this replica renews its leases (`lease_renew_ms`).
+    lease_renew: Duration,
+    /// Bumped on each notification of new run events, for the readers of
+    /// other replicas' runs (`relay`).
+    events_seen: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 struct Tenant {
@@ -180,6 +194,9 @@ pub enum ServeError {
     /// The stored uploads could not be read.
     #[error(transparent)]
     Plugins(#[from] PluginStoreError),
+    /// The run leases could not be opened.
+    #[error(transparent)]
+    Leases(#[from] LeaseError),
 }
 
 impl Service {
@@ -191,8 +208,11 @@ impl Service {
         let url = config.store.clone().unwrap_or_else(|| "lovia.db".into());
         let store: Arc<dyn RunStore> = url.open()?;
         let plugins = stored::PluginStore::open(&url)?;
-        let service = Self::build(host, config, store, plugins).await?;
+        // After the run store: the lease schema indexes its table.
+        let leases = lease::RunLeases::open(&url, Duration::from_millis(config.run_lease_ms))?;
+        let service = Self::build(host, config, store, plugins, leases).await?;
         service.read_uploads().await?;
+        service.keep_leases();
         service.follow_uploads();
         service.resume_unfinished();
         Ok(service)
@@ -205,7 +225,7 @@ impl Service {
         config: &ServeConfig,
         store: Arc<dyn RunStore>,
     ) -> Result<Service, ServeError> {
-        Self::build(host, config, store, stored::PluginStore::Memory(Mutex::default())).await
+        Self::build(host, config, store, stored::PluginStore::Memory(Mutex::default()), lease::RunLeases::Local).await
     }
 
     async fn build(
@@ -213,6 +233,7 @@ impl Service {
         config: &ServeConfig,
         store: Arc<dyn RunStore>,
         plugins: stored::PluginStore,
+        leases: lease::RunLeases,
     ) -> Result<Service, ServeError> {
         let plugins = Arc::new(plugins);
         let shared = plugins.is_shared().then(|| plugins.clone());
@@ -301,6 +322,10 @@ impl Service {
                 poll_interval: Duration::from_millis(config.poll_interval_ms.max(1)),
                 uploads_failed: Mutex::default(),
                 draining: Default::default(),
+                leases: Arc::new(leases),
+                lease: Duration::from_millis(config.run_lease_ms),
+                lease_renew: Duration::from_millis(config.lease_renew_ms.max(1)),
+                events_seen: Arc::new(tokio::sync::watch::Sender::new(0)),
             }),
         })
     }
@@ -392,25 +417,39 @@ impl Service {
         Ok(())
     }
 
-    /// With a shared store: reads new uploads on each notification of
-    /// another replica and every `poll_interval_ms`, until the service is
-    /// dropped.
+    /// With a shared store: reads new uploads and takes over runs left by
+    /// other replicas on each notification and every `poll_interval_ms`,
+    /// until the service is dropped.
     fn follow_uploads(&self) {
         if !self.inner.plugins.is_shared() {
             return;
         }
         let wake = Arc::new(tokio::sync::Notify::new());
-        self.inner.plugins.watch(self.inner.poll_interval, Arc::downgrade(&wake));
+        self.inner.plugins.watch(
+            self.inner.poll_interval,
+            Arc::downgrade(&wake),
+            (lease::RUNS_CHANNEL, relay::EVENTS_CHANNEL),
+            Arc::downgrade(&self.inner.events_seen),
+        );
         let service = Arc::downgrade(&self.inner);
         tokio::spawn(async move {
             loop {
                 wake.notified().await;
                 let Some(inner) = service.upgrade() else { return };
                 let service = Service { inner };
+                // Orders first: a client waits for their outcome.
+                service.apply_orders().await;
                 let read = service.read_uploads().await;
+                // The same wake-up (a poll, or a replica handing its runs back)
+                // looks for runs whose owner is gone.
+                service.take_over();
                 // The minute counts of the shared quota are needed for one minute.
                 if let Err(e) = service.inner.plugins.forget_old_minutes().await {
                     tracing::warn!(error = %e, "cannot delete old call counts");
+                }
+                let leases = service.inner.leases.clone();
+                if let Ok(Err(e)) = tokio::task::spawn_blocking(move || relay::forget_old_events(&leases)).await {
+                    tracing::warn!(error = %e, "cannot delete old run events");
                 }
                 let mut failed = service.inner.uploads_failed.lock().unwrap_or_else(|e| e.into_inner());
                 *failed = read.err().map(|e| {

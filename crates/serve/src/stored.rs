@@ -443,21 +443,36 @@ impl PluginStore {
         }
     }
 
-    /// For a PostgreSQL store: a thread that `LISTEN`s for uploads and wakes
-    /// `wake` on each notification and at least every `poll` (the backstop
-    /// for a notification lost while the connection was down). It ends when
-    /// `wake` is dropped.
-    pub(crate) fn watch(&self, poll: Duration, wake: Weak<Notify>) {
+    /// For a PostgreSQL store: a thread that `LISTEN`s for uploads and for
+    /// runs handed back and orders (`runs_channel`), which wake
+    /// `wake`, and for run events (`events_channel`), which bump
+    /// `events` for the remote readers; it wakes `wake` at least every `poll`
+    /// (the backstop for a notification lost while the connection was
+    /// down). It ends when `wake` is dropped.
+    pub(crate) fn watch(
+        &self,
+        poll: Duration,
+        wake: Weak<Notify>,
+        (runs_channel, events_channel): (&'static str, &'static str),
+        events: Weak<tokio::sync::watch::Sender<u64>>,
+    ) {
         let PluginStore::Postgres(pg) = self else { return };
         let config = pg.config.clone();
         let location = pg.location.clone();
         let spawned = std::thread::Builder::new().name("lovia-plugins-listen".into()).spawn(move || {
             let mut client: Option<postgres::Client> = None;
+            let bump = || {
+                if let Some(events) = events.upgrade() {
+                    events.send_modify(|n| *n = n.wrapping_add(1));
+                }
+            };
+            let mut woken = std::time::Instant::now();
             loop {
                 let Some(wake) = wake.upgrade() else { return };
                 if client.as_ref().is_none_or(postgres::Client::is_closed) {
+                    let listen = format!("LISTEN {CHANNEL}; LISTEN {runs_channel}; LISTEN {events_channel}");
                     client = match config.connect(postgres::NoTls) {
-                        Ok(mut c) => match c.batch_execute(&format!("LISTEN {CHANNEL}")) {
+                        Ok(mut c) => match c.batch_execute(&listen) {
                             Ok(()) => Some(c),
                             Err(e) => {
                                 tracing::warn!(store = %location, error = %e, "cannot LISTEN for uploads; polling");
@@ -472,19 +487,36 @@ impl PluginStore {
                     // Whatever was notified while the connection was down is
                     // read by this wake-up's poll.
                     wake.notify_one();
+                    bump();
                 }
                 match client.as_mut() {
                     Some(c) => {
                         use postgres::fallible_iterator::FallibleIterator;
                         // A notification, or the poll interval passed: either way a read.
-                        let failed = c.notifications().timeout_iter(poll).next().err();
-                        if let Some(e) = failed {
-                            tracing::warn!(store = %location, error = %e, "the upload listener failed");
-                            client = None;
+                        let got = c
+                            .notifications()
+                            .timeout_iter(poll.saturating_sub(woken.elapsed()))
+                            .next()
+                            .map(|n| n.map(|n| n.channel() == events_channel));
+                        match got {
+                            // New run events wake their remote readers only;
+                            // the poll still comes on time.
+                            Ok(Some(true)) => {
+                                bump();
+                                if woken.elapsed() < poll {
+                                    continue;
+                                }
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                tracing::warn!(store = %location, error = %e, "the upload listener failed");
+                                client = None;
+                            }
                         }
                     }
                     None => std::thread::sleep(poll),
                 }
+                woken = std::time::Instant::now();
                 wake.notify_one();
             }
         });

@@ -1,0 +1,239 @@
+//! Who runs a run, when several replicas share a PostgreSQL store
+//! (docs/replicas.md, "Run ownership"). The replica running a run holds a
+//! row of `lovia_run_leases` whose `expires` (by the database's clock, so
+//! replicas never compare their own clocks) it pushes forward every
+//! `lease_renew_ms`. A lease is taken in one statement that succeeds only
+//! when no other replica holds an unexpired one, so two live replicas never
+//! run one run; a replica that died stops renewing, and once its leases
+//! expire another replica takes its runs over from their checkpoints.
+//!
+//! A SQLite store (or the caller's store of [`Service::with_store`](crate::Service::with_store))
+//! serves one process: every run is that process's, and nothing is stored.
+
+use lovia_runner::{PgThread, StoreUrl, pg_message};
+use std::collections::HashSet;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The channel a replica notifies when it hands runs back (on SIGTERM), so
+/// the others look for runs to take over at once instead of at their poll.
+pub(crate) const RUNS_CHANNEL: &str = "lovia_runs";
+
+/// Runs a replica takes over in one look: 256. The rest wait for its next
+/// poll or another replica; the tenant's `max_concurrent_runs` bounds how
+/// many it actually starts.
+const TAKEOVER_BATCH: i64 = 256;
+
+/// Why a lease could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LeaseError {
+    /// The database failed.
+    #[error("run leases in {location}: {message}")]
+    Database {
+        /// The URL without its password.
+        location: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+/// A (tenant name, session id).
+pub(crate) type RunKey = (String, String);
+
+/// Where leases are kept.
+pub(crate) enum RunLeases {
+    /// One process: every run is its own.
+    Local,
+    /// In PostgreSQL, shared by every replica (boxed: the connection is large).
+    Postgres(Box<PgLeases>),
+}
+
+/// The leases of one replica in PostgreSQL.
+pub(crate) struct PgLeases {
+    connection: PgThread,
+    location: String,
+    /// This process's id: random, so a restarted process never mistakes the
+    /// leases of its previous life for its own.
+    owner: String,
+    /// How long a lease lasts after its last renewal.
+    lease: Duration,
+}
+
+// The advisory lock serialises the creation, as the other stores' do. The
+// partial index serves the takeover poll, which looks only at unfinished runs.
+const SCHEMA: &str = "BEGIN;
+SELECT pg_advisory_xact_lock(7420611);
+CREATE TABLE IF NOT EXISTS lovia_run_leases (
+    tenant TEXT NOT NULL,
+    session TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    expires TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (tenant, session)
+);
+CREATE INDEX IF NOT EXISTS lovia_run_leases_by_owner ON lovia_run_leases (owner);
+CREATE TABLE IF NOT EXISTS lovia_run_orders (
+    id BIGSERIAL PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    session TEXT NOT NULL,
+    call_id TEXT,
+    decision TEXT NOT NULL,
+    outcome TEXT,
+    created TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS lovia_run_events (
+    tenant TEXT NOT NULL,
+    session TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    name TEXT NOT NULL,
+    data TEXT NOT NULL,
+    at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant, session, seq)
+);
+CREATE INDEX IF NOT EXISTS lovia_run_orders_open ON lovia_run_orders (tenant, session) WHERE outcome IS NULL;
+CREATE INDEX IF NOT EXISTS lovia_runs_unfinished ON lovia_runs (updated)
+    WHERE status IN ('running', 'interrupted');
+COMMIT;";
+
+impl RunLeases {
+    /// The leases for the store at `url`: in PostgreSQL for a `postgres://`
+    /// URL (the run store's tables must exist: open it first), else local.
+    pub(crate) fn open(url: &StoreUrl, lease: Duration) -> Result<RunLeases, LeaseError> {
+        let StoreUrl::Postgres(raw) = url else { return Ok(RunLeases::Local) };
+        let location = url.to_string();
+        let fail = |message: String| LeaseError::Database { location: location.clone(), message };
+        let config: postgres::Config = raw.parse().map_err(|e: postgres::Error| fail(e.to_string()))?;
+        let connection = PgThread::start(config, SCHEMA, "lovia-leases-pg").map_err(fail)?;
+        let owner = lovia_runner::new_id("replica");
+        Ok(RunLeases::Postgres(Box::new(PgLeases { connection, location, owner, lease })))
+    }
+
+    /// The PostgreSQL leases, if runs are shared.
+    pub(crate) fn shared(&self) -> Option<&PgLeases> {
+        match self {
+            RunLeases::Postgres(pg) => Some(pg),
+            RunLeases::Local => None,
+        }
+    }
+
+    /// Whether runs are shared between processes.
+    pub(crate) fn is_shared(&self) -> bool {
+        matches!(self, RunLeases::Postgres(_))
+    }
+
+    /// Takes the lease of a run for this replica: true when no other replica
+    /// holds an unexpired one (then this one does, for the lease time).
+    /// Blocks on the database: call it through `without_stalling`.
+    pub(crate) fn take(&self, tenant: &str, session: &str) -> Result<bool, LeaseError> {
+        let RunLeases::Postgres(pg) = self else { return Ok(true) };
+        let (t, s, owner, ms) = (tenant.to_owned(), session.to_owned(), pg.owner.clone(), pg.lease_ms());
+        pg.run(move |c| {
+            // One statement: two replicas taking one lease at once serialise
+            // on its row, and the second sees the first's unexpired lease.
+            let row = c.query_opt(
+                "INSERT INTO lovia_run_leases (tenant, session, owner, expires)
+                 VALUES ($1, $2, $3, now() + $4::bigint * interval '1 millisecond')
+                 ON CONFLICT (tenant, session) DO UPDATE SET owner = EXCLUDED.owner, expires = EXCLUDED.expires
+                 WHERE lovia_run_leases.expires < now() OR lovia_run_leases.owner = EXCLUDED.owner
+                 RETURNING 1",
+                &[&t, &s, &owner, &ms],
+            )?;
+            Ok(row.is_some())
+        })
+    }
+
+    /// Pushes the expiry of every lease this replica holds forward; the runs
+    /// it still holds. A run of this replica missing from them has lost its
+    /// lease and must stop.
+    pub(crate) fn renew(&self) -> Result<HashSet<RunKey>, LeaseError> {
+        let RunLeases::Postgres(pg) = self else { return Ok(HashSet::new()) };
+        let (owner, ms) = (pg.owner.clone(), pg.lease_ms());
+        pg.run(move |c| {
+            let rows = c.query(
+                "UPDATE lovia_run_leases SET expires = now() + $2::bigint * interval '1 millisecond'
+                 WHERE owner = $1 AND expires >= now() RETURNING tenant, session",
+                &[&owner, &ms],
+            )?;
+            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        })
+    }
+
+    /// Gives up this replica's lease of a run (it ended).
+    pub(crate) fn release(&self, tenant: &str, session: &str) -> Result<(), LeaseError> {
+        let RunLeases::Postgres(pg) = self else { return Ok(()) };
+        let (t, s, owner) = (tenant.to_owned(), session.to_owned(), pg.owner.clone());
+        pg.run(move |c| {
+            c.execute(
+                "DELETE FROM lovia_run_leases WHERE tenant = $1 AND session = $2 AND owner = $3",
+                &[&t, &s, &owner],
+            )
+            .map(drop)
+        })
+    }
+
+    /// Gives up every lease of this replica and tells the others, which take
+    /// the runs over at once; how many there were.
+    pub(crate) fn release_all(&self) -> Result<u64, LeaseError> {
+        let RunLeases::Postgres(pg) = self else { return Ok(0) };
+        let owner = pg.owner.clone();
+        pg.run(move |c| {
+            let mut tx = c.transaction()?;
+            let n = tx.execute("DELETE FROM lovia_run_leases WHERE owner = $1", &[&owner])?;
+            // Delivered at commit.
+            tx.execute("SELECT pg_notify($1, $2)", &[&RUNS_CHANNEL, &owner])?;
+            tx.commit()?;
+            Ok(n)
+        })
+    }
+
+    /// Unfinished runs that no live replica holds: their lease is absent or
+    /// expired. With `interrupted`, also those stopped by a cancel or a
+    /// budget (a start resumes them, as a single node does); without, only
+    /// those that were running (the takeover poll: a cancelled run stays
+    /// stopped). At most [`TAKEOVER_BATCH`], the longest waiting first.
+    pub(crate) fn unowned(&self, interrupted: bool) -> Result<Vec<RunKey>, LeaseError> {
+        let RunLeases::Postgres(pg) = self else { return Ok(Vec::new()) };
+        let statuses: Vec<&str> = if interrupted { vec!["running", "interrupted"] } else { vec!["running"] };
+        let statuses: Vec<String> = statuses.into_iter().map(str::to_owned).collect();
+        pg.run(move |c| {
+            let rows = c.query(
+                "SELECT r.tenant, r.session FROM lovia_runs r
+                 LEFT JOIN lovia_run_leases l ON l.tenant = r.tenant AND l.session = r.session
+                 WHERE r.status IN ('running', 'interrupted') AND r.status = ANY($1)
+                   AND (l.owner IS NULL OR l.expires < now())
+                 ORDER BY r.updated LIMIT $2",
+                &[&statuses, &TAKEOVER_BATCH],
+            )?;
+            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        })
+    }
+}
+
+impl PgLeases {
+    /// This replica's id.
+    pub(crate) fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    fn lease_ms(&self) -> i64 {
+        i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// Runs `f` on the connection thread and waits for it.
+    pub(crate) fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
+    ) -> Result<T, LeaseError> {
+        let (reply, answer) = mpsc::channel();
+        let fail = |message: String| LeaseError::Database { location: self.location.clone(), message };
+        if !self.connection.send(move |client| {
+            let _ = reply.send(f(client).map_err(|e| pg_message(&e)));
+        }) {
+            return Err(fail("the connection thread stopped".into()));
+        }
+        match answer.recv() {
+            Ok(result) => result.map_err(fail),
+            Err(_) => Err(fail("the connection thread stopped".into())),
+        }
+    }
+}

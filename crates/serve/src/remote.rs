@@ -1,0 +1,204 @@
+//! Approvals, denials and cancels posted to a replica that does not run
+//! the run (docs/replicas.md, "Run ownership"). The replica that gets one
+//! writes it as a row of `lovia_run_orders` (the truth) in a transaction
+//! that notifies [`RUNS_CHANNEL`]; the owner, woken by the notification or
+//! at its next poll (which catches a lost one), applies every open order of
+//! its runs and writes the outcome into the row, which the replica that took
+//! the order waits for before it answers.
+
+use super::Service;
+use super::lease::{LeaseError, RUNS_CHANNEL};
+use lovia_host::approval::ApprovalDecision;
+use std::time::{Duration, Instant};
+
+/// Orders of one run waiting for its owner: at most 64. More are refused
+/// (429), so a tenant cannot fill the table while the owner is slow.
+const OPEN_ORDERS_PER_RUN: i64 = 64;
+/// How long the replica that took an order waits for the owner's outcome:
+/// 3 s (a notification arrives in milliseconds; a poll in `poll_interval_ms`).
+/// After it the order stays queued for the owner and the client is told so.
+const ORDER_WAIT: Duration = Duration::from_secs(3);
+/// How often it looks for the outcome meanwhile.
+const ORDER_CHECK: Duration = Duration::from_millis(50);
+
+/// What a client asks of a run.
+#[derive(Debug, Clone)]
+pub(crate) enum Order {
+    /// Approve or deny the pending call `call_id`.
+    Decide {
+        /// The call.
+        call_id: String,
+        /// Its decision.
+        decision: ApprovalDecision,
+    },
+    /// Cancel the run.
+    Cancel,
+}
+
+/// What became of an order posted for another replica's run.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Posted {
+    /// The owner applied it.
+    Applied,
+    /// The owner has no pending approval that matches.
+    Unmatched,
+    /// No replica holds the run.
+    NoOwner,
+    /// [`OPEN_ORDERS_PER_RUN`] orders of the run wait already.
+    TooMany,
+    /// The owner did not answer within [`ORDER_WAIT`]; it applies the order
+    /// when it next looks.
+    Queued,
+}
+
+impl Order {
+    fn columns(&self) -> (Option<String>, &'static str) {
+        match self {
+            Order::Decide { call_id, decision: ApprovalDecision::Approve } => (Some(call_id.clone()), "approve"),
+            Order::Decide { call_id, .. } => (Some(call_id.clone()), "deny"),
+            Order::Cancel => (None, "cancel"),
+        }
+    }
+
+    fn from_columns(call_id: Option<String>, decision: &str) -> Option<Order> {
+        match (call_id, decision) {
+            (Some(call_id), "approve") => Some(Order::Decide { call_id, decision: ApprovalDecision::Approve }),
+            (Some(call_id), "deny") => Some(Order::Decide { call_id, decision: ApprovalDecision::Deny }),
+            (None, "cancel") => Some(Order::Cancel),
+            _ => None,
+        }
+    }
+}
+
+impl Service {
+    /// Sends `order` to the replica that holds the run (a shared store
+    /// only) and waits up to [`ORDER_WAIT`] for what became of it.
+    pub(crate) async fn post_order(&self, tenant: &str, session: &str, order: &Order) -> Result<Posted, LeaseError> {
+        let leases = self.inner.leases.clone();
+        let (t, s, (call_id, decision)) = (tenant.to_owned(), session.to_owned(), order.columns());
+        let posted = blocking(move || {
+            let Some(pg) = leases.shared() else { return Ok(Err(Posted::NoOwner)) };
+            pg.run(move |c| {
+                let mut tx = c.transaction()?;
+                let held = tx.query_opt(
+                    "SELECT 1 FROM lovia_run_leases WHERE tenant = $1 AND session = $2 AND expires >= now()",
+                    &[&t, &s],
+                )?;
+                if held.is_none() {
+                    return Ok(Err(Posted::NoOwner));
+                }
+                let open: i64 = tx
+                    .query_one(
+                        "SELECT COUNT(*) FROM lovia_run_orders WHERE tenant = $1 AND session = $2 AND outcome IS NULL",
+                        &[&t, &s],
+                    )?
+                    .get(0);
+                if open >= OPEN_ORDERS_PER_RUN {
+                    return Ok(Err(Posted::TooMany));
+                }
+                let id: i64 = tx
+                    .query_one(
+                        "INSERT INTO lovia_run_orders (tenant, session, call_id, decision) VALUES ($1, $2, $3, $4)
+                         RETURNING id",
+                        &[&t, &s, &call_id, &decision],
+                    )?
+                    .get(0);
+                // Delivered at commit, to every replica; the owner acts on it.
+                tx.execute("SELECT pg_notify($1, $2)", &[&RUNS_CHANNEL, &id.to_string()])?;
+                tx.commit()?;
+                Ok(Ok(id))
+            })
+        })
+        .await?;
+        let id = match posted {
+            Ok(id) => id,
+            Err(refused) => return Ok(refused),
+        };
+        let deadline = Instant::now() + ORDER_WAIT;
+        loop {
+            tokio::time::sleep(ORDER_CHECK).await;
+            let leases = self.inner.leases.clone();
+            let outcome: Option<String> = blocking(move || {
+                let Some(pg) = leases.shared() else { return Ok(None) };
+                pg.run(move |c| {
+                    let row = c.query_opt("SELECT outcome FROM lovia_run_orders WHERE id = $1", &[&id])?;
+                    Ok(row.and_then(|r| r.get(0)))
+                })
+            })
+            .await?;
+            match outcome.as_deref() {
+                Some("applied") => return Ok(Posted::Applied),
+                Some(_) => return Ok(Posted::Unmatched),
+                None if Instant::now() >= deadline => return Ok(Posted::Queued),
+                None => {}
+            }
+        }
+    }
+
+    /// Applies the open orders of the runs this replica holds, oldest
+    /// first, and records each outcome; drops answered orders after a
+    /// minute and unanswered ones after ten (their run's owner is gone).
+    pub(crate) async fn apply_orders(&self) {
+        let leases = self.inner.leases.clone();
+        let open = blocking(move || {
+            let Some(pg) = leases.shared() else { return Ok(Vec::new()) };
+            let owner = pg.owner().to_owned();
+            pg.run(move |c| {
+                c.execute(
+                    "DELETE FROM lovia_run_orders WHERE (outcome IS NOT NULL AND created < now() - interval '1 minute')
+                        OR created < now() - interval '10 minutes'",
+                    &[],
+                )?;
+                let rows = c.query(
+                    "SELECT o.id, o.tenant, o.session, o.call_id, o.decision FROM lovia_run_orders o
+                     JOIN lovia_run_leases l ON l.tenant = o.tenant AND l.session = o.session
+                     WHERE l.owner = $1 AND o.outcome IS NULL ORDER BY o.id LIMIT 256",
+                    &[&owner],
+                )?;
+                Ok(rows
+                    .iter()
+                    .map(|r| {
+                        let (id, tenant, session): (i64, String, String) = (r.get(0), r.get(1), r.get(2));
+                        (id, tenant, session, r.get::<_, Option<String>>(3), r.get::<_, String>(4))
+                    })
+                    .collect::<Vec<_>>())
+            })
+        })
+        .await;
+        let open = match open {
+            Ok(open) => open,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the orders for this replica's runs; retrying at the next poll");
+                return;
+            }
+        };
+        for (id, tenant, session, call_id, decision) in open {
+            let live = self.inner.tenants.iter().find(|t| t.name == tenant).and_then(|t| self.live(t, &session));
+            let matched = match (live, Order::from_columns(call_id, &decision)) {
+                (Some(live), Some(order)) => live.apply(&order),
+                _ => false,
+            };
+            let leases = self.inner.leases.clone();
+            let recorded = blocking(move || {
+                let Some(pg) = leases.shared() else { return Ok(()) };
+                let outcome = if matched { "applied" } else { "unmatched" };
+                pg.run(move |c| {
+                    c.execute("UPDATE lovia_run_orders SET outcome = $2 WHERE id = $1", &[&id, &outcome]).map(drop)
+                })
+            })
+            .await;
+            if let Err(e) = recorded {
+                tracing::warn!(error = %e, order = id, "cannot record an order's outcome");
+            }
+        }
+    }
+}
+
+/// A lease-store call on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, LeaseError> + Send + 'static,
+) -> Result<T, LeaseError> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(LeaseError::Database { location: "run leases".into(), message: format!("the store task failed: {e}") })
+    })
+}

@@ -1,0 +1,147 @@
+//! Runs moving between replicas (docs/replicas.md, "Run ownership"): the
+//! resume at start, the renewal of this replica's leases, the takeover of
+//! runs whose owner died, and the hand-back on SIGTERM. The leases
+//! themselves are in [`lease`](super::lease).
+
+use super::{Service, chat};
+use axum::http::StatusCode;
+use lovia_runner::without_stalling;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+impl Service {
+    /// Resumes, in the background, every run the store says is unfinished
+    /// (the process that ran it died or was stopped). With a PostgreSQL
+    /// store only those no live replica holds a lease of.
+    pub fn resume_unfinished(&self) {
+        let unfinished = if self.inner.leases.is_shared() {
+            without_stalling(|| self.inner.leases.unowned(true)).map_err(|e| e.to_string())
+        } else {
+            without_stalling(|| self.inner.store.unfinished()).map_err(|e| e.to_string())
+        };
+        match unfinished {
+            Ok(runs) => self.resume(runs, "resumed an unfinished run"),
+            Err(e) => tracing::error!("cannot list unfinished runs: {e}"),
+        }
+    }
+
+    /// Takes over the runs that were running on a replica whose leases
+    /// expired (it died) or that handed them back (it stopped). A run
+    /// stopped by a cancel stays stopped. Nothing while draining.
+    pub(crate) fn take_over(&self) {
+        if !self.inner.leases.is_shared() || self.inner.draining.load(Ordering::Acquire) {
+            return;
+        }
+        match without_stalling(|| self.inner.leases.unowned(false)) {
+            Ok(runs) => self.resume(runs, "took over a run another replica left"),
+            Err(e) => tracing::warn!(error = %e, "cannot look for runs to take over; retrying at the next poll"),
+        }
+    }
+
+    fn resume(&self, runs: Vec<(String, String)>, done: &str) {
+        for (tenant_name, session) in runs {
+            let Some(tenant) = self.inner.tenants.iter().find(|t| t.name == tenant_name) else { continue };
+            if self.live(tenant, &session).is_some() {
+                continue;
+            }
+            match self.start_run(tenant, &session, None, false) {
+                Ok(_) => tracing::info!(tenant = %tenant.name, %session, "{done}"),
+                // Another replica took its lease first: nothing to do.
+                Err(refusal) if refusal.0 == StatusCode::CONFLICT => {}
+                Err(_) => tracing::warn!(tenant = %tenant.name, %session, "cannot resume the run now"),
+            }
+        }
+    }
+
+    /// With a shared store: renews this replica's leases every
+    /// `lease_renew_ms` until the service is dropped, and stops each run
+    /// whose lease it no longer holds, or all of them once a renewal has
+    /// failed for a whole lease time (another replica may have them now).
+    pub(crate) fn keep_leases(&self) {
+        if !self.inner.leases.is_shared() {
+            return;
+        }
+        let service = Arc::downgrade(&self.inner);
+        let (every, lease) = (self.inner.lease_renew, self.inner.lease);
+        tokio::spawn(async move {
+            let mut renewed = Instant::now();
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(inner) = service.upgrade() else { return };
+                let service = Service { inner };
+                let began = Instant::now();
+                let leases = service.inner.leases.clone();
+                let held = match tokio::task::spawn_blocking(move || leases.renew()).await {
+                    Ok(held) => held.map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                let runs: Vec<((usize, String), Arc<chat::LiveRun>)> = {
+                    let live = service.inner.live.lock().unwrap_or_else(|p| p.into_inner());
+                    live.iter().map(|(k, r)| (k.clone(), r.clone())).collect()
+                };
+                match held {
+                    Ok(held) => {
+                        renewed = began;
+                        for ((tenant, session), run) in runs {
+                            let name = &service.inner.tenants[tenant].name;
+                            // A lease taken after the renewal began is not in its answer.
+                            if run.leased_at < began && !held.contains(&(name.clone(), session.clone())) {
+                                tracing::warn!(tenant = %name, %session, "the run's lease was lost; stopping it here");
+                                run.lease_lost.notify_one();
+                            }
+                        }
+                    }
+                    Err(why) => {
+                        tracing::warn!(error = %why, "cannot renew the run leases");
+                        // Past its lease time a lease may be another replica's.
+                        if renewed.elapsed() + every >= lease {
+                            for ((tenant, session), run) in runs {
+                                let name = &service.inner.tenants[tenant].name;
+                                tracing::warn!(tenant = %name, %session, "the run's lease could not be renewed; stopping it here");
+                                run.lease_lost.notify_one();
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// Hands this replica's runs back (SIGTERM with a shared store): stops
+    /// each where it is, without saving, then deletes their leases and
+    /// notifies the other replicas, which take them over at once from their
+    /// checkpoints. How many runs were handed back. With one process (SQLite)
+    /// nothing happens: its runs resume at its next start.
+    pub async fn hand_back(&self) -> usize {
+        if !self.inner.leases.is_shared() {
+            return 0;
+        }
+        self.drain();
+        let runs: Vec<Arc<chat::LiveRun>> =
+            self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        for run in &runs {
+            run.lease_lost.notify_one();
+        }
+        // Each run's task takes itself out of `live` once stopped; the
+        // leases go only after, so no run goes on here beside its next owner.
+        let deadline = Instant::now() + HAND_BACK_WAIT;
+        while !self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let leases = self.inner.leases.clone();
+        match tokio::task::spawn_blocking(move || leases.release_all()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot hand the runs back; their leases expire instead"),
+            Err(e) => tracing::warn!(error = %e, "cannot hand the runs back; their leases expire instead"),
+        }
+        runs.len()
+    }
+}
+
+/// How long [`Service::hand_back`] waits for its runs to stop: 2 s. A run
+/// stops at its next await, so this is only reached by one whose task is
+/// stuck; its lease is released anyway (the process is about to exit).
+const HAND_BACK_WAIT: Duration = Duration::from_secs(2);

@@ -1,0 +1,385 @@
+//! Runs moving between replicas (docs/replicas.md, "Run ownership"): real
+//! `lovia serve` binaries on one PostgreSQL database, with short leases so
+//! that a takeover happens within seconds.
+
+use super::{fresh_database, kill_all};
+use crate::cli::{SCRIPTED_REFUND, spawn_serve_with};
+use crate::serve::{Sse, json, request};
+use lovia_tests::fixtures;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tokio::process::Child;
+
+/// The lease and poll times of these tests, in ms: a takeover waits at
+/// most the lease plus one poll.
+const LEASE_MS: u64 = 2_000;
+const RENEW_MS: u64 = 500;
+const POLL_MS: u64 = 500;
+
+/// A config with tenant `demo` (key `demo-key`), the orders plugin (its
+/// `refund` of more than 5000 cents needs approval) and public metrics,
+/// which count each tool's calls per replica.
+fn chat_config(dir: &Path) -> PathBuf {
+    let path = dir.join("serve.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "metrics_public = true\n[[tenants]]\nname = \"demo\"\napi_keys = [\"{}\"]\nagent = {{ name = \"support\" }}\n\
+             [[tenants.plugins]]\npath = \"{}\"\n",
+            lovia_serve::hash_key("demo-key"),
+            fixtures::ORDERS,
+        ),
+    )
+    .expect("config");
+    path
+}
+
+async fn chat_replicas(config: &Path, url: &str, n: usize) -> Vec<(Child, SocketAddr)> {
+    let flags = [
+        "--run-lease-ms",
+        &LEASE_MS.to_string(),
+        "--lease-renew-ms",
+        &RENEW_MS.to_string(),
+        "--poll-interval-ms",
+        &POLL_MS.to_string(),
+    ]
+    .map(|s| s.to_owned());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let env: Vec<(&str, &str)> = SCRIPTED_REFUND.iter().copied().chain([("RUST_LOG", "warn")]).collect();
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(spawn_serve_with(config, Path::new(url), &env, &flags).await);
+    }
+    out
+}
+
+/// The call ids `GET /api/approvals` on `addr` shows pending.
+async fn pending(addr: SocketAddr) -> Vec<String> {
+    let (status, body) = request(addr, "GET", "/api/approvals", Some("demo-key"), "").await;
+    assert_eq!(status, 200, "{body}");
+    let body = json(&body);
+    body["approvals"]
+        .as_array()
+        .expect("approvals")
+        .iter()
+        .map(|a| a["call_id"].as_str().expect("id").to_owned())
+        .collect()
+}
+
+/// How many calls of `tool` the replica at `addr` has run (its metrics).
+async fn calls_run(addr: SocketAddr, tool: &str) -> u64 {
+    let (status, body) = request(addr, "GET", "/metrics", None, "").await;
+    assert_eq!(status, 200, "{body}");
+    let series = format!("lovia_calls_total{{tenant=\"demo\",tool=\"{tool}\"}} ");
+    body.lines().find_map(|l| l.strip_prefix(&series)).map_or(0, |n| n.trim().parse().expect("a count"))
+}
+
+/// The owner of a run is killed with SIGKILL while a call waits for its
+/// approval: another replica takes the run over once the lease has expired
+/// (within the lease plus one poll, with margin), asks the approval again
+/// (`GET /api/approvals` there shows it), and approving it there completes
+/// the run. The completed `lookup_order` is not run again (the surviving
+/// replicas' call counts show no run of it), and every call id is answered
+/// exactly once in the transcript, which all the survivors serve alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_owners_run_is_taken_over_and_completes_without_rerunning_calls() {
+    let Some(url) = fresh_database("takeover") else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = chat_config(dir.path());
+    let mut running = chat_replicas(&config, &url, 3).await;
+    let a = running[0].1;
+    let body = r#"{"session_id": "s1", "input": "Refund 90 dollars on A-1002"}"#;
+    let mut sse = Sse::post(a, "/api/chat", "demo-key", body).await;
+    assert_eq!(sse.status, 200);
+    // The two calls run side by side: the lookup completes while the
+    // refund waits for its approval.
+    let mut seen = sse.until("approval_required").await;
+    if !seen.iter().any(|(n, d)| n == "tool_result" && d["id"] == "call_lookup") {
+        seen.extend(sse.until("tool_result").await);
+    }
+    assert!(seen.iter().any(|(n, d)| n == "tool_result" && d["id"] == "call_lookup"), "{seen:?}");
+    assert_eq!(calls_run(a, "lookup_order").await, 1, "A ran the lookup");
+    assert_eq!(pending(a).await, ["call_refund"]);
+    // The lookup's result is in the checkpoint before A dies.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, body) = request(a, "GET", "/api/chat/s1", Some("demo-key"), "").await;
+        let saved =
+            json(&body)["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["tool_call_id"] == "call_lookup"));
+        if saved {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the lookup's result was never saved: {body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // While A lives, B does not run A's run: it only reads it.
+    let mut on_b = Sse::post(running[1].1, "/api/chat", "demo-key", r#"{"session_id": "s1"}"#).await;
+    let read = on_b.until("approval_required").await;
+    assert_eq!(read[..], seen[..read.len()], "B reads A's events");
+    assert_eq!(pending(running[1].1).await, Vec::<String>::new(), "and asks nothing itself");
+
+    let (mut owner, _) = running.remove(0);
+    owner.start_kill().expect("SIGKILL");
+    owner.wait().await.expect("reaped");
+    drop(sse);
+    let killed = Instant::now();
+    let limit = Duration::from_millis(LEASE_MS + POLL_MS) + Duration::from_secs(8);
+    let taker = loop {
+        let mut found = None;
+        for (_, addr) in &running {
+            if pending(*addr).await == ["call_refund"] {
+                found = Some(*addr);
+            }
+        }
+        if let Some(addr) = found {
+            break addr;
+        }
+        assert!(killed.elapsed() < limit, "no replica took the run over within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let took = killed.elapsed();
+    println!(
+        "SIGKILL of the owner to the approval asked again on another replica: {} ms (lease {LEASE_MS} ms, poll {POLL_MS} ms)",
+        took.as_millis()
+    );
+    for (_, addr) in &running {
+        assert_eq!(pending(*addr).await.len(), usize::from(*addr == taker), "exactly one owner");
+    }
+    // B's reader, attached before the kill, goes on with the new owner's events.
+    let again = on_b.until("approval_required").await;
+    assert_eq!(again.last().expect("asked").1["id"], "call_refund", "{again:?}");
+
+    let mut sse = Sse::post(taker, "/api/chat", "demo-key", r#"{"session_id": "s1"}"#).await;
+    assert_eq!(sse.status, 200);
+    let asked = sse.until("approval_required").await;
+    assert_eq!(asked.last().expect("asked").1["id"], "call_refund");
+    let approve = r#"{"session_id": "s1", "call_id": "call_refund", "decision": "approve"}"#;
+    let (status, body) = request(taker, "POST", "/api/chat/approve", Some("demo-key"), approve).await;
+    assert_eq!(status, 200, "{body}");
+    let rest = sse.rest().await;
+    let (name, data) = rest.last().expect("the end");
+    assert_eq!(name, "run_completed", "{rest:?}");
+    assert_eq!(data["output"], "I looked up A-1002 and refunded $90.00 for the damaged item.");
+    assert_eq!(on_b.rest().await.last().map(|e| e.0.clone()), Some("run_completed".to_owned()));
+
+    // No completed call ran again; the approved one ran once.
+    let mut lookups = 0;
+    let mut refunds = 0;
+    for (_, addr) in &running {
+        lookups += calls_run(*addr, "lookup_order").await;
+        refunds += calls_run(*addr, "refund").await;
+    }
+    assert_eq!((lookups, refunds), (0, 1), "the survivors ran only the refund");
+    let mut transcripts = Vec::new();
+    for (_, addr) in &running {
+        let (status, body) = request(*addr, "GET", "/api/chat/s1", Some("demo-key"), "").await;
+        assert_eq!(status, 200, "{body}");
+        transcripts.push(json(&body));
+    }
+    let messages = transcripts[0]["messages"].as_array().expect("messages").clone();
+    let mut answered: Vec<&str> = messages.iter().filter_map(|m| m["tool_call_id"].as_str()).collect();
+    answered.sort();
+    assert_eq!(answered, ["call_lookup", "call_refund"], "each call answered exactly once: {messages:?}");
+    assert_eq!(transcripts[0]["status"], "completed");
+    assert!(transcripts.iter().all(|t| *t == transcripts[0]), "the survivors serve one transcript");
+    kill_all(running).await;
+}
+
+/// One event of a stream: its id (none for a notice), name and data.
+type Seen = (Option<u64>, String, serde_json::Value);
+
+/// A chat's SSE stream read with its event ids.
+struct Events(tokio::io::BufReader<tokio::net::TcpStream>);
+
+impl Events {
+    async fn open(addr: SocketAddr, body: &str, last_id: Option<u64>) -> Events {
+        let headers = last_id.map(|id| format!("Last-Event-ID: {id}\r\n")).unwrap_or_default();
+        let sse = Sse::post_with(addr, "/api/chat", "demo-key", body, &headers).await;
+        assert_eq!(sse.status, 200);
+        Events(sse.into_reader())
+    }
+
+    /// The next event; `None` when the stream ends. Fails after 30 s.
+    async fn next(&mut self) -> Option<Seen> {
+        use tokio::io::AsyncBufReadExt;
+        let read = async {
+            let (mut id, mut name, mut data) = (None, String::new(), String::new());
+            loop {
+                let mut line = String::new();
+                if self.0.read_line(&mut line).await.expect("read") == 0 {
+                    return None;
+                }
+                let line = line.trim_end_matches(['\r', '\n']);
+                if line.is_empty() {
+                    if !name.is_empty() {
+                        return Some((id, name, json(&data)));
+                    }
+                    continue;
+                }
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = Some(v.parse().expect("a numeric id"));
+                } else if let Some(v) = line.strip_prefix("event: ") {
+                    name = v.to_owned();
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data = v.to_owned();
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), read).await.expect("an event within 30 s")
+    }
+
+    async fn take(&mut self, n: usize) -> Vec<Seen> {
+        let mut seen = Vec::new();
+        while seen.len() < n {
+            seen.push(self.next().await.expect("the stream ended early"));
+        }
+        seen
+    }
+
+    async fn until(&mut self, name: &str) -> Vec<Seen> {
+        let mut seen = Vec::new();
+        while let Some(event) = self.next().await {
+            let done = event.1 == name;
+            seen.push(event);
+            if done {
+                return seen;
+            }
+        }
+        panic!("the stream ended before {name}: {seen:?}")
+    }
+
+    async fn rest(&mut self) -> Vec<Seen> {
+        let mut seen = Vec::new();
+        while let Some(event) = self.next().await {
+            seen.push(event);
+        }
+        seen
+    }
+}
+
+/// A chat started on replica A is read on B (from the start, and again
+/// after a reader there leaves and comes back through C with its
+/// `Last-Event-ID`), approved through C, and completes: every reader gets
+/// the same events with the same ids, with no gap and no duplicate, and the
+/// transcript is the same from every replica. A second run on A is
+/// cancelled through B. The poll is a minute here, so only notifications
+/// can carry the events and the orders in time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_started_on_a_is_read_on_b_and_approved_on_c() {
+    let Some(url) = fresh_database("relay") else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = chat_config(dir.path());
+    let env: Vec<(&str, &str)> = SCRIPTED_REFUND.iter().copied().chain([("RUST_LOG", "warn")]).collect();
+    let mut running = Vec::new();
+    for _ in 0..3 {
+        running.push(spawn_serve_with(&config, Path::new(&url), &env, &["--poll-interval-ms", "60000"]).await);
+    }
+    let (a, b, c) = (running[0].1, running[1].1, running[2].1);
+    let start = r#"{"session_id": "s1", "input": "Refund 90 dollars on A-1002"}"#;
+    let attach = r#"{"session_id": "s1"}"#;
+    let mut on_a = Events::open(a, start, None).await;
+    let asked = on_a.until("approval_required").await;
+
+    // Read on B: the same events, ids and all.
+    let mut on_b = Events::open(b, attach, None).await;
+    assert_eq!(on_b.take(asked.len()).await, asked, "B replays A's events");
+    // A reader that leaves after two events and comes back through C.
+    let mut leaving = Events::open(b, attach, None).await;
+    let first_two = leaving.take(2).await;
+    drop(leaving);
+    let cursor = first_two[1].0.expect("an id");
+    let mut on_c = Events::open(c, attach, Some(cursor)).await;
+    assert_eq!(on_c.take(asked.len() - 2).await, asked[2..], "C goes on after the cursor");
+    // A new chat on a session another replica runs is refused.
+    let (status, body) = request(b, "POST", "/api/chat", Some("demo-key"), start).await;
+    assert_eq!(status, 409, "{body}");
+
+    // Orders: one for no pending call, one for a session nobody runs, the real one.
+    let wrong = r#"{"session_id": "s1", "call_id": "call_nope", "decision": "approve"}"#;
+    let (status, body) = request(c, "POST", "/api/chat/approve", Some("demo-key"), wrong).await;
+    assert_eq!(status, 404, "{body}");
+    let nobody = r#"{"session_id": "s9", "call_id": "call_refund", "decision": "approve"}"#;
+    assert_eq!(request(c, "POST", "/api/chat/approve", Some("demo-key"), nobody).await.0, 404);
+    let approve = r#"{"session_id": "s1", "call_id": "call_refund", "decision": "approve"}"#;
+    let sent = Instant::now();
+    let (status, body) = request(c, "POST", "/api/chat/approve", Some("demo-key"), approve).await;
+    println!("approve on C for A's run answered in {} ms", sent.elapsed().as_millis());
+    assert_eq!((status, json(&body)), (200, serde_json::json!({"ok": true})));
+
+    let rest_a = on_a.rest().await;
+    assert_eq!(rest_a.last().expect("the end").1, "run_completed", "{rest_a:?}");
+    let refund = rest_a.iter().find(|(_, n, d)| n == "tool_result" && d["id"] == "call_refund").expect("refunded");
+    assert_eq!(refund.2["is_error"], false, "{refund:?}");
+    let followed = Instant::now();
+    assert_eq!(on_b.rest().await, rest_a, "B follows to the end");
+    assert_eq!(on_c.rest().await, rest_a, "C follows to the end");
+    println!("B and C had the last event {} ms after A", followed.elapsed().as_millis());
+    let all: Vec<u64> = asked.iter().chain(&rest_a).map(|e| e.0.expect("an id")).collect();
+    assert_eq!(all, (all[0]..all[0] + all.len() as u64).collect::<Vec<_>>(), "ids without a gap");
+
+    let mut transcripts = Vec::new();
+    for addr in [a, b, c] {
+        let (status, body) = request(addr, "GET", "/api/chat/s1", Some("demo-key"), "").await;
+        assert_eq!(status, 200, "{body}");
+        transcripts.push(json(&body));
+    }
+    assert_eq!(transcripts[0]["status"], "completed");
+    assert!(transcripts.iter().all(|t| *t == transcripts[0]), "{transcripts:?}");
+
+    // A second run on A, cancelled through B.
+    let mut on_a = Events::open(a, r#"{"session_id": "s2", "input": "Refund 90 dollars"}"#, None).await;
+    on_a.until("approval_required").await;
+    let (status, body) = request(b, "POST", "/api/chat/cancel", Some("demo-key"), r#"{"session_id": "s2"}"#).await;
+    assert_eq!(status, 200, "{body}");
+    let rest = on_a.rest().await;
+    assert!(!rest.iter().any(|(_, n, _)| n == "run_completed"), "cancelled: {rest:?}");
+    kill_all(running).await;
+}
+
+/// SIGTERM hands the runs back: the stopping replica releases its leases
+/// at once and notifies the others, so one takes the run over well before
+/// the lease (30 s here) would have expired, and the approval is asked there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_hands_the_runs_back_at_once() {
+    let Some(url) = fresh_database("handback") else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = chat_config(dir.path());
+    let env: Vec<(&str, &str)> = SCRIPTED_REFUND.iter().copied().chain([("RUST_LOG", "warn")]).collect();
+    let flags = ["--run-lease-ms", "30000", "--poll-interval-ms", "60000", "--drain-secs", "10"];
+    let mut running = Vec::new();
+    for _ in 0..2 {
+        running.push(spawn_serve_with(&config, Path::new(&url), &env, &flags).await);
+    }
+    let mut sse =
+        Sse::post(running[0].1, "/api/chat", "demo-key", r#"{"session_id": "s1", "input": "Refund 90 dollars"}"#).await;
+    sse.until("approval_required").await;
+    let (mut owner, _) = running.remove(0);
+    let pid = owner.id().expect("pid").to_string();
+    let signalled = Instant::now();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
+    // The stream on A ends, saying why, rather than hold the drain.
+    let rest = sse.rest().await;
+    assert_eq!(rest.last().map(|(n, d)| (n.as_str(), d["type"].clone())), Some(("error", "handed_over".into())));
+    let b = running[0].1;
+    while pending(b).await != ["call_refund"] {
+        assert!(signalled.elapsed() < Duration::from_secs(10), "B did not take the run over");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!("SIGTERM on A to the approval asked again on B: {} ms (lease 30 s)", signalled.elapsed().as_millis());
+    let status = tokio::time::timeout(Duration::from_secs(15), owner.wait()).await.expect("exits").expect("status");
+    assert!(status.success(), "{status:?}");
+    println!("SIGTERM to exit with a run handed back: {} ms", signalled.elapsed().as_millis());
+    let approve = r#"{"session_id": "s1", "call_id": "call_refund", "decision": "approve"}"#;
+    assert_eq!(request(b, "POST", "/api/chat/approve", Some("demo-key"), approve).await.0, 200);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, body) = request(b, "GET", "/api/chat/s1", Some("demo-key"), "").await;
+        if json(&body)["status"] == "completed" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the run did not complete on B: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    kill_all(running).await;
+}
