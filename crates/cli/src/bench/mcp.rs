@@ -156,6 +156,10 @@ async fn http(exec: &Executor, concurrent: u32, window: Duration) -> Result<Tran
         .await
         .map_err(|e| CliError::new(format!("cannot listen on loopback: {e}")))?;
     let addr = listener.local_addr().map_err(|e| CliError::new(e.to_string()))?;
+    // As `lovia mcp --http`: no Nagle delay on the answer's last segment.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let served = tokio::spawn(axum::serve(listener, router).into_future());
 
     let load = Arc::new(stateless_echo());

@@ -138,6 +138,11 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
             // The address goes to stderr, as every log line: a test or a
             // supervisor reads it there.
             eprintln!("lovia mcp: {count} tools at http://{local}/mcp");
+            // Without TCP_NODELAY an answer written in pieces (an SSE
+            // stream) waits for the client's delayed ACK: 40 ms per call.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             axum::serve(listener, router)
                 .with_graceful_shutdown(async move {
                     let _ = tokio::signal::ctrl_c().await;
