@@ -7,6 +7,9 @@ Usage:
   client.py MODE approvals SERVER         # approvals answered in every way
   client.py MODE forged SERVER            # request states forged, replayed, moved
   client.py MODE pages SERVER             # tools/list page by page, and a bad cursor
+  client.py MODE loose SERVER             # tools/call with arguments that are not an object
+  client.py MODE progress SERVER          # 1,000 progress messages in a tight loop
+  client.py MODE watch FILE NEW SERVER    # FILE (watched) replaced by NEW, then by garbage
 
 SERVER is `stdio LOVIA_ARGS...` or `http URL`.
 
@@ -18,10 +21,12 @@ on it. Anything unexpected raises, so the process fails loudly.
 
 import json
 import os
+import shutil
 import sys
 import time
 
 import anyio
+import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp_types import ElicitResult, InputRequiredResult
 
@@ -227,6 +232,99 @@ async def pages(mode, server):
     return out
 
 
+async def loose(mode, server):
+    """tools/call with arguments that are not a JSON object, sent as is."""
+    out = {}
+    async with Client(server, mode=mode) as client:
+        out["protocol"] = client.protocol_version
+        for name, arguments in [("array", [1, "a"]), ("string", "hi"), ("number", 5), ("boolean", True)]:
+            request = types.Request[dict, str](method="tools/call", params={"name": "echo", "arguments": arguments})
+            result = await client.session.send_request(request, types.CallToolResult)
+            out[name] = block(result)
+        # A name that is not a string leaves the call unroutable: a protocol error.
+        request = types.Request[dict, str](method="tools/call", params={"name": 5, "arguments": [1]})
+        try:
+            await client.session.send_request(request, types.CallToolResult)
+            out["bad_name"] = None
+        except Exception as e:  # noqa: BLE001 - the message is what we record
+            out["bad_name"] = str(e)
+        out["after"] = block(await client.call_tool("echo", {"text": "still here"}))
+    return out
+
+
+async def progress_burst(mode, server, steps):
+    """A tool reporting progress in a tight loop: what reaches the client."""
+    out = {}
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append([progress, message])
+
+    async with Client(server, mode=mode) as client:
+        out["protocol"] = client.protocol_version
+        started = time.monotonic()
+        out["result"] = block(await client.call_tool("progress", {"steps": steps}, progress_callback=on_progress))
+        out["call_ms"] = (time.monotonic() - started) * 1000
+    out["progress"] = seen
+    return out
+
+
+async def watched(mode, server, target, replacement):
+    """Replaces the watched plugin file with another component, then with
+    garbage, and records the tools/list_changed notifications and listings."""
+    out = {}
+    changed = anyio.Event()
+    count = [0]
+
+    def note():
+        count[0] += 1
+        changed.set()
+
+    async def on_message(message):
+        if isinstance(message, types.ToolListChangedNotification):
+            note()
+
+    async def names(client):
+        return [t.name for t in (await client.list_tools()).tools]
+
+    async with Client(server, mode=mode, message_handler=on_message) as client:
+        out["protocol"] = client.protocol_version
+        async with anyio.create_task_group() as tg:
+            if client.protocol_version >= "2026-07-28":
+                listening = anyio.Event()
+
+                async def listen():
+                    async with client.listen(tools_list_changed=True) as sub:
+                        out["honored"] = bool(sub.honored.tools_list_changed)
+                        listening.set()
+                        async for _event in sub:
+                            note()
+
+                tg.start_soon(listen)
+                await listening.wait()
+            else:
+                # A moment for the session's stream to open.
+                await anyio.sleep(0.3)
+            out["before"] = await names(client)
+            shutil.copyfile(replacement, target)
+            started = time.monotonic()
+            with anyio.fail_after(15):
+                await changed.wait()
+            out["notified_after_s"] = time.monotonic() - started
+            out["after"] = await names(client)
+            out["new_tool"] = block(await client.call_tool("search_docs", {"query": "timeouts"}))
+            out["old_tool"] = block(await client.call_tool("lookup_order", {"order_id": "A-1001"}))
+            out["notifications"] = count[0]
+            with open(target, "wb") as f:
+                f.write(b"\0asm but not a component")
+            await anyio.sleep(3.0)
+            out["after_broken"] = await names(client)
+            out["notifications_after_broken"] = count[0]
+            out["still_works"] = block(await client.call_tool("search_docs", {"query": "timeouts"}))
+            tg.cancel_scope.cancel()
+    return out
+
+
 async def main():
     mode, transport = sys.argv[1], sys.argv[2]
     if transport == "neighbour":
@@ -237,6 +335,15 @@ async def main():
         return
     if transport == "pages":
         print(json.dumps(await pages(mode, server_of(sys.argv[3:]))))
+        return
+    if transport == "loose":
+        print(json.dumps(await loose(mode, server_of(sys.argv[3:]))))
+        return
+    if transport == "progress":
+        print(json.dumps(await progress_burst(mode, server_of(sys.argv[3:]), 1000)))
+        return
+    if transport == "watch":
+        print(json.dumps(await watched(mode, server_of(sys.argv[5:]), sys.argv[3], sys.argv[4])))
         return
     if transport == "forged":
         print(json.dumps(await forged(mode, server_of(sys.argv[3:]))))

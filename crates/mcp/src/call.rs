@@ -2,9 +2,9 @@
 //! so validation, timeouts, retries, policies, truncation and rendering are
 //! lovia's, and the client reads the exact string any model would.
 
-use crate::McpOptions;
 use crate::approve::{self, States};
 use crate::catalog::WRAPPED_RESULT_KEY;
+use crate::progress::{Step, Throttle};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use lovia_host::call::text;
@@ -15,6 +15,7 @@ use rmcp::model::{
 };
 use rmcp::service::Peer;
 use serde_json::{Map, Value};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -29,12 +30,13 @@ pub(crate) struct Request {
     /// Cancelled when the client sends `notifications/cancelled` (or, over
     /// HTTP, drops the request).
     pub(crate) cancelled: CancellationToken,
-    /// Where progress goes, when the request carried a progress token.
-    pub(crate) progress: Option<(Peer<RoleServer>, ProgressToken)>,
+    /// Where progress goes, when the request carried a progress token, and
+    /// the least time between two notifications.
+    pub(crate) progress: Option<(Peer<RoleServer>, ProgressToken, Duration)>,
     /// How a call that needs approval is asked about.
     pub(crate) approval: Approval,
-    /// The plugin names the prompt shows.
-    pub(crate) plugin_names: Arc<McpOptions>,
+    /// The plugin names the prompt shows, by digest.
+    pub(crate) plugin_names: Arc<HashMap<String, String>>,
 }
 
 /// How this request's client can be asked to approve a call.
@@ -79,15 +81,26 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResponse {
         result
     };
     let forward = async {
-        let mut step = 0u32;
-        while let Some(event) = events.recv().await {
+        let mut throttle = progress.as_ref().map(|(_, _, interval)| Throttle::new(*interval));
+        loop {
+            let due = throttle.as_ref().and_then(Throttle::due);
+            let event = tokio::select! {
+                event = events.recv() => event,
+                () = sleep_until(due) => {
+                    if let Some(step) = throttle.as_mut().and_then(|t| t.flush(tokio::time::Instant::now())) {
+                        notify(progress.as_ref(), step).await;
+                    }
+                    continue;
+                }
+            };
+            let Some(event) = event else { break };
             match event {
                 // The executor holds the call until the ticket is decided.
                 // Only an explicit accept approves; every other path rejects
                 // here, whatever handler the executor has: never run unasked.
                 ToolEvent::ApprovalRequired { ticket, .. } => {
                     let request = ticket.request();
-                    let name = request.plugin_digest.as_ref().and_then(|d| plugin_names.plugin_names.get(d));
+                    let name = request.plugin_digest.as_ref().and_then(|d| plugin_names.get(d));
                     let message = approve::prompt(request, name.map(String::as_str));
                     let approved = match &approval {
                         Approval::Elicit { able: false, .. } | Approval::RoundTrip { able: false, retry: None, .. } => {
@@ -133,17 +146,16 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResponse {
                     }
                 }
                 ToolEvent::ToolProgress { message, .. } => {
-                    if let Some((peer, token)) = &progress {
-                        step = step.saturating_add(1);
-                        let note = ProgressNotificationParam::new(token.clone(), f64::from(step)).with_message(message);
-                        // A client gone away only loses its progress; the call's result still counts.
-                        if let Err(e) = peer.notify_progress(note).await {
-                            tracing::debug!(error = %e, "progress notification not delivered");
-                        }
+                    if let Some(step) = throttle.as_mut().and_then(|t| t.offer(message, tokio::time::Instant::now())) {
+                        notify(progress.as_ref(), step).await;
                     }
                 }
                 _ => {}
             }
+        }
+        // The turn is over: the latest message goes before the result.
+        if let Some(step) = throttle.as_mut().and_then(|t| t.flush(tokio::time::Instant::now())) {
+            notify(progress.as_ref(), step).await;
         }
     };
     let cancel = state.cancel.clone();
@@ -172,6 +184,24 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResponse {
         // The call was cancelled before it recorded a result: a runner would
         // answer it with the cancellation filler (docs/semantics.md D8).
         None => CallToolResult::error(vec![ContentBlock::text(text::RUN_CANCELLED)]).into(),
+    }
+}
+
+/// Sleeps until `due`, or forever when nothing waits.
+async fn sleep_until(due: Option<tokio::time::Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sends one progress notification; a client gone away only loses its
+/// progress, and the call's result still counts.
+async fn notify(progress: Option<&(Peer<RoleServer>, ProgressToken, Duration)>, step: Step) {
+    let Some((peer, token, _)) = progress else { return };
+    let note = ProgressNotificationParam::new(token.clone(), f64::from(step.progress)).with_message(step.message);
+    if let Err(e) = peer.notify_progress(note).await {
+        tracing::debug!(error = %e, "progress notification not delivered");
     }
 }
 

@@ -12,15 +12,19 @@
 mod approve;
 mod call;
 mod catalog;
+mod live;
+mod loose;
+mod progress;
 
 pub use catalog::CatalogError;
+pub use progress::PROGRESS_INTERVAL;
 
 use lovia_host::{Executor, ToolCall};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -90,21 +94,36 @@ pub struct McpOptions {
     /// Plugin names by digest, shown in the approval prompt beside the
     /// digest. Default: empty (the prompt shows the digest only).
     pub plugin_names: HashMap<String, String>,
+    /// The least time between two `notifications/progress` of one call: the
+    /// first message goes at once, then the latest of each interval when it
+    /// ends, and the last before the result always (docs/mcp.md,
+    /// "Progress"). Default: [`PROGRESS_INTERVAL`], 100 ms; zero sends
+    /// every message.
+    pub progress_interval: Duration,
+    /// Whether the tool list may change while serving ([`McpServer::replace`]):
+    /// declares `tools.listChanged` and sends `notifications/tools/list_changed`
+    /// to every client after each replacement. Default: false (the list is
+    /// fixed, and nothing is announced).
+    pub list_changed: bool,
 }
 
 impl Default for McpOptions {
     fn default() -> Self {
-        Self { approval_timeout: Duration::from_secs(600), plugin_names: HashMap::new() }
+        Self {
+            approval_timeout: Duration::from_secs(600),
+            plugin_names: HashMap::new(),
+            progress_interval: PROGRESS_INTERVAL,
+            list_changed: false,
+        }
     }
 }
 
 /// An MCP server over one executor's tools. Cheap to clone: every clone
-/// shares the executor and the tool catalog.
+/// shares the executor and the tool catalog, and sees a [`replace`](Self::replace).
 #[derive(Clone)]
 pub struct McpServer {
-    exec: Executor,
-    /// Built once: a listing is the same bytes for every client.
-    tools: Arc<Vec<Tool>>,
+    /// The executor and its listing, swapped whole on a replacement.
+    live: Arc<live::Live>,
     /// Numbers the calls: lovia call ids must be unique within a run, and
     /// the run of each call is its own.
     next_call: Arc<AtomicU64>,
@@ -115,7 +134,7 @@ pub struct McpServer {
 
 impl std::fmt::Debug for McpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("McpServer").field("tools", &self.tools.len()).finish_non_exhaustive()
+        f.debug_struct("McpServer").field("tools", &self.live.current().tools.len()).finish_non_exhaustive()
     }
 }
 
@@ -128,21 +147,37 @@ impl McpServer {
 
     /// A server with `options`.
     pub fn with_options(exec: Executor, mut options: McpOptions) -> Result<Self, NewServerError> {
-        let tools = catalog::describe(exec.tools())?;
+        let plugin_names = std::mem::take(&mut options.plugin_names);
+        let catalog = live::Catalog {
+            tools: Arc::new(catalog::describe(exec.tools())?),
+            exec,
+            plugin_names: Arc::new(plugin_names),
+        };
         options.approval_timeout = options.approval_timeout.min(MAX_APPROVAL_TIMEOUT);
         let states = approve::States::new(options.approval_timeout)?;
         Ok(Self {
-            exec,
-            tools: Arc::new(tools),
+            live: Arc::new(live::Live::new(catalog)),
             next_call: Arc::new(AtomicU64::new(1)),
             states: Arc::new(states),
             options: Arc::new(options),
         })
     }
 
-    /// The tools as `tools/list` gives them.
-    pub fn tools(&self) -> &[Tool] {
-        &self.tools
+    /// The tools as `tools/list` gives them now.
+    pub fn tools(&self) -> Arc<Vec<Tool>> {
+        self.live.current().tools.clone()
+    }
+
+    /// Serves `exec`'s tools from now on, to every clone of this server and
+    /// every connected client: a listing or a call that has started keeps the
+    /// old catalog to its end, the next one gets the new. With
+    /// [`McpOptions::list_changed`], each client is sent
+    /// `notifications/tools/list_changed`. `plugin_names` replaces
+    /// [`McpOptions::plugin_names`]. On an error nothing changes.
+    pub fn replace(&self, exec: Executor, plugin_names: HashMap<String, String>) -> Result<(), CatalogError> {
+        let tools = catalog::describe(exec.tools())?;
+        self.live.replace(live::Catalog { exec, tools: Arc::new(tools), plugin_names: Arc::new(plugin_names) });
+        Ok(())
     }
 
     /// Serves one client on this process's stdin and stdout until the client
@@ -187,49 +222,23 @@ impl Default for HttpOptions {
     }
 }
 
-impl ServerHandler for McpServer {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("lovia", env!("CARGO_PKG_VERSION")))
-            .with_instructions("Tools running as sandboxed WebAssembly components under lovia.")
-    }
-
-    async fn list_tools(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        let cursor = request.and_then(|r| r.cursor);
-        let start = match cursor.as_deref() {
-            None => 0,
-            Some(c) => catalog::page_start(c, self.tools.len())
-                .ok_or_else(|| ErrorData::invalid_params(format!("unknown tools/list cursor {c:?}"), None))?,
-        };
-        let end = start.saturating_add(TOOLS_PAGE).min(self.tools.len());
-        let mut page = ListToolsResult::with_all_items(self.tools[start..end].to_vec());
-        page.next_cursor = (end < self.tools.len()).then(|| catalog::cursor_at(end));
-        Ok(page)
-    }
-
-    // No `get_tool`: rmcp would validate arguments against the schema itself
-    // and answer with a protocol error; lovia validates, and an invalid call
-    // is an `isError` result with lovia's exact message.
-    async fn call_tool(
+impl McpServer {
+    /// One `tools/call` with its argument text as the client sent it.
+    async fn call(
         &self,
         request: CallToolRequestParams,
+        arguments: String,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
+    ) -> CallToolResponse {
+        // The whole call runs against the catalog of its start.
+        let catalog = self.live.current();
         let n = self.next_call.fetch_add(1, Ordering::Relaxed);
-        // The argument text as the client sent it, re-serialised: an absent
-        // `arguments` is the empty text lovia reads as `{}`.
-        let arguments = request.arguments.map(|a| serde_json::Value::Object(a).to_string()).unwrap_or_default();
         let token =
             context.meta.get_progress_token().or_else(|| request.meta.as_ref().and_then(|m| m.get_progress_token()));
         let able = approve::can_elicit(context.client_capabilities().as_ref());
         // 2026-07-28 forbids server-to-client requests: approval is a round
         // trip the client drives. Older revisions ask in the middle of the call.
-        let stateless = context.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
-        let approval = if stateless {
+        let approval = if stateless(&context) {
             call::Approval::RoundTrip {
                 states: self.states.clone(),
                 able,
@@ -241,10 +250,96 @@ impl ServerHandler for McpServer {
         let call = call::Request {
             call: ToolCall::new(format!("mcp_{n}"), request.name.into_owned(), arguments),
             cancelled: context.ct.clone(),
-            progress: token.map(|t| (context.peer.clone(), t)),
+            progress: token.map(|t| (context.peer.clone(), t, self.options.progress_interval)),
             approval,
-            plugin_names: self.options.clone(),
+            plugin_names: catalog.plugin_names.clone(),
         };
-        Ok(call::run(&self.exec, call).await)
+        call::run(&catalog.exec, call).await
+    }
+}
+
+/// Whether the request's revision is 2026-07-28 or later (no sessions, no
+/// server-to-client requests).
+fn stateless(context: &RequestContext<RoleServer>) -> bool {
+    context.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let tools = ServerCapabilities::builder().enable_tools();
+        let capabilities =
+            if self.options.list_changed { tools.enable_tool_list_changed().build() } else { tools.build() };
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("lovia", env!("CARGO_PKG_VERSION")))
+            .with_instructions("Tools running as sandboxed WebAssembly components under lovia.")
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.live.current().tools.clone();
+        let cursor = request.and_then(|r| r.cursor);
+        let start = match cursor.as_deref() {
+            None => 0,
+            Some(c) => catalog::page_start(c, tools.len())
+                .ok_or_else(|| ErrorData::invalid_params(format!("unknown tools/list cursor {c:?}"), None))?,
+        };
+        let end = start.saturating_add(TOOLS_PAGE).min(tools.len());
+        let mut page = ListToolsResult::with_all_items(tools[start..end].to_vec());
+        page.next_cursor = (end < tools.len()).then(|| catalog::cursor_at(end));
+        Ok(page)
+    }
+
+    // No `get_tool`: rmcp would validate arguments against the schema itself
+    // and answer with a protocol error; lovia validates, and an invalid call
+    // is an `isError` result with lovia's exact message.
+    async fn call_tool(
+        &self,
+        mut request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // The argument text as the client sent it, re-serialised: an absent
+        // `arguments` is the empty text lovia reads as `{}`.
+        let arguments = request.arguments.take().map(|a| serde_json::Value::Object(a).to_string()).unwrap_or_default();
+        Ok(self.call(request, arguments, context).await)
+    }
+
+    /// A `tools/call` whose `arguments` is not an object arrives here
+    /// (loose.rs); every other unknown method is not found, as in rmcp.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        if request.method != loose::TOOLS_CALL {
+            return Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, request.method, None));
+        }
+        let (params, arguments) = loose::split(request.params)?;
+        let legacy = !stateless(&context);
+        loose::custom_result(self.call(params, arguments, context).await, legacy)
+    }
+
+    // 2026-07-28: `list_changed` goes on `subscriptions/listen` streams that
+    // ask for it; while the list cannot change, listening is not offered.
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let wants = requested.tools_list_changed == Some(true);
+        self.options.list_changed.then(|| {
+            if wants { SubscriptionFilter::builder().tools_list_changed().build() } else { SubscriptionFilter::new() }
+        })
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        live::announce_to_subscription(&subscription, self.live.changes()).await;
+        Ok(())
+    }
+
+    // 2025-11-25 and older: a session that completed `initialize` gets
+    // `list_changed` on its own stream, unasked, as the capability says.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if self.options.list_changed {
+            tokio::spawn(live::announce_to_session(context.peer, self.live.changes()));
+        }
     }
 }

@@ -1,8 +1,11 @@
 //! `lovia bench`: the figures of docs/performance.md, measured
 //! through the full executor (preflight, validation, scheduling,
 //! instantiation, call, rendering, events) on this machine, and through
-//! `lovia serve` over loopback (serve.rs).
+//! `lovia serve` over loopback (serve.rs), and through `lovia mcp` over
+//! stdio and streamable HTTP (mcp.rs).
 
+mod load;
+mod mcp;
 mod serve;
 
 use crate::CliError;
@@ -37,10 +40,11 @@ pub(crate) struct Args {
     /// warm, are measured beside the Rust plugin's.
     #[arg(long, value_name = "WASM")]
     python: Option<PathBuf>,
-    /// Keep-alive connections driving `lovia serve` in `--only serve`.
+    /// Keep-alive connections driving `lovia serve` in `--only serve`, and
+    /// concurrent clients (calls in flight) in `--only mcp`.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
     connections: u32,
-    /// Seconds `--only serve` drives the service for.
+    /// Seconds `--only serve` and `--only mcp` drive each service for.
     #[arg(long, value_name = "S", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
     seconds: u64,
     /// Run only these, comma-separated [default: all].
@@ -62,6 +66,10 @@ enum Bench {
     /// `POST /api/tools/echo/call` through `lovia serve` on loopback,
     /// beside the in-process throughput of the same run.
     Serve,
+    /// `tools/call` of `echo` through `lovia mcp` over stdio (a child
+    /// process) and streamable HTTP (stateless 2026-07-28), beside the same
+    /// call through the executor.
+    Mcp,
 }
 
 #[derive(Serialize, Default)]
@@ -83,6 +91,8 @@ struct Report {
     python: Option<PythonCalls>,
     #[serde(skip_serializing_if = "Option::is_none")]
     serve: Option<serve::ServeFigure>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mcp: Option<mcp::McpFigure>,
 }
 
 /// Single-call latency of the Python plugin's `echo`.
@@ -199,6 +209,10 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     if wants(Bench::Serve) {
         let window = Duration::from_secs(args.seconds);
         report.serve = Some(serve::serve(&host, &args.plugin, args.connections, window).await?);
+    }
+    if wants(Bench::Mcp) {
+        let window = Duration::from_secs(args.seconds);
+        report.mcp = Some(mcp::mcp(&exec, &args.plugin, args.connections, window).await?);
     }
     if let Some(path) = &args.python
         && (wants(Bench::Latency) || wants(Bench::Overhead))
@@ -533,6 +547,25 @@ fn table(r: &Report) -> String {
             s.p99_ms,
             if s.errors == 0 { String::new() } else { format!("; {} FAILED", s.errors) }
         );
+    }
+    if let Some(m) = &r.mcp {
+        out += &format!(
+            "mcp         tools/call echo, one at a time       direct p50 {:>7.1} µs  p99 {:>7.1} µs\n",
+            m.direct.p50_us, m.direct.p99_us
+        );
+        for (name, t) in [("stdio", &m.stdio), ("http ", &m.http)] {
+            out += &format!(
+                "mcp {name}   one at a time p50 {:>7.1} µs (+{:.1} over direct)  p99 {:>7.1} µs;   {} concurrent: {:>7.0} calls/s  p50 {:.0} µs  p99 {:.0} µs{}\n",
+                t.lone.p50_us,
+                t.lone.p50_us - m.direct.p50_us,
+                t.lone.p99_us,
+                t.concurrent,
+                t.calls_per_second,
+                t.loaded_p50_us,
+                t.loaded_p99_us,
+                if t.errors == 0 { String::new() } else { format!("; {} FAILED", t.errors) }
+            );
+        }
     }
     if let Some(t) = &r.timeout {
         out += &format!(

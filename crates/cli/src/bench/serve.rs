@@ -1,21 +1,19 @@
 //! `lovia bench --only serve`: `POST /api/tools/echo/call` through a real
 //! `lovia serve` service on a loopback socket, driven by N keep-alive
-//! connections for a bounded time, like `wrk -c N` would.
+//! connections for a bounded time (load.rs).
 //!
 //! The service runs in this process, on the same runtime as the load, so the
 //! figure is what one machine serves while it also generates the load (as
-//! wrk on the same machine would). The driver is hyper's HTTP/1 client on
-//! one connection per worker rather than a pooled client: a pool would open
-//! and close connections as it sees fit, and the figure is defined per
-//! connection count.
+//! wrk on the same machine would).
 
+use super::load::{Load, drive};
 use crate::CliError;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use lovia_host::Host;
 use lovia_serve::{ServeConfig, Service};
 use serde::Serialize;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The figures of one `serve` run.
@@ -66,9 +64,9 @@ pub(super) async fn serve(
     let server = tokio::spawn(axum::serve(service.listener(listener), service.router()).into_future());
 
     // Warm up every connection path once, then measure.
-    let _ = drive(addr, connections, Duration::from_millis(300)).await;
+    let _ = drive(addr, connections, Duration::from_millis(300), echo_call()).await;
     let start = Instant::now();
-    let (mut latencies, errors) = drive(addr, connections, window).await;
+    let (mut latencies, errors) = drive(addr, connections, window, echo_call()).await;
     let seconds = start.elapsed().as_secs_f64();
     server.abort();
     let calls = latencies.len() as u64;
@@ -83,75 +81,20 @@ pub(super) async fn serve(
     })
 }
 
-/// Runs `connections` workers, each on its own keep-alive connection,
-/// sending calls back to back until `window` has passed. Returns the
-/// latency of every call answered with a result that is not an error
-/// (seconds), and the count of everything else: HTTP errors, error results,
-/// lost connections (a worker reconnects and goes on).
-async fn drive(addr: std::net::SocketAddr, connections: u32, window: Duration) -> (Vec<f64>, u64) {
-    let until = Instant::now() + window;
-    let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..connections {
-        workers.spawn(async move {
-            let mut latencies = Vec::with_capacity(64 * 1024);
-            let mut errors = 0u64;
-            let authorization = format!("Bearer {KEY}");
-            while Instant::now() < until {
-                let Ok(stream) = tokio::net::TcpStream::connect(addr).await else {
-                    errors += 1;
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                };
-                let _ = stream.set_nodelay(true);
-                let Ok((mut sender, conn)) =
-                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await
-                else {
-                    errors += 1;
-                    continue;
-                };
-                tokio::spawn(conn);
-                while Instant::now() < until {
-                    let request = hyper::Request::post("/api/tools/echo/call")
-                        .header("host", "bench")
-                        .header("authorization", &authorization)
-                        .header("content-type", "application/json")
-                        .body(Full::new(Bytes::from_static(br#"{"text": "hi"}"#)));
-                    let Ok(request) = request else { return (latencies, errors + 1) };
-                    let sent = Instant::now();
-                    if sender.ready().await.is_err() {
-                        errors += 1;
-                        break;
-                    }
-                    let Ok(response) = sender.send_request(request).await else {
-                        errors += 1;
-                        break;
-                    };
-                    let ok = response.status().is_success();
-                    let answered = match response.into_body().collect().await {
-                        Ok(body) => serde_json::from_slice::<serde_json::Value>(&body.to_bytes())
-                            .is_ok_and(|v| v["is_error"] == serde_json::Value::Bool(false)),
-                        Err(_) => false,
-                    };
-                    if ok && answered {
-                        latencies.push(sent.elapsed().as_secs_f64());
-                    } else {
-                        errors += 1;
-                    }
-                }
-            }
-            (latencies, errors)
-        });
-    }
-    let mut all = Vec::new();
-    let mut errors = 0;
-    while let Some(done) = workers.join_next().await {
-        match done {
-            Ok((latencies, e)) => {
-                all.extend(latencies);
-                errors += e;
-            }
-            Err(_) => errors += 1,
-        }
-    }
-    (all, errors)
+/// `POST /api/tools/echo/call` as the bench tenant, answered when the
+/// result is not an error.
+fn echo_call() -> Arc<Load> {
+    Arc::new(Load {
+        path: "/api/tools/echo/call",
+        headers: vec![
+            ("host", "bench".to_owned()),
+            ("authorization", format!("Bearer {KEY}")),
+            ("content-type", "application/json".to_owned()),
+        ],
+        body: Bytes::from_static(br#"{"text": "hi"}"#),
+        answered: |body| {
+            serde_json::from_slice::<serde_json::Value>(body)
+                .is_ok_and(|v| v["is_error"] == serde_json::Value::Bool(false))
+        },
+    })
 }

@@ -1,11 +1,14 @@
 //! `lovia mcp`.
 
+mod watch;
+
 use crate::CliError;
 use lovia_host::plugin::config::PluginConfig;
-use lovia_host::{ExecSettings, Executor, Host, Tool, ToolSource, Toolset};
+use lovia_host::{ExecSettings, Executor, Host, Plugin, Tool, ToolSource, Toolset};
 use lovia_mcp::{HttpOptions, McpOptions, McpServer};
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -13,13 +16,16 @@ use std::process::ExitCode;
 Examples:
   lovia mcp orders.wasm docs.wasm                      # stdio, what desktop clients launch
   lovia mcp orders.wasm --http 127.0.0.1:8765          # streamable HTTP at http://127.0.0.1:8765/mcp
+  lovia mcp orders.wasm --watch                        # reload orders.wasm when it changes
 
 Results: a text result is a text block; a JSON result is structuredContent plus
 the same JSON as text; a tool error or invalid arguments is isError with the
 exact string a model reads. A call that needs approval asks the client
 (elicitation, or input_required on 2026-07-28) with the tool, the exact
-arguments and the plugin digest, and runs only if accepted. Logs go to stderr (LOVIA_LOG=info for more); on stdio,
-stdout carries only the protocol. See docs/mcp.md.")]
+arguments and the plugin digest, and runs only if accepted. Progress reaches
+the client at most once per 100 ms per call, the latest message kept. Logs go
+to stderr (LOVIA_LOG=info for more); on stdio, stdout carries only the
+protocol. See docs/mcp.md.")]
 pub(crate) struct Args {
     /// The plugins (.wasm components) whose tools are served, in this order.
     /// Each one's grants and limits come from the .toml beside it, as for
@@ -46,6 +52,44 @@ pub(crate) struct Args {
     /// in seconds (1 to 3600); unanswered, it is not approved.
     #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=3600))]
     approval_timeout_secs: u64,
+    /// Reload a plugin when its file changes (polled every 500 ms; a change
+    /// is loaded once the file has stayed the same for one poll), with the
+    /// same config, and send notifications/tools/list_changed to every
+    /// client. A file that fails to load keeps the old version, and the
+    /// reason goes to stderr [default: the plugins are loaded once].
+    #[arg(long)]
+    watch: bool,
+}
+
+/// One plugin file served, with the config it is loaded with every time.
+pub(crate) struct Served {
+    path: PathBuf,
+    config: PluginConfig,
+    plugin: Plugin,
+}
+
+/// The toolset of `served`, in their order, and their names by digest for
+/// the approval prompt.
+fn toolset(served: &[&Served]) -> Result<(Toolset, HashMap<String, String>), CliError> {
+    let mut tools = Toolset::new();
+    let mut names = HashMap::new();
+    for s in served {
+        // The approval prompt names the plugin beside its digest.
+        names.insert(s.plugin.digest().to_owned(), s.plugin.info().name.clone());
+        tools.add(ToolSource::Plugin, Tool::from_plugin(&s.plugin)).map_err(|e| {
+            CliError::new(format!("{}: {}", s.path.display(), e.to_string().replace("\n  hint: ", " — ")))
+        })?;
+    }
+    Ok((tools, names))
+}
+
+async fn load(host: &Host, path: &Path, shared: Option<&PluginConfig>) -> Result<Served, CliError> {
+    let config = match shared {
+        Some(c) => c.clone(),
+        None => PluginConfig::load_beside(path)?.unwrap_or_default(),
+    };
+    let plugin = host.load_file_with(path, config.clone()).await?;
+    Ok(Served { path: path.to_owned(), config, plugin })
 }
 
 pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
@@ -53,21 +97,15 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         Some(path) => Some(PluginConfig::load(path)?),
         None => None,
     };
-    let mut tools = Toolset::new();
+    let mut served = Vec::with_capacity(args.plugins.len());
+    for path in &args.plugins {
+        served.push(load(&host, path, shared.as_ref()).await?);
+    }
+    let (tools, plugin_names) = toolset(&served.iter().collect::<Vec<_>>())?;
     let mut options = McpOptions::default();
     options.approval_timeout = std::time::Duration::from_secs(args.approval_timeout_secs);
-    for path in &args.plugins {
-        let config = match &shared {
-            Some(c) => c.clone(),
-            None => PluginConfig::load_beside(path)?.unwrap_or_default(),
-        };
-        let plugin = host.load_file_with(path, config).await?;
-        // The approval prompt names the plugin beside its digest.
-        options.plugin_names.insert(plugin.digest().to_owned(), plugin.info().name.clone());
-        tools.add(ToolSource::Plugin, Tool::from_plugin(&plugin)).map_err(|e| {
-            CliError::new(format!("{}: {}", path.display(), e.to_string().replace("\n  hint: ", " — ")))
-        })?;
-    }
+    options.plugin_names = plugin_names;
+    options.list_changed = args.watch;
     // No approval handler: lovia-mcp asks the client and decides every gated
     // call itself; one nobody decided is denied (docs/semantics.md §13).
     let settings = ExecSettings {
@@ -75,9 +113,13 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         default_timeout: args.timeout_ms.map(std::time::Duration::from_millis),
         ..ExecSettings::default()
     };
-    let server =
-        McpServer::with_options(Executor::new(tools, settings), options).map_err(|e| CliError::new(e.to_string()))?;
+    let server = McpServer::with_options(Executor::new(tools, settings.clone()), options)
+        .map_err(|e| CliError::new(e.to_string()))?;
     let count = server.tools().len();
+    // Polls for as long as the process serves; it only reads files.
+    if args.watch {
+        tokio::spawn(watch::watch(host, served, settings, server.clone()));
+    }
     match args.http {
         None => {
             tracing::info!(tools = count, "serving MCP on stdio");
@@ -96,6 +138,11 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
             // The address goes to stderr, as every log line: a test or a
             // supervisor reads it there.
             eprintln!("lovia mcp: {count} tools at http://{local}/mcp");
+            // Without TCP_NODELAY an answer written in pieces (an SSE
+            // stream) waits for the client's delayed ACK: 40 ms per call.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             axum::serve(listener, router)
                 .with_graceful_shutdown(async move {
                     let _ = tokio::signal::ctrl_c().await;
