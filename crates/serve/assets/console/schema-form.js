@@ -47,7 +47,10 @@ function resolve(schema, root) {
   return current && typeof current === 'object' && !Array.isArray(current) ? { ...current, ...beside } : {};
 }
 
-/** `schema` resolved, and a nullable union (`anyOf: [T, {type: null}]`, what `Option<T>` gives) taken as its `T`. */
+/**
+ * `schema` resolved, and a nullable union (`anyOf: [T, {type: null}]`, what
+ * `Option<T>` gives) or type list taken as its `T`, marked `nullable`.
+ */
 function shape(schema, root) {
   const s = resolve(schema, root);
   const union = s.anyOf || s.oneOf;
@@ -55,12 +58,12 @@ function shape(schema, root) {
     const others = union.filter((b) => resolve(b, root).type !== 'null');
     if (others.length === 1 && others.length < union.length) {
       const { anyOf: _a, oneOf: _o, ...beside } = s;
-      return { ...resolve(others[0], root), ...beside };
+      return { ...resolve(others[0], root), ...beside, nullable: true };
     }
   }
   if (Array.isArray(s.type)) {
     const others = s.type.filter((t) => t !== 'null');
-    if (others.length === 1) return { ...s, type: others[0] };
+    if (others.length === 1) return { ...s, type: others[0], nullable: others.length < s.type.length };
   }
   return s;
 }
@@ -114,9 +117,20 @@ function leaf(schema, name, required, path) {
   return { element: el('div', { class: 'field' }, labelFor(id, name, required, schema), input), read, isEmpty };
 }
 
-/** The field of one value: a fieldset for an object or an array of objects, else a leaf. */
+/**
+ * The field of one value: a fieldset for an object or an array of objects,
+ * else a leaf. A required value that may be null (a strict tool's optional
+ * argument) is sent as null when left unset.
+ */
 function field(rawSchema, root, name, required, path, depth, budget) {
   const schema = shape(rawSchema, root);
+  if (!required || !schema.nullable) return drawn(schema, root, name, required, path, depth, budget);
+  const node = drawn(schema, root, name, false, path, depth, budget);
+  const read = node.read;
+  return { ...node, read: () => read() ?? null };
+}
+
+function drawn(schema, root, name, required, path, depth, budget) {
   budget.controls += 1;
   const deep = depth >= MAX_DEPTH || budget.controls > MAX_CONTROLS;
   if (!deep && isObject(schema)) return objectField(schema, root, name, required, path, depth, budget);
