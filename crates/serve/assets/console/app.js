@@ -178,6 +178,7 @@ function signOut(message = '') {
     'chart-rate', 'chart-errors', 'chart-latency']) $(id).replaceChildren();
   shown.clear();
   revoke(run.images);
+  for (const images of formImages.splice(0)) revoke(images);
   run.session = null;
   $('approval-count').textContent = '';
   $('run-view').hidden = true;
@@ -644,12 +645,16 @@ function schemaTable(parameters) {
  * arguments to POST /api/tools/{name}/call and shows what the model would
  * read, and a rich result's parts.
  */
+// The blob: URLs of the images each tool form shows, revoked on sign-out.
+const formImages = [];
+
 function tryForm(tool) {
   const form = el('form', { class: 'try', 'aria-label': `Try ${tool.name}` });
   const fields = schemaForm(tool.parameters);
   const output = el('pre', { class: 'try-output', 'aria-live': 'polite' });
   const parts = el('div', { class: 'try-parts' });
   const images = [];
+  formImages.push(images);
   const error = el('p', { class: 'error', role: 'alert' });
   form.append(fields.element, el('button', { type: 'submit' }, `Call ${tool.name}`), error, output, parts);
   form.addEventListener('submit', async (event) => {
