@@ -34,6 +34,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("PY_TWINS", "py_twins"),
     ("GATED", "gated"),
     ("PAGED", "paged"),
+    ("FLAKY", "flaky"),
 ];
 
 fn main() -> anyhow::Result<()> {

@@ -3,7 +3,8 @@
 //! driven by Playwright (tests/console/e2e.mjs) against the real `lovia`
 //! binary with scripted models.
 
-use crate::serve::{Sse, json, request, start_with, tenant};
+use crate::serve::{Sse, json, plugin, request, start_with, tenant};
+use lovia_host::InstanceMode;
 use lovia_serve::{ProviderChoice, ProviderConfig, ServeConfig, TenantConfig};
 use lovia_tests::fixtures;
 use serde_json::{Value, json as j};
@@ -22,13 +23,14 @@ fn refund_script() -> PathBuf {
     root().join("examples/chat-refund.json")
 }
 
-/// globex's model: an echo of HTML and three progress steps beside a 60 s
-/// sleep, then an answer.
+/// globex's model: an echo of HTML, three progress steps and an "image/png"
+/// whose bytes are markup beside a 60 s sleep, then an answer.
 fn hostile_script(dir: &Path) -> PathBuf {
     let replies = j!([
         {"tool_calls": [
             {"id": "call_echo", "name": "echo", "arguments": j!({"text": HOSTILE}).to_string()},
             {"id": "call_progress", "name": "progress", "arguments": r#"{"steps": 3}"#},
+            {"id": "call_mislabelled", "name": "bad_parts", "arguments": r#"{"case": "mislabelled_image"}"#},
             {"id": "call_sleep", "name": "sleep_ms", "arguments": r#"{"ms": 60000}"#},
         ]},
         {"content": "done"}
@@ -47,6 +49,24 @@ fn huge_refund_script(dir: &Path) -> PathBuf {
         {"content": "done"}
     ]);
     let path = dir.join("huge.json");
+    std::fs::write(&path, replies.to_string()).expect("write script");
+    path
+}
+
+/// hooli's model: a call that fails once and is retried, a chart and a
+/// lookup at once; then a refund that needs an approval; then an answer.
+fn retry_and_chart_script(dir: &Path) -> PathBuf {
+    let replies = j!([
+        {"tool_calls": [
+            {"id": "call_flaky", "name": "fail_first", "arguments": r#"{"failures": 1, "work_ms": 300}"#},
+            {"id": "call_chart", "name": "bar_chart", "arguments": r#"{"values": [3, 1, 4, 1, 5, 9, 2, 6], "label": "orders"}"#},
+            {"id": "call_lookup", "name": "lookup_order", "arguments": r#"{"order_id": "A-1002"}"#},
+        ]},
+        {"tool_calls": [{"id": "call_refund", "name": "refund",
+            "arguments": r#"{"order_id": "A-1002", "amount_cents": 9000, "reason": "damaged"}"#}]},
+        {"content": "Refunded; the flaky lookup answered on its second attempt."}
+    ]);
+    let path = dir.join("retry-and-chart.json");
     std::fs::write(&path, replies.to_string()).expect("write script");
     path
 }
@@ -76,14 +96,23 @@ async fn console_assets_are_embedded_and_sent_with_a_strict_policy() {
         ("/console", "text/html"),
         ("/console/", "text/html"),
         ("/console/app.js", "text/javascript"),
+        ("/console/dom.js", "text/javascript"),
+        ("/console/parts.js", "text/javascript"),
+        ("/console/schema-form.js", "text/javascript"),
         ("/console/console.css", "text/css"),
         ("/console/icon.svg", "image/svg+xml"),
     ] {
         let (status, head, body) = get(addr, path).await;
         assert_eq!(status, 200, "{path}");
         assert!(head.contains(&format!("content-type: {kind}")), "{path}: {head}");
+        // Every directive, exactly: images from the console itself and the
+        // blob: URLs its script makes from checked image bytes, nothing else.
         assert!(
-            head.contains("content-security-policy: default-src 'self'; script-src 'self'; style-src 'self';"),
+            head.contains(
+                "content-security-policy: default-src 'self'; script-src 'self'; style-src 'self'; \
+                 img-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; \
+                 form-action 'none'; frame-ancestors 'none'\r\n"
+            ),
             "{path}: {head}"
         );
         assert!(head.contains("frame-ancestors 'none'") && !head.contains("unsafe-"), "{path}: {head}");
@@ -101,9 +130,17 @@ async fn console_assets_are_embedded_and_sent_with_a_strict_policy() {
         name_len > 0 && rest[name_len..].starts_with('=')
     });
     assert!(!inline_handler && !html.contains("javascript:"), "no inline handlers");
-    let (_, _, js) = get(addr, "/console/app.js").await;
-    assert!(!js.contains("innerHTML") && !js.contains("eval(") && !js.contains("new Function"));
-    assert!(!js.contains("localStorage"), "the key is kept in session storage only");
+    for script in ["app.js", "dom.js", "parts.js", "schema-form.js"] {
+        let (_, _, js) = get(addr, &format!("/console/{script}")).await;
+        assert!(
+            !js.contains("innerHTML") && !js.contains("outerHTML") && !js.contains("insertAdjacentHTML"),
+            "{script}"
+        );
+        assert!(!js.contains("eval(") && !js.contains("new Function") && !js.contains("document.write"), "{script}");
+        assert!(!js.contains("localStorage"), "{script}: the key is kept in session storage only");
+        // The only image address the console makes is a blob: URL of checked bytes (parts.js).
+        assert_eq!(js.contains("createObjectURL"), script == "parts.js", "{script}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -229,7 +266,7 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
         }
     };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let tenant_toml = |name: &str, key: &str, script: &Path, plugins: &[&str]| {
+    let tenant_toml = |name: &str, key: &str, script: &Path, plugins: &[&str], in_session: &[&str]| {
         let mut out = format!(
             "[[tenants]]\nname = \"{name}\"\napi_keys = [\"{}\"]\nagent = {{ name = \"support\" }}\n\
              provider = {{ kind = \"scripted\", script = {:?} }}\n",
@@ -239,16 +276,33 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
         for p in plugins {
             out += &format!("[[tenants.plugins]]\npath = {p:?}\n");
         }
+        // fail_first counts its attempts in its instance: one per session.
+        for p in in_session {
+            out += &format!("[[tenants.plugins]]\npath = {p:?}\ninstance = \"session\"\n");
+        }
         out
     };
     let config = tmp.path().join("serve.toml");
     std::fs::write(
         &config,
         format!(
-            "approval_timeout_secs = 300\n{}{}{}",
-            tenant_toml("acme", "acme-key", &refund_script(), &[fixtures::ORDERS, fixtures::DIAGNOSTICS]),
-            tenant_toml("globex", "globex-key", &hostile_script(tmp.path()), &[fixtures::DIAGNOSTICS]),
-            tenant_toml("initech", "initech-key", &huge_refund_script(tmp.path()), &[fixtures::ORDERS]),
+            "approval_timeout_secs = 300\n{}{}{}{}",
+            tenant_toml("acme", "acme-key", &refund_script(), &[fixtures::ORDERS, fixtures::DIAGNOSTICS], &[]),
+            tenant_toml(
+                "globex",
+                "globex-key",
+                &hostile_script(tmp.path()),
+                &[fixtures::DIAGNOSTICS, fixtures::HOSTILE],
+                &[]
+            ),
+            tenant_toml("initech", "initech-key", &huge_refund_script(tmp.path()), &[fixtures::ORDERS], &[]),
+            tenant_toml(
+                "hooli",
+                "hooli-key",
+                &retry_and_chart_script(tmp.path()),
+                &[fixtures::ORDERS, fixtures::CHARTS, fixtures::DOCS, fixtures::PY_TWINS],
+                &[fixtures::FLAKY]
+            ),
         ),
     )
     .expect("config");
@@ -262,6 +316,7 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
         .env("ACME_KEY", "acme-key")
         .env("GLOBEX_KEY", "globex-key")
         .env("INITECH_KEY", "initech-key")
+        .env("HOOLI_KEY", "hooli-key")
         .env("CHROMIUM", &chromium)
         .env("SCREENSHOTS", &shots)
         .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
@@ -286,6 +341,8 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
         "cancel_a_sleeping_run",
         "metrics",
         "exact_arguments_are_shown",
+        "retries_and_images",
+        "nested_form",
         "sign_out",
         "no_incidents",
     ] {
@@ -488,4 +545,96 @@ async fn a_reader_attaching_mid_run_gets_the_earlier_events_then_the_live_ones_o
     );
     assert_eq!(second.rest().await, live, "then the live events, each once");
     assert_eq!(third.rest().await, live);
+}
+
+/// A call that fails once and is retried, over real HTTP and SSE: its
+/// `tool_attempt_failed` event (attempt, error, pause) comes between its
+/// `tool_call` and its `tool_result`, at least the pause before the result,
+/// and the call counts once in the tenant's metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_call_streams_its_failed_attempt_then_its_result() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replies = j!([
+        {"tool_calls": [{"id": "call_flaky", "name": "fail_first", "arguments": r#"{"failures": 2, "work_ms": 20}"#}]},
+        {"content": "done"}
+    ]);
+    let path = dir.path().join("flaky.json");
+    std::fs::write(&path, replies.to_string()).expect("script");
+    let mut acme = tenant("acme", "acme-key", &[]);
+    let mut flaky = plugin(fixtures::FLAKY);
+    flaky.instance = InstanceMode::Session;
+    acme.plugins.push(flaky);
+    let addr = start_with(ServeConfig::new(vec![scripted(acme, path)])).await;
+
+    let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "retry-1", "input": "look it up"}"#).await;
+    let events = sse.rest().await;
+    assert_eq!(events.last().map(|(n, _)| n.as_str()), Some("run_completed"), "{events:?}");
+    let of_call: Vec<&(String, Value)> = events.iter().filter(|(_, d)| d["id"] == "call_flaky").collect();
+    let names: Vec<&str> = of_call.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["tool_call", "tool_attempt_failed", "tool_attempt_failed", "tool_result"], "{events:?}");
+    for (k, (_, failed)) in of_call[1..3].iter().enumerate() {
+        let attempt = k as u64 + 1;
+        assert_eq!(failed["attempt"], attempt, "{failed}");
+        assert_eq!(failed["name"], "fail_first");
+        // The backoff: 100 ms after the first failure, 200 ms after the second.
+        assert_eq!(failed["retry_in_ms"], 100 << k, "{failed}");
+        assert_eq!(
+            failed["error"].as_str(),
+            Some(format!("upstream unavailable (503), attempt {attempt}").as_str()),
+            "{failed}"
+        );
+    }
+    let result = &of_call[3].1;
+    assert_eq!((&result["result"], &result["is_error"]), (&j!("answered on attempt 3"), &j!(false)), "{result}");
+    let at = |i: usize| of_call[i].1["at_ms"].as_u64().expect("at_ms");
+    assert!(at(0) <= at(1) && at(1) + 100 <= at(2) && at(2) + 200 <= at(3), "{of_call:?}");
+
+    let (_, body) = request(addr, "GET", "/api/metrics", Some("acme-key"), "").await;
+    let metrics = json(&body);
+    assert_eq!(metrics["tools"][0]["tool"], "fail_first", "{metrics}");
+    assert_eq!((&metrics["tools"][0]["calls"], &metrics["tools"][0]["errors"]), (&j!(1), &j!(0)), "{metrics}");
+}
+
+/// `GET /api/metrics` gives the tenant's calls per minute as the service
+/// counted them: after four calls (one an error) the minute up to now holds
+/// four, the series' last point four and one error, and the other tenant
+/// none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_per_minute_are_counted_by_the_service_per_tenant() {
+    let addr = start_with(ServeConfig::new(vec![
+        tenant("acme", "acme-key", &[fixtures::DIAGNOSTICS]),
+        tenant("globex", "globex-key", &[fixtures::DIAGNOSTICS]),
+    ]))
+    .await;
+    let started = std::time::SystemTime::now();
+    for text in ["a", "b", "c"] {
+        let (status, body) =
+            request(addr, "POST", "/api/tools/echo/call", Some("acme-key"), &j!({"text": text}).to_string()).await;
+        assert_eq!((status, json(&body)["output"].as_str()), (200, Some(text)), "{body}");
+    }
+    let (_, body) = request(addr, "POST", "/api/tools/echo/call", Some("acme-key"), "{}").await;
+    assert_eq!(json(&body)["is_error"], true, "a call without its text is an error result: {body}");
+
+    let (_, body) = request(addr, "GET", "/api/metrics", Some("acme-key"), "").await;
+    let took = started.elapsed().expect("clock");
+    let rate = &json(&body)["calls_per_minute"];
+    assert_eq!((&rate["window_secs"], &rate["step_secs"]), (&j!(60), &j!(10)), "{rate}");
+    assert_eq!(rate["last_minute"], 4, "{rate}");
+    let points = rate["points"].as_array().expect("points");
+    assert_eq!(points.len(), 60, "ten minutes, a point every 10 s");
+    let last = &points[59];
+    assert_eq!((&last["calls"], &last["errors"]), (&j!(4), &j!(1)), "{rate}");
+    let now_ms = json(&body)["now_ms"].as_u64().expect("now_ms");
+    assert!(last["at_ms"].as_u64().is_some_and(|t| t <= now_ms && now_ms - t < 1_000), "{rate}");
+    let steps: Vec<u64> =
+        points.windows(2).map(|w| w[1]["at_ms"].as_u64().unwrap_or(0) - w[0]["at_ms"].as_u64().unwrap_or(0)).collect();
+    assert!(steps.iter().all(|s| *s == 10_000), "{steps:?}");
+    if took < std::time::Duration::from_secs(9) {
+        // Every earlier point's minute ended before the first call.
+        assert!(points[..59].iter().all(|p| p["calls"] == 0), "{rate}");
+    }
+    let (_, body) = request(addr, "GET", "/api/metrics", Some("globex-key"), "").await;
+    let rate = &json(&body)["calls_per_minute"];
+    assert_eq!(rate["last_minute"], 0, "{rate}");
+    assert!(rate["points"].as_array().expect("points").iter().all(|p| p["calls"] == 0), "{rate}");
 }

@@ -4,10 +4,14 @@
 // runs this script against it; it prints `ok <name>` or `not ok <name>: <why>`
 // per scenario and exits non-zero when any failed.
 //
-// Environment: LOVIA_URL (the service), ACME_KEY and GLOBEX_KEY (two
-// tenants: acme has the orders plugin and a refund script, globex the
-// diagnostics plugin and a script whose echo returns HTML and then sleeps),
-// CHROMIUM (the browser executable), SCREENSHOTS (a directory).
+// Environment: LOVIA_URL (the service); ACME_KEY, GLOBEX_KEY, INITECH_KEY
+// and HOOLI_KEY (four tenants: acme has the orders plugin and a refund
+// script; globex the diagnostics and hostile plugins and a script whose echo
+// returns HTML, whose image is not what it says, and which then sleeps;
+// initech a refund of a number past what a double holds; hooli a call that
+// fails once and is retried, a chart image, a lookup and a refund, and tools
+// with nested schemas); CHROMIUM (the browser executable); SCREENSHOTS (a
+// directory).
 
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
@@ -17,6 +21,7 @@ const url = `${process.env.LOVIA_URL}/console`;
 const ACME = process.env.ACME_KEY;
 const GLOBEX = process.env.GLOBEX_KEY;
 const INITECH = process.env.INITECH_KEY;
+const HOOLI = process.env.HOOLI_KEY;
 const shots = process.env.SCREENSHOTS;
 mkdirSync(shots, { recursive: true });
 
@@ -40,7 +45,8 @@ async function newPage(name) {
   page.on('pageerror', (e) => incidents.push(`${name}: page error: ${e.message}`));
   page.on('console', (m) => { if (m.type() === 'error') incidents.push(`${name}: console error: ${m.text()}`); });
   page.on('response', (r) => { if (r.status() >= 400 && r.status() !== 401) incidents.push(`${name}: ${r.status()} for ${r.url()}`); });
-  page.on('request', (r) => { if (!r.url().startsWith(process.env.LOVIA_URL)) incidents.push(`${name}: request to another origin: ${r.url()}`); });
+  // The console's own blob: URLs (images it drew from checked bytes) are of its origin too.
+  page.on('request', (r) => { if (!r.url().startsWith(process.env.LOVIA_URL) && !r.url().startsWith(`blob:${process.env.LOVIA_URL}/`)) incidents.push(`${name}: request to another origin: ${r.url()}`); });
   return page;
 }
 
@@ -83,6 +89,7 @@ await scenario('sign_in', acme, async () => {
   const response = await acme.goto(url);
   const csp = response.headers()['content-security-policy'] || '';
   check(csp.includes("default-src 'self'") && csp.includes("frame-ancestors 'none'") && !csp.includes('unsafe'), `CSP: ${csp}`);
+  check(csp.includes("img-src 'self' blob:;"), `images only from the console and blob: URLs: ${csp}`);
   check(response.headers()['x-content-type-options'] === 'nosniff', 'no nosniff');
   await acme.getByLabel('Tenant API key').fill('not-a-key');
   await acme.getByRole('button', { name: 'Sign in' }).click();
@@ -183,7 +190,13 @@ await scenario('hostile_output_is_text', globex, async () => {
   // Progress messages land under their call, and parallel calls overlap on the waterfall.
   await globex.locator('#run-events [data-call="call_progress"] .progress').nth(2).waitFor({ timeout: WAIT });
   check((await globex.locator('#run-events [data-call="call_progress"]').innerText()).includes('step 3 of 3'), 'no progress');
-  check(await globex.locator('#waterfall rect.run').count() === 3, 'not three bars');
+  check(await globex.locator('#waterfall rect.run').count() === 4, 'not four bars');
+  // An "image/png" whose bytes are markup is not drawn: its text, flagged.
+  const mislabelled = globex.locator('#run-events [data-call="call_mislabelled"]');
+  await mislabelled.locator('.part-refused').waitFor({ timeout: WAIT });
+  const refused = await mislabelled.locator('.part-refused').textContent();
+  check(/^\[image: image\/png, \d+ B\] \(not drawn: its bytes are not image\/png\)$/.test(refused), `shown: ${refused}`);
+  check(await mislabelled.locator('img').count() === 0, 'the mislabelled image was drawn');
   // The echo in the tool's form too.
   await globex.getByRole('tab', { name: 'Tools' }).click();
   const echo = globex.locator('article[data-tool="echo"]');
@@ -212,7 +225,7 @@ await scenario('open_a_running_run', later, async () => {
   check((await later.locator('#run-events [data-call="call_progress"]').innerText()).includes('step 3 of 3'), 'no earlier progress');
   await later.locator('#run-events [data-call="call_sleep"]').filter({ hasText: 'running' }).waitFor({ timeout: WAIT });
   check(await later.locator('#run-events .event-user').count() === 1, 'the input is not shown once');
-  check(await later.locator('#waterfall rect.run').count() === 3, 'not three bars');
+  check(await later.locator('#waterfall rect.run').count() === 4, 'not four bars');
   check(await later.locator('#run-events img').count() === 0, 'an <img> element was made');
 });
 await later.context().close();
@@ -235,6 +248,12 @@ await scenario('metrics', acme, async () => {
   await calls.waitFor({ timeout: WAIT });
   await acme.waitForFunction(() => Number(document.querySelector('[data-metric="Calls"]').textContent) >= 5, null, { timeout: WAIT });
   check(await acme.locator('#chart-latency rect').count() > 0, 'no latency bars');
+  // The calls-per-minute line is the service's series: a point every 10 s over 10 minutes.
+  const points = (await acme.locator('#chart-rate polyline.calls').getAttribute('points')).trim().split(/\s+/);
+  check(points.length === 60, `${points.length} points on the calls-per-minute line`);
+  const rate = await (await fetch(`${process.env.LOVIA_URL}/api/metrics`, { headers: { Authorization: `Bearer ${ACME}` } })).json();
+  const shownRate = Number(await acme.locator('[data-metric="Calls in the last minute"]').textContent());
+  check(shownRate > 0 && Math.abs(shownRate - rate.calls_per_minute.last_minute) <= 2, `shown ${shownRate}, service ${rate.calls_per_minute.last_minute}`);
   const tools = await acme.locator('#metrics-tools').innerText();
   check(tools.includes('refund') && !tools.includes('echo') && !tools.includes('sleep_ms'), `by tool: ${tools}`);
 });
@@ -261,6 +280,117 @@ await scenario('exact_arguments_are_shown', globex, async () => {
     await initech.context().close();
   }
 });
+
+// hooli: one run with a call that fails once and is retried, a chart image,
+// a lookup beside them, then a refund approved in the run view.
+const hooli = await newPage('hooli');
+const CHART = { values: [3, 1, 4, 1, 5, 9, 2, 6], label: 'orders' };
+await scenario('retries_and_images', hooli, async () => {
+  await signIn(hooli, HOOLI);
+  await startRun(hooli, 'chart-1', 'Chart the orders, then refund A-1002');
+  const flaky = hooli.locator('#run-events [data-call="call_flaky"]');
+  await flaky.locator('pre.result').filter({ hasText: 'answered on attempt 2' }).waitFor({ timeout: WAIT });
+  const note = await flaky.locator('p.attempt').innerText();
+  check(note === 'attempt 1 failed: upstream unavailable (503), attempt 1; retrying in 100 ms', `note under the call: ${note}`);
+  // The failed attempt's bar ends before the retry's bar starts, on the same row (read in one go: a redraw rescales).
+  const bars = await hooli.locator('#waterfall svg').evaluate((chart) => {
+    const box = (r) => { const b = r.getBoundingClientRect(); return { x: b.x, y: b.y, width: b.width, title: r.textContent }; };
+    return { attempts: [...chart.querySelectorAll('rect.attempt')].map(box), runs: [...chart.querySelectorAll('rect.run')].map(box) };
+  });
+  check(bars.attempts.length === 1, `${bars.attempts.length} bars for failed attempts`);
+  const [attempt] = bars.attempts;
+  const retry = bars.runs.find((r) => r.title.startsWith('fail_first'));
+  check(retry && Math.abs(retry.y - attempt.y) < 1 && retry.x >= attempt.x + attempt.width - 0.5, `bars: ${JSON.stringify(bars)}`);
+  check(retry.title.includes('last attempt'), `retry bar: ${retry.title}`);
+
+  // The chart: drawn from a blob: URL, at the size its PNG header says.
+  const img = hooli.locator('#run-events [data-call="call_chart"] .part-image img');
+  await img.waitFor({ timeout: WAIT });
+  check((await img.getAttribute('src')).startsWith('blob:'), 'the image is not a blob: URL');
+  await hooli.waitForFunction((i) => i.complete && i.naturalWidth > 0, await img.elementHandle(), { timeout: WAIT });
+  const drawn = await img.evaluate((i) => [i.naturalWidth, i.naturalHeight]);
+  const answer = await (await fetch(`${process.env.LOVIA_URL}/api/tools/bar_chart/call`, {
+    method: 'POST', headers: { Authorization: `Bearer ${HOOLI}`, 'Content-Type': 'application/json' }, body: JSON.stringify(CHART),
+  })).json();
+  const png = Buffer.from(answer.parts.find((p) => p.type === 'image').data, 'base64');
+  const header = [png.readUInt32BE(16), png.readUInt32BE(20)];
+  check(drawn[0] === header[0] && drawn[1] === header[1], `drawn ${drawn}, the PNG says ${header}`);
+  const caption = await hooli.locator('#run-events [data-call="call_chart"] .part-image figcaption').textContent();
+  check(caption === `[image: image/png, ${(png.length / 1024).toFixed(1)} KB]`, `caption: ${caption}`);
+  check((await img.getAttribute('alt')) === caption, 'the image has no text alternative');
+  check((await hooli.locator('#run-events [data-call="call_chart"] .part-text').textContent()).startsWith('8 bars of orders'), 'no text part');
+
+  // The refund waits for an approval in the run view; approved there, from the keyboard.
+  const approve = hooli.getByRole('button', { name: 'Approve refund (call_refund) in this run' });
+  await approve.focus();
+  await hooli.keyboard.press('Enter');
+  await hooli.locator('#run-events').getByText('Refunded 9000 cents on A-1002').waitFor({ timeout: WAIT });
+  await hooli.locator('#run-status').filter({ hasText: 'completed' }).waitFor({ timeout: WAIT });
+  check(await hooli.locator('#waterfall rect.run').count() === 4, 'not four bars');
+  check(await hooli.locator('#waterfall rect.wait').count() === 1, 'no approval wait on the waterfall');
+  await hooli.locator('#run-events [data-call="call_chart"]').scrollIntoViewIfNeeded();
+});
+
+/** Objects compared whatever the order of their keys. */
+function same(a, b) {
+  const canon = (v) => (Array.isArray(v) ? v.map(canon) : v && typeof v === 'object'
+    ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, canon(v[k])])) : v);
+  return JSON.stringify(canon(a)) === JSON.stringify(canon(b));
+}
+
+await scenario('nested_form', hooli, async () => {
+  await hooli.getByRole('tab', { name: 'Tools' }).click();
+  // search_docs: an optional object argument is a fieldset of its own fields.
+  const docs = hooli.locator('article[data-tool="search_docs"]');
+  await docs.waitFor({ timeout: WAIT });
+  await docs.getByText('Try search_docs').click();
+  await docs.getByLabel(/^query/).fill('timeouts webassembly');
+  // A strict tool: every argument is required, the optional ones may be null.
+  const filter = docs.getByRole('group', { name: 'filter', exact: true });
+  await filter.getByLabel(/^section/).selectOption('"faq"');
+  await filter.getByLabel(/^since_year/).fill('2026');
+  let sent = hooli.waitForRequest((r) => r.url().endsWith('/api/tools/search_docs/call'));
+  await docs.getByRole('button', { name: 'Call search_docs' }).click();
+  let body = (await sent).postDataJSON();
+  check(same(body, { query: 'timeouts webassembly', limit: 5, filter: { section: 'faq', since_year: 2026 } }), `sent ${JSON.stringify(body)}`);
+  await docs.locator('.try-output').filter({ hasText: 'Timeouts' }).waitFor({ timeout: WAIT });
+  check(!(await docs.locator('.try-output').textContent()).includes('WebAssembly'), 'the filter did not reach the tool');
+
+  // nested: an object, and an array of objects whose items are added and removed.
+  const nested = hooli.locator('article[data-tool="nested"]');
+  await nested.getByText('Try nested').click();
+  await nested.getByLabel(/^only/).selectOption('"only"');
+  const point = nested.getByRole('group', { name: 'point (required)', exact: true });
+  await point.getByLabel(/^x/).fill('1.5');
+  await point.getByLabel(/^y/).fill('-2');
+  await point.getByLabel(/^tags/).fill('["a"]');
+  await point.getByLabel(/^rank/).fill('3');
+  const points = nested.getByRole('group', { name: 'points (required)', exact: true });
+  for (let i = 1; i <= 3; i += 1) {
+    await points.getByRole('button', { name: 'Add points item' }).click();
+    const item = points.getByRole('group', { name: `points item ${i}`, exact: true });
+    await item.getByLabel(/^x/).fill(String(i * 10));
+    await item.getByLabel(/^y/).fill('0');
+    await item.getByLabel(/^tags/).fill('[]');
+    await item.getByLabel(/^rank/).fill(String(i));
+  }
+  await points.getByRole('button', { name: 'Remove points item 2' }).click();
+  const legends = await points.locator('ol.items legend').allTextContents();
+  check(same(legends, ['points item 1', 'points item 2']), `items after a removal: ${legends}`);
+  // Every control of every form has a label.
+  const unlabelled = await hooli.locator('#tools').evaluate((root) => [...root.querySelectorAll('input, select, textarea')]
+    .filter((c) => c.labels.length === 0).map((c) => c.id));
+  check(unlabelled.length === 0, `controls without a label: ${unlabelled}`);
+  sent = hooli.waitForRequest((r) => r.url().endsWith('/api/tools/nested/call'));
+  await nested.getByRole('button', { name: 'Call nested' }).click();
+  body = (await sent).postDataJSON();
+  const expected = { order: 'asc', only: 'only', point: { x: 1.5, y: -2, tags: ['a'], rank: 3 },
+    points: [{ x: 10, y: 0, tags: [], rank: 1 }, { x: 30, y: 0, tags: [], rank: 3 }] };
+  check(same(body, expected), `sent ${JSON.stringify(body)}`);
+  await nested.locator('.try-output').filter({ hasText: /^2$/ }).waitFor({ timeout: WAIT });
+  await nested.scrollIntoViewIfNeeded();
+});
+await hooli.context().close();
 
 await scenario('sign_out', acme, async () => {
   await acme.getByRole('button', { name: 'Sign out' }).click();

@@ -6,8 +6,9 @@
 //! The console runs in the browser of a person holding a tenant's key, and
 //! it shows what tools and models produced: the page is served with a
 //! Content-Security-Policy that allows only its own script and style (no
-//! inline script, no `eval`, no other origin, no framing), and the script
-//! renders every value as text.
+//! inline script, no `eval`, no other origin, no framing) and images only
+//! from itself and the `blob:` URLs its script makes from checked image
+//! bytes, and the script renders every value as text.
 
 use super::{Service, Tenant, error, unauthorized};
 use axum::Json;
@@ -28,13 +29,19 @@ use std::time::{Duration, SystemTime};
 pub(crate) const RECENT_OUTCOMES: usize = 100;
 
 /// The policy of every console response: its own script and style only,
-/// requests only to its own origin, never framed.
+/// requests only to its own origin, never framed. `blob:` images are the
+/// PNG, JPEG, GIF and WebP parts of tool results, drawn from the bytes the
+/// script decoded and checked (assets/console/parts.js); no other source
+/// of anything is allowed.
 pub(crate) const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
-     img-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; \
+     img-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; \
      frame-ancestors 'none'";
 
 const INDEX_HTML: &str = include_str!("../assets/console/index.html");
 const APP_JS: &str = include_str!("../assets/console/app.js");
+const DOM_JS: &str = include_str!("../assets/console/dom.js");
+const PARTS_JS: &str = include_str!("../assets/console/parts.js");
+const SCHEMA_FORM_JS: &str = include_str!("../assets/console/schema-form.js");
 const CONSOLE_CSS: &str = include_str!("../assets/console/console.css");
 const ICON_SVG: &str = include_str!("../assets/console/icon.svg");
 
@@ -56,6 +63,18 @@ pub(crate) async fn index() -> Response {
 
 pub(crate) async fn app_js() -> Response {
     asset("text/javascript; charset=utf-8", APP_JS)
+}
+
+pub(crate) async fn dom_js() -> Response {
+    asset("text/javascript; charset=utf-8", DOM_JS)
+}
+
+pub(crate) async fn parts_js() -> Response {
+    asset("text/javascript; charset=utf-8", PARTS_JS)
+}
+
+pub(crate) async fn schema_form_js() -> Response {
+    asset("text/javascript; charset=utf-8", SCHEMA_FORM_JS)
 }
 
 pub(crate) async fn console_css() -> Response {
@@ -237,15 +256,17 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// `GET /api/metrics`: the tenant's own figures from the service metrics.
+/// `GET /api/metrics`: the tenant's own figures from the service metrics,
+/// with its calls per minute as the service counted them.
 pub(crate) async fn metrics(State(service): State<Service>, headers: HeaderMap) -> Response {
     let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
     let pending = pending_of(&service, tenant);
-    let mut body = service.inner.metrics.tenant_json(&tenant.name);
+    let now = SystemTime::now();
+    let mut body = service.inner.metrics.tenant_json(&tenant.name, now);
     body["tenant"] = json!(tenant.name);
     body["in_flight"] = json!(tenant.quota.in_flight());
     body["pending_approvals"] = json!(pending);
-    body["now_ms"] = json!(super::sse::unix_ms(SystemTime::now()));
+    body["now_ms"] = json!(super::sse::unix_ms(now));
     Json(body).into_response()
 }
 

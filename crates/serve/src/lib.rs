@@ -27,7 +27,8 @@
 //! - `GET /api/chat?limit=&before=` → a page of the tenant's sessions from the run store, newest first;
 //!   `GET /api/approvals` → its pending approvals; `GET /api/tools/detailed`
 //!   → its tools with hints, limits, grants and plugin digest;
-//!   `GET /api/metrics` → its own metrics as JSON (all for the console).
+//!   `GET /api/metrics` → its own metrics as JSON, with its calls per minute
+//!   as the service counted them (all for the console).
 //! - `GET /console` → the web console (docs/console.md), no key needed to
 //!   load it: it asks for one and sends it on every `/api` request.
 //! - `POST /api/plugins`, body = a `.wasm` component → validated, compiled,
@@ -36,6 +37,7 @@
 //! Sessions are the tenant's own: another tenant's session id is a 404.
 
 mod auth;
+mod call_rate;
 mod chat;
 mod config;
 mod console;
@@ -370,6 +372,9 @@ impl Service {
             .route("/console", get(console::index))
             .route("/console/", get(console::index))
             .route("/console/app.js", get(console::app_js))
+            .route("/console/dom.js", get(console::dom_js))
+            .route("/console/parts.js", get(console::parts_js))
+            .route("/console/schema-form.js", get(console::schema_form_js))
             .route("/console/console.css", get(console::console_css))
             .route("/console/icon.svg", get(console::icon))
             .merge(api)

@@ -1,11 +1,13 @@
 //! Prometheus metrics: calls, errors by kind, traps, latency, in-flight
-//! calls, refusals, runs and pending approvals.
+//! calls, refusals, runs and pending approvals; and each tenant's calls per
+//! minute for its console.
 
+use super::call_rate::CallRate;
 use lovia_host::ErrorKind;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Upper bounds of the latency histogram, in seconds.
 const BUCKETS: [f64; 10] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.1, 1.0, 10.0];
@@ -28,6 +30,13 @@ pub(crate) struct Metrics {
     runs: Mutex<BTreeMap<(String, &'static str), u64>>,
     /// Tool errors by the tool's own name for them (contract 0.2), by (tenant, tool, kind).
     tool_kinds: Mutex<BTreeMap<(String, String, String), u64>>,
+    /// Calls per second of each tenant, for its calls per minute.
+    rate: CallRate,
+}
+
+/// Whole seconds since the Unix epoch (0 for a clock before it).
+fn unix_secs(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// Most (tool, kind) series one tenant's plugins can create; later kinds
@@ -61,6 +70,7 @@ impl Metrics {
     /// executor decided it (never read back from the text the model saw).
     pub(crate) fn record(&self, tenant: &str, tool: &str, elapsed: Duration, error: Option<ErrorKind>) {
         let is_error = error.is_some();
+        self.rate.record(&label(tenant), unix_secs(SystemTime::now()), is_error);
         if let Some(kind) = error {
             *self
                 .errors
@@ -108,10 +118,11 @@ impl Metrics {
         *self.runs.lock().unwrap_or_else(|e| e.into_inner()).entry((label(tenant), outcome)).or_default() += 1;
     }
 
-    /// One tenant's figures as JSON, for its console (`GET /api/metrics`):
-    /// calls, errors and the latency histogram by tool, errors by kind,
-    /// runs by outcome and refusals by reason. Nothing of another tenant.
-    pub(crate) fn tenant_json(&self, tenant: &str) -> serde_json::Value {
+    /// One tenant's figures as JSON at `now`, for its console (`GET
+    /// /api/metrics`): calls, errors and the latency histogram by tool,
+    /// errors by kind, runs by outcome, refusals by reason and calls per
+    /// minute ([`CallRate::tenant_json`]). Nothing of another tenant.
+    pub(crate) fn tenant_json(&self, tenant: &str, now: SystemTime) -> serde_json::Value {
         use serde_json::{Map, Value, json};
         let tenant = label(tenant);
         let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
@@ -149,6 +160,7 @@ impl Metrics {
             "tool_error_kinds": tool_error_kinds,
             "runs": by(&self.runs),
             "refused": by(&self.refused),
+            "calls_per_minute": self.rate.tenant_json(&tenant, unix_secs(now)),
         })
     }
 

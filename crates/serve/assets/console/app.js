@@ -4,7 +4,12 @@
 // or a request produced is untrusted: it reaches the page only through
 // textContent and setAttribute on attributes that never load or run
 // anything: no markup is ever parsed from data, and no href or src is built
-// from it.
+// from it (an image is drawn from a `blob:` URL of its checked bytes, see
+// parts.js).
+
+import { el, svg } from './dom.js';
+import { partsView, revoke } from './parts.js';
+import { schemaForm } from './schema-form.js';
 
 const KEY_SLOT = 'lovia.console.key';
 const $ = (id) => document.getElementById(id);
@@ -13,28 +18,6 @@ let key = sessionStorage.getItem(KEY_SLOT);
 // Timers and streams of the signed-in tenant, stopped on sign-out.
 let timers = [];
 let streams = [];
-
-/** An element with attributes and children; strings become text nodes. */
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attrs)) {
-    if (value === undefined || value === null || value === false) continue;
-    node.setAttribute(name, value === true ? '' : String(value));
-  }
-  for (const child of children.flat()) {
-    if (child === undefined || child === null) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  }
-  return node;
-}
-
-const SVG = 'http://www.w3.org/2000/svg';
-function svg(tag, attrs = {}, ...children) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, String(value));
-  for (const child of children) node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  return node;
-}
 
 /** Pretty-printed JSON of an argument text; the text itself when it is not JSON. */
 function pretty(text) {
@@ -194,7 +177,8 @@ function signOut(message = '') {
   for (const id of ['approvals', 'sessions', 'run-events', 'waterfall', 'tools', 'metrics-totals', 'metrics-tools',
     'chart-rate', 'chart-errors', 'chart-latency']) $(id).replaceChildren();
   shown.clear();
-  samples.length = 0;
+  revoke(run.images);
+  for (const images of formImages.splice(0)) revoke(images);
   run.session = null;
   $('approval-count').textContent = '';
   $('run-view').hidden = true;
@@ -343,7 +327,8 @@ async function refreshSessions() {
 // run opened mid-way draws its earlier calls where they happened.
 // `earlier` holds the transcript of a running session until the replay of
 // its events says how much of it they cover.
-const run = { session: null, calls: new Map(), t0: 0, text: null, epoch: 0, earlier: null };
+// `images` holds the blob: URLs of the images on screen, revoked when the view is cleared.
+const run = { session: null, calls: new Map(), t0: 0, text: null, epoch: 0, earlier: null, images: [] };
 
 function resetRun(sessionId) {
   for (const s of streams) s.abort();
@@ -353,6 +338,7 @@ function resetRun(sessionId) {
   run.earlier = null;
   run.text = null;
   run.epoch += 1;
+  revoke(run.images);
   $('run-view').hidden = false;
   $('run-title').textContent = `Run of session ${sessionId || '(new)'}`;
   setStatus('—');
@@ -382,7 +368,8 @@ function message(m) {
     }
   }
   const content = typeof m.content === 'string' ? m.content : m.content ? JSON.stringify(m.content) : '';
-  if (content) addEvent(role === 'tool' ? `result of ${m.tool_call_id || ''}` : role, el('pre', {}, content));
+  if (role === 'tool' && Array.isArray(m.parts)) addEvent(`result of ${m.tool_call_id || ''}`, partsView(m.parts, run.images));
+  else if (content) addEvent(role === 'tool' ? `result of ${m.tool_call_id || ''}` : role, el('pre', {}, content));
 }
 
 /** One SSE event of the run on screen. */
@@ -452,7 +439,11 @@ function onRunEvent(epoch, name, data) {
     }
     case 'tool_result': {
       const call = run.calls.get(data.id);
-      const body = el('pre', { class: 'result' }, data.result);
+      // A rich result shows its parts, with the text the model read under them.
+      const body = Array.isArray(data.parts)
+        ? el('div', {}, partsView(data.parts, run.images),
+          el('details', {}, el('summary', {}, 'What the model read'), el('pre', { class: 'result' }, data.result)))
+        : el('pre', { class: 'result' }, data.result);
       const kinds = [data.error_kind, data.tool_error_kind].filter(Boolean).join(', ');
       const label = data.is_error ? `error${kinds ? ` (${kinds})` : ''}` : 'result';
       if (call && call.approval && call.start === null) settle(call, data.is_error ? 'denied' : 'decided');
@@ -649,56 +640,39 @@ function schemaTable(parameters) {
       el('td', {}, props[n].description || ''), el('td', {}, constraints(props[n]))))));
 }
 
-/** A form with one field per argument; sends the arguments to POST /api/tools/{name}/call. */
+/**
+ * A form generated from the tool's schema (schema-form.js) that sends the
+ * arguments to POST /api/tools/{name}/call and shows what the model would
+ * read, and a rich result's parts.
+ */
+// The blob: URLs of the images each tool form shows, revoked on sign-out.
+const formImages = [];
+
 function tryForm(tool) {
-  const props = (tool.parameters && tool.parameters.properties) || {};
-  const required = new Set((tool.parameters && tool.parameters.required) || []);
   const form = el('form', { class: 'try', 'aria-label': `Try ${tool.name}` });
-  const fields = [];
-  for (const [name, schema] of Object.entries(props)) {
-    const id = `try-${tool.name}-${name}`;
-    const type = typeOf(schema);
-    let input;
-    if (schema.enum) {
-      input = el('select', { id }, el('option', { value: '' }, '(unset)'), schema.enum.map((v) => el('option', { value: JSON.stringify(v) }, JSON.stringify(v))));
-    } else if (type === 'boolean') {
-      input = el('input', { id, type: 'checkbox' });
-    } else if (type === 'integer' || type === 'number') {
-      input = el('input', { id, type: 'number', step: type === 'integer' ? '1' : 'any', min: schema.minimum, max: schema.maximum });
-    } else if (type === 'string') {
-      input = el('input', { id, type: 'text', maxlength: schema.maxLength });
-    } else {
-      input = el('textarea', { id, rows: 2, placeholder: 'JSON' });
-    }
-    if (schema.default !== undefined && input.type !== 'checkbox') input.value = schema.enum ? JSON.stringify(schema.default) : String(schema.default);
-    form.append(el('label', { for: id }, `${name}${required.has(name) ? ' (required)' : ''}`), input);
-    fields.push({ name, type, schema, input });
-  }
+  const fields = schemaForm(tool.parameters);
   const output = el('pre', { class: 'try-output', 'aria-live': 'polite' });
+  const parts = el('div', { class: 'try-parts' });
+  const images = [];
+  formImages.push(images);
   const error = el('p', { class: 'error', role: 'alert' });
-  form.append(el('button', { type: 'submit' }, `Call ${tool.name}`), error, output);
+  form.append(fields.element, el('button', { type: 'submit' }, `Call ${tool.name}`), error, output, parts);
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     error.textContent = '';
-    const args = {};
+    let args;
     try {
-      for (const f of fields) {
-        if (f.input.type === 'checkbox') { args[f.name] = f.input.checked; continue; }
-        const v = f.input.value;
-        if (v === '') continue;
-        if (f.schema.enum) args[f.name] = JSON.parse(v);
-        else if (f.type === 'integer' || f.type === 'number') args[f.name] = Number(v);
-        else if (f.type === 'string') args[f.name] = v;
-        else args[f.name] = JSON.parse(v);
-      }
+      args = fields.read();
     } catch (e) {
-      error.textContent = `Not JSON: ${e.message}`;
+      error.textContent = e.message;
       return;
     }
     try {
       const r = await api(`/api/tools/${encodeURIComponent(tool.name)}/call`, { method: 'POST', body: args });
       output.textContent = r.output;
       output.classList.toggle('is-error', r.is_error);
+      revoke(images);
+      parts.replaceChildren(...(Array.isArray(r.parts) ? [partsView(r.parts, images)] : []));
       if (r.is_error) error.textContent = `Error result${r.error_kind ? ` (${r.error_kind})` : ''}`;
     } catch (e) {
       error.textContent = `Call refused: ${e.message}`;
@@ -744,9 +718,6 @@ async function loadTools() {
 
 // ---------------------------------------------------------------- metrics
 
-// (time, total calls) samples for the calls-per-minute line.
-const samples = [];
-
 function barChart(entries, { width = 640, color = '#2456c8', label = (k) => k } = {}) {
   const H = 24 * Math.max(1, entries.length) + 10;
   const max = Math.max(1, ...entries.map(([, v]) => v));
@@ -761,15 +732,24 @@ function barChart(entries, { width = 640, color = '#2456c8', label = (k) => k } 
   return chart;
 }
 
+/** The service's calls per minute (`calls_per_minute.points`, oldest first) as a line, errors as a second one. */
 function lineChart(points, { width = 640, height = 160 } = {}) {
-  const chart = svg('svg', { viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': `latest ${points.length ? points[points.length - 1].toFixed(1) : 0} calls per minute` });
-  const max = Math.max(1, ...points);
+  const latest = points.length ? points[points.length - 1] : { calls: 0, errors: 0 };
+  const chart = svg('svg', { viewBox: `0 0 ${width} ${height}`, role: 'img',
+    'aria-label': `${latest.calls} calls and ${latest.errors} errors in the last minute; the highest ${Math.max(0, ...points.map((p) => p.calls))} over the last ${points.length > 1 ? Math.round((points[points.length - 1].at_ms - points[0].at_ms) / 60000) : 0} minutes` });
+  const max = Math.max(1, ...points.map((p) => p.calls));
   const step = points.length > 1 ? (width - 50) / (points.length - 1) : 0;
-  const coords = points.map((v, i) => `${40 + i * step},${height - 20 - (v / max) * (height - 40)}`);
+  const line = (key) => points.map((p, i) => `${40 + i * step},${height - 20 - (p[key] / max) * (height - 40)}`).join(' ');
   chart.append(svg('line', { x1: 40, y1: height - 20, x2: width - 10, y2: height - 20, stroke: '#d8dce3' }));
-  chart.append(svg('text', { x: 4, y: 24, 'font-size': 11 }, max.toFixed(0)));
+  chart.append(svg('text', { x: 4, y: 24, 'font-size': 11 }, String(max)));
   chart.append(svg('text', { x: 4, y: height - 20, 'font-size': 11 }, '0'));
-  if (coords.length) chart.append(svg('polyline', { points: coords.join(' '), fill: 'none', stroke: '#2456c8', 'stroke-width': 2 }));
+  if (points.length) {
+    const minutes = Math.round((points[points.length - 1].at_ms - points[0].at_ms) / 60000);
+    chart.append(svg('text', { x: 40, y: height - 4, 'font-size': 10 }, `${minutes} min ago`));
+    chart.append(svg('text', { x: width - 10, y: height - 4, 'font-size': 10, 'text-anchor': 'end' }, 'now'));
+    chart.append(svg('polyline', { points: line('calls'), fill: 'none', stroke: '#2456c8', 'stroke-width': 2, class: 'calls' }));
+    chart.append(svg('polyline', { points: line('errors'), fill: 'none', stroke: '#b3261e', 'stroke-width': 1.5, 'stroke-dasharray': '4 3', class: 'errors' }));
+  }
   return chart;
 }
 
@@ -777,13 +757,11 @@ async function refreshMetrics() {
   const m = await api('/api/metrics');
   const calls = m.tools.reduce((n, t) => n + t.calls, 0);
   const errors = m.tools.reduce((n, t) => n + t.errors, 0);
-  samples.push([m.now_ms, calls]);
-  if (samples.length > 31) samples.shift();
-  const rates = samples.slice(1).map(([t, n], i) => ((n - samples[i][1]) * 60000) / Math.max(1, t - samples[i][0]));
-  const totals = [['Calls', calls], ['Errors', errors], ['In flight', m.in_flight], ['Pending approvals', m.pending_approvals],
+  const rate = m.calls_per_minute;
+  const totals = [['Calls', calls], ['Errors', errors], ['Calls in the last minute', rate.last_minute], ['In flight', m.in_flight], ['Pending approvals', m.pending_approvals],
     ['Runs completed', m.runs.completed || 0]];
   $('metrics-totals').replaceChildren(...totals.map(([k, v]) => el('div', {}, el('dt', {}, k), el('dd', { 'data-metric': k }, String(v)))));
-  $('chart-rate').replaceChildren(lineChart(rates));
+  $('chart-rate').replaceChildren(lineChart(rate.points));
   // The tools' own error kinds (ToolError::kind) beside the executor's.
   const toolKinds = (m.tool_error_kinds || []).map((k) => [`${k.tool}: ${k.kind}`, k.count]);
   $('chart-errors').replaceChildren(barChart([...Object.entries(m.errors_by_kind), ...toolKinds], { color: '#b3261e' }));
