@@ -12,6 +12,7 @@
 mod approve;
 mod call;
 mod catalog;
+pub mod source;
 
 pub use catalog::CatalogError;
 
