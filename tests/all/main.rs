@@ -7,6 +7,7 @@ mod contract;
 mod exec;
 mod load;
 mod mcp;
+mod mcp_sources;
 mod outcomes;
 mod providers;
 mod python;

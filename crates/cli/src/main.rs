@@ -5,6 +5,7 @@ mod build;
 mod call;
 mod inspect;
 mod mcp;
+mod mcp_sources;
 mod new;
 mod pack;
 mod run;

@@ -20,8 +20,12 @@ use std::time::{Duration, Instant};
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// A plugin whose tools the scripted model may call (repeatable).
-    #[arg(long = "plugin", value_name = "PLUGIN.wasm", required = true)]
+    #[arg(long = "plugin", value_name = "PLUGIN.wasm", required_unless_present = "mcp_servers")]
     plugins: Vec<PathBuf>,
+    /// MCP servers whose tools join the plugins' (`[[mcp_servers]]` tables;
+    /// docs/mcp.md, "MCP servers as tool sources") [default: none].
+    #[arg(long, value_name = "SERVERS.toml")]
+    mcp_servers: Option<PathBuf>,
     /// The script: agent settings and the model's turns (docs/applications.md, "lovia run").
     #[arg(long, value_name = "SCRIPT.json")]
     script: PathBuf,
@@ -351,9 +355,22 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         return Err(CliError::new(format!("the script configures tool `{name}`, which no plugin provides"))
             .hint(format!("available tools: {}", tools.iter().map(Tool::name).collect::<Vec<_>>().join(", "))));
     }
+    // After the check above: a server's tools take their settings from its
+    // `[[mcp_servers]]` entry, not from the script (they may change mid-run).
+    let sources = match &args.mcp_servers {
+        Some(path) => crate::mcp_sources::start(path).await?,
+        None => Vec::new(),
+    };
+    for source in &sources {
+        tools.add(lovia_host::DynamicTools::source(&**source), source.tools()).map_err(|e| {
+            CliError::new(e.to_string().replace("\n  hint: ", " — "))
+                .hint("set `prefix` on a server, or `exclude` one of the tools")
+        })?;
+    }
     let name = script.agent.name.clone().unwrap_or_else(|| "assistant".into());
     let mut agent = Agent::new(name.clone());
     agent.plugin_tools = plugin_tools;
+    agent.tool_sources = sources.into_iter().map(|s| s as Arc<dyn lovia_host::DynamicTools>).collect();
     agent.tool_settings = ExecSettings {
         agent: name,
         default_retries: script.agent.default_tool_retries,

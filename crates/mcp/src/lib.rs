@@ -15,6 +15,7 @@ mod catalog;
 mod live;
 mod loose;
 mod progress;
+pub mod source;
 
 pub use catalog::CatalogError;
 pub use progress::PROGRESS_INTERVAL;

@@ -7,7 +7,7 @@ use super::{RunError, Runner};
 use lovia_host::Failure;
 use lovia_host::exec::{Budget, ExecSettings, RunState};
 use lovia_host::plugin::Plugin;
-use lovia_host::{NameConflict, ToolSource, Toolset};
+use lovia_host::{DynamicTools, NameConflict, ToolSource, Toolset};
 use lovia_host::{Tool, ToolOutput};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -45,6 +45,10 @@ pub struct Agent {
     pub tools: Vec<Tool>,
     /// Tools of plugins (source `plugin`): see [`Agent::with_plugin`]. Default: none.
     pub plugin_tools: Vec<Tool>,
+    /// Sources whose tools may change between turns, such as MCP servers
+    /// (`lovia_mcp::source::McpSource`): asked before each model turn, and
+    /// the run's tool table is rebuilt when one changed. Default: none.
+    pub tool_sources: Vec<Arc<dyn DynamicTools>>,
     /// Agents this one may hand the conversation to. Default: none.
     pub handoffs: Vec<Arc<Agent>>,
     /// Tool defaults: retries, timeout, output cap (200,000 characters),
@@ -68,6 +72,7 @@ impl Agent {
             settings: ModelSettings::default(),
             tools: Vec::new(),
             plugin_tools: Vec::new(),
+            tool_sources: Vec::new(),
             handoffs: Vec::new(),
             budget: Budget::default(),
             max_turns: DEFAULT_MAX_TURNS,
@@ -82,11 +87,15 @@ impl Agent {
     }
 
     /// The tool table of a run led by this agent, in the spec's order:
-    /// agent tools, plugin tools, then one handoff tool per target.
+    /// agent tools, plugin tools, the tool sources' current tools, then one
+    /// handoff tool per target.
     pub fn toolset(&self) -> Result<Toolset, NameConflict> {
         let mut set = Toolset::new();
         set.add(ToolSource::AgentTools, self.tools.iter().cloned())?;
         set.add(ToolSource::Plugin, self.plugin_tools.iter().cloned())?;
+        for source in &self.tool_sources {
+            set.add(source.source(), source.tools())?;
+        }
         set.add(ToolSource::Handoff, self.handoffs.iter().map(|a| handoff_tool(a)))?;
         Ok(set)
     }

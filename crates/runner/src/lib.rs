@@ -328,6 +328,16 @@ impl Runner {
             if let Err(message) = state.meter.check(state.tool_calls.load(Ordering::SeqCst)) {
                 return Err(RunError::BudgetExceeded { message, messages });
             }
+            // Between turns, a source whose list changed (an MCP server's
+            // list_changed, or its restart) gets the next turn a new table;
+            // a name clash it brings ends the run (docs/semantics.md §20).
+            let mut changed = false;
+            for source in &agent.tool_sources {
+                changed |= source.refresh().await;
+            }
+            if changed {
+                *executor = Executor::new(agent.toolset()?, agent.tool_settings.clone());
+            }
             emit(RunEvent::TurnStarted { agent: agent.name.clone(), turn: turns });
             let mut request_messages = Vec::with_capacity(messages.len() + 1);
             if let Some(text) = &agent.instructions {

@@ -53,7 +53,7 @@ pub enum PluginStoreError {
         limit: u64,
     },
     /// Another stored upload of the tenant declares this tool.
-    #[error("{}", lovia_host::exec::NameConflict { name: tool.clone(), from: lovia_host::ToolSource::Plugin })]
+    #[error("{}", lovia_host::exec::NameConflict { name: tool.clone(), from: lovia_host::ToolSource::Plugin, first: lovia_host::ToolSource::Plugin })]
     Conflict {
         /// The tool name.
         tool: String,

@@ -6,6 +6,7 @@
 mod attempt;
 mod budget;
 mod complete;
+mod dynamic;
 mod event;
 mod preflight;
 mod schedule;
@@ -14,6 +15,7 @@ mod toolset;
 
 pub use crate::call::CancelToken;
 pub use budget::{Budget, BudgetMeter, Usage};
+pub use dynamic::DynamicTools;
 pub use event::{EventSink, ToolEvent};
 pub use tool::{InvalidTool, NativeFn, Tool, ToolBuilder};
 pub use toolset::{NameConflict, ToolSource, Toolset};

@@ -5,41 +5,58 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Where a tool came from, as the name-conflict message names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ToolSource {
     /// Tools the application listed.
     AgentTools,
     /// Tools of a plugin.
     Plugin,
+    /// Tools of the MCP server of this name (docs/semantics.md §20).
+    Mcp(String),
     /// Workspace tools.
     Workspace,
     /// Handoff tools (`transfer_to_<slug>`).
     Handoff,
 }
 
-impl ToolSource {
-    fn label(self) -> &'static str {
+impl std::fmt::Display for ToolSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ToolSource::AgentTools => "agent.tools",
-            ToolSource::Plugin => "plugin",
-            ToolSource::Workspace => "agent.workspace",
-            ToolSource::Handoff => "handoff",
+            ToolSource::AgentTools => f.write_str("agent.tools"),
+            ToolSource::Plugin => f.write_str("plugin"),
+            ToolSource::Mcp(server) => write!(f, "mcp server '{server}'"),
+            ToolSource::Workspace => f.write_str("agent.workspace"),
+            ToolSource::Handoff => f.write_str("handoff"),
         }
     }
 }
 
-/// Two tools share a name. `Display` is the spec's exact text, hint included.
+/// The hint under every name conflict (docs/semantics.md §15).
+const CONFLICT_HINT: &str = "Rename one tool or remove the duplicate. For MCP, set MCPServer.name to prefix a server's tools (e.g. name='fs' -> fs__read_file).";
+
+/// Two tools share a name. `Display` is the spec's exact text, hint
+/// included; when an MCP server is one of the two sources, the text names
+/// the first source too: `... from mcp server 'b' (already from plugin).`
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "Tool name conflict for '{name}' from {}.\n  hint: Rename one tool or remove the duplicate. For MCP, set MCPServer.name to prefix a server's tools (e.g. name='fs' -> fs__read_file).",
-    from.label()
-)]
 pub struct NameConflict {
     /// The shared name.
     pub name: String,
     /// The second (conflicting) source.
     pub from: ToolSource,
+    /// The source that has the name already.
+    pub first: ToolSource,
+}
+
+impl std::fmt::Display for NameConflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self { name, from, first } = self;
+        if matches!(from, ToolSource::Mcp(_)) || matches!(first, ToolSource::Mcp(_)) {
+            write!(f, "Tool name conflict for '{name}' from {from} (already from {first}).\n  hint: {CONFLICT_HINT}")
+        } else {
+            write!(f, "Tool name conflict for '{name}' from {from}.\n  hint: {CONFLICT_HINT}")
+        }
+    }
 }
 
 /// The tools of a run, by name, checked before anything runs.
@@ -47,6 +64,8 @@ pub struct NameConflict {
 pub struct Toolset {
     /// Shared with every call that runs them: a call never copies its tool.
     tools: Vec<Arc<Tool>>,
+    /// Where each tool came from, by position.
+    sources: Vec<ToolSource>,
     index: HashMap<String, usize>,
 }
 
@@ -57,18 +76,24 @@ impl Toolset {
     }
 
     /// Adds `tools` from `source`; fails on the first name already present.
-    /// Add sources in the spec's order: agent tools, plugins, workspace, handoffs.
+    /// Add sources in the spec's order: agent tools, plugins, MCP servers,
+    /// workspace, handoffs.
     pub fn add(
         &mut self,
         source: ToolSource,
         tools: impl IntoIterator<Item = Tool>,
     ) -> Result<&mut Self, NameConflict> {
         for tool in tools {
-            if self.index.contains_key(tool.name()) {
-                return Err(NameConflict { name: tool.name().to_owned(), from: source });
+            if let Some(&i) = self.index.get(tool.name()) {
+                return Err(NameConflict {
+                    name: tool.name().to_owned(),
+                    from: source,
+                    first: self.sources[i].clone(),
+                });
             }
             self.index.insert(tool.name().to_owned(), self.tools.len());
             self.tools.push(Arc::new(tool));
+            self.sources.push(source.clone());
         }
         Ok(self)
     }

@@ -1,0 +1,164 @@
+//! A server's listed tool as a host-native [`Tool`]: named `<prefix><raw>`,
+//! its input schema normalised and compiled for validation, the server's
+//! settings (timeout, retries, approval, output cap) on it, and a body that
+//! calls the server (docs/semantics.md §20).
+
+use super::config::{MAX_SCHEMA_BYTES, McpServerConfig};
+use super::content::result_text;
+use super::supervisor::Supervisor;
+use lovia_host::{Failure, NeedsApproval, Tool, ToolOutput};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+/// The hint under a transport failure.
+const FAILURE_HINT: &str = "The MCP server did not answer this call; it is restarted for the next one. Retry the call, or continue without this tool.";
+
+/// The text of a failed call: `MCP tool '<tool>' failed: <reason>` with its
+/// hint; the executor puts `Tool error: ` before it.
+pub(crate) fn call_failed(tool: &str, reason: &str) -> Failure {
+    Failure::Tool {
+        message: format!("MCP tool '{tool}' failed: {reason}"),
+        hint: Some(FAILURE_HINT.into()),
+        kind: None,
+    }
+}
+
+/// The reference's normalisation: a missing or empty schema takes no
+/// arguments, a missing `type` is `object`, non-object `properties` are `{}`.
+pub(crate) fn normalise_schema(schema: Option<&Value>) -> Result<Value, String> {
+    let mut schema = match schema {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(map)) => map.clone(),
+        Some(other) => return Err(format!("the input schema is {}, not an object", kind(other))),
+    };
+    if schema.is_empty() {
+        return Ok(json!({"type": "object", "properties": {}}));
+    }
+    match schema.get("type") {
+        None => {
+            schema.insert("type".into(), json!("object"));
+        }
+        Some(Value::String(t)) if t == "object" => {}
+        Some(other) => return Err(format!("the input schema's type is {other}, not \"object\"")),
+    }
+    if !schema.get("properties").is_none_or(Value::is_object) {
+        schema.insert("properties".into(), json!({}));
+    }
+    Ok(Value::Object(schema))
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// `raw` (one entry of `tools/list`) as a lovia tool, or why it is refused.
+pub(crate) fn adapt(server: &Arc<Supervisor>, raw: &Value) -> Result<Tool, Refused> {
+    let config: &McpServerConfig = &server.config;
+    let raw_name = raw.get("name").and_then(Value::as_str).unwrap_or_default();
+    let refuse = |reason: String| Refused { tool: shown(raw_name), reason };
+    if raw_name.is_empty() {
+        return Err(refuse("the tool has no name".into()));
+    }
+    let name = format!("{}{raw_name}", config.prefix());
+    if !lovia_host::call::is_valid_name(&name) {
+        return Err(refuse(format!(
+            "the name {:?} does not match ^[a-zA-Z0-9_-]{{1,64}}$ (set a shorter `prefix`, or `exclude` the tool)",
+            shown(&name)
+        )));
+    }
+    let schema_bytes = raw.get("inputSchema").map_or(0, |s| s.to_string().len());
+    if schema_bytes > MAX_SCHEMA_BYTES {
+        return Err(refuse(format!("the input schema is {schema_bytes} bytes; the limit is {MAX_SCHEMA_BYTES}")));
+    }
+    let schema = normalise_schema(raw.get("inputSchema")).map_err(refuse)?;
+    let description = raw.get("description").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let mut builder = Tool::builder(name.clone()).description(description).parameters(schema);
+    if let Some(title) =
+        raw.get("title").and_then(Value::as_str).filter(|t| t.len() <= lovia_host::call::MAX_TITLE_BYTES)
+    {
+        builder = builder.title(title);
+    }
+    let (server, tool_name) = (server.clone(), raw_name.to_owned());
+    let tool = builder
+        .invoke(move |args, _ctx| {
+            let (server, tool_name) = (server.clone(), tool_name.clone());
+            async move {
+                let Value::Object(arguments) = args else {
+                    // The validator only passes objects.
+                    return Err(call_failed(&tool_name, "the arguments are not an object"));
+                };
+                match server.call(&tool_name, arguments).await {
+                    Ok(result) => Ok(ToolOutput::Text(result_text(&result))),
+                    Err(e) => Err(call_failed(&tool_name, &e.reason)),
+                }
+            }
+        })
+        .map_err(|e| refuse(e.to_string()))?;
+    let mut tool = tool.with_timeout(config.timeout()).with_retries(config.retries);
+    if config.needs_approval {
+        tool = tool.with_approval(NeedsApproval::Always);
+    }
+    if let Some(chars) = config.max_output_chars {
+        tool = tool.with_max_output_chars(chars);
+    }
+    Ok(tool)
+}
+
+/// A listed tool lovia did not take, and why (logged at warn).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Refused {
+    /// The raw name (at most 80 characters, escaped).
+    pub tool: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// At most 80 characters of a server-controlled string, escaped.
+fn shown(s: &str) -> String {
+    s.chars().take(80).collect::<String>().escape_debug().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_are_normalised_as_the_reference_does() {
+        let empty = json!({"type": "object", "properties": {}});
+        assert_eq!(normalise_schema(None), Ok(empty.clone()));
+        assert_eq!(normalise_schema(Some(&json!({}))), Ok(empty));
+        assert_eq!(
+            normalise_schema(Some(&json!({"properties": {"a": {"type": "string"}}}))),
+            Ok(json!({"properties": {"a": {"type": "string"}}, "type": "object"}))
+        );
+        assert_eq!(
+            normalise_schema(Some(&json!({"type": "object", "properties": ["a"]}))),
+            Ok(json!({"type": "object", "properties": {}}))
+        );
+        assert!(normalise_schema(Some(&json!({"type": "array"}))).is_err());
+        assert!(normalise_schema(Some(&json!("x"))).is_err());
+    }
+
+    #[test]
+    fn refusals_say_why() {
+        let server = Arc::new(Supervisor::new(McpServerConfig::command("s", "/bin/true")));
+        let long = "x".repeat(70);
+        let refused = adapt(&server, &json!({"name": long, "inputSchema": {}})).expect_err("too long");
+        assert!(refused.reason.contains("does not match"), "{refused:?}");
+        let bad =
+            adapt(&server, &json!({"name": "t", "inputSchema": {"type": "object", "properties": {"a": {"type": 5}}}}))
+                .expect_err("does not compile");
+        assert!(bad.reason.contains("tool 's__t'"), "{bad:?}");
+        let ok = adapt(&server, &json!({"name": "t", "description": "d"})).expect("taken");
+        assert_eq!(ok.name(), "s__t");
+        assert_eq!(ok.spec().timeout_ms, Some(60_000));
+    }
+}

@@ -1,0 +1,167 @@
+//! MCP servers as tool sources: the tools an external MCP server lists join
+//! a lovia toolset as host-native [`Tool`]s, so the executor gives them the
+//! same validation, approvals, timeouts, retries, truncation and events as
+//! a component's (docs/mcp.md, "MCP servers as tool sources"; docs/semantics.md §20).
+//!
+//! A server is **not sandboxed** by lovia: it is a process (or a service)
+//! the operator configured and trusts. lovia bounds what reaches the model.
+
+mod adapter;
+mod config;
+mod connection;
+mod content;
+mod supervisor;
+
+pub use adapter::Refused;
+pub use config::{
+    ConfigError, DEFAULT_TIMEOUT, MAX_LIST_PAGES, MAX_SCHEMA_BYTES, MAX_SERVER_NAME, MAX_TOOLS_PER_SERVER,
+    McpServerConfig, START_TIMEOUT, check_all,
+};
+pub use connection::StartError;
+pub use supervisor::{RESTART_BACKOFF_FIRST, RESTART_BACKOFF_MAX};
+
+use lovia_host::{BoxFuture, DynamicTools, Tool, ToolSource};
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use supervisor::Supervisor;
+
+/// Why a server's tools are not available.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SourceError {
+    /// The configuration is refused.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The server did not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// The server did not list its tools.
+    #[error("mcp server '{server}': tools/list failed: {reason}")]
+    List {
+        /// The server.
+        server: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// The tools of one MCP server, kept up to date between turns.
+pub struct McpSource {
+    supervisor: Arc<Supervisor>,
+    listed: Mutex<Listed>,
+}
+
+#[derive(Default)]
+struct Listed {
+    tools: Vec<Tool>,
+    refused: Vec<Refused>,
+}
+
+impl std::fmt::Debug for McpSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpSource").field("server", &self.supervisor.config.name).finish_non_exhaustive()
+    }
+}
+
+impl McpSource {
+    /// Checks `config`, starts the server and lists its tools: a server
+    /// that cannot start or list is an error before anything runs.
+    pub async fn start(config: McpServerConfig) -> Result<Self, SourceError> {
+        config.check()?;
+        let supervisor = Arc::new(Supervisor::new(config));
+        supervisor.start().await?;
+        let source = Self { supervisor, listed: Mutex::new(Listed::default()) };
+        source.relist().await?;
+        Ok(source)
+    }
+
+    /// The server's name.
+    pub fn server(&self) -> &str {
+        &self.supervisor.config.name
+    }
+
+    /// The tools as last listed, in the server's order.
+    pub fn tools(&self) -> Vec<Tool> {
+        self.listed.lock().unwrap_or_else(|p| p.into_inner()).tools.clone()
+    }
+
+    /// The listed tools lovia did not take, and why.
+    pub fn refused(&self) -> Vec<Refused> {
+        self.listed.lock().unwrap_or_else(|p| p.into_inner()).refused.clone()
+    }
+
+    /// Lists the tools again if the server announced a change (or was
+    /// restarted) since the last listing; true when the list was replaced.
+    /// A failed listing keeps the old tools (their calls fail and restart
+    /// the server) and is logged.
+    pub async fn refresh(&self) -> bool {
+        // rmcp handles a notification on a task of its own: let one that
+        // arrived with the turn's last result land before the flag is read.
+        tokio::task::yield_now().await;
+        if !self.supervisor.changed.load(Ordering::SeqCst) {
+            return false;
+        }
+        match self.relist().await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(server = %self.server(), "{e}");
+                false
+            }
+        }
+    }
+
+    async fn relist(&self) -> Result<(), SourceError> {
+        let config = &self.supervisor.config;
+        let raws = self
+            .supervisor
+            .list()
+            .await
+            .map_err(|e| SourceError::List { server: config.name.clone(), reason: e.reason })?;
+        let mut listed = Listed::default();
+        let mut names = HashSet::new();
+        for (i, raw) in raws.iter().enumerate() {
+            let raw_name = raw.get("name").and_then(serde_json::Value::as_str).unwrap_or_default();
+            if !config.selects(raw_name) {
+                continue;
+            }
+            if i >= MAX_TOOLS_PER_SERVER {
+                listed.refused.push(Refused {
+                    tool: raw_name.chars().take(80).collect(),
+                    reason: format!("the server lists more than {MAX_TOOLS_PER_SERVER} tools"),
+                });
+                break;
+            }
+            if !names.insert(raw_name.to_owned()) {
+                listed.refused.push(Refused {
+                    tool: raw_name.chars().take(80).collect(),
+                    reason: "the server lists this name twice; the first is kept".into(),
+                });
+                continue;
+            }
+            match adapter::adapt(&self.supervisor, raw) {
+                Ok(tool) => listed.tools.push(tool),
+                Err(refused) => listed.refused.push(refused),
+            }
+        }
+        for r in &listed.refused {
+            tracing::warn!(server = %config.name, tool = %r.tool, "MCP tool refused: {}", r.reason);
+        }
+        *self.listed.lock().unwrap_or_else(|p| p.into_inner()) = listed;
+        Ok(())
+    }
+}
+
+impl DynamicTools for McpSource {
+    fn source(&self) -> ToolSource {
+        ToolSource::Mcp(self.server().to_owned())
+    }
+
+    fn tools(&self) -> Vec<Tool> {
+        McpSource::tools(self)
+    }
+
+    fn refresh(&self) -> BoxFuture<'_, bool> {
+        Box::pin(McpSource::refresh(self))
+    }
+}

@@ -1,0 +1,233 @@
+//! MCP servers as tool sources: `lovia run --mcp-servers` with a real
+//! Python MCP server (tests/mcp/source_server.py, official `mcp` package)
+//! driven by a scripted model (docs/mcp.md, "MCP servers as tool sources";
+//! docs/semantics.md §20).
+
+use crate::mcp::{python, root};
+use lovia_tests::fixtures;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// A scratch directory with the server list, the script and the call log.
+struct Case {
+    dir: tempfile::TempDir,
+    py: PathBuf,
+}
+
+impl Case {
+    /// `None` (after printing why) when the Python MCP package is missing.
+    fn new() -> Option<Self> {
+        let py = python()?;
+        Some(Self { dir: tempfile::tempdir().expect("tempdir"), py })
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.path().join("calls.jsonl")
+    }
+
+    /// A `[[mcp_servers]]` table for the test server, with `extra` lines.
+    fn server(&self, name: &str, extra: &str) -> String {
+        let script = root().join("tests/mcp/source_server.py");
+        format!(
+            "[[mcp_servers]]\nname = {name:?}\ncommand = {:?}\nargs = [{:?}]\nenv = {{ CALL_LOG = {:?} }}\n{extra}\n",
+            self.py.display().to_string(),
+            script.display().to_string(),
+            self.log().display().to_string(),
+        )
+    }
+
+    /// Runs `lovia run` with `servers` (TOML) and `turns`; `plugins` too.
+    fn run(&self, servers: &str, turns: Value, plugins: &[&str]) -> (Output, Vec<Value>) {
+        let servers_path = self.dir.path().join("servers.toml");
+        std::fs::write(&servers_path, servers).expect("write servers");
+        let script_path = self.dir.path().join("script.json");
+        std::fs::write(&script_path, json!({"turns": turns}).to_string()).expect("write script");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lovia"));
+        cmd.args(["--no-cache", "run"]).arg("--mcp-servers").arg(&servers_path).arg("--script").arg(&script_path);
+        for p in plugins {
+            cmd.args(["--plugin", p]);
+        }
+        let o = cmd.output().expect("run lovia");
+        let events = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+            .collect();
+        (o, events)
+    }
+
+    /// The calls the server saw: (pid, tool, arguments).
+    fn calls(&self) -> Vec<(u64, String, Value)> {
+        let text = std::fs::read_to_string(self.log()).unwrap_or_default();
+        text.lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).expect("log line");
+                (v["pid"].as_u64().expect("pid"), v["tool"].as_str().expect("tool").to_owned(), v["arguments"].clone())
+            })
+            .collect()
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A turn of calls: (id, name, arguments).
+fn calls(list: &[(&str, &str, Value)]) -> Value {
+    let calls: Vec<Value> =
+        list.iter().map(|(id, name, args)| json!({"id": id, "name": name, "arguments": args.to_string()})).collect();
+    json!({"tool_calls": calls})
+}
+
+/// The output the model read for call `id`.
+fn output<'a>(events: &'a [Value], id: &str) -> &'a str {
+    events
+        .iter()
+        .find(|e| e["event"] == "tool_call_completed" && e["call_id"] == id)
+        .and_then(|e| e["output"].as_str())
+        .unwrap_or_else(|| panic!("no completed call {id} in {events:#?}"))
+}
+
+fn completed(o: &Output, events: &[Value]) {
+    assert_eq!(o.status.code(), Some(0), "stderr: {}\nevents: {events:#?}", stderr(o));
+    assert_eq!(events.last().map(|e| &e["event"]), Some(&json!("run_completed")), "{events:#?}");
+}
+
+#[test]
+fn tools_are_prefixed_and_filtered_on_raw_names() {
+    let Some(case) = Case::new() else { return };
+    let servers = format!(
+        "{}{}",
+        case.server("src", "exclude = [\"secret\"]"),
+        case.server("alt", "prefix = \"alt_\"\ninclude = [\"echo\"]")
+    );
+    let turns = json!([
+        calls(&[
+            ("a", "src__echo", json!({"text": "hi"})),
+            ("b", "alt_echo", json!({"text": "there"})),
+            ("c", "src__secret", json!({})),
+            ("d", "alt_add", json!({"a": 1, "b": 2})),
+            ("e", "echo", json!({"text": "raw"})),
+            ("f", "src__broken", json!({})),
+        ]),
+        {"text": "done"}
+    ]);
+    let (o, events) = case.run(&servers, turns, &[]);
+    completed(&o, &events);
+    assert_eq!(output(&events, "a"), "hi");
+    assert_eq!(output(&events, "b"), "there");
+    assert_eq!(output(&events, "c"), "Tool 'src__secret' is not available.", "excluded");
+    assert_eq!(output(&events, "d"), "Tool 'alt_add' is not available.", "not included");
+    assert_eq!(output(&events, "e"), "Tool 'echo' is not available.", "only prefixed names");
+    assert_eq!(output(&events, "f"), "Tool 'src__broken' is not available.", "a schema that does not compile");
+    let err = stderr(&o);
+    assert!(
+        err.contains("mcp server 'src': tool \"broken\" refused: tool 'src__broken'"),
+        "the reason is logged: {err}"
+    );
+    let seen: Vec<String> = case.calls().into_iter().map(|(_, t, _)| t).collect();
+    assert_eq!(seen, ["echo", "echo"], "only the two selected calls reached a server");
+}
+
+#[test]
+fn results_and_invalid_arguments() {
+    let Some(case) = Case::new() else { return };
+    let turns = json!([
+        calls(&[
+            ("sum", "src__add", json!({"a": 2, "b": 3})),
+            ("bad", "src__add", json!({"a": "two", "b": 3})),
+            ("missing", "src__add", json!({"a": 2})),
+            ("bare", "src__bare", json!({})),
+        ]),
+        {"text": "done"}
+    ]);
+    let (o, events) = case.run(&case.server("src", ""), turns, &[]);
+    completed(&o, &events);
+    assert_eq!(output(&events, "sum"), "5");
+    for id in ["bad", "missing"] {
+        let out = output(&events, id);
+        assert!(out.starts_with("Tool error: ") && out.contains("src__add"), "{id}: {out}");
+    }
+    assert_eq!(output(&events, "bare"), "bare");
+    // The calls of a turn run in parallel: the log's order is not fixed.
+    let mut seen: Vec<(String, Value)> = case.calls().into_iter().map(|(_, t, a)| (t, a)).collect();
+    seen.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        seen,
+        [("add".to_owned(), json!({"a": 2, "b": 3})), ("bare".to_owned(), json!({}))],
+        "invalid calls never reached the server"
+    );
+}
+
+#[test]
+fn an_is_error_result_and_an_image_are_text() {
+    let Some(case) = Case::new() else { return };
+    let turns = json!([
+        calls(&[("fail", "src__fail", json!({"message": "disk full"})), ("pic", "src__picture", json!({}))]),
+        {"text": "done"}
+    ]);
+    let (o, events) = case.run(&case.server("src", ""), turns, &[]);
+    completed(&o, &events);
+    // A successful call whose output says the tool failed (the reference's string).
+    assert_eq!(output(&events, "fail"), "[tool error] disk full");
+    let ok = events.iter().find(|e| e["event"] == "tool_call_completed" && e["call_id"] == "fail").expect("fail");
+    assert!(ok.get("error").is_none_or(Value::is_null), "not a failed call: {ok}");
+    assert_eq!(output(&events, "pic"), "a chart\n[image: image/png, 5 B]");
+}
+
+#[test]
+fn a_server_that_dies_mid_call_fails_that_call_and_is_restarted() {
+    let Some(case) = Case::new() else { return };
+    let turns = json!([
+        calls(&[("crash", "src__crash", json!({}))]),
+        calls(&[("after", "src__echo", json!({"text": "back"}))]),
+        {"text": "done"}
+    ]);
+    let (o, events) = case.run(&case.server("src", ""), turns, &[]);
+    completed(&o, &events);
+    let failed = output(&events, "crash");
+    assert!(failed.starts_with("Tool error: MCP tool 'crash' failed: "), "{failed}");
+    assert!(failed.contains("\n  hint: "), "{failed}");
+    assert_eq!(output(&events, "after"), "back");
+    let pids: Vec<u64> = case.calls().into_iter().map(|(pid, _, _)| pid).collect();
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    assert_ne!(pids[0], pids[1], "the second call ran in a new process");
+}
+
+#[test]
+fn a_list_change_is_seen_on_the_next_turn() {
+    let Some(case) = Case::new() else { return };
+    let turns = json!([
+        calls(&[("before", "src__extra", json!({})), ("grow", "src__grow", json!({}))]),
+        calls(&[("after", "src__extra", json!({}))]),
+        {"text": "done"}
+    ]);
+    let (o, events) = case.run(&case.server("src", ""), turns, &[]);
+    completed(&o, &events);
+    assert_eq!(output(&events, "before"), "Tool 'src__extra' is not available.");
+    assert_eq!(output(&events, "grow"), "grown");
+    assert_eq!(output(&events, "after"), "extra");
+}
+
+#[test]
+fn a_name_clash_names_both_sources() {
+    let Some(case) = Case::new() else { return };
+    let (o, _) = case.run(&case.server("src", "prefix = \"\""), json!([{"text": "done"}]), &[fixtures::DIAGNOSTICS]);
+    assert_ne!(o.status.code(), Some(0));
+    let err = stderr(&o);
+    assert!(
+        err.contains("Tool name conflict for 'echo' from mcp server 'src' (already from plugin)."),
+        "both sources named: {err}"
+    );
+    assert!(case.calls().is_empty());
+}
+
+#[test]
+fn an_unknown_config_key_is_named() {
+    let Some(case) = Case::new() else { return };
+    let (o, _) = case.run(&case.server("src", "environment = { A = \"1\" }"), json!([{"text": "done"}]), &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("unknown field `environment`"), "{err}");
+    assert!(err.contains("env_from"), "the allowed keys are listed: {err}");
+}
