@@ -3,7 +3,7 @@
 //! driven by Playwright (tests/console/e2e.mjs) against the real `lovia`
 //! binary with scripted models.
 
-use crate::serve::{Sse, json, plugin, request, start_with, tenant};
+use crate::serve::{IdSse, Sse, json, plugin, request, start_with, tenant};
 use lovia_host::InstanceMode;
 use lovia_serve::{ProviderChoice, ProviderConfig, ServeConfig, TenantConfig};
 use lovia_tests::fixtures;
@@ -427,66 +427,6 @@ async fn the_session_list_survives_a_restart_and_pages_per_tenant() {
         let (status, body) = request(addr, "GET", &format!("/api/chat?{query}"), Some("acme-key"), "").await;
         assert_eq!(status, 400, "{query}: {body}");
         assert!(body.contains(says), "{query}: {body}");
-    }
-}
-
-/// An SSE stream read with its event ids: (id, name, data) per event.
-struct IdSse(tokio::io::BufReader<tokio::net::TcpStream>);
-
-impl IdSse {
-    /// POSTs `body` to `/api/chat`, with `Last-Event-ID: last` when given; returns the status and the stream.
-    async fn post(addr: std::net::SocketAddr, key: &str, body: &str, last: Option<&str>) -> (u16, Self) {
-        let last = last.map(|l| format!("Last-Event-ID: {l}\r\n")).unwrap_or_default();
-        let sse = crate::serve::Sse::post_with(addr, "/api/chat", key, body, &last).await;
-        (sse.status, Self(sse.into_reader()))
-    }
-
-    async fn next(&mut self) -> Option<(Option<u64>, String, Value)> {
-        use tokio::io::AsyncBufReadExt;
-        let read = async {
-            let (mut id, mut name, mut data) = (None, String::new(), String::new());
-            loop {
-                let mut line = String::new();
-                if self.0.read_line(&mut line).await.expect("read") == 0 {
-                    return None;
-                }
-                let line = line.trim_end_matches(['\r', '\n']);
-                if line.is_empty() {
-                    if !name.is_empty() {
-                        return Some((id, name, serde_json::from_str(&data).expect("JSON data")));
-                    }
-                    continue;
-                }
-                if let Some(v) = line.strip_prefix("id: ") {
-                    id = Some(v.parse().expect("a numeric id"));
-                } else if let Some(v) = line.strip_prefix("event: ") {
-                    name = v.to_owned();
-                } else if let Some(v) = line.strip_prefix("data: ") {
-                    data = v.to_owned();
-                }
-            }
-        };
-        tokio::time::timeout(std::time::Duration::from_secs(30), read).await.expect("an event within 30 s")
-    }
-
-    async fn until(&mut self, name: &str) -> Vec<(Option<u64>, String, Value)> {
-        let mut seen = Vec::new();
-        while let Some(event) = self.next().await {
-            let done = event.1 == name;
-            seen.push(event);
-            if done {
-                return seen;
-            }
-        }
-        panic!("the stream ended before {name}: {seen:?}");
-    }
-
-    async fn rest(&mut self) -> Vec<(Option<u64>, String, Value)> {
-        let mut seen = Vec::new();
-        while let Some(event) = self.next().await {
-            seen.push(event);
-        }
-        seen
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::{fresh_database, kill_all};
 use crate::cli::{SCRIPTED_REFUND, spawn_serve_with};
-use crate::serve::{Sse, json, request};
+use crate::serve::{IdSse, Sse, json, request};
 use lovia_tests::fixtures;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -186,76 +186,11 @@ async fn a_killed_owners_run_is_taken_over_and_completes_without_rerunning_calls
     kill_all(running).await;
 }
 
-/// One event of a stream: its id (none for a notice), name and data.
-type Seen = (Option<u64>, String, serde_json::Value);
-
-/// A chat's SSE stream read with its event ids.
-struct Events(tokio::io::BufReader<tokio::net::TcpStream>);
-
-impl Events {
-    async fn open(addr: SocketAddr, body: &str, last_id: Option<u64>) -> Events {
-        let headers = last_id.map(|id| format!("Last-Event-ID: {id}\r\n")).unwrap_or_default();
-        let sse = Sse::post_with(addr, "/api/chat", "demo-key", body, &headers).await;
-        assert_eq!(sse.status, 200);
-        Events(sse.into_reader())
-    }
-
-    /// The next event; `None` when the stream ends. Fails after 30 s.
-    async fn next(&mut self) -> Option<Seen> {
-        use tokio::io::AsyncBufReadExt;
-        let read = async {
-            let (mut id, mut name, mut data) = (None, String::new(), String::new());
-            loop {
-                let mut line = String::new();
-                if self.0.read_line(&mut line).await.expect("read") == 0 {
-                    return None;
-                }
-                let line = line.trim_end_matches(['\r', '\n']);
-                if line.is_empty() {
-                    if !name.is_empty() {
-                        return Some((id, name, json(&data)));
-                    }
-                    continue;
-                }
-                if let Some(v) = line.strip_prefix("id: ") {
-                    id = Some(v.parse().expect("a numeric id"));
-                } else if let Some(v) = line.strip_prefix("event: ") {
-                    name = v.to_owned();
-                } else if let Some(v) = line.strip_prefix("data: ") {
-                    data = v.to_owned();
-                }
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(30), read).await.expect("an event within 30 s")
-    }
-
-    async fn take(&mut self, n: usize) -> Vec<Seen> {
-        let mut seen = Vec::new();
-        while seen.len() < n {
-            seen.push(self.next().await.expect("the stream ended early"));
-        }
-        seen
-    }
-
-    async fn until(&mut self, name: &str) -> Vec<Seen> {
-        let mut seen = Vec::new();
-        while let Some(event) = self.next().await {
-            let done = event.1 == name;
-            seen.push(event);
-            if done {
-                return seen;
-            }
-        }
-        panic!("the stream ended before {name}: {seen:?}")
-    }
-
-    async fn rest(&mut self) -> Vec<Seen> {
-        let mut seen = Vec::new();
-        while let Some(event) = self.next().await {
-            seen.push(event);
-        }
-        seen
-    }
+/// A chat's stream on `addr` (the demo tenant), after `last_id` when given.
+async fn open(addr: SocketAddr, body: &str, last_id: Option<u64>) -> IdSse {
+    let (status, events) = IdSse::post(addr, "demo-key", body, last_id.map(|id| id.to_string()).as_deref()).await;
+    assert_eq!(status, 200);
+    events
 }
 
 /// A chat started on replica A is read on B (from the start, and again
@@ -278,18 +213,18 @@ async fn a_chat_started_on_a_is_read_on_b_and_approved_on_c() {
     let (a, b, c) = (running[0].1, running[1].1, running[2].1);
     let start = r#"{"session_id": "s1", "input": "Refund 90 dollars on A-1002"}"#;
     let attach = r#"{"session_id": "s1"}"#;
-    let mut on_a = Events::open(a, start, None).await;
+    let mut on_a = open(a, start, None).await;
     let asked = on_a.until("approval_required").await;
 
     // Read on B: the same events, ids and all.
-    let mut on_b = Events::open(b, attach, None).await;
+    let mut on_b = open(b, attach, None).await;
     assert_eq!(on_b.take(asked.len()).await, asked, "B replays A's events");
     // A reader that leaves after two events and comes back through C.
-    let mut leaving = Events::open(b, attach, None).await;
+    let mut leaving = open(b, attach, None).await;
     let first_two = leaving.take(2).await;
     drop(leaving);
     let cursor = first_two[1].0.expect("an id");
-    let mut on_c = Events::open(c, attach, Some(cursor)).await;
+    let mut on_c = open(c, attach, Some(cursor)).await;
     assert_eq!(on_c.take(asked.len() - 2).await, asked[2..], "C goes on after the cursor");
     // A new chat on a session another replica runs is refused.
     let (status, body) = request(b, "POST", "/api/chat", Some("demo-key"), start).await;
@@ -328,7 +263,7 @@ async fn a_chat_started_on_a_is_read_on_b_and_approved_on_c() {
     assert!(transcripts.iter().all(|t| *t == transcripts[0]), "{transcripts:?}");
 
     // A second run on A, cancelled through B.
-    let mut on_a = Events::open(a, r#"{"session_id": "s2", "input": "Refund 90 dollars"}"#, None).await;
+    let mut on_a = open(a, r#"{"session_id": "s2", "input": "Refund 90 dollars"}"#, None).await;
     on_a.until("approval_required").await;
     let (status, body) = request(b, "POST", "/api/chat/cancel", Some("demo-key"), r#"{"session_id": "s2"}"#).await;
     assert_eq!(status, 200, "{body}");

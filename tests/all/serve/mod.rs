@@ -191,3 +191,80 @@ impl Sse {
         seen
     }
 }
+
+/// One event of a chat's stream with its SSE id: (id, name, data); a notice
+/// such as `replay_truncated` has no id.
+pub(crate) type Seen = (Option<u64>, String, serde_json::Value);
+
+/// A chat's SSE stream read with its event ids (replay, `Last-Event-ID`).
+pub(crate) struct IdSse(tokio::io::BufReader<tokio::net::TcpStream>);
+
+impl IdSse {
+    /// POSTs `body` to `/api/chat`, with `Last-Event-ID: last` when given;
+    /// returns the status and the stream.
+    pub(crate) async fn post(addr: SocketAddr, key: &str, body: &str, last: Option<&str>) -> (u16, Self) {
+        let last = last.map(|l| format!("Last-Event-ID: {l}\r\n")).unwrap_or_default();
+        let sse = Sse::post_with(addr, "/api/chat", key, body, &last).await;
+        (sse.status, Self(sse.into_reader()))
+    }
+
+    /// The next event; `None` when the stream ends. Fails after 30 s.
+    pub(crate) async fn next(&mut self) -> Option<Seen> {
+        use tokio::io::AsyncBufReadExt;
+        let read = async {
+            let (mut id, mut name, mut data) = (None, String::new(), String::new());
+            loop {
+                let mut line = String::new();
+                if self.0.read_line(&mut line).await.expect("read") == 0 {
+                    return None;
+                }
+                let line = line.trim_end_matches(['\r', '\n']);
+                if line.is_empty() {
+                    if !name.is_empty() {
+                        return Some((id, name, json(&data)));
+                    }
+                    continue;
+                }
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = Some(v.parse().expect("a numeric id"));
+                } else if let Some(v) = line.strip_prefix("event: ") {
+                    name = v.to_owned();
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data = v.to_owned();
+                }
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(30), read).await.expect("an event within 30 s")
+    }
+
+    /// The next `n` events; fails if the stream ends first.
+    pub(crate) async fn take(&mut self, n: usize) -> Vec<Seen> {
+        let mut seen = Vec::new();
+        while seen.len() < n {
+            seen.push(self.next().await.expect("the stream ended early"));
+        }
+        seen
+    }
+
+    /// The events up to and including the first named `name`.
+    pub(crate) async fn until(&mut self, name: &str) -> Vec<Seen> {
+        let mut seen = Vec::new();
+        while let Some(event) = self.next().await {
+            let done = event.1 == name;
+            seen.push(event);
+            if done {
+                return seen;
+            }
+        }
+        panic!("the stream ended before {name}: {seen:?}")
+    }
+
+    /// Every event until the stream ends.
+    pub(crate) async fn rest(&mut self) -> Vec<Seen> {
+        let mut seen = Vec::new();
+        while let Some(event) = self.next().await {
+            seen.push(event);
+        }
+        seen
+    }
+}
