@@ -357,22 +357,32 @@ pub(crate) async fn approve(State(service): State<Service>, headers: HeaderMap, 
         Decision::Deny => ApprovalDecision::Deny,
     };
     let order = Order::Decide { call_id: request.call_id, decision };
-    let decided = match service.live(tenant, &request.session_id) {
-        Some(live) => live.apply(&order),
-        // Another replica's run, if one holds it: the order goes there.
-        None => match service.post_order(&tenant.name, &request.session_id, &order).await {
-            Ok(Posted::Applied) => true,
-            Ok(Posted::Queued) => return queued(),
-            Ok(Posted::TooMany) => return too_many_orders(),
-            Ok(Posted::Unmatched | Posted::NoOwner) => false,
-            Err(e) => return unreachable_store(&e),
-        },
+    let decided = match deliver(&service, tenant, &request.session_id, &order).await {
+        Ok(decided) => decided,
+        Err(answer) => return answer,
     };
     if decided {
         Json(json!({"ok": true})).into_response()
     } else {
         let message = "no pending approval matches";
         (StatusCode::NOT_FOUND, Json(json!({"error": message, "detail": message}))).into_response()
+    }
+}
+
+/// Applies `order` to the session's run: here when this replica runs it,
+/// else through the store to the replica that does. `Ok(false)` when nothing
+/// matched; `Err` is the answer to send as it is (queued, too many, no store).
+async fn deliver(service: &Service, tenant: &Tenant, session: &str, order: &Order) -> Result<bool, Response> {
+    match service.live(tenant, session) {
+        Some(live) => Ok(live.apply(order)),
+        // Another replica's run, if one holds it: the order goes there.
+        None => match service.post_order(&tenant.name, session, order).await {
+            Ok(Posted::Applied) => Ok(true),
+            Ok(Posted::Queued) => Err(queued()),
+            Ok(Posted::TooMany) => Err(too_many_orders()),
+            Ok(Posted::Unmatched | Posted::NoOwner) => Ok(false),
+            Err(e) => Err(unreachable_store(&e)),
+        },
     }
 }
 
@@ -396,15 +406,9 @@ pub(crate) async fn cancel(State(service): State<Service>, headers: HeaderMap, b
         Ok(r) => r,
         Err(refusal) => return refusal.into_response(),
     };
-    let cancelled = match service.live(tenant, &request.session_id) {
-        Some(live) => live.apply(&Order::Cancel),
-        None => match service.post_order(&tenant.name, &request.session_id, &Order::Cancel).await {
-            Ok(Posted::Applied) => true,
-            Ok(Posted::Queued) => return queued(),
-            Ok(Posted::TooMany) => return too_many_orders(),
-            Ok(Posted::Unmatched | Posted::NoOwner) => false,
-            Err(e) => return unreachable_store(&e),
-        },
+    let cancelled = match deliver(&service, tenant, &request.session_id, &Order::Cancel).await {
+        Ok(cancelled) => cancelled,
+        Err(answer) => return answer,
     };
     if cancelled {
         Json(json!({"ok": true})).into_response()
