@@ -194,7 +194,11 @@ impl McpServer {
     /// `allowed_hosts` is the `Host` allowlist against DNS rebinding
     /// [default in [`HttpOptions`]: loopback names only].
     pub fn http_service(self, options: HttpOptions) -> StreamableHttpService<McpServer, LocalSessionManager> {
+        // A 2026-07-28 call whose first message is its result is answered as
+        // one JSON body instead of an SSE stream; one that sends progress or
+        // asks first still streams, so nothing is lost (rmcp falls back).
         let config = StreamableHttpServerConfig::default()
+            .with_json_response(true)
             .with_allowed_hosts(options.allowed_hosts)
             .with_cancellation_token(options.shutdown);
         StreamableHttpService::new(move || Ok(self.clone()), Arc::new(LocalSessionManager::default()), config)
