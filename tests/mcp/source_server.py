@@ -112,7 +112,8 @@ async def call_tool(ctx, params):
             os._exit(3)
         return types.CallToolResult(content=[text("survived")])
     if params.name == "header":
-        headers = ctx.headers or {}
+        # Over HTTP, `ctx.request` is the Starlette request that carried the call.
+        headers = ctx.request.headers if ctx.request is not None else {}
         return types.CallToolResult(content=[text(headers.get(args["name"].lower(), "(none)"))])
     if params.name == "huge":
         return types.CallToolResult(content=[text("x" * args["bytes"])])

@@ -143,7 +143,7 @@ fn a_url_server_killed_mid_call_fails_that_call_and_the_next_until_it_is_back() 
     let (o, events) = case.run(&server("web", &http.url(), ""), turns, &[]);
     completed(&o, &events);
     let failed = output(&events, "crash");
-    assert!(failed.starts_with("Tool error: MCP tool 'crash' failed: "), "{failed}");
+    assert!(failed.starts_with("Tool error: MCP tool 'crash' failed: the connection to the server closed"), "{failed}");
     assert!(failed.contains("\n  hint: "), "{failed}");
     let after = output(&events, "after");
     assert!(
@@ -181,8 +181,11 @@ fn a_response_over_the_bound_fails_the_call() {
     ]);
     let (o, events) = case.run(&server("web", &http.url(), ""), turns, &[]);
     completed(&o, &events);
+    // rmcp ends the response stream on the oversized SSE event (and logs
+    // `EventTooLarge`); lovia sees the session close and restarts it.
     let failed = output(&events, "big");
-    assert!(failed.starts_with("Tool error: MCP tool 'huge' failed: "), "{failed}");
+    assert!(failed.starts_with("Tool error: MCP tool 'huge' failed: the connection to the server closed"), "{failed}");
     assert!(failed.len() < 2000, "not the message itself: {} bytes", failed.len());
     assert_eq!(output(&events, "small"), "xxx");
+    assert!(stderr(&o).contains("EventTooLarge"), "{}", stderr(&o));
 }
