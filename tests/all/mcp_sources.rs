@@ -3,7 +3,7 @@
 //! driven by a scripted model (docs/mcp.md, "MCP servers as tool sources";
 //! docs/semantics.md §20).
 
-mod http;
+pub(crate) mod http;
 
 use crate::mcp::{python, root};
 use lovia_tests::fixtures;

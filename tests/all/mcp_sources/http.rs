@@ -60,7 +60,7 @@ fn spawn(case: &Case, port: u16) -> (Child, u16) {
 }
 
 /// The server on `port` (0: any), and the port it announced.
-fn spawn_with(py: &std::path::Path, log: &std::path::Path, port: u16) -> (Child, u16) {
+pub(crate) fn spawn_with(py: &std::path::Path, log: &std::path::Path, port: u16) -> (Child, u16) {
     let script = crate::mcp::root().join("tests/mcp/source_server.py");
     let mut child = Command::new(py)
         .arg(script)

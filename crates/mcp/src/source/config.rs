@@ -1,7 +1,7 @@
 //! The configuration of one MCP server as a tool source (`[[mcp_servers]]`),
 //! and the bounds on what the server itself controls.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -42,7 +42,7 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// assert_eq!(config.prefix(), "fs__");
 /// assert!(config.check().is_ok());
 /// ```
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct McpServerConfig {
