@@ -144,6 +144,8 @@ struct Tenant {
     name: String,
     /// Replaced whole when a plugin is uploaded.
     executor: RwLock<Executor>,
+    /// Its MCP servers (their tools are in `executor` as listed at start).
+    mcp: mcp_sources::TenantSources,
     model: model::TenantModel,
     agent: config::AgentConfig,
     runs: Arc<Semaphore>,
@@ -278,7 +280,7 @@ impl Service {
                     .add(ToolSource::Plugin, Tool::from_plugin(&plugin))
                     .map_err(|e| ServeError::Conflict { tenant: t.name.clone(), reason: e.to_string() })?;
             }
-            mcp_sources::add(&t.name, &t.mcp_servers, &mut tools).await?;
+            let mcp = mcp_sources::add(&t.name, &t.mcp_servers, &mut tools).await?;
             let settings = ExecSettings { agent: "lovia-serve".into(), ..ExecSettings::default() };
             for key in &t.api_keys {
                 keys.insert(key.clone(), index);
@@ -287,6 +289,7 @@ impl Service {
                 index,
                 name: t.name.clone(),
                 executor: RwLock::new(Executor::new(tools, settings)),
+                mcp,
                 model: model::TenantModel::from_config(&t.provider),
                 agent: t.agent.clone(),
                 runs: Arc::new(Semaphore::new(t.max_concurrent_runs as usize)),

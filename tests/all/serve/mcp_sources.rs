@@ -2,10 +2,10 @@
 //! command, one reached by URL; tests/mcp/source_server.py, the official
 //! Python `mcp` package) join that tenant's tools and no other's.
 
-use super::{json, request, start, tenant};
+use super::{Sse, json, request, start, tenant};
 use crate::mcp::{python, root};
 use lovia_mcp::source::McpServerConfig;
-use lovia_serve::{ServeConfig, Service};
+use lovia_serve::{ProviderChoice, ProviderConfig, ServeConfig, Service};
 use lovia_tests::{fixtures, host};
 
 /// The test server on stdio, taking only `include`.
@@ -80,4 +80,41 @@ fn a_bad_mcp_server_entry_is_refused_with_the_config() {
     assert!(err.contains("tenant \"acme\": mcp server 'web': `url` is \"ftp://example.com/mcp\""), "{err}");
     let unknown = toml::from_str::<ServeConfig>(&text.replace("url =", "uri =")).expect_err("unknown key");
     assert!(unknown.to_string().contains("unknown field `uri`"), "{unknown}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_follows_a_servers_list_change() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let call = |id: &str, name: &str| serde_json::json!({"id": id, "name": name, "arguments": "{}"});
+    let replies = serde_json::json!([
+        {"tool_calls": [call("before", "src__extra"), call("grow", "src__grow")]},
+        {"tool_calls": [call("after", "src__extra")]},
+        {"content": "grown"}
+    ]);
+    let script = dir.path().join("script.json");
+    std::fs::write(&script, replies.to_string()).expect("write the script");
+    let mut acme = tenant("acme", "acme-key", &[]);
+    acme.provider =
+        ProviderConfig { kind: ProviderChoice::Scripted, script: Some(script), ..ProviderConfig::default() };
+    acme.mcp_servers = vec![stdio_server(&py, &["grow", "extra"])];
+    let addr = start(vec![acme]).await;
+
+    let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "s1", "input": "grow"}"#).await;
+    assert_eq!(sse.status, 200);
+    let events = sse.rest().await;
+    let result = |id: &str| {
+        events
+            .iter()
+            .find(|(n, d)| n == "tool_result" && d["id"] == id)
+            .map(|(_, d)| d["result"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_else(|| panic!("no result for {id}: {events:?}"))
+    };
+    assert_eq!(result("before"), "Tool 'src__extra' is not available.");
+    assert_eq!(result("grow"), "grown");
+    assert_eq!(result("after"), "extra", "the next turn had the new list");
+    assert_eq!(events.last().map(|(n, _)| n.as_str()), Some("run_completed"), "{events:?}");
+    // The direct routes keep the list taken at start.
+    let (_, body) = request(addr, "GET", "/api/tools", Some("acme-key"), "").await;
+    assert_eq!(json(&body).as_array().map(Vec::len), Some(1), "{body}");
 }
