@@ -1,6 +1,7 @@
 //! `[[tenants.mcp_servers]]`: a tenant's MCP servers (one started as a
 //! command, one reached by URL; tests/mcp/source_server.py, the official
-//! Python `mcp` package) join that tenant's tools and no other's.
+//! Python `mcp` package) join that tenant's tools and no other's; a chat
+//! follows a server's list change, and a clash with a plugin stops the start.
 
 use super::{Sse, json, request, start, tenant};
 use crate::mcp::{python, root};
