@@ -3,11 +3,13 @@
 //! read from lovia's environment and lovia's bound on one message.
 //!
 //! Why rmcp's reqwest client and not one over the workspace's reqwest 0.12:
-//! rmcp implements `StreamableHttpClient` only for reqwest 0.13. Our own
-//! implementation over 0.12 would be some 400 lines of the transport's HTTP
-//! rules (session header, status codes, content types, SSE framing and its
-//! size bounds, session expiry), the hand-written protocol lovia leaves to
-//! the SDK. reqwest 0.13 costs one more HTTP client crate in the build;
+//! rmcp implements `StreamableHttpClient` only for reqwest 0.13 (and a Unix
+//! socket). Our own implementation over 0.12 would repeat rmcp's reqwest
+//! one (src/transport/common/reqwest/streamable_http_client.rs): the
+//! transport's HTTP rules (session header, status codes, content types, SSE
+//! framing and its size bounds, session expiry), the hand-written protocol
+//! lovia leaves to the SDK. reqwest 0.13 costs one more HTTP client crate
+//! and a few small ones in the build (and turns on tokio's `fs`);
 //! `rustls-no-provider` keeps it on the ring provider and the webpki roots
 //! the rest of lovia uses (aws-lc, reqwest 0.13's default, needs a C build).
 
