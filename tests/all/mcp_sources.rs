@@ -3,6 +3,8 @@
 //! driven by a scripted model (docs/mcp.md, "MCP servers as tool sources";
 //! docs/semantics.md §20).
 
+pub(crate) mod http;
+
 use crate::mcp::{python, root};
 use lovia_tests::fixtures;
 use serde_json::{Value, json};
@@ -39,6 +41,17 @@ impl Case {
 
     /// Runs `lovia run` with `servers` (TOML) and `turns`; `plugins` too.
     fn run(&self, servers: &str, turns: Value, plugins: &[&str]) -> (Output, Vec<Value>) {
+        self.run_with_env(servers, turns, plugins, &[])
+    }
+
+    /// As [`Case::run`], with `env` added to lovia's environment.
+    fn run_with_env(
+        &self,
+        servers: &str,
+        turns: Value,
+        plugins: &[&str],
+        env: &[(&str, &str)],
+    ) -> (Output, Vec<Value>) {
         let servers_path = self.dir.path().join("servers.toml");
         std::fs::write(&servers_path, servers).expect("write servers");
         let script_path = self.dir.path().join("script.json");
@@ -48,6 +61,7 @@ impl Case {
         for p in plugins {
             cmd.args(["--plugin", p]);
         }
+        cmd.envs(env.iter().copied());
         let o = cmd.output().expect("run lovia");
         let events = String::from_utf8_lossy(&o.stdout)
             .lines()
@@ -192,6 +206,29 @@ fn a_server_that_dies_mid_call_fails_that_call_and_is_restarted() {
     let pids: Vec<u64> = case.calls().into_iter().map(|(pid, _, _)| pid).collect();
     assert_eq!(pids.len(), 2, "{pids:?}");
     assert_ne!(pids[0], pids[1], "the second call ran in a new process");
+}
+
+#[test]
+fn a_message_over_the_bound_fails_the_call_and_restarts_the_server() {
+    let Some(case) = Case::new() else { return };
+    // One JSON-RPC line of over 5 MiB against lovia's 4 MiB bound.
+    let turns = json!([
+        calls(&[("big", "src__huge", json!({"bytes": 5 << 20}))]),
+        calls(&[("small", "src__huge", json!({"bytes": 3})), ("after", "src__echo", json!({"text": "back"}))]),
+        {"text": "done"}
+    ]);
+    let (o, events) = case.run(&case.server("src", ""), turns, &[]);
+    completed(&o, &events);
+    let failed = output(&events, "big");
+    assert!(
+        failed.starts_with("Tool error: MCP tool 'huge' failed: the server sent a message over 4194304 bytes"),
+        "{failed}"
+    );
+    assert_eq!(output(&events, "small"), "xxx");
+    assert_eq!(output(&events, "after"), "back");
+    let pids: Vec<u64> = case.calls().into_iter().map(|(pid, _, _)| pid).collect();
+    assert_eq!(pids.len(), 3, "{pids:?}");
+    assert_ne!(pids[0], pids[1], "the server was restarted after the oversized message");
 }
 
 #[test]

@@ -10,6 +10,8 @@ Usage:
   client.py MODE loose SERVER             # tools/call with arguments that are not an object
   client.py MODE progress SERVER          # 1,000 progress messages in a tight loop
   client.py MODE watch FILE NEW SERVER    # FILE (watched) replaced by NEW, then by garbage
+  client.py MODE watch_call FILE NEW TOOL ARGS SERVER
+                                          # TOOL called, FILE replaced by NEW, TOOL called again
 
 SERVER is `stdio LOVIA_ARGS...` or `http URL`.
 
@@ -325,6 +327,30 @@ async def watched(mode, server, target, replacement):
     return out
 
 
+async def watched_call(mode, server, target, replacement, tool, arguments):
+    """Calls `tool`, replaces `target` (a watched plugin's config, say) with
+    `replacement`, waits for tools/list_changed, and calls `tool` again."""
+    out = {}
+    changed = anyio.Event()
+
+    async def on_message(message):
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with Client(server, mode=mode, message_handler=on_message) as client:
+        out["protocol"] = client.protocol_version
+        # 2025-11-25 only: the session's stream carries the notification.
+        await anyio.sleep(0.3)
+        out["before"] = block(await client.call_tool(tool, arguments))
+        shutil.copyfile(replacement, target)
+        started = time.monotonic()
+        with anyio.fail_after(15):
+            await changed.wait()
+        out["notified_after_s"] = time.monotonic() - started
+        out["after"] = block(await client.call_tool(tool, arguments))
+    return out
+
+
 async def main():
     mode, transport = sys.argv[1], sys.argv[2]
     if transport == "neighbour":
@@ -344,6 +370,10 @@ async def main():
         return
     if transport == "watch":
         print(json.dumps(await watched(mode, server_of(sys.argv[5:]), sys.argv[3], sys.argv[4])))
+        return
+    if transport == "watch_call":
+        args = sys.argv[3:7]
+        print(json.dumps(await watched_call(mode, server_of(sys.argv[7:]), *args[:3], json.loads(args[3]))))
         return
     if transport == "forged":
         print(json.dumps(await forged(mode, server_of(sys.argv[3:]))))

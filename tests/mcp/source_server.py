@@ -12,6 +12,14 @@ Tools:
   secret               for exclude tests
   bare                 a schema without `properties`
   broken               a schema no validator compiles (refused by lovia)
+  header {name}        the value of that HTTP request header, or "(none)"
+  huge {bytes: int}    a text result of that many bytes (for the message bound)
+  crash_once           as crash the first time (a marker file beside CALL_LOG),
+                       then answers "survived"
+
+Run as `source_server.py --http PORT` it serves streamable HTTP at
+http://127.0.0.1:PORT/mcp instead of stdio (PORT 0: any free port); it
+prints the port it listens on as its first line of stdout.
 
 Every call that reaches the server is appended to the file named by the
 CALL_LOG environment variable (one JSON object per line), so a test can
@@ -21,6 +29,8 @@ tell that lovia rejected a call before the server saw it.
 import base64
 import json
 import os
+import socket
+import sys
 
 import anyio
 import mcp.server.stdio
@@ -65,6 +75,13 @@ async def list_tools(ctx, params):
         tool("secret", {"type": "object", "properties": {}}, "Excluded in tests."),
         tool("bare", {"type": "object"}, "No properties at all."),
         tool("broken", {"type": "object", "properties": {"a": {"type": 5}}}, "A schema that does not compile."),
+        tool("header", text_schema("name"), "A request header's value."),
+        tool(
+            "huge",
+            {"type": "object", "properties": {"bytes": {"type": "integer"}}, "required": ["bytes"]},
+            "A long text.",
+        ),
+        tool("crash_once", {"type": "object", "properties": {}}, "Exits mid-call the first time."),
     ]
     if grown:
         tools.append(tool("extra", {"type": "object", "properties": {}}, "Listed after grow."))
@@ -88,6 +105,18 @@ async def call_tool(ctx, params):
         )
     if params.name == "crash":
         os._exit(3)
+    if params.name == "crash_once":
+        marker = os.environ["CALL_LOG"] + ".crashed"
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(3)
+        return types.CallToolResult(content=[text("survived")])
+    if params.name == "header":
+        # Over HTTP, `ctx.request` is the Starlette request that carried the call.
+        headers = ctx.request.headers if ctx.request is not None else {}
+        return types.CallToolResult(content=[text(headers.get(args["name"].lower(), "(none)"))])
+    if params.name == "huge":
+        return types.CallToolResult(content=[text("x" * args["bytes"])])
     if params.name == "grow":
         grown = True
         await ctx.session.send_tool_list_changed()
@@ -108,5 +137,25 @@ async def main():
         await server.run(read, write, options)
 
 
+async def main_http(port):
+    import uvicorn
+
+    # Bound here (SO_REUSEADDR, so that a restart can take the port of a
+    # server that died) and announced, so that the test needs no guess.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    # Listening before the port is announced: a client that comes before
+    # uvicorn has started waits in the backlog instead of being refused.
+    sock.listen(128)
+    print(sock.getsockname()[1], flush=True)
+    app = server.streamable_http_app(host="127.0.0.1")
+    config = uvicorn.Config(app, log_level="warning")
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
 if __name__ == "__main__":
-    anyio.run(main)
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        anyio.run(main_http, int(sys.argv[2]))
+    else:
+        anyio.run(main)

@@ -25,10 +25,12 @@ pub(crate) async fn start(path: &Path) -> Result<Vec<Arc<McpSource>>, CliError> 
     check_all(&file.mcp_servers).map_err(|e| CliError::new(e.to_string()).hint(hint))?;
     let mut sources = Vec::with_capacity(file.mcp_servers.len());
     for config in file.mcp_servers {
-        let source = McpSource::start(config).await.map_err(|e| {
-            CliError::new(e.to_string())
-                .hint("an MCP server is a program lovia starts; run its command by hand to see why it fails")
-        })?;
+        let hint = if config.url.is_some() {
+            "check that the server is up at its `url` and that its headers are right"
+        } else {
+            "an MCP server is a program lovia starts; run its command by hand to see why it fails"
+        };
+        let source = McpSource::start(config).await.map_err(|e| CliError::new(e.to_string()).hint(hint))?;
         for refused in source.refused() {
             eprintln!("lovia: mcp server '{}': tool {:?} refused: {}", source.server(), refused.tool, refused.reason);
         }

@@ -493,7 +493,14 @@ impl Service {
         agent.settings.parallel_tool_calls = config.parallel_tool_calls;
         // The tenant's call quotas hold inside chats too: a refused call is an error result.
         let quota: Arc<dyn lovia_host::policy::Policy> = Arc::new(super::quota::QuotaPolicy(tenant.quota.clone()));
-        agent.plugin_tools = executor.tools().iter().map(|t| t.clone().with_policy(quota.clone())).collect();
+        // The tenant's MCP servers come as sources, which follow their list changes.
+        agent.plugin_tools = executor
+            .tools()
+            .iter()
+            .filter(|t| !tenant.mcp.listed_at_start(t.name()))
+            .map(|t| t.clone().with_policy(quota.clone()))
+            .collect();
+        agent.tool_sources = tenant.mcp.for_chat(&quota);
         agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.approval_timeout)));
         let runner = Runner::new(agent, provider).with_store(self.inner.store.clone());
         let state =

@@ -36,6 +36,11 @@
 //! instance = "fresh"
 //! grants = { env = ["LANG"] }
 //! limits = { memory_mib = 32 }
+//!
+//! [[tenants.mcp_servers]]              # docs/mcp.md, "MCP servers as tool sources"
+//! name = "search"
+//! url = "https://mcp.example.com/mcp"
+//! headers_from_env = { Authorization = "SEARCH_MCP_AUTH" }
 //! ```
 
 use lovia_host::plugin::InstanceMode;
@@ -242,6 +247,12 @@ pub struct TenantConfig {
     /// Its plugins.
     #[serde(default)]
     pub plugins: Vec<PluginEntry>,
+    /// MCP servers whose tools join the tenant's, after its plugins'
+    /// (`[[tenants.mcp_servers]]`, the keys of docs/mcp.md, "MCP servers as
+    /// tool sources"); each is started and listed when the service starts.
+    /// Default: none.
+    #[serde(default)]
+    pub mcp_servers: Vec<lovia_mcp::source::McpServerConfig>,
 }
 
 fn default_runs() -> u32 {
@@ -408,6 +419,7 @@ impl TenantConfig {
             provider: ProviderConfig::default(),
             agent: AgentConfig::default(),
             plugins: Vec::new(),
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -545,6 +557,7 @@ impl ServeConfig {
                     tenant.name, tenant.max_body_bytes_in_flight, self.max_plugin_bytes
                 ));
             }
+            lovia_mcp::source::check_all(&tenant.mcp_servers).map_err(|e| format!("tenant {:?}: {e}", tenant.name))?;
             for plugin in &mut tenant.plugins {
                 if plugin.path.is_relative() {
                     plugin.path = base.join(&plugin.path);

@@ -44,6 +44,7 @@ mod console;
 mod door;
 mod lease;
 mod listener;
+mod mcp_sources;
 mod metrics;
 mod model;
 mod quota;
@@ -143,6 +144,8 @@ struct Tenant {
     name: String,
     /// Replaced whole when a plugin is uploaded.
     executor: RwLock<Executor>,
+    /// Its MCP servers (their tools are in `executor` as listed at start).
+    mcp: mcp_sources::TenantSources,
     model: model::TenantModel,
     agent: config::AgentConfig,
     runs: Arc<Semaphore>,
@@ -176,7 +179,15 @@ pub enum ServeError {
         /// The load error.
         source: LoadError,
     },
-    /// Two plugins of one tenant declare the same tool name.
+    /// An MCP server of the tenant did not start or list its tools.
+    #[error("tenant {tenant}: {source}")]
+    McpServer {
+        /// The tenant.
+        tenant: String,
+        /// Why.
+        source: lovia_mcp::source::SourceError,
+    },
+    /// Two plugins (or a plugin and an MCP server) of one tenant declare the same tool name.
     #[error("tenant {tenant}: {reason}")]
     Conflict {
         /// The tenant.
@@ -269,6 +280,7 @@ impl Service {
                     .add(ToolSource::Plugin, Tool::from_plugin(&plugin))
                     .map_err(|e| ServeError::Conflict { tenant: t.name.clone(), reason: e.to_string() })?;
             }
+            let mcp = mcp_sources::add(&t.name, &t.mcp_servers, &mut tools).await?;
             let settings = ExecSettings { agent: "lovia-serve".into(), ..ExecSettings::default() };
             for key in &t.api_keys {
                 keys.insert(key.clone(), index);
@@ -277,6 +289,7 @@ impl Service {
                 index,
                 name: t.name.clone(),
                 executor: RwLock::new(Executor::new(tools, settings)),
+                mcp,
                 model: model::TenantModel::from_config(&t.provider),
                 agent: t.agent.clone(),
                 runs: Arc::new(Semaphore::new(t.max_concurrent_runs as usize)),

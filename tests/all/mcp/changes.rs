@@ -135,3 +135,31 @@ async fn watch_over_http_on_2026_07_28() {
 async fn watch_over_http_on_2025_11_25() {
     watch_over("http", "legacy", "2025-11-25").await;
 }
+
+#[tokio::test]
+async fn watch_reloads_a_plugin_whose_config_changes() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let target = dir.path().join("served.wasm");
+    std::fs::copy(fixtures::DIAGNOSTICS, &target).expect("copy the plugin");
+    // No config beside it at first: the host's limits. The one that appears
+    // cuts the wall clock below the call's sleep.
+    let config = dir.path().join("served.toml");
+    let replacement = dir.path().join("next.toml");
+    std::fs::write(&replacement, "[limits]\nmax_wall_clock_ms = 100\n").expect("write the config");
+    let target = target.display().to_string();
+    let args = ["--no-cache", "mcp", &target, "--watch"].map(String::from).to_vec();
+    let extra = [
+        config.display().to_string(),
+        replacement.display().to_string(),
+        "sleep_ms".to_owned(),
+        r#"{"ms": 400}"#.to_owned(),
+    ];
+    let (out, log) = against_with(&py, "legacy", "watch_call", &extra, "stdio", args);
+    assert_eq!(out["before"], result(false, "slept 400 ms", Value::Null), "{log}");
+    let after = &out["after"];
+    assert_eq!(after["is_error"], true, "the new limit holds: {after}");
+    let text = after["text"][0].as_str().unwrap_or_default();
+    assert!(text.contains("100"), "the 100 ms limit is named: {text}");
+    assert!(log.contains("served.wasm reloaded"), "{log}");
+}

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 Examples:
   lovia mcp orders.wasm docs.wasm                      # stdio, what desktop clients launch
   lovia mcp orders.wasm --http 127.0.0.1:8765          # streamable HTTP at http://127.0.0.1:8765/mcp
-  lovia mcp orders.wasm --watch                        # reload orders.wasm when it changes
+  lovia mcp orders.wasm --watch                        # reload orders.wasm when it or orders.toml changes
 
 Results: a text result is a text block; a JSON result is structuredContent plus
 the same JSON as text; a tool error or invalid arguments is isError with the
@@ -52,20 +52,52 @@ pub(crate) struct Args {
     /// in seconds (1 to 3600); unanswered, it is not approved.
     #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=3600))]
     approval_timeout_secs: u64,
-    /// Reload a plugin when its file changes (polled every 500 ms; a change
-    /// is loaded once the file has stayed the same for one poll), with the
-    /// same config, and send notifications/tools/list_changed to every
-    /// client. A file that fails to load keeps the old version, and the
-    /// reason goes to stderr [default: the plugins are loaded once].
+    /// Reload a plugin when its file or its config (the .toml beside it, or
+    /// --config) changes (polled every 500 ms; a change is loaded once the
+    /// files have stayed the same for one poll), and send
+    /// notifications/tools/list_changed to every client. A plugin or config
+    /// that fails to load keeps the old version, and the reason goes to
+    /// stderr [default: the plugins are loaded once].
     #[arg(long)]
     watch: bool,
 }
 
-/// One plugin file served, with the config it is loaded with every time.
+/// One plugin file served, and the file its config comes from (read again
+/// by `--watch` when either changes).
 pub(crate) struct Served {
     path: PathBuf,
-    config: PluginConfig,
+    config_file: ConfigFile,
     plugin: Plugin,
+}
+
+/// Where a served plugin's config comes from.
+#[derive(Debug, Clone)]
+pub(crate) enum ConfigFile {
+    /// `--config FILE`: it must exist.
+    Shared(PathBuf),
+    /// The `.toml` beside the plugin: without one, the defaults.
+    Beside(PathBuf),
+    /// Neither (a plugin whose name does not end in `.wasm`).
+    None,
+}
+
+impl ConfigFile {
+    /// The file to watch, if any.
+    pub(crate) fn path(&self) -> Option<&Path> {
+        match self {
+            Self::Shared(path) | Self::Beside(path) => Some(path),
+            Self::None => None,
+        }
+    }
+
+    /// Reads the config as it is now.
+    pub(crate) fn read(&self) -> Result<PluginConfig, lovia_host::LoadError> {
+        match self {
+            Self::Shared(path) => PluginConfig::load(path),
+            Self::Beside(path) if path.exists() => PluginConfig::load(path),
+            Self::Beside(_) | Self::None => Ok(PluginConfig::default()),
+        }
+    }
 }
 
 /// The toolset of `served`, in their order, and their names by digest for
@@ -83,23 +115,26 @@ fn toolset(served: &[&Served]) -> Result<(Toolset, HashMap<String, String>), Cli
     Ok((tools, names))
 }
 
-async fn load(host: &Host, path: &Path, shared: Option<&PluginConfig>) -> Result<Served, CliError> {
-    let config = match shared {
-        Some(c) => c.clone(),
-        None => PluginConfig::load_beside(path)?.unwrap_or_default(),
+async fn load(host: &Host, path: &Path, shared: Option<(&Path, &PluginConfig)>) -> Result<Served, CliError> {
+    let (config, config_file) = match shared {
+        Some((file, c)) => (c.clone(), ConfigFile::Shared(file.to_owned())),
+        None => (
+            PluginConfig::load_beside(path)?.unwrap_or_default(),
+            PluginConfig::path_beside(path).map_or(ConfigFile::None, ConfigFile::Beside),
+        ),
     };
-    let plugin = host.load_file_with(path, config.clone()).await?;
-    Ok(Served { path: path.to_owned(), config, plugin })
+    let plugin = host.load_file_with(path, config).await?;
+    Ok(Served { path: path.to_owned(), config_file, plugin })
 }
 
 pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     let shared = match &args.config {
-        Some(path) => Some(PluginConfig::load(path)?),
+        Some(path) => Some((path.as_path(), PluginConfig::load(path)?)),
         None => None,
     };
     let mut served = Vec::with_capacity(args.plugins.len());
     for path in &args.plugins {
-        served.push(load(&host, path, shared.as_ref()).await?);
+        served.push(load(&host, path, shared.as_ref().map(|(p, c)| (*p, c))).await?);
     }
     let (tools, plugin_names) = toolset(&served.iter().collect::<Vec<_>>())?;
     let mut options = McpOptions::default();

@@ -1,7 +1,8 @@
-//! `lovia mcp --watch`: polls the plugin files' metadata and, when one has
-//! changed and then stayed the same for one poll (so a file still being
-//! written is not loaded), reloads it with the config it was first loaded
-//! with, and swaps the served catalog and executor whole
+//! `lovia mcp --watch`: polls the metadata of the plugin files and of their
+//! configs (the `.toml` beside each, or `--config`) and, when a plugin or
+//! its config has changed and then stayed the same for one poll (so a file
+//! still being written is not loaded), reloads the plugin with its config
+//! read again, and swaps the served catalog and executor whole
 //! ([`McpServer::replace`]), which announces `notifications/tools/list_changed`.
 //!
 //! Polling rather than a file-watcher crate: nothing in the workspace
@@ -32,28 +33,41 @@ fn stamp(path: &Path) -> Option<Stamp> {
     Some(Stamp { len: meta.len(), modified: meta.modified().ok(), inode: meta.ino() })
 }
 
+/// One version of a plugin and its config: the plugin's stamp and its
+/// config's (none when there is no such file: a `.toml` beside the plugin
+/// that appears is a change too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Version {
+    plugin: Stamp,
+    config: Option<Stamp>,
+}
+
+fn version(served: &Served) -> Option<Version> {
+    Some(Version { plugin: stamp(&served.path)?, config: served.config_file.path().and_then(stamp) })
+}
+
 /// One watched file: the version served, and the one seen last.
 struct Watched {
     served: Served,
     /// The version loaded, or the one that last failed to load: it is not
-    /// tried again until the file changes.
-    tried: Option<Stamp>,
+    /// tried again until a file changes.
+    tried: Option<Version>,
     /// The version seen at the previous poll, when it differed from `tried`.
-    seen: Option<Stamp>,
+    seen: Option<Version>,
 }
 
 /// Polls until the process ends. Every failure is logged on stderr and
 /// keeps what is served.
 pub(crate) async fn watch(host: Host, served: Vec<Served>, settings: ExecSettings, server: McpServer) {
     let mut files: Vec<Watched> =
-        served.into_iter().map(|served| Watched { tried: stamp(&served.path), seen: None, served }).collect();
+        served.into_iter().map(|served| Watched { tried: version(&served), seen: None, served }).collect();
     let mut ticks = tokio::time::interval(POLL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
         let mut reloaded = Vec::new();
         for file in &mut files {
-            let now = stamp(&file.served.path);
+            let now = version(&file.served);
             if now.is_none() || now == file.tried {
                 // Gone for now (a rename in progress) or unchanged.
                 file.seen = None;
@@ -68,7 +82,11 @@ pub(crate) async fn watch(host: Host, served: Vec<Served>, settings: ExecSetting
             file.tried = now;
             file.seen = None;
             let path = file.served.path.clone();
-            match host.load_file_with(&path, file.served.config.clone()).await {
+            let loaded = match file.served.config_file.read() {
+                Ok(config) => host.load_file_with(&path, config).await,
+                Err(e) => Err(e),
+            };
+            match loaded {
                 Ok(plugin) => reloaded.push((path, std::mem::replace(&mut file.served.plugin, plugin))),
                 Err(e) => {
                     eprintln!("lovia mcp: {}: not reloaded, the old version is still served: {e}", path.display())

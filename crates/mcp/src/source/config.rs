@@ -1,7 +1,7 @@
 //! The configuration of one MCP server as a tool source (`[[mcp_servers]]`),
 //! and the bounds on what the server itself controls.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -17,6 +17,12 @@ pub const MAX_SCHEMA_BYTES: usize = 64 << 10;
 /// Longest server name: the prefix `<name>__` and the tool's own name must
 /// fit the providers' 64 characters together. Fixed: 32.
 pub const MAX_SERVER_NAME: usize = 32;
+/// Largest single message read from a server: one JSON-RPC line on stdio,
+/// one HTTP response body or one SSE event over HTTP. A larger one ends the
+/// session as a crash does (the call waiting for it gets an error result,
+/// the server is restarted for the next call) before lovia holds more of
+/// it. Fixed: 4 MiB.
+pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
 /// Per-call timeout unless `timeout_ms` sets one. Default: 60 s.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long starting a server (spawn or connect, `initialize`, the first
@@ -36,7 +42,7 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// assert_eq!(config.prefix(), "fs__");
 /// assert!(config.check().is_ok());
 /// ```
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct McpServerConfig {
@@ -59,11 +65,13 @@ pub struct McpServerConfig {
     #[serde(default)]
     pub env_from: Vec<String>,
     /// The server's streamable HTTP endpoint (`http://` or `https://`).
+    /// Exactly one of `command` and `url`.
     #[serde(default)]
     pub url: Option<String>,
     /// HTTP headers sent to a `url` server, each read from the named
     /// variable of lovia's environment (header name → variable name); one
-    /// that is not set is an error at start. Default: none.
+    /// that is not set is an error at start. The value is never in the
+    /// configuration and never logged. Default: none.
     #[serde(default)]
     pub headers_from_env: BTreeMap<String, String>,
     /// Put before each tool's name. Default (absent): `<name>__`; `""`: none.
@@ -154,6 +162,11 @@ impl McpServerConfig {
         Self { name: name.into(), command: Some(command.into()), ..Self::default() }
     }
 
+    /// A streamable HTTP server named `name` at `url`, with the defaults.
+    pub fn url(name: impl Into<String>, url: impl Into<String>) -> Self {
+        Self { name: name.into(), url: Some(url.into()), ..Self::default() }
+    }
+
     /// The prefix of this server's tool names.
     pub fn prefix(&self) -> String {
         self.prefix.clone().unwrap_or_else(|| format!("{}__", self.name))
@@ -198,6 +211,9 @@ impl McpServerConfig {
                         problem: format!("is {url:?}; expected an http:// or https:// URL"),
                     });
                 }
+                for header in self.headers_from_env.keys() {
+                    check_header(&self.name, header)?;
+                }
                 for (key, set) in [
                     ("args", !self.args.is_empty()),
                     ("env", !self.env.is_empty()),
@@ -239,6 +255,28 @@ impl McpServerConfig {
     }
 }
 
+/// Headers the transport sets itself: a configured one would be refused on
+/// every request.
+const TRANSPORT_HEADERS: [&str; 7] =
+    ["accept", "content-type", "content-length", "host", "mcp-session-id", "mcp-protocol-version", "last-event-id"];
+
+/// A header name of `headers_from_env` is a valid HTTP header name that the
+/// transport does not set itself.
+fn check_header(server: &str, header: &str) -> Result<(), ConfigError> {
+    let problem = if http::HeaderName::try_from(header).is_err() {
+        "is not a valid HTTP header name".to_owned()
+    } else if TRANSPORT_HEADERS.iter().any(|h| h.eq_ignore_ascii_case(header)) {
+        "is set by the MCP transport itself".to_owned()
+    } else {
+        return Ok(());
+    };
+    Err(ConfigError::Value {
+        server: server.to_owned(),
+        key: "headers_from_env".into(),
+        problem: format!("names the header {:?}, which {problem}", header.chars().take(80).collect::<String>()),
+    })
+}
+
 /// Checks every server and that their names are unique.
 pub fn check_all(servers: &[McpServerConfig]) -> Result<(), ConfigError> {
     let mut seen = std::collections::HashSet::new();
@@ -277,6 +315,19 @@ mod tests {
         assert!(matches!(bad.check(), Err(ConfigError::Name { .. })));
         let misplaced = parse("name = \"w\"\nurl = \"https://h/mcp\"\nargs = [\"x\"]").expect("parses");
         assert!(matches!(misplaced.check(), Err(ConfigError::Misplaced { key: "args", .. })));
+        let header = parse("name = \"w\"\nurl = \"https://h/mcp\"\nheaders_from_env = { \"Bad Name\" = \"V\" }")
+            .expect("parses");
+        assert!(
+            matches!(header.check(), Err(ConfigError::Value { ref problem, .. }) if problem.contains("not a valid"))
+        );
+        let reserved =
+            parse("name = \"w\"\nurl = \"https://h/mcp\"\nheaders_from_env = { Accept = \"V\" }").expect("parses");
+        assert!(
+            matches!(reserved.check(), Err(ConfigError::Value { ref problem, .. }) if problem.contains("transport"))
+        );
+        let auth = parse("name = \"w\"\nurl = \"https://h/mcp\"\nheaders_from_env = { Authorization = \"V\" }")
+            .expect("parses");
+        assert_eq!(auth.check(), Ok(()));
         let none = parse("name = \"fs\"\ncommand = \"/bin/x\"\nprefix = \"\"").expect("parses");
         assert_eq!(none.prefix(), "");
         let twice = [ok.clone(), ok];

@@ -3,10 +3,11 @@
 //! configured headers), `initialize` done, and a flag that
 //! `notifications/tools/list_changed` raises.
 
+use super::bounded::BoundedLines;
 use super::config::{McpServerConfig, START_TIMEOUT};
+use super::http_client;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
-use rmcp::service::{NotificationContext, Peer, RunningService};
-use rmcp::transport::TokioChildProcess;
+use rmcp::service::{ClientInitializeError, NotificationContext, Peer, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -44,9 +45,20 @@ pub enum StartError {
         /// What went wrong.
         reason: String,
     },
-    /// The transport is not available in this build.
+    /// A header of `headers_from_env` cannot be sent: its variable's value
+    /// is not a valid header value (the value is never shown).
+    #[error("mcp server '{server}': the value of {variable} is not a valid value for the header {header}")]
+    Header {
+        /// The server.
+        server: String,
+        /// The header.
+        header: String,
+        /// The variable that holds its value.
+        variable: String,
+    },
+    /// The HTTP client for a `url` server could not be set up.
     #[error("mcp server '{server}': {reason}")]
-    Unsupported {
+    Connect {
         /// The server.
         server: String,
         /// Why.
@@ -76,6 +88,11 @@ impl ClientHandler for Listener {
 /// A running session. Dropping it ends the session and kills the process.
 pub(crate) struct Connection {
     service: RunningService<RoleClient, Listener>,
+    /// Raised when the server sent a message over the bound, which ended
+    /// the session (stdio; over HTTP rmcp refuses the response instead).
+    overflowed: Arc<AtomicBool>,
+    /// The process of a `command` server, killed when the session is dropped.
+    _child: Option<tokio::process::Child>,
 }
 
 impl Connection {
@@ -83,7 +100,9 @@ impl Connection {
     pub(crate) async fn open(config: &McpServerConfig, changed: Arc<AtomicBool>) -> Result<Self, StartError> {
         let listener = Listener { changed };
         let server = || config.name.clone();
-        let service = match (&config.command, &config.url) {
+        let overflowed = Arc::new(AtomicBool::new(false));
+        let handshake_failed = |reason: String| StartError::Handshake { server: server(), reason };
+        let (serving, child) = match (&config.command, &config.url) {
             (Some(command), _) => {
                 let mut cmd = tokio::process::Command::new(command);
                 cmd.args(&config.args).env_clear().envs(&config.env).kill_on_drop(true);
@@ -96,25 +115,35 @@ impl Connection {
                     cmd.env(name, value);
                 }
                 // The server's log goes where lovia's goes; stdout is the protocol.
-                let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::inherit()).spawn().map_err(|e| {
-                    StartError::Spawn { server: server(), command: command.clone(), reason: e.to_string() }
-                })?;
-                tokio::time::timeout(START_TIMEOUT, listener.serve(transport))
-                    .await
-                    .map_err(|_| StartError::Handshake {
-                        server: server(),
-                        reason: format!("no answer to initialize within {} s", START_TIMEOUT.as_secs()),
-                    })?
-                    .map_err(|e| StartError::Handshake { server: server(), reason: e.to_string() })?
+                cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+                let spawn_failed =
+                    |reason: String| StartError::Spawn { server: server(), command: command.clone(), reason };
+                let mut child = cmd.spawn().map_err(|e| spawn_failed(e.to_string()))?;
+                let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+                    return Err(spawn_failed("its stdin or stdout is not a pipe".into()));
+                };
+                // Spawned here rather than by rmcp's `TokioChildProcess` so that
+                // its output can be read through the bound (bounded.rs).
+                let stdout = BoundedLines::new(stdout, overflowed.clone());
+                let serving = tokio::time::timeout(START_TIMEOUT, listener.serve((stdout, stdin))).await;
+                (serving.map(|r| r.map_err(|e| e.to_string())), Some(child))
             }
-            (None, _) => {
-                return Err(StartError::Unsupported {
-                    server: server(),
-                    reason: "a `url` server needs the streamable HTTP client, which this build does not have".into(),
-                });
+            (None, Some(url)) => {
+                let transport = http_client::transport(config, url)?;
+                let serving = tokio::time::timeout(START_TIMEOUT, listener.serve(transport)).await;
+                // Read by the model when a restart fails: never the URL.
+                let reason = |e: ClientInitializeError| match e {
+                    ClientInitializeError::TransportError { error, .. } => http_client::reason(error.error.as_ref()),
+                    other => http_client::reason(&other),
+                };
+                (serving.map(|r| r.map_err(reason)), None)
             }
+            (None, None) => return Err(handshake_failed("neither `command` nor `url` is set".into())),
         };
-        Ok(Self { service })
+        let service = serving
+            .map_err(|_| handshake_failed(format!("no answer to initialize within {} s", START_TIMEOUT.as_secs())))?
+            .map_err(handshake_failed)?;
+        Ok(Self { service, overflowed, _child: child })
     }
 
     /// The handle requests are sent through.
@@ -125,5 +154,10 @@ impl Connection {
     /// Whether the session has ended (the process died or closed stdout).
     pub(crate) fn is_closed(&self) -> bool {
         self.service.is_transport_closed()
+    }
+
+    /// Whether the session ended on a message over the bound.
+    pub(crate) fn overflowed(&self) -> bool {
+        self.overflowed.load(Ordering::SeqCst)
     }
 }

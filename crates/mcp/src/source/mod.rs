@@ -7,15 +7,17 @@
 //! the operator configured and trusts. lovia bounds what reaches the model.
 
 mod adapter;
+mod bounded;
 mod config;
 mod connection;
 mod content;
+mod http_client;
 mod supervisor;
 
 pub use adapter::Refused;
 pub use config::{
-    ConfigError, DEFAULT_TIMEOUT, MAX_LIST_PAGES, MAX_SCHEMA_BYTES, MAX_SERVER_NAME, MAX_TOOLS_PER_SERVER,
-    McpServerConfig, START_TIMEOUT, check_all,
+    ConfigError, DEFAULT_TIMEOUT, MAX_LIST_PAGES, MAX_MESSAGE_BYTES, MAX_SCHEMA_BYTES, MAX_SERVER_NAME,
+    MAX_TOOLS_PER_SERVER, McpServerConfig, START_TIMEOUT, check_all,
 };
 pub use connection::StartError;
 pub use supervisor::{RESTART_BACKOFF_FIRST, RESTART_BACKOFF_MAX};

@@ -2,8 +2,9 @@
 //! exited, the transport broke) is dropped, and the next request starts a
 //! new one, after a backoff that grows with each restart in a row.
 
-use super::config::{MAX_LIST_PAGES, MAX_TOOLS_PER_SERVER, McpServerConfig, START_TIMEOUT};
+use super::config::{MAX_LIST_PAGES, MAX_MESSAGE_BYTES, MAX_TOOLS_PER_SERVER, McpServerConfig, START_TIMEOUT};
 use super::connection::{Connection, StartError};
+use super::http_client;
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject, ListToolsRequest,
@@ -105,13 +106,16 @@ impl Supervisor {
     }
 
     /// Drops the session after a transport failure, so that the next
-    /// request restarts the server.
-    async fn broken(&self, session: u64) {
+    /// request restarts the server; true when the session ended on a
+    /// message over the bound.
+    async fn broken(&self, session: u64) -> bool {
         let mut state = self.state.lock().await;
-        if state.conn.is_some() && state.session == session {
-            state.conn = None;
-            self.note_restart(&mut state);
+        if state.session != session {
+            return false;
         }
+        let Some(conn) = state.conn.take() else { return false };
+        self.note_restart(&mut state);
+        conn.overflowed()
     }
 
     async fn succeeded(&self) {
@@ -189,8 +193,15 @@ impl Supervisor {
     async fn failed(&self, session: u64, e: ServiceError) -> RequestFailed {
         let reason = match &e {
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
-                self.broken(session).await;
-                "the server's session ended (the process exited or closed its output)".to_owned()
+                let overflowed = self.broken(session).await;
+                match &e {
+                    _ if overflowed => format!("the server sent a message over {MAX_MESSAGE_BYTES} bytes"),
+                    ServiceError::TransportSend(sent) if self.config.url.is_some() => {
+                        format!("the request to the server failed: {}", http_client::reason(sent.error.as_ref()))
+                    }
+                    _ if self.config.url.is_some() => "the connection to the server closed".to_owned(),
+                    _ => "the server's session ended (the process exited or closed its output)".to_owned(),
+                }
             }
             ServiceError::McpError(data) => format!("the server answered with error {}: {}", data.code.0, data.message),
             other => other.to_string(),

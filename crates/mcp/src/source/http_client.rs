@@ -1,0 +1,144 @@
+//! The transport of a server reached by `url`: rmcp's streamable HTTP
+//! client, on a reqwest client built here, with the configured headers
+//! read from lovia's environment and lovia's bound on one message.
+//!
+//! Why rmcp's reqwest client and not one over the workspace's reqwest 0.12:
+//! rmcp implements `StreamableHttpClient` only for reqwest 0.13 (and a Unix
+//! socket). Our own implementation over 0.12 would repeat rmcp's reqwest
+//! one (src/transport/common/reqwest/streamable_http_client.rs): the
+//! transport's HTTP rules (session header, status codes, content types, SSE
+//! framing and its size bounds, session expiry), the hand-written protocol
+//! lovia leaves to the SDK. reqwest 0.13 costs one more HTTP client crate
+//! and a few small ones in the build (and turns on tokio's `fs`);
+//! `rustls-no-provider` keeps it on the ring provider and the webpki roots
+//! the rest of lovia uses (aws-lc, reqwest 0.13's default, needs a C build).
+
+use super::config::{MAX_MESSAGE_BYTES, McpServerConfig, START_TIMEOUT};
+use super::connection::StartError;
+use http::{HeaderName, HeaderValue};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::common::client_side_sse::FixedInterval;
+use rmcp::transport::streamable_http_client::{StreamableHttpClientTransportConfig, StreamableHttpError};
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// How often a response stream that broke is resumed (`Last-Event-ID`)
+/// before the request fails, and the wait before each try. A dead server
+/// fails its call within about a second instead of at the call's timeout.
+const RESUME_TRIES: usize = 2;
+const RESUME_WAIT: Duration = Duration::from_millis(250);
+
+/// The transport to `url` with the headers of `config.headers_from_env`.
+pub(crate) fn transport(
+    config: &McpServerConfig,
+    url: &str,
+) -> Result<StreamableHttpClientTransport<reqwest_mcp::Client>, StartError> {
+    let server = || config.name.clone();
+    let mut headers = HashMap::new();
+    for (header, variable) in &config.headers_from_env {
+        let value = std::env::var(variable).map_err(|_| StartError::MissingVariable {
+            server: server(),
+            variable: variable.clone(),
+            key: "headers_from_env",
+        })?;
+        // The name was checked with the configuration; the value is only
+        // ever named by its variable, never shown.
+        let name = HeaderName::try_from(header.as_str()).map_err(|_| StartError::Header {
+            server: server(),
+            header: header.clone(),
+            variable: variable.clone(),
+        })?;
+        let mut value = HeaderValue::try_from(value).map_err(|_| StartError::Header {
+            server: server(),
+            header: header.clone(),
+            variable: variable.clone(),
+        })?;
+        value.set_sensitive(true);
+        headers.insert(name, value);
+    }
+    let client = client().map_err(|reason| StartError::Connect { server: server(), reason })?;
+    let mut resume = FixedInterval::default();
+    resume.max_times = Some(RESUME_TRIES);
+    resume.duration = RESUME_WAIT;
+    let mut transport = StreamableHttpClientTransportConfig::with_uri(url);
+    transport.custom_headers = headers;
+    transport.retry_config = Arc::new(resume);
+    transport.max_sse_event_size = MAX_MESSAGE_BYTES;
+    transport.max_json_response_size = MAX_MESSAGE_BYTES;
+    // The 2025-11-25 revision lovia speaks has sessions; a server that
+    // answers without one is still served (a stateless server).
+    transport.allow_stateless = true;
+    Ok(StreamableHttpClientTransport::with_client(client, transport))
+}
+
+/// One client for every `url` server: TLS with ring and the webpki roots,
+/// no redirects (a redirect would carry the headers elsewhere), no proxy,
+/// no idle connections kept (rmcp's advice: reusing one whose last body
+/// was not read to the end stalls on delayed ACKs).
+fn client() -> Result<reqwest_mcp::Client, String> {
+    static CLIENT: OnceLock<Result<reqwest_mcp::Client, String>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.into() };
+            let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .map_err(|e| format!("TLS setup: {e}"))?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            reqwest_mcp::Client::builder()
+                .tls_backend_preconfigured(tls)
+                .redirect(reqwest_mcp::redirect::Policy::none())
+                .no_proxy()
+                .pool_max_idle_per_host(0)
+                .connect_timeout(START_TIMEOUT)
+                .build()
+                .map_err(|e| format!("the HTTP client did not build: {e}"))
+        })
+        .clone()
+}
+
+/// Longest part of a transport error the model reads (the rest is cut):
+/// the text can come from the server.
+const MAX_REASON_CHARS: usize = 300;
+
+/// What the model reads about a failed HTTP exchange: never the URL (it
+/// may hold a secret) and at most [`MAX_REASON_CHARS`] of the server's text.
+/// The HTTP error is looked for down `error`'s chain of sources.
+pub(crate) fn reason(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(e) = e.downcast_ref::<StreamableHttpError<reqwest_mcp::Error>>() {
+            return bounded(describe(e));
+        }
+        next = e.source();
+    }
+    bounded(error.to_string())
+}
+
+fn describe(error: &StreamableHttpError<reqwest_mcp::Error>) -> String {
+    match error {
+        StreamableHttpError::Client(e) if e.is_connect() => "cannot connect to the server".to_owned(),
+        StreamableHttpError::Client(e) if e.is_timeout() => "the HTTP request timed out".to_owned(),
+        StreamableHttpError::Client(e) if e.is_body() || e.is_decode() => {
+            "the server's HTTP response broke off".to_owned()
+        }
+        StreamableHttpError::Client(e) => match e.status() {
+            Some(status) => format!("the server answered HTTP {status}"),
+            None => "the HTTP request failed".to_owned(),
+        },
+        StreamableHttpError::ResponseBodyTooLarge { .. } => {
+            format!("the server sent a message over {MAX_MESSAGE_BYTES} bytes")
+        }
+        other => other.to_string(),
+    }
+}
+
+fn bounded(text: String) -> String {
+    let mut chars = text.chars();
+    let mut shown: String = chars.by_ref().take(MAX_REASON_CHARS).collect();
+    if chars.next().is_some() {
+        shown.push('…');
+    }
+    shown
+}

@@ -1,0 +1,121 @@
+//! `[[tenants.mcp_servers]]`: a tenant's MCP servers (one started as a
+//! command, one reached by URL; tests/mcp/source_server.py, the official
+//! Python `mcp` package) join that tenant's tools and no other's; a chat
+//! follows a server's list change, and a clash with a plugin stops the start.
+
+use super::{Sse, json, request, start, tenant};
+use crate::mcp::{python, root};
+use lovia_mcp::source::McpServerConfig;
+use lovia_serve::{ProviderChoice, ProviderConfig, ServeConfig, Service};
+use lovia_tests::{fixtures, host};
+
+/// The test server on stdio, taking only `include`.
+fn stdio_server(py: &std::path::Path, include: &[&str]) -> McpServerConfig {
+    let mut config = McpServerConfig::command("src", py.display().to_string());
+    config.args = vec![root().join("tests/mcp/source_server.py").display().to_string()];
+    config.include = Some(include.iter().map(|s| (*s).to_owned()).collect());
+    config
+}
+
+#[tokio::test]
+async fn a_tenants_mcp_servers_join_its_tools_and_no_one_elses() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut web_server, port) = crate::mcp_sources::http::spawn_with(&py, &dir.path().join("calls.jsonl"), 0);
+    let mut web = McpServerConfig::url("web", format!("http://127.0.0.1:{port}/mcp"));
+    web.include = Some(vec!["add".into()]);
+    let mut acme = tenant("acme", "acme-key", &[fixtures::DOCS]);
+    acme.mcp_servers = vec![stdio_server(&py, &["echo"]), web];
+    let addr = start(vec![acme, tenant("globex", "globex-key", &[])]).await;
+
+    let (status, body) = request(addr, "GET", "/api/tools", Some("acme-key"), "").await;
+    let listed = json(&body);
+    let names: Vec<&str> =
+        listed.as_array().expect("list").iter().map(|t| t["function"]["name"].as_str().expect("name")).collect();
+    assert_eq!((status, names), (200, vec!["search_docs", "src__echo", "web__add"]));
+    let (status, body) =
+        request(addr, "POST", "/api/tools/src__echo/call", Some("acme-key"), r#"{"text": "hi"}"#).await;
+    assert_eq!((status, json(&body)), (200, serde_json::json!({"output": "hi", "is_error": false})));
+    let (status, body) =
+        request(addr, "POST", "/api/tools/web__add/call", Some("acme-key"), r#"{"a": 2, "b": 3}"#).await;
+    assert_eq!((status, json(&body)), (200, serde_json::json!({"output": "5", "is_error": false})));
+
+    let (_, body) = request(addr, "GET", "/api/tools", Some("globex-key"), "").await;
+    assert_eq!(json(&body), serde_json::json!([]));
+    let (status, _) = request(addr, "POST", "/api/tools/src__echo/call", Some("globex-key"), r#"{"text": "x"}"#).await;
+    assert_eq!(status, 404, "another tenant's MCP tool reads as missing");
+    let _ = web_server.kill();
+    let _ = web_server.wait();
+}
+
+#[tokio::test]
+async fn a_clash_with_a_plugin_stops_the_start_naming_both() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = stdio_server(&py, &["echo"]);
+    server.prefix = Some(String::new());
+    let mut acme = tenant("acme", "acme-key", &[fixtures::DIAGNOSTICS]);
+    acme.mcp_servers = vec![server];
+    let mut config = ServeConfig::new(vec![acme]);
+    config.store = Some(dir.path().join("sessions.db").into());
+    config.resolve(std::path::Path::new(".")).expect("valid config");
+    let err = Service::new(&host(), &config).await.err().expect("refused").to_string();
+    assert!(
+        err.starts_with("tenant acme: Tool name conflict for 'echo' from mcp server 'src' (already from plugin)."),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bad_mcp_server_entry_is_refused_with_the_config() {
+    let text = r#"
+        [[tenants]]
+        name = "acme"
+        api_keys = ["0000000000000000000000000000000000000000000000000000000000000000"]
+        [[tenants.mcp_servers]]
+        name = "web"
+        url = "ftp://example.com/mcp"
+    "#;
+    let mut config: ServeConfig = toml::from_str(text).expect("parses");
+    let err = config.resolve(std::path::Path::new(".")).expect_err("refused");
+    assert!(err.contains("tenant \"acme\": mcp server 'web': `url` is \"ftp://example.com/mcp\""), "{err}");
+    let unknown = toml::from_str::<ServeConfig>(&text.replace("url =", "uri =")).expect_err("unknown key");
+    assert!(unknown.to_string().contains("unknown field `uri`"), "{unknown}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_follows_a_servers_list_change() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let call = |id: &str, name: &str| serde_json::json!({"id": id, "name": name, "arguments": "{}"});
+    let replies = serde_json::json!([
+        {"tool_calls": [call("before", "src__extra"), call("grow", "src__grow")]},
+        {"tool_calls": [call("after", "src__extra")]},
+        {"content": "grown"}
+    ]);
+    let script = dir.path().join("script.json");
+    std::fs::write(&script, replies.to_string()).expect("write the script");
+    let mut acme = tenant("acme", "acme-key", &[]);
+    acme.provider =
+        ProviderConfig { kind: ProviderChoice::Scripted, script: Some(script), ..ProviderConfig::default() };
+    acme.mcp_servers = vec![stdio_server(&py, &["grow", "extra"])];
+    let addr = start(vec![acme]).await;
+
+    let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "s1", "input": "grow"}"#).await;
+    assert_eq!(sse.status, 200);
+    let events = sse.rest().await;
+    let result = |id: &str| {
+        events
+            .iter()
+            .find(|(n, d)| n == "tool_result" && d["id"] == id)
+            .map(|(_, d)| d["result"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_else(|| panic!("no result for {id}: {events:?}"))
+    };
+    assert_eq!(result("before"), "Tool 'src__extra' is not available.");
+    assert_eq!(result("grow"), "grown");
+    assert_eq!(result("after"), "extra", "the next turn had the new list");
+    assert_eq!(events.last().map(|(n, _)| n.as_str()), Some("run_completed"), "{events:?}");
+    // The direct routes keep the list taken at start.
+    let (_, body) = request(addr, "GET", "/api/tools", Some("acme-key"), "").await;
+    assert_eq!(json(&body).as_array().map(Vec::len), Some(1), "{body}");
+}
