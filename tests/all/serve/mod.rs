@@ -3,6 +3,7 @@
 //! and touches only its own tools, sessions and approvals.
 
 mod chat;
+mod mcp;
 mod tools;
 
 use lovia_host::plugin::config::LimitOverrides;
