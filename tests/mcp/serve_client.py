@@ -8,6 +8,7 @@ Usage:
   serve_client.py MODE wait URL KEY                # launch, whose elicitation is never answered in time
   serve_client.py MODE sessions URL KEY N          # N sessions held open at once
   serve_client.py MODE sealed URL_A URL_B KEY      # input_required sealed on A, redeemed on B, replayed on A
+  serve_client.py MODE upload URL KEY WASM         # WASM uploaded to /api/plugins while connected
 
 MODE is the client's `mode`: "auto" negotiates 2026-07-28, "legacy" uses
 the initialize handshake (2025-11-25). Prints one JSON object of
@@ -20,6 +21,7 @@ import sys
 import time
 
 import anyio
+import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -124,6 +126,50 @@ async def sealed(mode, url_a, url_b, key):
     return out
 
 
+async def upload(mode, url, key, wasm):
+    """Connected to /mcp, uploads WASM through /api/plugins with the same
+    key: the client hears tools/list_changed and lists the new tools."""
+    out = {}
+    changed = anyio.Event()
+
+    async def on_message(message):
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async def names(c):
+        return [t.name for t in (await c.list_tools()).tools]
+
+    async with client(mode, url, key, message_handler=on_message) as c:
+        out["protocol"] = c.protocol_version
+        async with anyio.create_task_group() as tg:
+            if c.protocol_version >= "2026-07-28":
+                listening = anyio.Event()
+
+                async def listen():
+                    async with c.listen(tools_list_changed=True) as sub:
+                        listening.set()
+                        async for _event in sub:
+                            changed.set()
+
+                tg.start_soon(listen)
+                await listening.wait()
+            else:
+                # A moment for the session's GET stream to open.
+                await anyio.sleep(0.3)
+            out["before"] = await names(c)
+            http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+            async with http:
+                with open(wasm, "rb") as f:
+                    r = await http.post(url.removesuffix("/mcp") + "/api/plugins", content=f.read())
+            out["upload_status"] = r.status_code
+            with anyio.fail_after(15):
+                await changed.wait()
+            out["after"] = await names(c)
+            out["new_tool"] = block(await c.call_tool("lookup_order", {"order_id": "A-1001"}))
+            tg.cancel_scope.cancel()
+    return out
+
+
 async def main():
     mode, what = sys.argv[1], sys.argv[2]
     args = sys.argv[3:]
@@ -137,6 +183,8 @@ async def main():
         out = await wait(mode, args[0], args[1])
     elif what == "sessions":
         out = await sessions(mode, args[0], args[1], int(args[2]))
+    elif what == "upload":
+        out = await upload(mode, args[0], args[1], args[2])
     elif what == "sealed":
         out = await sealed(mode, args[0], args[1], args[2])
     else:

@@ -160,6 +160,25 @@ async fn an_mcp_approval_is_answered_by_elicitation_or_by_the_approve_route() {
     assert_eq!(status, 404);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_reaches_connected_mcp_clients_with_list_changed() {
+    let Some(py) = python() else { return };
+    for mode in ["legacy", "auto"] {
+        // A fresh service each time: the upload is kept.
+        let addr = start(tenants()).await;
+        let out = client(&py, &[mode, "upload", &url(addr), "a-key", fixtures::ORDERS]).await;
+        assert_eq!(out["upload_status"], 201, "{mode}: {out}");
+        let before: Vec<&str> = out["before"].as_array().expect("before").iter().filter_map(Value::as_str).collect();
+        let after: Vec<&str> = out["after"].as_array().expect("after").iter().filter_map(Value::as_str).collect();
+        assert!(!before.contains(&"lookup_order") && after.contains(&"lookup_order"), "{mode}: {out}");
+        assert!(after.contains(&"echo"), "{mode}: {out}");
+        assert_eq!(out["new_tool"]["is_error"], false, "{mode}: {out}");
+        // Only a's: b lists what it had.
+        let b = client(&py, &[mode, "tenant", &url(addr), "b-key", "echo"]).await;
+        assert!(b["tools"].as_array().expect("tools").iter().all(|t| t != "launch"), "{b}");
+    }
+}
+
 /// An `initialize` of 2025-11-25 sent by hand: (status, the session id, body).
 async fn initialize(addr: SocketAddr, key: &str) -> (u16, Option<String>, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
