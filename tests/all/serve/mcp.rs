@@ -83,6 +83,19 @@ async fn mcp_without_a_tenant_key_is_401_before_the_body_is_read() {
             assert_eq!(json(&body)["error"], "missing or unknown API key");
         }
     }
+    // A body announced but never sent: the answer comes without it.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 500000\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let mut answer = [0u8; 12];
+    tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut answer))
+        .await
+        .expect("answered before the body")
+        .expect("read");
+    assert_eq!(&answer, b"HTTP/1.1 401");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
