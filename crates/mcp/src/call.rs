@@ -109,7 +109,6 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResponse {
                 // Only an explicit accept approves; every other path rejects
                 // here, whatever handler the executor has: never run unasked.
                 ToolEvent::ApprovalRequired { ticket, .. } => {
-                    permit.approval_asked();
                     let request = ticket.request();
                     let name = request.plugin_digest.as_ref().and_then(|d| plugin_names.get(d));
                     let message = approve::prompt(request, name.map(String::as_str));
@@ -118,6 +117,8 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResponse {
                             false
                         }
                         Approval::Elicit { peer, timeout, .. } => {
+                            // The call now waits for a person: the host may list it.
+                            permit.approval_asked();
                             let ask =
                                 peer.create_elicitation_with_timeout(approve::elicitation(message), Some(*timeout));
                             tokio::select! {

@@ -31,9 +31,10 @@ pub struct CallStart<'a> {
 
 /// Held while an admitted call runs.
 pub trait CallPermit: Send + Sync {
-    /// The call is waiting for its client's approval (an elicitation on
-    /// 2025-11-25, or the first round of a 2026-07-28 round trip). Default:
-    /// nothing.
+    /// The call waits for its client's answer to an elicitation (2025-11-25)
+    /// until its run's approval channel is decided, by the client or by the
+    /// host. Never called on 2026-07-28, where nothing waits between the
+    /// two requests of the round trip. Default: nothing.
     fn approval_asked(&self) {}
 
     /// The call is over; the permit is dropped right after.

@@ -55,7 +55,9 @@ impl Waiting {
     /// whether the decision landed. The first decision wins, whether it comes
     /// from here or from the client's elicitation.
     pub(crate) fn decide(&self, session: &str, call_id: &str, decision: ApprovalDecision) -> Option<bool> {
-        let approvals = self.lock().get(session)?.approvals.clone();
+        // Only a call that waits for a person: never a 2026-07-28 round trip,
+        // whose answer is the client's own retry.
+        let approvals = self.lock().get(session).filter(|c| c.asked.is_some())?.approvals.clone();
         // A call id it does not wait on may be a chat's whose session has the
         // same name: that is for the chats to answer.
         approvals.is_pending(call_id).then(|| approvals.resolve(call_id, decision))
