@@ -132,3 +132,22 @@ impl SessionManager for BoundedSessions {
         Ok(SessionManager::resume(&self.inner, id, last_event_id).await?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_session_past_the_bound_is_refused_until_one_closes() {
+        let sessions = BoundedSessions::new(2);
+        let (first, _t1) = sessions.create_session().await.expect("first");
+        let (_second, _t2) = sessions.create_session().await.expect("second");
+        assert_eq!(sessions.open().await, 2);
+        match sessions.create_session().await {
+            Err(SessionsError::Full(full)) => assert_eq!(full, SessionLimitReached::new(2)),
+            other => panic!("a third session: {:?}", other.map(|(id, _)| id)),
+        }
+        sessions.close_session(&first).await.expect("close");
+        assert!(sessions.create_session().await.is_ok(), "a closed session gives its place back");
+    }
+}
