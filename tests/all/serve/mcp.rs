@@ -124,6 +124,36 @@ async fn the_tenants_calls_per_minute_hold_over_mcp() {
     assert_eq!(metrics["refused"]["calls_per_minute"], 3, "{metrics}");
 }
 
+/// `/mcp` calls run for their tenant: its `fuel_per_minute` is charged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_calls_burn_their_tenants_fuel() {
+    let Some(py) = python() else { return };
+    let mut a = tenant("a", "a-key", &[fixtures::DIAGNOSTICS]);
+    a.fuel_per_minute = Some(1_000_000_000);
+    let mut config = ServeConfig::new(vec![a]);
+    config.metrics_public = true;
+    let dir = tempfile::tempdir().expect("tempdir");
+    config.store = Some(dir.path().join("s.db").into());
+    config.resolve(Path::new(".")).expect("config");
+    let metered =
+        lovia_host::Host::new(lovia_host::HostConfig { fuel_metering: true, ..Default::default() }).expect("host");
+    let service = lovia_serve::Service::new(&metered, &config).await.expect("service");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(service.listener(listener), service.router()).await });
+    let fuel = || async {
+        let (_, text) = request(addr, "GET", "/metrics", None, "").await;
+        text.lines()
+            .find_map(|l| l.strip_prefix("lovia_fuel_used_total{tenant=\"a\"} "))
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no fuel metric: {text}"))
+    };
+    assert_eq!(fuel().await, 0);
+    let out = client(&py, &["auto", "calls", &url(addr), "a-key", "1"]).await;
+    assert_eq!(out["results"][0], result(false, "n0"));
+    assert!(fuel().await > 0, "the call's fuel was charged to its tenant");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_approval_is_answered_by_elicitation_or_by_the_approve_route() {
     let Some(py) = python() else { return };
