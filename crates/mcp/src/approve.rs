@@ -3,30 +3,27 @@
 //! `input_required` round trip on 2026-07-28.
 //!
 //! The request state comes back from the client, so it is attacker-controlled
-//! input: it is sealed with HMAC-SHA256 under a per-process key (rmcp's
-//! [`RequestStateCodec`]), bound to the exact call (tool, argument text,
+//! input: it is sealed with HMAC-SHA256 under the server's key (rmcp's
+//! [`RequestStateCodec`]; random per server unless the host shares one
+//! between replicas), bound to the exact call (tenant, tool, argument text,
 //! plugin digest) as associated data, stamped with an expiry, and redeemed at
-//! most once. Anything that fails one of those checks is refused, and the
+//! most once (`redeemed`). Anything that fails one of those checks is refused, and the
 //! call gets lovia's not-approved result.
 
 use crate::NewServerError;
+use crate::redeemed::{InMemory, RedeemedStates, StateKey};
 use lovia_host::ApprovalRequest;
 use rmcp::model::{
     ClientCapabilities, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
     InputRequest, InputRequests, InputRequiredResult, InputResponses, RequestStateCodec, RequestStateError,
     SealOptions,
 };
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 /// The key of lovia's one input request in an `input_required` result.
 pub(crate) const INPUT_KEY: &str = "approval";
-
-/// How many redeemed request states are remembered at most (each until it
-/// would have expired anyway). Past it, a new redemption is refused: the
-/// replay check fails closed rather than forgetting.
-const MAX_REDEEMED: usize = 100_000;
 
 /// The text the client shows its user: the tool, the exact argument text the
 /// call would run with, and the plugin (name and SHA-256) that would run it.
@@ -79,17 +76,20 @@ pub(crate) enum StateRefused {
     /// Already redeemed once.
     #[error("request state refused: already used")]
     Replayed,
-    /// Too many redemptions are remembered to check this one.
-    #[error("request state refused: too many approvals in flight")]
-    Full,
+    /// The redeemed states cannot be checked (too many remembered, or the
+    /// shared store failed).
+    #[error("request state refused: {0}")]
+    Unchecked(String),
 }
 
-/// Seals and redeems the request states of one process.
+/// Seals and redeems the request states of one server.
 pub(crate) struct States {
     codec: RequestStateCodec,
     ttl: Duration,
-    /// Nonces redeemed, each with when it would have expired.
-    redeemed: Mutex<HashMap<String, Instant>>,
+    /// Bound into every state: a state of one tenant never opens for another.
+    tenant: Option<String>,
+    /// Nonces redeemed, each until it would have expired.
+    redeemed: Arc<dyn RedeemedStates>,
 }
 
 impl std::fmt::Debug for States {
@@ -100,8 +100,8 @@ impl std::fmt::Debug for States {
 
 /// What the associated data of a state binds: the call exactly as the
 /// executor is about to run it. JSON keeps the parts unambiguous.
-fn binding(request: &ApprovalRequest) -> Vec<u8> {
-    serde_json::json!(["lovia-mcp approval v1", request.tool, request.arguments, request.plugin_digest])
+fn binding(tenant: Option<&str>, request: &ApprovalRequest) -> Vec<u8> {
+    serde_json::json!(["lovia-mcp approval v2", tenant, request.tool, request.arguments, request.plugin_digest])
         .to_string()
         .into_bytes()
 }
@@ -113,13 +113,22 @@ fn random_bytes<const N: usize>() -> Result<[u8; N], getrandom::Error> {
 }
 
 impl States {
-    /// A fresh per-process key: a state sealed by another process (or an
-    /// earlier run of this one) never opens here.
-    pub(crate) fn new(ttl: Duration) -> Result<Self, NewServerError> {
-        let key = random_bytes::<32>().map_err(|e| NewServerError::Randomness { reason: e.to_string() })?;
-        let codec =
-            RequestStateCodec::try_new(key.to_vec()).map_err(|e| NewServerError::Key { reason: e.to_string() })?;
-        Ok(Self { codec, ttl, redeemed: Mutex::new(HashMap::new()) })
+    /// Without a `key`, a fresh one: a state sealed by another server (or an
+    /// earlier run of this one) never opens here. Without `redeemed`, this
+    /// server's memory.
+    pub(crate) fn new(
+        ttl: Duration,
+        key: Option<&StateKey>,
+        redeemed: Option<Arc<dyn RedeemedStates>>,
+        tenant: Option<String>,
+    ) -> Result<Self, NewServerError> {
+        let key = match key {
+            Some(key) => key.bytes().to_vec(),
+            None => random_bytes::<32>().map_err(|e| NewServerError::Randomness { reason: e.to_string() })?.to_vec(),
+        };
+        let codec = RequestStateCodec::try_new(key).map_err(|e| NewServerError::Key { reason: e.to_string() })?;
+        let redeemed = redeemed.unwrap_or_else(|| Arc::new(InMemory::default()));
+        Ok(Self { codec, ttl, tenant, redeemed })
     }
 
     /// The `input_required` result asking the client to approve `request`.
@@ -129,7 +138,7 @@ impl States {
         message: String,
     ) -> Result<InputRequiredResult, getrandom::Error> {
         let nonce = hex::encode(random_bytes::<16>()?);
-        let ad = binding(request);
+        let ad = binding(self.tenant.as_deref(), request);
         let state = self.codec.seal_with(nonce.as_bytes(), &SealOptions::new().associated_data(&ad).ttl(self.ttl));
         let mut requests = InputRequests::new();
         requests.insert(INPUT_KEY.to_owned(), InputRequest::Elicitation(ElicitRequest::new(elicitation(message))));
@@ -138,26 +147,20 @@ impl States {
 
     /// Opens `state` for exactly `request` and redeems it; then whether the
     /// client's answer is an explicit accept.
-    pub(crate) fn redeem(
+    pub(crate) async fn redeem(
         &self,
         state: &str,
         responses: Option<&InputResponses>,
         request: &ApprovalRequest,
     ) -> Result<bool, StateRefused> {
-        let nonce = self.codec.open_with(state, &binding(request))?;
+        let nonce = self.codec.open_with(state, &binding(self.tenant.as_deref(), request))?;
         let nonce = String::from_utf8(nonce).map_err(|_| StateRefused::Payload)?;
-        let now = Instant::now();
-        {
-            let mut redeemed = self.redeemed.lock().unwrap_or_else(|p| p.into_inner());
-            redeemed.retain(|_, expires| *expires > now);
-            if redeemed.contains_key(&nonce) {
-                return Err(StateRefused::Replayed);
-            }
-            if redeemed.len() >= MAX_REDEEMED {
-                return Err(StateRefused::Full);
-            }
-            // Remembered for a whole TTL from now: the state expires sooner.
-            redeemed.insert(nonce, now + self.ttl);
+        // Remembered for a whole TTL from now: the state expires sooner.
+        let expires = SystemTime::now() + self.ttl;
+        match self.redeemed.redeem(&nonce, expires).await {
+            Ok(true) => {}
+            Ok(false) => return Err(StateRefused::Replayed),
+            Err(reason) => return Err(StateRefused::Unchecked(reason)),
         }
         let answer = responses
             .and_then(|r| r.get(INPUT_KEY))
@@ -185,45 +188,54 @@ mod tests {
         r
     }
 
+    /// The in-memory store answers at once: the future is ready when first polled.
+    fn now<T>(future: impl std::future::Future<Output = T>) -> T {
+        let mut future = std::pin::pin!(future);
+        match future.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+            std::task::Poll::Ready(value) => value,
+            std::task::Poll::Pending => panic!("the in-memory store never waits"),
+        }
+    }
+
     fn state_of(result: &InputRequiredResult) -> String {
         result.request_state.clone().unwrap_or_default()
     }
 
     #[test]
     fn a_state_opens_once_for_its_own_call_only() {
-        let states = States::new(Duration::from_secs(60)).expect("key");
+        let states = States::new(Duration::from_secs(60), None, None, None).expect("key");
         let asked = states.ask(&request(r#"{"target":"a"}"#), "m".into()).expect("ask");
         let state = state_of(&asked);
         // Another call's arguments: the binding differs.
         assert!(matches!(
-            states.redeem(&state, Some(&accept()), &request(r#"{"target":"b"}"#)),
+            now(states.redeem(&state, Some(&accept()), &request(r#"{"target":"b"}"#))),
             Err(StateRefused::Seal(RequestStateError::IntegrityCheckFailed))
         ));
-        assert!(states.redeem(&state, Some(&accept()), &request(r#"{"target":"a"}"#)).expect("opens"));
+        assert!(now(states.redeem(&state, Some(&accept()), &request(r#"{"target":"a"}"#))).expect("opens"));
         assert!(matches!(
-            states.redeem(&state, Some(&accept()), &request(r#"{"target":"a"}"#)),
+            now(states.redeem(&state, Some(&accept()), &request(r#"{"target":"a"}"#))),
             Err(StateRefused::Replayed)
         ));
     }
 
     #[test]
     fn another_process_key_or_a_stale_state_is_refused() {
-        let a = States::new(Duration::from_secs(60)).expect("key");
-        let b = States::new(Duration::from_secs(60)).expect("key");
+        let a = States::new(Duration::from_secs(60), None, None, None).expect("key");
+        let b = States::new(Duration::from_secs(60), None, None, None).expect("key");
         let state = state_of(&a.ask(&request("{}"), "m".into()).expect("ask"));
-        assert!(matches!(b.redeem(&state, Some(&accept()), &request("{}")), Err(StateRefused::Seal(_))));
-        let short = States::new(Duration::from_millis(1)).expect("key");
+        assert!(matches!(now(b.redeem(&state, Some(&accept()), &request("{}"))), Err(StateRefused::Seal(_))));
+        let short = States::new(Duration::from_millis(1), None, None, None).expect("key");
         let state = state_of(&short.ask(&request("{}"), "m".into()).expect("ask"));
         std::thread::sleep(Duration::from_millis(20));
         assert!(matches!(
-            short.redeem(&state, Some(&accept()), &request("{}")),
+            now(short.redeem(&state, Some(&accept()), &request("{}"))),
             Err(StateRefused::Seal(RequestStateError::Expired))
         ));
     }
 
     #[test]
     fn only_an_explicit_accept_approves() {
-        let states = States::new(Duration::from_secs(60)).expect("key");
+        let states = States::new(Duration::from_secs(60), None, None, None).expect("key");
         for (answer, approved) in [
             (Some(serde_json::json!({"action": "accept"})), true),
             (Some(serde_json::json!({"action": "decline"})), false),
@@ -237,8 +249,26 @@ mod tests {
             if let Some(a) = answer.clone() {
                 responses.insert(INPUT_KEY.into(), a);
             }
-            assert_eq!(states.redeem(&state, Some(&responses), &request("{}")).expect("opens"), approved, "{answer:?}");
+            assert_eq!(
+                now(states.redeem(&state, Some(&responses), &request("{}"))).expect("opens"),
+                approved,
+                "{answer:?}"
+            );
         }
+    }
+
+    #[test]
+    fn a_state_of_one_tenant_does_not_open_for_another() {
+        let key = StateKey::new(vec![7; 32]);
+        let shared: Arc<dyn RedeemedStates> = Arc::new(InMemory::default());
+        let a = States::new(Duration::from_secs(60), Some(&key), Some(shared.clone()), Some("a".into())).expect("key");
+        let b = States::new(Duration::from_secs(60), Some(&key), Some(shared.clone()), Some("b".into())).expect("key");
+        let a2 = States::new(Duration::from_secs(60), Some(&key), Some(shared), Some("a".into())).expect("key");
+        let state = state_of(&a.ask(&request("{}"), "m".into()).expect("ask"));
+        assert!(matches!(now(b.redeem(&state, Some(&accept()), &request("{}"))), Err(StateRefused::Seal(_))));
+        // Another server of the same tenant with the shared key and store: once.
+        assert!(now(a2.redeem(&state, Some(&accept()), &request("{}"))).expect("opens"));
+        assert!(matches!(now(a.redeem(&state, Some(&accept()), &request("{}"))), Err(StateRefused::Replayed)));
     }
 
     #[test]

@@ -4,9 +4,11 @@
 
 use crate::approve::{self, States};
 use crate::catalog::WRAPPED_RESULT_KEY;
+use crate::hook::{CallOutcome, CallPermit};
 use crate::progress::{Step, Throttle};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use lovia_host::approval::ApprovalChannel;
 use lovia_host::call::text;
 use lovia_host::{ContentPart, EventSink, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError};
 use rmcp::RoleServer;
@@ -17,16 +19,26 @@ use rmcp::service::Peer;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// The reason the run of a call cancelled by its client records.
 pub(crate) const CANCELLED_BY_CLIENT: &str = "cancelled by the MCP client";
 
+/// How often a call waiting for its client's approval looks whether the
+/// host decided it meanwhile (`lovia serve`'s approve route): the channel
+/// has no wake-up, and 50 ms is nothing beside a person's answer.
+const DECIDED_ELSEWHERE_POLL: Duration = Duration::from_millis(50);
+
 /// What the request brought besides the call itself.
 pub(crate) struct Request {
     /// The call, with the argument text as the client sent it.
     pub(crate) call: ToolCall,
+    /// Its own run (a fresh one per request: a call's cancellation or
+    /// budget never reaches another client's call).
+    pub(crate) state: RunState,
+    /// The host's permit, told how the call ended.
+    pub(crate) permit: Box<dyn CallPermit>,
     /// Cancelled when the client sends `notifications/cancelled` (or, over
     /// HTTP, drops the request).
     pub(crate) cancelled: CancellationToken,
@@ -66,13 +78,11 @@ pub(crate) enum Approval {
 /// Runs the call as a one-call turn and maps lovia's result onto MCP's; on
 /// 2026-07-28, a call that needs approval first answers `input_required`.
 pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResponse {
-    let Request { call, cancelled, progress, approval, plugin_names } = request;
+    let Request { call, state, permit, cancelled, progress, approval, plugin_names } = request;
+    let started = Instant::now();
     let client_gone = cancelled.clone();
     // Set when this round asks the client instead of deciding.
     let mut asked = None;
-    // A fresh run per request: a call's cancellation or budget never
-    // reaches another client's call.
-    let state = RunState { run_id: format!("mcp-{}", call.id), turn: 1, ..RunState::default() };
     let (sink, mut events) = EventSink::channel();
     let turn = async {
         let result = exec.run_turn(std::slice::from_ref(&call), &state, &sink).await;
@@ -107,6 +117,8 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResponse {
                             false
                         }
                         Approval::Elicit { peer, timeout, .. } => {
+                            // The call now waits for a person: the host may list it.
+                            permit.approval_asked();
                             let ask =
                                 peer.create_elicitation_with_timeout(approve::elicitation(message), Some(*timeout));
                             tokio::select! {
@@ -119,10 +131,13 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResponse {
                                 },
                                 // A client that gave up on the call approves nothing.
                                 () = client_gone.cancelled() => false,
+                                // The host decided it (whoever answers first wins):
+                                // the ticket's decision no longer counts.
+                                () = decided_elsewhere(&state.approvals, &request.call_id) => false,
                             }
                         }
                         Approval::RoundTrip { states, retry: Some((state, responses)), .. } => {
-                            match states.redeem(state, responses.as_ref(), request) {
+                            match states.redeem(state, responses.as_ref(), request).await {
                                 Ok(approved) => approved,
                                 Err(e) => {
                                     tracing::warn!(tool = %request.tool, "{e}; not approved");
@@ -176,6 +191,12 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResponse {
         }
         Err(_) => None,
     };
+    permit.finished(&CallOutcome {
+        tool: &call.name,
+        elapsed: started.elapsed(),
+        result: entry.as_ref(),
+        input_required: asked.is_some(),
+    });
     if let Some(input_required) = asked {
         return CallToolResponse::InputRequired(input_required);
     }
@@ -184,6 +205,13 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResponse {
         // The call was cancelled before it recorded a result: a runner would
         // answer it with the cancellation filler (docs/semantics.md D8).
         None => CallToolResult::error(vec![ContentBlock::text(text::RUN_CANCELLED)]).into(),
+    }
+}
+
+/// Returns once `call_id` no longer waits on `approvals`.
+async fn decided_elsewhere(approvals: &ApprovalChannel, call_id: &str) {
+    while approvals.is_pending(call_id) {
+        tokio::time::sleep(DECIDED_ELSEWHERE_POLL).await;
     }
 }
 

@@ -12,22 +12,29 @@
 mod approve;
 mod call;
 mod catalog;
+mod hook;
+mod http;
 mod live;
 mod loose;
 mod progress;
+mod redeemed;
+mod sessions;
 pub mod source;
 
 pub use catalog::CatalogError;
+pub use hook::{CallHook, CallOutcome, CallPermit, CallStart};
+pub use http::{DEFAULT_MAX_SESSIONS, HttpOptions};
 pub use progress::PROGRESS_INTERVAL;
+pub use redeemed::{MAX_REDEEMED_IN_MEMORY, RedeemedStates, StateKey};
+pub use sessions::{BoundedSessions, IDLE_SESSION, SessionLimitReached, SessionsError};
 
-use lovia_host::{Executor, ToolCall};
+use lovia_host::{Executor, RunState, ToolCall};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest, CustomResult, ErrorCode,
+    Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -83,7 +90,7 @@ pub const TOOLS_PAGE: usize = 100;
 pub const MAX_APPROVAL_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// Options of [`McpServer::with_options`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct McpOptions {
     /// How long a call that needs approval waits for the client's answer
@@ -106,6 +113,37 @@ pub struct McpOptions {
     /// to every client after each replacement. Default: false (the list is
     /// fixed, and nothing is announced).
     pub list_changed: bool,
+    /// The tenant every call runs for (`RunState::tenant`: its fuel budget
+    /// is charged), also bound into every sealed request state, so a state
+    /// of one tenant never opens for another. Default: none.
+    pub tenant: Option<String>,
+    /// Admits each call before it runs and hears how it ended (quotas,
+    /// metrics). Default: none, every call is admitted.
+    pub hook: Option<Arc<dyn CallHook>>,
+    /// The key that seals 2026-07-28 request states, shared by the
+    /// replicas behind one load balancer so a state opens on any of them.
+    /// Default: a random key per server, so a state opens only on the
+    /// server that sealed it.
+    pub state_key: Option<StateKey>,
+    /// Where redeemed request states are remembered, shared by the replicas
+    /// that share [`state_key`](Self::state_key). Default: this server's
+    /// memory, at most [`MAX_REDEEMED_IN_MEMORY`] at once.
+    pub redeemed: Option<Arc<dyn RedeemedStates>>,
+}
+
+impl std::fmt::Debug for McpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpOptions")
+            .field("approval_timeout", &self.approval_timeout)
+            .field("plugin_names", &self.plugin_names)
+            .field("progress_interval", &self.progress_interval)
+            .field("list_changed", &self.list_changed)
+            .field("tenant", &self.tenant)
+            .field("hook", &self.hook.is_some())
+            .field("state_key", &self.state_key)
+            .field("redeemed", &self.redeemed.is_some())
+            .finish()
+    }
 }
 
 impl Default for McpOptions {
@@ -115,6 +153,10 @@ impl Default for McpOptions {
             plugin_names: HashMap::new(),
             progress_interval: PROGRESS_INTERVAL,
             list_changed: false,
+            tenant: None,
+            hook: None,
+            state_key: None,
+            redeemed: None,
         }
     }
 }
@@ -155,7 +197,12 @@ impl McpServer {
             plugin_names: Arc::new(plugin_names),
         };
         options.approval_timeout = options.approval_timeout.min(MAX_APPROVAL_TIMEOUT);
-        let states = approve::States::new(options.approval_timeout)?;
+        let states = approve::States::new(
+            options.approval_timeout,
+            options.state_key.as_ref(),
+            options.redeemed.clone(),
+            options.tenant.clone(),
+        )?;
         Ok(Self {
             live: Arc::new(live::Live::new(catalog)),
             next_call: Arc::new(AtomicU64::new(1)),
@@ -189,42 +236,6 @@ impl McpServer {
         service.waiting().await.map_err(|e| ServeError::Session { reason: e.to_string() })?;
         Ok(())
     }
-
-    /// A tower service answering streamable HTTP (mount it at `/mcp`).
-    /// `allowed_hosts` is the `Host` allowlist against DNS rebinding
-    /// [default in [`HttpOptions`]: loopback names only].
-    pub fn http_service(self, options: HttpOptions) -> StreamableHttpService<McpServer, LocalSessionManager> {
-        // A 2026-07-28 call whose first message is its result is answered as
-        // one JSON body instead of an SSE stream; one that sends progress or
-        // asks first still streams, so nothing is lost (rmcp falls back).
-        let config = StreamableHttpServerConfig::default()
-            .with_json_response(true)
-            .with_allowed_hosts(options.allowed_hosts)
-            .with_cancellation_token(options.shutdown);
-        StreamableHttpService::new(move || Ok(self.clone()), Arc::new(LocalSessionManager::default()), config)
-    }
-}
-
-/// Options of [`McpServer::http_service`].
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct HttpOptions {
-    /// Hosts (`name` or `name:port`) accepted in the `Host` header.
-    /// Default: `localhost`, `127.0.0.1`, `::1`, so a web page cannot reach
-    /// a local server through DNS rebinding.
-    pub allowed_hosts: Vec<String>,
-    /// Cancelled to end every session and refuse new requests. Default: a
-    /// fresh token nobody cancels.
-    pub shutdown: tokio_util::sync::CancellationToken,
-}
-
-impl Default for HttpOptions {
-    fn default() -> Self {
-        Self {
-            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
-            shutdown: tokio_util::sync::CancellationToken::new(),
-        }
-    }
 }
 
 impl McpServer {
@@ -240,6 +251,20 @@ impl McpServer {
         let n = self.next_call.fetch_add(1, Ordering::Relaxed);
         let token =
             context.meta.get_progress_token().or_else(|| request.meta.as_ref().and_then(|m| m.get_progress_token()));
+        let call = ToolCall::new(format!("mcp_{n}"), request.name.into_owned(), arguments);
+        let state = RunState {
+            run_id: format!("mcp-{n}"),
+            turn: 1,
+            tenant: self.options.tenant.clone(),
+            ..RunState::default()
+        };
+        let permit: Box<dyn CallPermit> = match &self.options.hook {
+            None => Box::new(hook::Unhooked),
+            Some(hook) => match hook.admit(&CallStart { call: &call, run: &state }).await {
+                Ok(permit) => permit,
+                Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]).into(),
+            },
+        };
         let able = approve::can_elicit(context.client_capabilities().as_ref());
         // 2026-07-28 forbids server-to-client requests: approval is a round
         // trip the client drives. Older revisions ask in the middle of the call.
@@ -253,7 +278,9 @@ impl McpServer {
             call::Approval::Elicit { peer: context.peer.clone(), able, timeout: self.options.approval_timeout }
         };
         let call = call::Request {
-            call: ToolCall::new(format!("mcp_{n}"), request.name.into_owned(), arguments),
+            call,
+            state,
+            permit,
             cancelled: context.ct.clone(),
             progress: token.map(|t| (context.peer.clone(), t, self.options.progress_interval)),
             approval,

@@ -373,6 +373,12 @@ pub(crate) async fn approve(State(service): State<Service>, headers: HeaderMap, 
 /// else through the store to the replica that does. `Ok(false)` when nothing
 /// matched; `Err` is the answer to send as it is (queued, too many, no store).
 async fn deliver(service: &Service, tenant: &Tenant, session: &str, order: &Order) -> Result<bool, Response> {
+    // An `/mcp` call waiting for approval (its run id is the session).
+    if let Order::Decide { call_id, decision } = order
+        && let Some(decided) = tenant.mcp.decide(session, call_id, *decision)
+    {
+        return Ok(decided);
+    }
     match service.live(tenant, session) {
         Some(live) => Ok(live.apply(order)),
         // Another replica's run, if one holds it: the order goes there.
@@ -463,9 +469,9 @@ impl Service {
             .tenants
             .iter()
             .map(|t| {
-                let n =
+                let n: usize =
                     live.iter().filter(|((i, _), _)| *i == t.index).map(|(_, r)| r.approvals.pending_ids().len()).sum();
-                (t.name.clone(), n)
+                (t.name.clone(), n + t.mcp.pending().len())
             })
             .collect()
     }
@@ -497,10 +503,10 @@ impl Service {
         agent.plugin_tools = executor
             .tools()
             .iter()
-            .filter(|t| !tenant.mcp.listed_at_start(t.name()))
+            .filter(|t| !tenant.mcp_servers.listed_at_start(t.name()))
             .map(|t| t.clone().with_policy(quota.clone()))
             .collect();
-        agent.tool_sources = tenant.mcp.for_chat(&quota);
+        agent.tool_sources = tenant.mcp_servers.for_chat(&quota);
         agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.approval_timeout)));
         let runner = Runner::new(agent, provider).with_store(self.inner.store.clone());
         let state =
@@ -617,10 +623,7 @@ impl Service {
                     }) => {
                         live.asked.lock().unwrap_or_else(|p| p.into_inner()).remove(&call.id);
                         let elapsed = started.remove(&call.id).map_or(Duration::ZERO, |t| t.elapsed());
-                        metrics.record(&tenant_name, &call.name, elapsed, error_kind);
-                        if let Some(kind) = &tool_error_kind {
-                            metrics.record_tool_kind(&tenant_name, &call.name, kind);
-                        }
+                        metrics.record_call(&tenant_name, &call.name, elapsed, error_kind, tool_error_kind.as_deref());
                         let mut data =
                             json!({"id": call.id, "name": call.name, "result": output, "is_error": is_error});
                         if let Some(kind) = error_kind {

@@ -28,6 +28,7 @@
 //! max_body_bytes_in_flight = 41943040  # default (40 MiB): this tenant's request bodies held at once
 //! max_plugins = 16                     # default: plugins it may upload
 //! max_uploaded_bytes = 67108864        # default (64 MiB): bytes of all its uploads
+//! max_mcp_sessions = 100               # default: MCP sessions (2025-11-25) open at once on /mcp
 //! provider = { kind = "env" }          # default: OPENAI_API_KEY / ANTHROPIC_API_KEY …
 //! agent = { name = "assistant", instructions = "Be brief.", max_turns = 50 }
 //!
@@ -238,6 +239,12 @@ pub struct TenantConfig {
     /// compiled. Default: 64 MiB.
     #[serde(default = "default_max_uploaded_bytes")]
     pub max_uploaded_bytes: u64,
+    /// MCP sessions (2025-11-25 clients of `/mcp`) the tenant may hold open
+    /// at once; each is kept in this replica's memory until the client
+    /// closes it or it is idle for 5 minutes. An `initialize` past it gets
+    /// 429. 2026-07-28 requests hold no session. Default: 100.
+    #[serde(default = "default_max_mcp_sessions")]
+    pub max_mcp_sessions: usize,
     /// The model behind `/api/chat`. Default: from the environment.
     #[serde(default)]
     pub provider: ProviderConfig,
@@ -257,6 +264,10 @@ pub struct TenantConfig {
 
 fn default_runs() -> u32 {
     4
+}
+
+fn default_max_mcp_sessions() -> usize {
+    100
 }
 
 /// Which model a tenant's chats use.
@@ -415,6 +426,7 @@ impl TenantConfig {
             max_body_bytes_in_flight: default_tenant_body_bytes(),
             max_plugins: default_max_plugins(),
             max_uploaded_bytes: default_max_uploaded_bytes(),
+            max_mcp_sessions: default_max_mcp_sessions(),
             fuel_per_minute: None,
             provider: ProviderConfig::default(),
             agent: AgentConfig::default(),

@@ -183,25 +183,27 @@ pub(crate) async fn approvals(State(service): State<Service>, headers: HeaderMap
         // Only this tenant's runs: the key's first half is the tenant index.
         live.iter().filter(|((i, _), _)| *i == tenant.index).map(|((_, s), r)| (s.clone(), r.clone())).collect()
     };
+    // The chats' approvals, then those of `/mcp` calls (their run id is the session).
+    let chats = runs.iter().flat_map(|(session, run)| {
+        run.approvals.pending().into_iter().map(move |r| (session.clone(), run.asked_at(&r.call_id), r))
+    });
+    let mcp = tenant.mcp.pending().into_iter().map(|p| (p.session, p.asked, p.request));
     let mut list = Vec::new();
-    for (session, run) in runs {
-        for request in run.approvals.pending() {
-            let asked = run.asked_at(&request.call_id);
-            let tool = executor.tools().get(&request.tool);
-            let plugin = tool.and_then(|t| t.plugin());
-            list.push(json!({
-                "session_id": session,
-                "call_id": request.call_id,
-                "tool": request.tool,
-                "description": tool.map(|t| t.spec().description.clone()),
-                "arguments": request.arguments,
-                "plugin": plugin.map(|p| p.info().name.clone()),
-                "plugin_version": plugin.map(|p| p.info().version.clone()),
-                "plugin_digest": request.plugin_digest,
-                "asked_ms": super::sse::unix_ms(asked),
-                "deny_at_ms": super::sse::unix_ms(asked + timeout),
-            }));
-        }
+    for (session, asked, request) in chats.chain(mcp) {
+        let tool = executor.tools().get(&request.tool);
+        let plugin = tool.and_then(|t| t.plugin());
+        list.push(json!({
+            "session_id": session,
+            "call_id": request.call_id,
+            "tool": request.tool,
+            "description": tool.map(|t| t.spec().description.clone()),
+            "arguments": request.arguments,
+            "plugin": plugin.map(|p| p.info().name.clone()),
+            "plugin_version": plugin.map(|p| p.info().version.clone()),
+            "plugin_digest": request.plugin_digest,
+            "asked_ms": super::sse::unix_ms(asked),
+            "deny_at_ms": super::sse::unix_ms(asked + timeout),
+        }));
     }
     list.sort_by_key(|a| a["asked_ms"].as_u64());
     Json(json!({"approvals": list, "now_ms": super::sse::unix_ms(SystemTime::now())})).into_response()
@@ -272,7 +274,9 @@ pub(crate) async fn metrics(State(service): State<Service>, headers: HeaderMap) 
 
 fn pending_of(service: &Service, tenant: &Tenant) -> usize {
     let live = service.inner.live.lock().unwrap_or_else(|p| p.into_inner());
-    live.iter().filter(|((i, _), _)| *i == tenant.index).map(|(_, r)| r.approvals.pending_ids().len()).sum()
+    let chats: usize =
+        live.iter().filter(|((i, _), _)| *i == tenant.index).map(|(_, r)| r.approvals.pending_ids().len()).sum();
+    chats + tenant.mcp.pending().len()
 }
 
 #[cfg(test)]

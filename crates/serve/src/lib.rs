@@ -33,6 +33,8 @@
 //!   load it: it asks for one and sends it on every `/api` request.
 //! - `POST /api/plugins`, body = a `.wasm` component → validated, compiled,
 //!   cached and added to the tenant, with nothing granted.
+//! - `/mcp` (POST, GET, DELETE) → the tenant's tools over MCP streamable
+//!   HTTP, with the same quotas, metrics and approvals (`mcp`).
 //!
 //! Sessions are the tenant's own: another tenant's session id is a 404.
 
@@ -44,6 +46,7 @@ mod console;
 mod door;
 mod lease;
 mod listener;
+mod mcp;
 mod mcp_sources;
 mod metrics;
 mod model;
@@ -66,7 +69,7 @@ pub use stored::PluginStoreError;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use lovia_host::Host;
 use lovia_host::call::text;
@@ -137,6 +140,8 @@ struct Inner {
     /// Bumped on each notification of new run events, for the readers of
     /// other replicas' runs (`relay`).
     events_seen: Arc<tokio::sync::watch::Sender<u64>>,
+    /// With a shared store: the MCP request states' key and redeemed states.
+    mcp_states: Option<Arc<mcp::states::SharedStates>>,
 }
 
 struct Tenant {
@@ -145,7 +150,7 @@ struct Tenant {
     /// Replaced whole when a plugin is uploaded.
     executor: RwLock<Executor>,
     /// Its MCP servers (their tools are in `executor` as listed at start).
-    mcp: mcp_sources::TenantSources,
+    mcp_servers: mcp_sources::TenantSources,
     model: model::TenantModel,
     agent: config::AgentConfig,
     runs: Arc<Semaphore>,
@@ -161,6 +166,8 @@ struct Tenant {
     outcomes: console::Outcomes,
     /// Bytes of its runs' events kept for replay (`chat::TENANT_REPLAY_BYTES`).
     replay_bytes: Arc<std::sync::atomic::AtomicUsize>,
+    /// Its `/mcp`.
+    mcp: mcp::TenantMcp,
 }
 
 /// Uploads compiling at once across all tenants: one per core of the
@@ -210,6 +217,22 @@ pub enum ServeError {
     /// The run leases could not be opened.
     #[error(transparent)]
     Leases(#[from] LeaseError),
+    /// A tenant's `/mcp` could not be made.
+    #[error("tenant {tenant}: /mcp: {reason}")]
+    Mcp {
+        /// The tenant.
+        tenant: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The MCP request states shared by the replicas could not be opened.
+    #[error("MCP request states in {location}: {message}")]
+    McpStates {
+        /// The URL without its password.
+        location: String,
+        /// What failed.
+        message: String,
+    },
 }
 
 impl Service {
@@ -223,7 +246,10 @@ impl Service {
         let plugins = stored::PluginStore::open(&url)?;
         // After the run store: the lease schema indexes its table.
         let leases = lease::RunLeases::open(&url, Duration::from_millis(config.run_lease_ms))?;
-        let service = Self::build(host, config, store, plugins, leases).await?;
+        let mcp_states = mcp::states::SharedStates::open(&url)
+            .await
+            .map_err(|(location, message)| ServeError::McpStates { location, message })?;
+        let service = Self::build(host, config, store, plugins, leases, mcp_states.map(Arc::new)).await?;
         service.read_uploads().await?;
         service.keep_leases();
         service.follow_uploads();
@@ -238,7 +264,8 @@ impl Service {
         config: &ServeConfig,
         store: Arc<dyn RunStore>,
     ) -> Result<Service, ServeError> {
-        Self::build(host, config, store, stored::PluginStore::Memory(Mutex::default()), lease::RunLeases::Local).await
+        let plugins = stored::PluginStore::Memory(Mutex::default());
+        Self::build(host, config, store, plugins, lease::RunLeases::Local, None).await
     }
 
     async fn build(
@@ -247,6 +274,7 @@ impl Service {
         store: Arc<dyn RunStore>,
         plugins: stored::PluginStore,
         leases: lease::RunLeases,
+        mcp_states: Option<Arc<mcp::states::SharedStates>>,
     ) -> Result<Service, ServeError> {
         let plugins = Arc::new(plugins);
         let shared = plugins.is_shared().then(|| plugins.clone());
@@ -280,32 +308,45 @@ impl Service {
                     .add(ToolSource::Plugin, Tool::from_plugin(&plugin))
                     .map_err(|e| ServeError::Conflict { tenant: t.name.clone(), reason: e.to_string() })?;
             }
-            let mcp = mcp_sources::add(&t.name, &t.mcp_servers, &mut tools).await?;
+            let mcp_servers = mcp_sources::add(&t.name, &t.mcp_servers, &mut tools).await?;
             let settings = ExecSettings { agent: "lovia-serve".into(), ..ExecSettings::default() };
             for key in &t.api_keys {
                 keys.insert(key.clone(), index);
             }
+            let executor = Executor::new(tools, settings);
+            let quota = Arc::new(quota::Quota::new(
+                &t.name,
+                t.max_concurrent_calls,
+                t.calls_per_minute,
+                metrics.clone(),
+                shared.clone(),
+            ));
+            let setup = mcp::Setup {
+                tenant: &t.name,
+                quota: quota.clone(),
+                metrics: metrics.clone(),
+                approval_timeout: Duration::from_secs(config.approval_timeout_secs),
+                max_sessions: t.max_mcp_sessions,
+                shared: mcp_states.as_deref(),
+            };
+            let mcp = mcp::TenantMcp::new(executor.clone(), setup)
+                .map_err(|e| ServeError::Mcp { tenant: t.name.clone(), reason: e.to_string() })?;
             tenants.push(Tenant {
                 index,
                 name: t.name.clone(),
-                executor: RwLock::new(Executor::new(tools, settings)),
-                mcp,
+                executor: RwLock::new(executor),
+                mcp_servers,
                 model: model::TenantModel::from_config(&t.provider),
                 agent: t.agent.clone(),
                 runs: Arc::new(Semaphore::new(t.max_concurrent_runs as usize)),
                 uploads: Arc::new(Semaphore::new(1)),
-                quota: Arc::new(quota::Quota::new(
-                    &t.name,
-                    t.max_concurrent_calls,
-                    t.calls_per_minute,
-                    metrics.clone(),
-                    shared.clone(),
-                )),
+                quota,
                 bodies: door::budget(t.max_body_bytes_in_flight),
                 max_plugins: t.max_plugins,
                 max_uploaded_bytes: t.max_uploaded_bytes,
                 outcomes: console::Outcomes::default(),
                 replay_bytes: Arc::default(),
+                mcp,
             });
         }
         Ok(Service {
@@ -341,6 +382,7 @@ impl Service {
                 lease: Duration::from_millis(config.run_lease_ms),
                 lease_renew: Duration::from_millis(config.lease_renew_ms.max(1)),
                 events_seen: Arc::new(tokio::sync::watch::Sender::new(0)),
+                mcp_states,
             }),
         })
     }
@@ -370,6 +412,7 @@ impl Service {
             .route("/api/chat/approve", post(chat::approve))
             .route("/api/chat/cancel", post(chat::cancel))
             .route("/api/chat/{session_id}", get(chat::transcript))
+            .route("/mcp", any(mcp::serve))
             .route_layer(door(MAX_ARGUMENTS_BYTES, false));
         let uploads = Router::new()
             .route(
@@ -465,6 +508,11 @@ impl Service {
                 if let Err(e) = service.inner.plugins.forget_old_minutes().await {
                     tracing::warn!(error = %e, "cannot delete old call counts");
                 }
+                if let Some(states) = &service.inner.mcp_states
+                    && let Err(e) = states.redeemed.forget_expired().await
+                {
+                    tracing::warn!(error = %e, "cannot delete expired MCP request states");
+                }
                 let leases = service.inner.leases.clone();
                 if let Ok(Err(e)) = tokio::task::spawn_blocking(move || relay::forget_old_events(&leases)).await {
                     tracing::warn!(error = %e, "cannot delete old run events");
@@ -489,6 +537,8 @@ impl Service {
         let mut set: Toolset = current.tools().clone();
         set.add(ToolSource::Plugin, Tool::from_plugin(plugin))?;
         *current = Executor::new(set, current.settings().clone());
+        // Under the same locks, so two uploads reach /mcp in the order they were installed.
+        tenant.mcp.replace(&tenant.name, current.clone());
         installed.insert(id);
         Ok(())
     }
@@ -614,10 +664,7 @@ async fn call_tool(
         // A tool that cancels the run leaves no result (docs/semantics.md D8 answers it so).
         None => (text::RUN_CANCELLED.to_owned(), Some(ErrorKind::Cancelled), None, None),
     };
-    service.inner.metrics.record(&tenant.name, &name, started.elapsed(), error_kind);
-    if let Some(kind) = &tool_error_kind {
-        service.inner.metrics.record_tool_kind(&tenant.name, &name, kind);
-    }
+    service.inner.metrics.record_call(&tenant.name, &name, started.elapsed(), error_kind, tool_error_kind.as_deref());
     let mut body = json!({ "output": output, "is_error": error_kind.is_some() });
     if let Some(kind) = error_kind {
         body["error_kind"] = json!(kind.as_str());

@@ -93,6 +93,23 @@ impl Metrics {
         }
     }
 
+    /// One answered call and, for a tool error that names its kind, that
+    /// kind: what every route that runs calls records (`/api/tools/{name}/call`,
+    /// chats, `/mcp`).
+    pub(crate) fn record_call(
+        &self,
+        tenant: &str,
+        tool: &str,
+        elapsed: Duration,
+        error: Option<ErrorKind>,
+        tool_error_kind: Option<&str>,
+    ) {
+        self.record(tenant, tool, elapsed, error);
+        if let Some(kind) = tool_error_kind {
+            self.record_tool_kind(tenant, tool, kind);
+        }
+    }
+
     /// One tool error the tool named `kind` (already checked against the
     /// kind grammar, so it is a safe label value).
     pub(crate) fn record_tool_kind(&self, tenant: &str, tool: &str, kind: &str) {

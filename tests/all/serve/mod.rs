@@ -3,6 +3,7 @@
 //! and touches only its own tools, sessions and approvals.
 
 mod chat;
+mod mcp;
 mod mcp_sources;
 mod tools;
 

@@ -1,0 +1,61 @@
+//! Streamable HTTP: the tower service to mount at `/mcp`, with its `Host`
+//! allowlist and its bounded sessions (`sessions`).
+
+use crate::{BoundedSessions, McpServer};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use std::sync::Arc;
+
+impl McpServer {
+    /// A tower service answering streamable HTTP (mount it at `/mcp`).
+    /// `allowed_hosts` is the `Host` allowlist against DNS rebinding
+    /// [default in [`HttpOptions`]: loopback names only]; an empty list
+    /// accepts any `Host`. Its 2025-11-25 sessions are kept in this
+    /// process's memory, at most [`HttpOptions::max_sessions`].
+    pub fn http_service(self, options: HttpOptions) -> StreamableHttpService<McpServer, BoundedSessions> {
+        // A 2026-07-28 call whose first message is its result is answered as
+        // one JSON body instead of an SSE stream; one that sends progress or
+        // asks first still streams, so nothing is lost (rmcp falls back).
+        let config = StreamableHttpServerConfig::default()
+            .with_json_response(true)
+            .with_allowed_hosts(options.allowed_hosts)
+            .with_cancellation_token(options.shutdown);
+        let sessions = options.sessions.unwrap_or_else(|| Arc::new(BoundedSessions::new(options.max_sessions)));
+        StreamableHttpService::new(move || Ok(self.clone()), sessions, config)
+    }
+}
+
+/// Options of [`McpServer::http_service`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct HttpOptions {
+    /// Hosts (`name` or `name:port`) accepted in the `Host` header.
+    /// Default: `localhost`, `127.0.0.1`, `::1`, so a web page cannot reach
+    /// a local server through DNS rebinding.
+    pub allowed_hosts: Vec<String>,
+    /// Cancelled to end every session and refuse new requests. Default: a
+    /// fresh token nobody cancels.
+    pub shutdown: tokio_util::sync::CancellationToken,
+    /// The most 2025-11-25 sessions open at once; an `initialize` past it is
+    /// refused ([`SessionLimitReached`](crate::SessionLimitReached)) until one is closed (`DELETE`) or
+    /// idle for [`IDLE_SESSION`](crate::IDLE_SESSION) (5 minutes). 2026-07-28 requests
+    /// hold no session. Default: [`DEFAULT_MAX_SESSIONS`].
+    pub max_sessions: usize,
+    /// The session manager to use instead of a new one with
+    /// [`max_sessions`](Self::max_sessions): a host that keeps it can count
+    /// the sessions. Default: none.
+    pub sessions: Option<Arc<BoundedSessions>>,
+}
+
+/// The default of [`HttpOptions::max_sessions`]: 1,000 sessions.
+pub const DEFAULT_MAX_SESSIONS: usize = 1_000;
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            shutdown: tokio_util::sync::CancellationToken::new(),
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            sessions: None,
+        }
+    }
+}

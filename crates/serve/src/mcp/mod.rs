@@ -1,0 +1,156 @@
+//! `/mcp`: each tenant's tools over MCP streamable HTTP, behind the same
+//! door as `/api` (the Bearer key is checked before a byte of the body is
+//! read, and the body is bounded). The key picks the tenant, and the tenant
+//! has its own [`McpServer`] and session manager: its `tools/list` holds
+//! only its tools, another tenant's tool is an unknown tool, and a session
+//! id of one tenant is unknown to another (docs/mcp.md, "`/mcp` in
+//! `lovia serve`").
+//!
+//! The `Host` header is not checked: the allowlist of `lovia mcp --http`
+//! stops a web page from reaching a keyless local server through DNS
+//! rebinding, and here every request needs a tenant's key, which such a
+//! page does not have.
+
+mod hook;
+pub(crate) mod states;
+
+pub(crate) use hook::Pending;
+
+use super::{Service, error, unauthorized};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
+use lovia_host::Executor;
+use lovia_host::approval::ApprovalDecision;
+use lovia_mcp::{BoundedSessions, HttpOptions, McpOptions, McpServer, NewServerError, SessionLimitReached};
+use rmcp::transport::streamable_http_server::StreamableHttpService;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tower::ServiceExt;
+
+/// What one tenant's `/mcp` is made of.
+pub(crate) struct TenantMcp {
+    server: McpServer,
+    http: StreamableHttpService<McpServer, BoundedSessions>,
+    sessions: Arc<BoundedSessions>,
+    waiting: Arc<hook::Waiting>,
+}
+
+/// What [`TenantMcp::new`] needs besides the executor.
+pub(crate) struct Setup<'a> {
+    pub(crate) tenant: &'a str,
+    pub(crate) quota: Arc<super::quota::Quota>,
+    pub(crate) metrics: Arc<super::metrics::Metrics>,
+    pub(crate) approval_timeout: Duration,
+    pub(crate) max_sessions: usize,
+    pub(crate) shared: Option<&'a states::SharedStates>,
+}
+
+/// Plugin names by digest, for the approval prompt.
+fn plugin_names(exec: &Executor) -> HashMap<String, String> {
+    exec.tools().iter().filter_map(|t| t.plugin()).map(|p| (p.digest().to_owned(), p.info().name.clone())).collect()
+}
+
+impl TenantMcp {
+    pub(crate) fn new(exec: Executor, setup: Setup<'_>) -> Result<TenantMcp, NewServerError> {
+        let waiting = Arc::new(hook::Waiting::default());
+        let mut options = McpOptions::default();
+        options.approval_timeout = setup.approval_timeout;
+        options.plugin_names = plugin_names(&exec);
+        // Uploads change the list while clients are connected.
+        options.list_changed = true;
+        options.tenant = Some(setup.tenant.to_owned());
+        options.hook = Some(Arc::new(hook::TenantHook {
+            tenant: setup.tenant.to_owned(),
+            quota: setup.quota,
+            metrics: setup.metrics,
+            waiting: waiting.clone(),
+        }));
+        if let Some(shared) = setup.shared {
+            options.state_key = Some(shared.key.clone());
+            options.redeemed = Some(shared.redeemed.clone());
+        }
+        let server = McpServer::with_options(exec, options)?;
+        let sessions = Arc::new(BoundedSessions::new(setup.max_sessions));
+        let mut http = HttpOptions::default();
+        // The key stops DNS rebinding here (see the module's comment).
+        http.allowed_hosts = Vec::new();
+        http.sessions = Some(sessions.clone());
+        let http = server.clone().http_service(http);
+        Ok(TenantMcp { server, http, sessions, waiting })
+    }
+
+    /// Serves `exec`'s tools from now on and tells the connected clients.
+    pub(crate) fn replace(&self, tenant: &str, exec: Executor) {
+        let names = plugin_names(&exec);
+        if let Err(e) = self.server.replace(exec, names) {
+            tracing::error!(%tenant, error = %e, "/mcp keeps the tools it had");
+        }
+    }
+
+    /// See [`hook::Waiting::decide`].
+    pub(crate) fn decide(&self, session: &str, call_id: &str, decision: ApprovalDecision) -> Option<bool> {
+        self.waiting.decide(session, call_id, decision)
+    }
+
+    /// The approvals its calls wait for.
+    pub(crate) fn pending(&self) -> Vec<Pending> {
+        self.waiting.pending()
+    }
+}
+
+/// `/mcp` (POST, GET, DELETE): the request goes to its tenant's MCP service.
+pub(crate) async fn serve(State(service): State<Service>, request: Request) -> Response {
+    let Some(tenant) = service.tenant(request.headers()) else { return unauthorized() };
+    let mcp = &tenant.mcp;
+    // An `initialize` past the bound gets a 429 that says why; the session
+    // manager refuses it anyway should two pass this check at once.
+    let request = if request.method() == Method::POST
+        && !request.headers().contains_key("mcp-session-id")
+        && mcp.sessions.open().await >= mcp.sessions.max()
+    {
+        let (parts, body) = request.into_parts();
+        // The door has read the body already: this only takes it back.
+        let Ok(bytes) = body.collect().await.map(|b| b.to_bytes()) else {
+            return error(StatusCode::BAD_REQUEST, "the request body could not be read");
+        };
+        if is_initialize(&bytes) {
+            service.inner.metrics.refuse(&tenant.name, "max_mcp_sessions");
+            return error(StatusCode::TOO_MANY_REQUESTS, &SessionLimitReached::new(mcp.sessions.max()).to_string());
+        }
+        Request::from_parts(parts, Body::from(bytes))
+    } else {
+        request
+    };
+    match mcp.http.clone().oneshot(request).await {
+        Ok(response) => response.map(Body::new),
+        Err(never) => match never {},
+    }
+    .into_response()
+}
+
+/// Whether a JSON-RPC body is an `initialize` request (the one that opens a session).
+fn is_initialize(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Method<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Method<'_>>(body).is_ok_and(|m| m.method.as_deref() == Some("initialize"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_initialize_opens_a_session() {
+        assert!(is_initialize(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#));
+        assert!(!is_initialize(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#));
+        assert!(!is_initialize(br#"[{"method":"initialize"}]"#));
+        assert!(!is_initialize(b"not json"));
+    }
+}

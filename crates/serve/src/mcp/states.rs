@@ -1,0 +1,119 @@
+//! The 2026-07-28 approval round trip behind a load balancer: a request
+//! state sealed by one replica must open on any other, once. With a
+//! PostgreSQL store the sealing key is made once for the whole store (the
+//! first replica's random key wins an `INSERT … ON CONFLICT DO NOTHING`,
+//! and every replica reads the one that won) and redeemed states are rows
+//! of `lovia_mcp_redeemed`, which the primary key makes single-use across
+//! replicas. With SQLite (one process) the key and the redeemed states are
+//! the process's own (lovia-mcp's defaults).
+//!
+//! Rows are bounded by the calls that make them: each is one admitted
+//! `tools/call` (the tenant's `calls_per_minute`), kept for one
+//! `approval_timeout_secs` after its redemption (at most an hour) by the
+//! database's clock, then deleted at the next poll.
+
+use lovia_host::BoxFuture;
+use lovia_mcp::{RedeemedStates, StateKey};
+use lovia_runner::{PgThread, StoreUrl, pg_message};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+// The advisory lock serialises the creation, as the other stores' do.
+const SCHEMA: &str = "BEGIN;
+SELECT pg_advisory_xact_lock(7420611);
+CREATE TABLE IF NOT EXISTS lovia_mcp_state_key (
+    id INT PRIMARY KEY,
+    key BYTEA NOT NULL
+);
+CREATE TABLE IF NOT EXISTS lovia_mcp_redeemed (
+    nonce TEXT PRIMARY KEY,
+    expires TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX IF NOT EXISTS lovia_mcp_redeemed_expires ON lovia_mcp_redeemed (expires);
+COMMIT;";
+
+/// The one row of `lovia_mcp_state_key`.
+const KEY_ROW: i32 = 1;
+
+/// The sealing key and the redeemed states every replica of one store shares.
+pub(crate) struct SharedStates {
+    pub(crate) key: StateKey,
+    pub(crate) redeemed: Arc<PgRedeemed>,
+}
+
+/// Redeemed request states in PostgreSQL.
+pub(crate) struct PgRedeemed {
+    connection: PgThread,
+    location: String,
+}
+
+/// Why the shared states could not be opened: (the URL without its password, what failed).
+pub(crate) type OpenError = (String, String);
+
+impl SharedStates {
+    /// The shared key and table for a PostgreSQL `url`; `None` for any other
+    /// store (each process then has its own).
+    pub(crate) async fn open(url: &StoreUrl) -> Result<Option<SharedStates>, OpenError> {
+        let StoreUrl::Postgres(raw) = url else { return Ok(None) };
+        let location = url.to_string();
+        let fail = |message: String| (location.clone(), message);
+        let config: postgres::Config = raw.parse().map_err(|e: postgres::Error| fail(e.to_string()))?;
+        let connection = PgThread::start(config, SCHEMA, "lovia-mcp-states-pg").map_err(fail)?;
+        let mut mine = [0u8; 32];
+        getrandom::fill(&mut mine).map_err(|e| fail(format!("no randomness for the MCP state key: {e}")))?;
+        let redeemed = PgRedeemed { connection, location: location.clone() };
+        let key = redeemed
+            .run(move |c| {
+                c.execute(
+                    "INSERT INTO lovia_mcp_state_key (id, key) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+                    &[&KEY_ROW, &&mine[..]],
+                )?;
+                c.query_one("SELECT key FROM lovia_mcp_state_key WHERE id = $1", &[&KEY_ROW])
+                    .map(|r| r.get::<_, Vec<u8>>(0))
+            })
+            .await
+            .map_err(fail)?;
+        Ok(Some(SharedStates { key: StateKey::new(key), redeemed: Arc::new(redeemed) }))
+    }
+}
+
+impl PgRedeemed {
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
+    ) -> Result<T, String> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let location = self.location.clone();
+        if !self.connection.send(move |client| {
+            let _ = reply.send(f(client).map_err(|e| format!("{location}: {}", pg_message(&e))));
+        }) {
+            return Err(format!("{}: the connection thread stopped", self.location));
+        }
+        answer.await.unwrap_or_else(|_| Err(format!("{}: the connection thread stopped", self.location)))
+    }
+
+    /// Deletes the redeemed states whose own state has expired.
+    pub(crate) async fn forget_expired(&self) -> Result<(), String> {
+        self.run(|c| c.execute("DELETE FROM lovia_mcp_redeemed WHERE expires < now()", &[]).map(|_| ())).await
+    }
+}
+
+impl RedeemedStates for PgRedeemed {
+    fn redeem<'a>(&'a self, nonce: &'a str, expires: SystemTime) -> BoxFuture<'a, Result<bool, String>> {
+        // Kept for as long from now by the database's clock, so that every
+        // replica deletes it at the same moment whatever its own clock says.
+        let keep = expires.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO).as_secs_f64();
+        let nonce = nonce.to_owned();
+        Box::pin(async move {
+            self.run(move |c| {
+                c.execute(
+                    "INSERT INTO lovia_mcp_redeemed (nonce, expires)
+                     VALUES ($1, now() + make_interval(secs => $2)) ON CONFLICT (nonce) DO NOTHING",
+                    &[&nonce, &keep],
+                )
+                .map(|inserted| inserted == 1)
+            })
+            .await
+        })
+    }
+}
