@@ -3,6 +3,7 @@
 //! session); its events go to every connected reader; it survives readers
 //! leaving, and is persisted so that it survives the process too.
 
+use super::lease::Taken;
 use super::remote::{Order, Posted};
 use super::sse::{READER_QUEUE, Reader, frame};
 use super::{Service, Tenant, error, unauthorized};
@@ -480,10 +481,7 @@ impl Service {
         read: bool,
     ) -> Result<Option<Reader>, ApiError> {
         let provider = tenant.model.provider().map_err(|reason| ApiError(StatusCode::SERVICE_UNAVAILABLE, reason))?;
-        let Ok(permit) = tenant.runs.clone().try_acquire_owned() else {
-            self.inner.metrics.refuse(&tenant.name, "max_concurrent_runs");
-            return Err(ApiError(StatusCode::TOO_MANY_REQUESTS, "too many runs in progress for this tenant".into()));
-        };
+        let Ok(permit) = tenant.runs.clone().try_acquire_owned() else { return Err(too_many_runs(self, tenant)) };
         let executor = tenant.executor();
         let config = &tenant.agent;
         let mut agent = Agent::new(config.name.clone());
@@ -492,8 +490,14 @@ impl Service {
         agent.budget = config.budget;
         agent.settings.parallel_tool_calls = config.parallel_tool_calls;
         // The tenant's call quotas hold inside chats too: a refused call is an error result.
-        let quota: Arc<dyn lovia_host::policy::Policy> = Arc::new(super::quota::QuotaPolicy(tenant.quota.clone()));
-        agent.plugin_tools = executor.tools().iter().map(|t| t.clone().with_policy(quota.clone())).collect();
+        agent.plugin_tools = executor
+            .tools()
+            .iter()
+            .map(|t| {
+                let fuel_cap = t.plugin().and_then(|p| p.limits().fuel);
+                t.clone().with_policy(Arc::new(super::quota::QuotaPolicy(tenant.quota.clone(), fuel_cap)))
+            })
+            .collect();
         agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.approval_timeout)));
         let runner = Runner::new(agent, provider).with_store(self.inner.store.clone());
         let state =
@@ -503,15 +507,17 @@ impl Service {
         if self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&key) {
             return Err(in_progress());
         }
-        // With several replicas, the run is this one's only with its lease.
-        match without_stalling(|| self.inner.leases.take(&tenant.name, session)) {
-            Ok(true) => {}
-            Ok(false) => {
+        // With several replicas, the run is this one's only with its lease,
+        // and the tenant's leases are its runs on every replica.
+        match without_stalling(|| self.inner.leases.take(&tenant.name, session, tenant.max_runs)) {
+            Ok(Taken::Yes) => {}
+            Ok(Taken::HeldElsewhere) => {
                 return Err(ApiError(
                     StatusCode::CONFLICT,
                     "a run is in progress for this session on another replica".into(),
                 ));
             }
+            Ok(Taken::TooMany) => return Err(too_many_runs(self, tenant)),
             Err(e) => {
                 tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot take the run's lease");
                 return Err(ApiError(
@@ -704,6 +710,13 @@ impl Service {
         });
         Ok(reader)
     }
+}
+
+/// The tenant's `max_concurrent_runs` is reached: on this replica, or with
+/// a shared store on all of them together (its unexpired leases).
+fn too_many_runs(service: &Service, tenant: &Tenant) -> ApiError {
+    service.inner.metrics.refuse(&tenant.name, "max_concurrent_runs");
+    ApiError(StatusCode::TOO_MANY_REQUESTS, "too many runs in progress for this tenant".into())
 }
 
 #[cfg(test)]
