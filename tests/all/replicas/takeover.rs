@@ -13,20 +13,25 @@ use tokio::process::Child;
 
 /// The lease and poll times of these tests, in ms: a takeover waits at
 /// most the lease plus one poll.
-const LEASE_MS: u64 = 2_000;
-const RENEW_MS: u64 = 500;
-const POLL_MS: u64 = 500;
+pub(super) const LEASE_MS: u64 = 2_000;
+pub(super) const RENEW_MS: u64 = 500;
+pub(super) const POLL_MS: u64 = 500;
 
 /// A config with tenant `demo` (key `demo-key`), the orders plugin (its
 /// `refund` of more than 5000 cents needs approval) and public metrics,
 /// which count each tool's calls per replica.
 fn chat_config(dir: &Path) -> PathBuf {
+    chat_config_with(dir, "")
+}
+
+/// [`chat_config`] with `extra` among the tenant's settings.
+pub(super) fn chat_config_with(dir: &Path, extra: &str) -> PathBuf {
     let path = dir.join("serve.toml");
     std::fs::write(
         &path,
         format!(
             "metrics_public = true\n[[tenants]]\nname = \"demo\"\napi_keys = [\"{}\"]\nagent = {{ name = \"support\" }}\n\
-             [[tenants.plugins]]\npath = \"{}\"\n",
+             {extra}[[tenants.plugins]]\npath = \"{}\"\n",
             lovia_serve::hash_key("demo-key"),
             fixtures::ORDERS,
         ),
@@ -35,7 +40,9 @@ fn chat_config(dir: &Path) -> PathBuf {
     path
 }
 
-async fn chat_replicas(config: &Path, url: &str, n: usize) -> Vec<(Child, SocketAddr)> {
+/// `n` replicas playing the scripted refund chat, with the short lease,
+/// renewal and poll of these tests.
+pub(super) async fn chat_replicas(config: &Path, url: &str, n: usize) -> Vec<(Child, SocketAddr)> {
     let flags = [
         "--run-lease-ms",
         &LEASE_MS.to_string(),
@@ -55,7 +62,7 @@ async fn chat_replicas(config: &Path, url: &str, n: usize) -> Vec<(Child, Socket
 }
 
 /// The call ids `GET /api/approvals` on `addr` shows pending.
-async fn pending(addr: SocketAddr) -> Vec<String> {
+pub(super) async fn pending(addr: SocketAddr) -> Vec<String> {
     let (status, body) = request(addr, "GET", "/api/approvals", Some("demo-key"), "").await;
     assert_eq!(status, 200, "{body}");
     let body = json(&body);
