@@ -28,7 +28,10 @@ async fn counter() -> (SocketAddr, Arc<AtomicU64>) {
     let counted = count.clone();
     let app = axum::Router::new().route(
         "/effect/{k}",
-        axum::routing::post(move || {
+        // The body is read before the answer: hyper closes a connection whose
+        // request body is unread, which can reset it before the client has
+        // read the answer.
+        axum::routing::post(move |_body: axum::body::Bytes| {
             let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
             async move { format!("effect {n}") }
         }),
@@ -44,7 +47,7 @@ async fn counter() -> (SocketAddr, Arc<AtomicU64>) {
 fn script(dir: &Path, counter: SocketAddr) -> std::path::PathBuf {
     let mut replies: Vec<serde_json::Value> = (0..CALLS)
         .map(|k| {
-            let arguments = serde_json::json!({"url": format!("http://{counter}/effect/{k}"), "method": "POST"});
+            let arguments = serde_json::json!({"url": format!("http://{counter}/effect/{k}"), "method": "POST", "body": "k"});
             serde_json::json!({"tool_calls": [{"id": format!("call_{k}"), "name": "fetch", "arguments": arguments.to_string()}]})
         })
         .collect();
