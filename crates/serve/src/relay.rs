@@ -43,7 +43,7 @@ pub(crate) type Relayed = (u64, String, String);
 /// `max_concurrent_runs`, across replicas, plus any waiting for a takeover)
 /// and each run's own bounds, this bounds the tenant's rows: by default
 /// (4 + 16) runs × 512 events and 1 MiB.
-pub(crate) const ENDED_RUNS_KEPT: i64 = 16;
+const ENDED_RUNS_KEPT: i64 = 16;
 
 /// Reads of the table per wake-up of a remote reader: 256 rows.
 const READ_ROWS: i64 = 256;
