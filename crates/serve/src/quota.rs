@@ -78,10 +78,23 @@ struct SharedFuel {
 }
 
 /// An admitted call: its slot and the fuel it holds in the shared minute.
+/// Dropped without [`Quota::end`] (the call's future was dropped: its run
+/// was cancelled, its client left), it gives the hold back in a task of its own.
 pub(crate) struct Admitted {
     _slot: OwnedSemaphorePermit,
+    quota: Arc<Quota>,
     /// (minute, fuel held) in the shared row, to give back at the end.
     hold: Option<(i64, u64)>,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let Some(hold) = self.hold.take() else { return };
+        let quota = self.quota.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { quota.give_back(Some(hold)).await });
+        }
+    }
 }
 
 impl Quota {
@@ -119,7 +132,7 @@ impl Quota {
     /// the refusal in the metrics). `fuel_cap` is the call's fuel limit
     /// (`None`: uncapped, so it may burn the whole minute's fuel): with the
     /// shared fuel quota it is held in the minute's row until [`Quota::end`].
-    pub(crate) async fn admit(&self, fuel_cap: Option<u64>) -> Result<Admitted, Refusal> {
+    pub(crate) async fn admit(self: &Arc<Self>, fuel_cap: Option<u64>) -> Result<Admitted, Refusal> {
         let fuel = self.fuel.as_ref().map(|f| (fuel_cap.unwrap_or(f.per_minute).min(f.per_minute), f.per_minute));
         let mut minute = None;
         let refusal = if let Some(store) = &self.shared {
@@ -152,7 +165,7 @@ impl Quota {
         let outcome = match refusal {
             Some(r) => Err(r),
             None => match self.slots.clone().try_acquire_owned() {
-                Ok(slot) => Ok(Admitted { _slot: slot, hold }),
+                Ok(slot) => Ok(Admitted { _slot: slot, quota: self.clone(), hold }),
                 Err(_) => {
                     // Counted but not run: its fuel hold goes back.
                     self.give_back(hold).await;
@@ -169,8 +182,8 @@ impl Quota {
     /// Ends an admitted call: gives its fuel hold back to the shared minute
     /// and charges it what the tenant burned here since the last charge
     /// (this call's fuel, and that of calls ending beside it).
-    pub(crate) async fn end(&self, admitted: Admitted) {
-        self.give_back(admitted.hold).await;
+    pub(crate) async fn end(&self, mut admitted: Admitted) {
+        self.give_back(admitted.hold.take()).await;
     }
 
     async fn give_back(&self, hold: Option<(i64, u64)>) {

@@ -83,11 +83,39 @@ async fn max_concurrent_runs_holds_across_replicas_and_a_taken_over_run_counts_o
     kill_all(running).await;
 }
 
+/// The tenant's fuel in the shared row of the current minute.
+fn minute_fuel(url: &str) -> i64 {
+    let url = url.to_owned();
+    std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+        let row = client
+            .query_one(
+                "SELECT fuel FROM lovia_call_minutes WHERE tenant = 'acme' AND minute = date_trunc('minute', now())",
+                &[],
+            )
+            .expect("the minute's row");
+        row.get(0)
+    })
+    .join()
+    .expect("query thread")
+}
+
+/// The fuel the tenant burned on the replica at `addr` (its metrics).
+async fn fuel_used(addr: SocketAddr) -> i64 {
+    let (status, body) = request(addr, "GET", "/metrics", None, "").await;
+    assert_eq!(status, 200, "{body}");
+    let series = "lovia_fuel_used_total{tenant=\"acme\"} ";
+    body.lines().find_map(|l| l.strip_prefix(series)).map_or(0, |n| n.trim().parse().expect("a count"))
+}
+
 /// `fuel_per_minute` holds for a tenant whose calls are spread over three
 /// replicas: with 4,000,000 fuel a minute and 4 calls at once, each call
-/// holds 1,000,000, and `spin_ms` burns all of it. Each replica alone would
-/// admit four such calls a minute (twelve in all); together they admit
-/// four, and the other eight get 429 `fuel per minute quota exceeded`.
+/// holds 1,000,000 in the shared minute while it runs. Eight cheap `echo`
+/// calls all run (each gives its hold back, less what it burned, and the
+/// row then holds exactly what the replicas' ledgers say was burned). Then
+/// `spin_ms` calls, each burning all it holds: each replica alone would
+/// admit four a minute (twelve in all); together they admit what is left
+/// of the minute, and the others get 429 `fuel per minute quota exceeded`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fuel_per_minute_holds_across_three_replicas() {
     let Some(url) = fresh_database("fuel") else { return };
@@ -104,6 +132,19 @@ async fn fuel_per_minute_holds_across_three_replicas() {
         tokio::time::sleep(Duration::from_secs(61 - second)).await;
     }
     let started = Instant::now();
+    for i in 0..8 {
+        let (status, body) =
+            request(running[i % 3].1, "POST", "/api/tools/echo/call", Some("acme-key"), r#"{"text": "x"}"#).await;
+        assert_eq!((status, json(&body)["is_error"].clone()), (200, false.into()), "{body}");
+    }
+    let mut burned = 0;
+    for (_, addr) in &running {
+        burned += fuel_used(*addr).await;
+    }
+    assert!(burned > 0, "echo burns some fuel");
+    assert_eq!(minute_fuel(&url), burned, "the holds went back and the burn was charged once");
+    // A call is admitted while the minute's fuel leaves room for its hold.
+    let expected = (0..).take_while(|k| burned + k * 1_000_000 <= 3_000_000).count();
     let (mut ran, mut refused) = (0, 0);
     for i in 0..12 {
         let addr = running[i % 3].1;
@@ -123,10 +164,11 @@ async fn fuel_per_minute_holds_across_three_replicas() {
         }
     }
     println!(
-        "12 spinning calls over 3 replicas, fuel for 4 a minute: {ran} ran, {refused} refused, in {} ms",
+        "8 echo calls burned {burned} fuel; then 12 spinning calls over 3 replicas: {ran} ran, {refused} refused, in {} ms",
         started.elapsed().as_millis()
     );
     assert!(started.elapsed() < Duration::from_secs(19), "the calls must fall in one minute");
-    assert_eq!((ran, refused), (4, 8));
+    assert_eq!((ran, refused), (expected, 12 - expected));
+    assert!(expected >= 3, "echo burned {burned}");
     kill_all(running).await;
 }
