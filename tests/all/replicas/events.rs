@@ -65,3 +65,52 @@ async fn a_tenants_stored_events_keep_only_its_newest_ended_runs() {
         assert_eq!((status, json(&body)["status"].clone()), (200, "completed".into()), "{body}");
     }
 }
+
+/// A reader on B follows A's run; the run's lease and its events vanish
+/// from the table (as when an ended run's events are dropped past the
+/// tenant's bound before the reader has read its end). Woken by the
+/// notification (the poll is a minute here), B's reader finds no lease and
+/// no end: its stream ends with `error` `events_gone` instead of just
+/// stopping.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_reader_whose_run_ended_without_its_end_stored_is_told() {
+    use crate::cli::SCRIPTED_REFUND;
+    let Some(url) = fresh_database("events_gone") else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = super::takeover::chat_config_with(dir.path(), "");
+    let env: Vec<(&str, &str)> = SCRIPTED_REFUND.iter().copied().chain([("RUST_LOG", "warn")]).collect();
+    let mut running = Vec::new();
+    for _ in 0..2 {
+        running.push(spawn_serve_with(&config, Path::new(&url), &env, &["--poll-interval-ms", "60000"]).await);
+    }
+    let (a, b) = (running[0].1, running[1].1);
+    let start = r#"{"session_id": "s1", "input": "Refund 90 dollars on A-1002"}"#;
+    let mut on_a = Sse::post(a, "/api/chat", "demo-key", start).await;
+    let asked = on_a.until("approval_required").await;
+    let mut on_b = Sse::post(b, "/api/chat", "demo-key", r#"{"session_id": "s1"}"#).await;
+    assert_eq!(on_b.status, 200);
+    assert_eq!(on_b.until("approval_required").await, asked, "B reads A's events");
+    let admin = url.clone();
+    std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&admin, postgres::NoTls).expect("connect");
+        client
+            .batch_execute(
+                "BEGIN;
+                 DELETE FROM lovia_run_leases WHERE session = 's1';
+                 DELETE FROM lovia_run_events WHERE session = 's1';
+                 NOTIFY lovia_events;
+                 COMMIT;",
+            )
+            .expect("drop the run's lease and events");
+    })
+    .join()
+    .expect("admin thread");
+    let rest = on_b.rest().await;
+    let (name, data) = rest.last().expect("an event");
+    assert_eq!(
+        (name.as_str(), &data["type"], &data["fatal"]),
+        ("error", &"events_gone".into(), &true.into()),
+        "{rest:?}"
+    );
+    super::kill_all(running).await;
+}
