@@ -526,6 +526,27 @@ impl Service {
                 ));
             }
         }
+        // A resume decided on before the lease was taken (a takeover poll, an
+        // attach) may find the run finished meanwhile by the replica that held
+        // it, which saves the end before it lets the lease go: now that the
+        // lease is this one's, the checkpoint says whether there is a run left.
+        if input.is_none() && self.inner.leases.is_shared() {
+            let refusal = match without_stalling(|| self.inner.store.load(&tenant.name, session)) {
+                Ok(Some(cp)) if cp.is_unfinished() => None,
+                Ok(_) => Some(ApiError(
+                    StatusCode::BAD_REQUEST,
+                    "input is required (there is no run to resume in this session)".into(),
+                )),
+                Err(e) => {
+                    tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot read the run's checkpoint");
+                    Some(ApiError(StatusCode::SERVICE_UNAVAILABLE, "the run store is unreachable; retry later".into()))
+                }
+            };
+            if let Some(refusal) = refusal {
+                let _ = without_stalling(|| self.inner.leases.release(&tenant.name, session));
+                return Err(refusal);
+            }
+        }
         // With a shared store the ids continue the session's stored events.
         let first_id = match without_stalling(|| self.first_event_id(&tenant.name, session, input.is_some())) {
             Ok(first) => first,
