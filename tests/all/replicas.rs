@@ -400,4 +400,7 @@ async fn calls_per_minute_holds_across_three_replicas() {
     kill_all(running).await;
 }
 
+mod events;
+mod load;
+mod quotas;
 mod takeover;

@@ -106,7 +106,7 @@ pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliE
             eprintln!("note: a SQLite store serves one process; several replicas need store = \"postgres://…\"")
         }
         _ => eprintln!(
-            "note: sessions, uploads and calls per minute are shared through PostgreSQL with every replica on this store"
+            "note: sessions, uploads, runs in progress, and calls and fuel per minute are shared through PostgreSQL with every replica on this store"
         ),
     }
     println!("  curl http://{local}/healthz");

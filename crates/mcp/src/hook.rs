@@ -27,6 +27,9 @@ pub struct CallStart<'a> {
     /// and the approval channel where a call waiting for approval is pending
     /// (deciding it there decides the call, whoever answers first).
     pub run: &'a RunState,
+    /// The tool the call would run, as the catalog of the call's start
+    /// lists it; `None` when the client named no such tool.
+    pub tool: Option<&'a lovia_host::Tool>,
 }
 
 /// Held while an admitted call runs.

@@ -260,7 +260,10 @@ impl McpServer {
         };
         let permit: Box<dyn CallPermit> = match &self.options.hook {
             None => Box::new(hook::Unhooked),
-            Some(hook) => match hook.admit(&CallStart { call: &call, run: &state }).await {
+            Some(hook) => match hook
+                .admit(&CallStart { call: &call, run: &state, tool: catalog.exec.tools().get(&call.name) })
+                .await
+            {
                 Ok(permit) => permit,
                 Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]).into(),
             },

@@ -3,6 +3,7 @@
 //! session); its events go to every connected reader; it survives readers
 //! leaving, and is persisted so that it survives the process too.
 
+use super::lease::Taken;
 use super::remote::{Order, Posted};
 use super::sse::{READER_QUEUE, Reader, frame};
 use super::{Service, Tenant, error, unauthorized};
@@ -486,10 +487,7 @@ impl Service {
         read: bool,
     ) -> Result<Option<Reader>, ApiError> {
         let provider = tenant.model.provider().map_err(|reason| ApiError(StatusCode::SERVICE_UNAVAILABLE, reason))?;
-        let Ok(permit) = tenant.runs.clone().try_acquire_owned() else {
-            self.inner.metrics.refuse(&tenant.name, "max_concurrent_runs");
-            return Err(ApiError(StatusCode::TOO_MANY_REQUESTS, "too many runs in progress for this tenant".into()));
-        };
+        let Ok(permit) = tenant.runs.clone().try_acquire_owned() else { return Err(too_many_runs(self, tenant)) };
         let executor = tenant.executor();
         let config = &tenant.agent;
         let mut agent = Agent::new(config.name.clone());
@@ -498,15 +496,22 @@ impl Service {
         agent.budget = config.budget;
         agent.settings.parallel_tool_calls = config.parallel_tool_calls;
         // The tenant's call quotas hold inside chats too: a refused call is an error result.
-        let quota: Arc<dyn lovia_host::policy::Policy> = Arc::new(super::quota::QuotaPolicy(tenant.quota.clone()));
-        // The tenant's MCP servers come as sources, which follow their list changes.
+        // Each tool's attempts pass the tenant's quota with its own fuel cap.
+        let quota_for = |t: &lovia_host::Tool| -> Arc<dyn lovia_host::policy::Policy> {
+            let fuel_cap = t.plugin().and_then(|p| p.limits().fuel);
+            Arc::new(super::quota::QuotaPolicy(tenant.quota.clone(), fuel_cap))
+        };
+        // The tenant's MCP servers come as sources, which follow their list
+        // changes; they run no wasm, so they hold no fuel.
         agent.plugin_tools = executor
             .tools()
             .iter()
             .filter(|t| !tenant.mcp_servers.listed_at_start(t.name()))
-            .map(|t| t.clone().with_policy(quota.clone()))
+            .map(|t| t.clone().with_policy(quota_for(t)))
             .collect();
-        agent.tool_sources = tenant.mcp_servers.for_chat(&quota);
+        let unfuelled: Arc<dyn lovia_host::policy::Policy> =
+            Arc::new(super::quota::QuotaPolicy(tenant.quota.clone(), None));
+        agent.tool_sources = tenant.mcp_servers.for_chat(&unfuelled);
         agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.approval_timeout)));
         let runner = Runner::new(agent, provider).with_store(self.inner.store.clone());
         let state =
@@ -516,21 +521,44 @@ impl Service {
         if self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&key) {
             return Err(in_progress());
         }
-        // With several replicas, the run is this one's only with its lease.
-        match without_stalling(|| self.inner.leases.take(&tenant.name, session)) {
-            Ok(true) => {}
-            Ok(false) => {
+        // With several replicas, the run is this one's only with its lease,
+        // and the tenant's leases are its runs on every replica.
+        match without_stalling(|| self.inner.leases.take(&tenant.name, session, tenant.max_runs)) {
+            Ok(Taken::Yes) => {}
+            Ok(Taken::HeldElsewhere) => {
                 return Err(ApiError(
                     StatusCode::CONFLICT,
                     "a run is in progress for this session on another replica".into(),
                 ));
             }
+            Ok(Taken::TooMany) => return Err(too_many_runs(self, tenant)),
             Err(e) => {
                 tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot take the run's lease");
                 return Err(ApiError(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "the run store is unreachable; retry later".into(),
                 ));
+            }
+        }
+        // A resume decided on before the lease was taken (a takeover poll, an
+        // attach) may find the run finished meanwhile by the replica that held
+        // it, which saves the end before it lets the lease go: now that the
+        // lease is this one's, the checkpoint says whether there is a run left.
+        if input.is_none() && self.inner.leases.is_shared() {
+            let refusal = match without_stalling(|| self.inner.store.load(&tenant.name, session)) {
+                Ok(Some(cp)) if cp.is_unfinished() => None,
+                Ok(_) => Some(ApiError(
+                    StatusCode::BAD_REQUEST,
+                    "input is required (there is no run to resume in this session)".into(),
+                )),
+                Err(e) => {
+                    tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot read the run's checkpoint");
+                    Some(ApiError(StatusCode::SERVICE_UNAVAILABLE, "the run store is unreachable; retry later".into()))
+                }
+            };
+            if let Some(refusal) = refusal {
+                let _ = without_stalling(|| self.inner.leases.release(&tenant.name, session));
+                return Err(refusal);
             }
         }
         // With a shared store the ids continue the session's stored events.
@@ -714,6 +742,13 @@ impl Service {
         });
         Ok(reader)
     }
+}
+
+/// The tenant's `max_concurrent_runs` is reached: on this replica, or with
+/// a shared store on all of them together (its unexpired leases).
+fn too_many_runs(service: &Service, tenant: &Tenant) -> ApiError {
+    service.inner.metrics.refuse(&tenant.name, "max_concurrent_runs");
+    ApiError(StatusCode::TOO_MANY_REQUESTS, "too many runs in progress for this tenant".into())
 }
 
 #[cfg(test)]

@@ -205,10 +205,12 @@ pub struct TenantConfig {
     pub name: String,
     /// Lower-case hex SHA-256 of each API key that acts as this tenant.
     pub api_keys: Vec<String>,
-    /// Calls running at once; beyond, 429. Default: 16.
+    /// Calls running at once; beyond, 429. Per replica (it bounds one
+    /// process's memory and cores). Default: 16.
     #[serde(default = "default_concurrent")]
     pub max_concurrent_calls: u32,
-    /// Calls started per minute; beyond, 429. Default: 600.
+    /// Calls started per minute; beyond, 429. With PostgreSQL, across
+    /// replicas. Default: 600.
     #[serde(default = "default_per_minute")]
     pub calls_per_minute: u32,
     /// Fuel (wasm instructions, roughly) the tenant's calls may burn per
@@ -216,12 +218,15 @@ pub struct TenantConfig {
     /// minute is over. Needs a host with fuel metering (`lovia serve` turns
     /// it on when a tenant sets this). Each call's fuel is held from this
     /// budget while it runs, so a plugin entry without its own `fuel` limit
-    /// gets `fuel_per_minute / max_concurrent_calls` per call, and the
-    /// tenant's calls can all run at once. Default: none (calls are still
-    /// bounded by their own time and fuel limits).
+    /// gets `fuel_per_minute / max_concurrent_calls` per call (uploads too),
+    /// and the tenant's calls can all run at once. With PostgreSQL the
+    /// minute's fuel is held and charged across replicas, and a call whose
+    /// hold does not fit gets 429. Default: none (calls are still bounded by
+    /// their own time and fuel limits).
     #[serde(default)]
     pub fuel_per_minute: Option<u64>,
-    /// Chat runs at once; beyond, 429. Default: 4.
+    /// Chat runs at once; beyond, 429. With PostgreSQL, across replicas.
+    /// Default: 4.
     #[serde(default = "default_runs")]
     pub max_concurrent_runs: u32,
     /// Bytes of this tenant's request bodies being read or held at once;

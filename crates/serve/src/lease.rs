@@ -6,6 +6,9 @@
 //! when no other replica holds an unexpired one, so two live replicas never
 //! run one run; a replica that died stops renewing, and once its leases
 //! expire another replica takes its runs over from their checkpoints.
+//! The leases are also the tenant's runs in progress across replicas: a
+//! run starts only while its tenant holds fewer unexpired leases than its
+//! `max_concurrent_runs`.
 //!
 //! A SQLite store (or the caller's store of [`Service::with_store`](crate::Service::with_store))
 //! serves one process: every run is that process's, and nothing is stored.
@@ -36,6 +39,22 @@ pub enum LeaseError {
         /// What failed.
         message: String,
     },
+}
+
+/// The first key of the per-tenant advisory lock that run starts take
+/// (the second is the tenant's `hashtext`). The two-key lock space is
+/// separate from the one-key space of the schema lock.
+const RUN_START_LOCK: i32 = 7_420_612;
+
+/// What [`RunLeases::take`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Taken {
+    /// The lease is this replica's now.
+    Yes,
+    /// Another replica holds an unexpired lease of the run.
+    HeldElsewhere,
+    /// The tenant has `max_concurrent_runs` other runs with unexpired leases.
+    TooMany,
 }
 
 /// A (tenant name, session id).
@@ -121,24 +140,43 @@ impl RunLeases {
         matches!(self, RunLeases::Postgres(_))
     }
 
-    /// Takes the lease of a run for this replica: true when no other replica
-    /// holds an unexpired one (then this one does, for the lease time).
+    /// Takes the lease of a run for this replica, if no other replica holds
+    /// an unexpired one and the tenant has fewer than `max_runs` other runs
+    /// with unexpired leases (its `max_concurrent_runs`, across replicas).
     /// Blocks on the database: call it through `without_stalling`.
-    pub(crate) fn take(&self, tenant: &str, session: &str) -> Result<bool, LeaseError> {
-        let RunLeases::Postgres(pg) = self else { return Ok(true) };
+    pub(crate) fn take(&self, tenant: &str, session: &str, max_runs: u32) -> Result<Taken, LeaseError> {
+        let RunLeases::Postgres(pg) = self else { return Ok(Taken::Yes) };
         let (t, s, owner, ms) = (tenant.to_owned(), session.to_owned(), pg.owner.clone(), pg.lease_ms());
         pg.run(move |c| {
-            // One statement: two replicas taking one lease at once serialise
-            // on its row, and the second sees the first's unexpired lease.
-            let row = c.query_opt(
+            let mut tx = c.transaction()?;
+            // The tenant's run starts serialise on its lock (a transaction
+            // lock: released at commit, or when a dead connection ends), so
+            // the count below sees every lease committed before it and none
+            // can be added between the count and the insert. Only run starts
+            // take it: renewals and releases never wait for it.
+            tx.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", &[&RUN_START_LOCK, &t])?;
+            let row = tx.query_one(
+                "SELECT COUNT(*) FILTER (WHERE session <> $2),
+                        COALESCE(bool_or(session = $2 AND owner <> $3), false)
+                   FROM lovia_run_leases WHERE tenant = $1 AND expires >= now()",
+                &[&t, &s, &owner],
+            )?;
+            let (others, held_elsewhere): (i64, bool) = (row.get(0), row.get(1));
+            if held_elsewhere {
+                return Ok(Taken::HeldElsewhere);
+            }
+            // A run taken over keeps its row (the same key): it counts once.
+            if others >= i64::from(max_runs) {
+                return Ok(Taken::TooMany);
+            }
+            tx.execute(
                 "INSERT INTO lovia_run_leases (tenant, session, owner, expires)
                  VALUES ($1, $2, $3, now() + $4::bigint * interval '1 millisecond')
-                 ON CONFLICT (tenant, session) DO UPDATE SET owner = EXCLUDED.owner, expires = EXCLUDED.expires
-                 WHERE lovia_run_leases.expires < now() OR lovia_run_leases.owner = EXCLUDED.owner
-                 RETURNING 1",
+                 ON CONFLICT (tenant, session) DO UPDATE SET owner = EXCLUDED.owner, expires = EXCLUDED.expires",
                 &[&t, &s, &owner, &ms],
             )?;
-            Ok(row.is_some())
+            tx.commit()?;
+            Ok(Taken::Yes)
         })
     }
 

@@ -154,6 +154,11 @@ struct Tenant {
     model: model::TenantModel,
     agent: config::AgentConfig,
     runs: Arc<Semaphore>,
+    /// `max_concurrent_runs`: with a shared store, across replicas (`lease`).
+    max_runs: u32,
+    /// With `fuel_per_minute`, each call's fuel unless its plugin sets one:
+    /// `fuel_per_minute / max_concurrent_calls`.
+    fuel_cap: Option<u64>,
     /// One upload of this tenant compiles at a time.
     uploads: Arc<Semaphore>,
     quota: Arc<quota::Quota>,
@@ -288,6 +293,7 @@ impl Service {
                 }
                 host.tenant_fuel().limit_per_period(&t.name, fuel, Duration::from_secs(60));
             }
+            let fuel_cap = t.fuel_per_minute.map(|fuel| (fuel / u64::from(t.max_concurrent_calls.max(1))).max(1));
             let mut tools = Toolset::new();
             for entry in &t.plugins {
                 let mut plugin_config = entry.plugin_config();
@@ -295,10 +301,8 @@ impl Service {
                 // an uncapped call would hold all of it, failing every call
                 // beside it: each call gets an equal share of the minute's
                 // fuel by default.
-                if let Some(fuel) = t.fuel_per_minute
-                    && plugin_config.limits.fuel.is_none()
-                {
-                    plugin_config.limits.fuel = Some((fuel / u64::from(t.max_concurrent_calls.max(1))).max(1));
+                if plugin_config.limits.fuel.is_none() {
+                    plugin_config.limits.fuel = fuel_cap;
                 }
                 let plugin = host
                     .load_file_with(&entry.path, plugin_config)
@@ -320,6 +324,7 @@ impl Service {
                 t.calls_per_minute,
                 metrics.clone(),
                 shared.clone(),
+                t.fuel_per_minute.map(|fuel| (fuel, host.clone())),
             ));
             let setup = mcp::Setup {
                 tenant: &t.name,
@@ -339,6 +344,8 @@ impl Service {
                 model: model::TenantModel::from_config(&t.provider),
                 agent: t.agent.clone(),
                 runs: Arc::new(Semaphore::new(t.max_concurrent_runs as usize)),
+                max_runs: t.max_concurrent_runs,
+                fuel_cap,
                 uploads: Arc::new(Semaphore::new(1)),
                 quota,
                 bodies: door::budget(t.max_body_bytes_in_flight),
@@ -455,9 +462,15 @@ impl Service {
                 if let Some(bytes) = self.inner.plugins.bytes(row.id).await? {
                     let origin = format!("upload by {}", tenant.name);
                     let host = self.inner.host.clone();
-                    let (compiled, _) =
-                        upload::compile_on_the_blocking_pool(host, &self.inner.compile_slots, None, bytes, origin)
-                            .await;
+                    let (compiled, _) = upload::compile_on_the_blocking_pool(
+                        host,
+                        &self.inner.compile_slots,
+                        None,
+                        bytes,
+                        origin,
+                        tenant.fuel_cap,
+                    )
+                    .await;
                     match compiled.map(|plugin| self.install(tenant, row.id, &plugin)) {
                         Ok(Ok(_)) => {
                             tracing::info!(tenant = %row.tenant, plugin = %row.name, id = row.id, "stored upload loaded")
@@ -648,8 +661,9 @@ async fn call_tool(
     if executor.tools().get(&name).is_none() {
         return error(StatusCode::NOT_FOUND, &format!("no tool named {name}"));
     }
-    let _slot = match tenant.quota.admit().await {
-        Ok(slot) => slot,
+    let fuel_cap = executor.tools().get(&name).and_then(|t| t.plugin()).and_then(|p| p.limits().fuel);
+    let admitted = match tenant.quota.admit(fuel_cap).await {
+        Ok(admitted) => admitted,
         Err(refusal) => return error(StatusCode::TOO_MANY_REQUESTS, refusal.message()),
     };
     let n = service.inner.calls.fetch_add(1, Ordering::Relaxed);
@@ -659,6 +673,7 @@ async fn call_tool(
         RunState { run_id: format!("serve_{n}"), session_id, tenant: Some(tenant.name.clone()), ..RunState::default() };
     let started = Instant::now();
     let results = executor.run_turn(std::slice::from_ref(&call), &run, &EventSink::none()).await;
+    tenant.quota.end(admitted).await;
     let (output, error_kind, parts, tool_error_kind) = match results.ok().and_then(|r| r.into_iter().next()) {
         Some(entry) => (entry.output, entry.error_kind, entry.parts, entry.tool_error_kind),
         // A tool that cancels the run leaves no result (docs/semantics.md D8 answers it so).

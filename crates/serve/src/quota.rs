@@ -1,16 +1,20 @@
-//! A tenant's call quotas — calls at once and calls per minute — kept for
-//! direct calls and, through [`QuotaPolicy`], for the calls of its chats.
-//! With a PostgreSQL store the minute's count is one row per tenant and
-//! wall-clock minute, shared by every replica (one upsert per call); calls at
-//! once stay per replica (docs/replicas.md).
+//! A tenant's call quotas — calls at once, calls per minute and, with a
+//! shared store, fuel per minute — kept for direct calls and, through
+//! [`QuotaPolicy`], for the calls of its chats. With a PostgreSQL store the
+//! minute's calls and fuel are one row per tenant and wall-clock minute,
+//! shared by every replica: the upsert that counts a call also holds its
+//! fuel cap, and a second statement after the call gives the hold back and
+//! charges what the tenant burned. Calls at once stay per replica: they
+//! bound this process's memory and cores (docs/replicas.md).
 
 use super::metrics::Metrics;
-use super::stored::PluginStore;
+use super::stored::{Counted, PluginStore};
 use lovia_host::BoxFuture;
 use lovia_host::CallContext;
 use lovia_host::Failure;
 use lovia_host::policy::{AttemptResult, Next, Policy};
 use serde_json::Value;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -20,6 +24,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub(crate) enum Refusal {
     PerMinute,
     Concurrent,
+    /// The minute's `fuel_per_minute`, across replicas, is burned or held.
+    Fuel,
     /// The shared count could not be taken: refused, as a quota that cannot
     /// be checked must not admit.
     Unavailable,
@@ -30,6 +36,7 @@ impl Refusal {
         match self {
             Refusal::PerMinute => "calls_per_minute",
             Refusal::Concurrent => "max_concurrent_calls",
+            Refusal::Fuel => "fuel_per_minute",
             Refusal::Unavailable => "quota_store",
         }
     }
@@ -38,6 +45,7 @@ impl Refusal {
         match self {
             Refusal::PerMinute => "calls per minute quota exceeded",
             Refusal::Concurrent => "too many calls in flight for this tenant",
+            Refusal::Fuel => "fuel per minute quota exceeded",
             Refusal::Unavailable => "the quota store is unreachable; retry later",
         }
     }
@@ -54,6 +62,39 @@ pub(crate) struct Quota {
     metrics: Arc<Metrics>,
     /// The replicas' shared store, which then counts the minute's calls.
     shared: Option<Arc<PluginStore>>,
+    /// With a shared store and `fuel_per_minute`: the minute's fuel there.
+    fuel: Option<SharedFuel>,
+}
+
+/// A tenant's `fuel_per_minute` across replicas. The host's ledger holds
+/// and charges each call's fuel on this replica (crates/host `FuelLedger`);
+/// this mirrors it in the shared minute row.
+struct SharedFuel {
+    per_minute: u64,
+    /// The host, whose ledger counts what the tenant burned here.
+    host: lovia_host::Host,
+    /// The ledger's count already charged to the shared row.
+    charged: AtomicU64,
+}
+
+/// An admitted call: its slot and the fuel it holds in the shared minute.
+/// Dropped without [`Quota::end`] (the call's future was dropped: its run
+/// was cancelled, its client left), it gives the hold back in a task of its own.
+pub(crate) struct Admitted {
+    _slot: OwnedSemaphorePermit,
+    quota: Arc<Quota>,
+    /// (minute, fuel held) in the shared row, to give back at the end.
+    hold: Option<(i64, u64)>,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let Some(hold) = self.hold.take() else { return };
+        let quota = self.quota.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { quota.give_back(Some(hold)).await });
+        }
+    }
 }
 
 impl Quota {
@@ -63,7 +104,12 @@ impl Quota {
         per_minute: u32,
         metrics: Arc<Metrics>,
         shared: Option<Arc<PluginStore>>,
+        fuel: Option<(u64, lovia_host::Host)>,
     ) -> Self {
+        let fuel = fuel.filter(|_| shared.as_ref().is_some_and(|s| s.is_shared())).map(|(per_minute, host)| {
+            let charged = AtomicU64::new(host.tenant_fuel().used(tenant));
+            SharedFuel { per_minute, host, charged }
+        });
         Self {
             tenant: tenant.to_owned(),
             slots: Arc::new(Semaphore::new(max_concurrent as usize)),
@@ -73,6 +119,7 @@ impl Quota {
             started: Instant::now(),
             metrics,
             shared,
+            fuel,
         }
     }
 
@@ -82,12 +129,20 @@ impl Quota {
     }
 
     /// Counts a call and takes a slot for it, or says why not (and counts
-    /// the refusal in the metrics).
-    pub(crate) async fn admit(&self) -> Result<OwnedSemaphorePermit, Refusal> {
+    /// the refusal in the metrics). `fuel_cap` is the call's fuel limit
+    /// (`None`: uncapped, so it may burn the whole minute's fuel): with the
+    /// shared fuel quota it is held in the minute's row until [`Quota::end`].
+    pub(crate) async fn admit(self: &Arc<Self>, fuel_cap: Option<u64>) -> Result<Admitted, Refusal> {
+        let fuel = self.fuel.as_ref().map(|f| (fuel_cap.unwrap_or(f.per_minute).min(f.per_minute), f.per_minute));
+        let mut minute = None;
         let refusal = if let Some(store) = &self.shared {
-            match store.count_call(&self.tenant, self.per_minute).await {
-                Ok(true) => None,
-                Ok(false) => Some(Refusal::PerMinute),
+            match store.count_call(&self.tenant, self.per_minute, fuel).await {
+                Ok(Counted::Yes { minute: m }) => {
+                    minute = Some(m);
+                    None
+                }
+                Ok(Counted::PerMinute) => Some(Refusal::PerMinute),
+                Ok(Counted::Fuel) => Some(Refusal::Fuel),
                 Err(e) => {
                     tracing::error!(tenant = %self.tenant, error = %e, "cannot count a call in the shared store");
                     Some(Refusal::Unavailable)
@@ -106,20 +161,48 @@ impl Quota {
                 None
             }
         };
+        let hold = minute.zip(fuel.map(|(held, _)| held));
         let outcome = match refusal {
             Some(r) => Err(r),
-            None => self.slots.clone().try_acquire_owned().map_err(|_| Refusal::Concurrent),
+            None => match self.slots.clone().try_acquire_owned() {
+                Ok(slot) => Ok(Admitted { _slot: slot, quota: self.clone(), hold }),
+                Err(_) => {
+                    // Counted but not run: its fuel hold goes back.
+                    self.give_back(hold).await;
+                    Err(Refusal::Concurrent)
+                }
+            },
         };
         if let Err(r) = outcome {
             self.metrics.refuse(&self.tenant, r.reason());
         }
         outcome
     }
+
+    /// Ends an admitted call: gives its fuel hold back to the shared minute
+    /// and charges it what the tenant burned here since the last charge
+    /// (this call's fuel, and that of calls ending beside it).
+    pub(crate) async fn end(&self, mut admitted: Admitted) {
+        self.give_back(admitted.hold.take()).await;
+    }
+
+    async fn give_back(&self, hold: Option<(i64, u64)>) {
+        let (Some((minute, held)), Some(fuel), Some(store)) = (hold, &self.fuel, &self.shared) else { return };
+        // The ledger's count only grows; each unit of it is charged once,
+        // by whichever call's end sees it first.
+        let used = fuel.host.tenant_fuel().used(&self.tenant);
+        let burned = used.saturating_sub(fuel.charged.fetch_max(used, Ordering::AcqRel));
+        if let Err(e) = store.charge_fuel(&self.tenant, minute, held, burned).await {
+            // The hold stays in the row: the minute admits less, never more.
+            tracing::warn!(tenant = %self.tenant, error = %e, "cannot give a call's fuel back to the shared minute");
+        }
+    }
 }
 
-/// Applies the tenant's quota to each attempt of a chat's calls: a refused
-/// attempt is a tool error the model reads.
-pub(crate) struct QuotaPolicy(pub(crate) Arc<Quota>);
+/// Applies the tenant's quota to each attempt of a chat's calls of one
+/// tool (whose fuel cap is `.1`): a refused attempt is a tool error the
+/// model reads.
+pub(crate) struct QuotaPolicy(pub(crate) Arc<Quota>, pub(crate) Option<u64>);
 
 impl Policy for QuotaPolicy {
     fn call<'a>(
@@ -130,8 +213,12 @@ impl Policy for QuotaPolicy {
         next: Next<'a>,
     ) -> BoxFuture<'a, AttemptResult> {
         Box::pin(async move {
-            match self.0.admit().await {
-                Ok(_slot) => next.run(args).await,
+            match self.0.admit(self.1).await {
+                Ok(admitted) => {
+                    let result = next.run(args).await;
+                    self.0.end(admitted).await;
+                    result
+                }
                 Err(r) => Err(Failure::Tool { message: r.message().into(), hint: None, kind: None }),
             }
         })

@@ -12,7 +12,8 @@
 //! bounds its owner passes (the in-memory replay's, `chat::RUN_REPLAY_EVENTS`
 //! and `chat::RUN_REPLAY_BYTES`) (older ones are pruned, and a
 //! reader that needed them gets `replay_truncated`); the events of a run
-//! that no replica holds go a minute after their last append. An event the
+//! that no replica holds go a minute after their last append, or sooner
+//! past the tenant's newest [`ENDED_RUNS_KEPT`] ended runs. An event the
 //! owner cannot queue for the table (its queue of [`RELAY_QUEUE`] is full
 //! because the store is slow) is missed by remote readers, which are told so.
 
@@ -36,6 +37,14 @@ const BATCH: usize = 128;
 /// One event on its way to the table: its id, name and JSON data.
 pub(crate) type Relayed = (u64, String, String);
 
+/// Ended runs of one tenant whose events stay in the table, for readers
+/// still catching up (at most a minute): the newest 16; older ones go when
+/// the tenant starts a run. With its runs in progress (at most its
+/// `max_concurrent_runs`, across replicas, plus any waiting for a takeover)
+/// and each run's own bounds, this bounds the tenant's rows: by default
+/// (4 + 16) runs × 512 events and 1 MiB.
+const ENDED_RUNS_KEPT: i64 = 16;
+
 /// Reads of the table per wake-up of a remote reader: 256 rows.
 const READ_ROWS: i64 = 256;
 
@@ -47,6 +56,18 @@ impl Service {
         let Some(pg) = self.inner.leases.shared() else { return Ok(None) };
         let (t, s) = (tenant.to_owned(), session.to_owned());
         pg.run(move |c| {
+            // The tenant's bound: the events of its ended runs past the
+            // newest ENDED_RUNS_KEPT go (their transcripts stay in the run store).
+            c.execute(
+                "DELETE FROM lovia_run_events e USING (
+                     SELECT ev.session FROM lovia_run_events ev
+                      WHERE ev.tenant = $1 AND ev.session <> $2
+                        AND NOT EXISTS (SELECT 1 FROM lovia_run_leases l
+                                         WHERE l.tenant = ev.tenant AND l.session = ev.session)
+                      GROUP BY ev.session ORDER BY max(ev.at) DESC OFFSET $3) old
+                  WHERE e.tenant = $1 AND e.session = old.session",
+                &[&t, &s, &ENDED_RUNS_KEPT],
+            )?;
             if fresh {
                 c.execute("DELETE FROM lovia_run_events WHERE tenant = $1 AND session = $2", &[&t, &s])?;
                 return Ok(Some(0));
@@ -159,7 +180,14 @@ impl Service {
                     next = seq + 1;
                 }
                 // The owner writes every event before it lets the lease go:
-                // with no lease, what was read is all there is.
+                // with no lease, what was read is all there is. A run that
+                // ended without its end in the table lost events (dropped
+                // past the tenant's bound, or never written): say so.
+                if !held && !ended {
+                    let gone = json!({"type": "events_gone", "fatal": true,
+                        "message": "the run is over and its remaining events are not kept; GET /api/chat/{session_id} has its transcript"});
+                    let _ = tx.send(frame("error", &gone)).await;
+                }
                 if ended || !held {
                     return;
                 }

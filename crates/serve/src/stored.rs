@@ -135,7 +135,24 @@ CREATE TABLE IF NOT EXISTS lovia_call_minutes (
     calls BIGINT NOT NULL,
     PRIMARY KEY (tenant, minute)
 );
+ALTER TABLE lovia_call_minutes ADD COLUMN IF NOT EXISTS fuel BIGINT NOT NULL DEFAULT 0;
 COMMIT;";
+
+/// What the shared count said of one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Counted {
+    /// Counted in this minute (seconds since the Unix epoch; 0 in memory).
+    Yes { minute: i64 },
+    /// The minute's `calls_per_minute` are used up.
+    PerMinute,
+    /// The minute's `fuel_per_minute` is burned or held by calls running.
+    Fuel,
+}
+
+/// `n` as a PostgreSQL `BIGINT`, saturating.
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
 
 impl PluginStore {
     /// Opens the uploads' tables beside the run store at `url`.
@@ -395,21 +412,65 @@ impl PluginStore {
 
     /// Counts a call of `tenant` in the current wall-clock minute (the
     /// database's clock, so every replica agrees on it) if fewer than `limit`
-    /// were counted; whether it was. Only a shared store counts; the others
-    /// say true (the caller counts in memory).
-    pub(crate) async fn count_call(&self, tenant: &str, limit: u32) -> Result<bool, PluginStoreError> {
-        let PluginStore::Postgres(pg) = self else { return Ok(true) };
+    /// were counted and, with `fuel` = (hold, per minute), holds `hold` of
+    /// the minute's fuel for it if that leaves the minute within its fuel.
+    /// Only a shared store counts; the others admit (the caller counts in
+    /// memory, and the host's ledger holds the fuel).
+    pub(crate) async fn count_call(
+        &self,
+        tenant: &str,
+        limit: u32,
+        fuel: Option<(u64, u64)>,
+    ) -> Result<Counted, PluginStoreError> {
+        let PluginStore::Postgres(pg) = self else { return Ok(Counted::Yes { minute: 0 }) };
         let tenant = tenant.to_owned();
+        let (hold, per_minute) = fuel.map_or((0, i64::MAX), |(h, m)| (to_i64(h.min(m)), to_i64(m)));
         pg.run(move |c| {
-            // One statement, so two replicas counting at once serialise on the row.
+            // One statement, so two replicas counting at once serialise on the
+            // row. `fuel` is what the minute's calls burned plus what those
+            // still running hold.
             let row = c.query_opt(
-                "INSERT INTO lovia_call_minutes (tenant, minute, calls) VALUES ($1, date_trunc('minute', now()), 1)
-                 ON CONFLICT (tenant, minute) DO UPDATE SET calls = lovia_call_minutes.calls + 1
-                 WHERE lovia_call_minutes.calls < $2
-                 RETURNING calls",
-                &[&tenant, &i64::from(limit)],
+                "INSERT INTO lovia_call_minutes AS m (tenant, minute, calls, fuel)
+                 VALUES ($1, date_trunc('minute', now()), 1, $3)
+                 ON CONFLICT (tenant, minute) DO UPDATE SET calls = m.calls + 1, fuel = m.fuel + $3
+                 WHERE m.calls < $2 AND m.fuel <= $4 - $3
+                 RETURNING extract(epoch FROM m.minute)::bigint",
+                &[&tenant, &i64::from(limit), &hold, &per_minute],
             )?;
-            Ok(row.is_some())
+            if let Some(row) = row {
+                return Ok(Counted::Yes { minute: row.get(0) });
+            }
+            // Refused (rare): which bound, for the answer.
+            let calls: Option<i64> = c
+                .query_opt(
+                    "SELECT calls FROM lovia_call_minutes WHERE tenant = $1 AND minute = date_trunc('minute', now())",
+                    &[&tenant],
+                )?
+                .map(|r| r.get(0));
+            Ok(if calls.is_some_and(|n| n < i64::from(limit)) { Counted::Fuel } else { Counted::PerMinute })
+        })
+        .await
+    }
+
+    /// Ends a call counted in `minute` (seconds since the Unix epoch) that
+    /// held `held` fuel: the hold goes and `burned` (what the tenant burned
+    /// since the last charge) is charged to that minute.
+    pub(crate) async fn charge_fuel(
+        &self,
+        tenant: &str,
+        minute: i64,
+        held: u64,
+        burned: u64,
+    ) -> Result<(), PluginStoreError> {
+        let PluginStore::Postgres(pg) = self else { return Ok(()) };
+        let (tenant, held, burned) = (tenant.to_owned(), to_i64(held), to_i64(burned));
+        pg.run(move |c| {
+            c.execute(
+                "UPDATE lovia_call_minutes SET fuel = GREATEST(fuel - $3, 0) + $4
+                 WHERE tenant = $1 AND minute = 'epoch'::timestamptz + $2::bigint * interval '1 second'",
+                &[&tenant, &minute, &held, &burned],
+            )
+            .map(drop)
         })
         .await
     }

@@ -47,8 +47,13 @@ impl Service {
             }
             match self.start_run(tenant, &session, None, false) {
                 Ok(_) => tracing::info!(tenant = %tenant.name, %session, "{done}"),
-                // Another replica took its lease first: nothing to do.
-                Err(refusal) if refusal.0 == StatusCode::CONFLICT => {}
+                // Another replica took its lease first, or ended it meanwhile: nothing to do.
+                Err(refusal) if refusal.0 == StatusCode::CONFLICT || refusal.0 == StatusCode::BAD_REQUEST => {}
+                // The tenant is at its `max_concurrent_runs`: the run waits
+                // for a slot, and the next poll tries again.
+                Err(refusal) if refusal.0 == StatusCode::TOO_MANY_REQUESTS => {
+                    tracing::debug!(tenant = %tenant.name, %session, "the tenant is at max_concurrent_runs; the run waits")
+                }
                 Err(_) => tracing::warn!(tenant = %tenant.name, %session, "cannot resume the run now"),
             }
         }

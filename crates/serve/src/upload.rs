@@ -56,8 +56,15 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
     }
     let origin = format!("upload by {}", tenant.name);
     let host = service.inner.host.clone();
-    let (compiled, _compiling) =
-        compile_on_the_blocking_pool(host, &service.inner.compile_slots, Some(compiling), body.clone(), origin).await;
+    let (compiled, _compiling) = compile_on_the_blocking_pool(
+        host,
+        &service.inner.compile_slots,
+        Some(compiling),
+        body.clone(),
+        origin,
+        tenant.fuel_cap,
+    )
+    .await;
     let plugin = match compiled {
         Ok(p) => p,
         Err(message) => return error(StatusCode::BAD_REQUEST, &message),
@@ -121,13 +128,18 @@ pub(crate) async fn compile_on_the_blocking_pool(
     compiling: Option<OwnedSemaphorePermit>,
     bytes: Bytes,
     origin: String,
+    fuel_cap: Option<u64>,
 ) -> (Result<lovia_host::Plugin, String>, Option<OwnedSemaphorePermit>) {
+    // Like a configured plugin of a tenant with `fuel_per_minute`, each call
+    // gets its share of the minute's fuel, not all that is left of it.
+    let mut config = lovia_host::plugin::config::PluginConfig::default();
+    config.limits.fuel = fuel_cap;
     let Ok(slot) = slots.clone().acquire_owned().await else {
         return (Err("the service is shutting down".to_owned()), compiling);
     };
     let runtime = tokio::runtime::Handle::current();
     let task = tokio::task::spawn_blocking(move || {
-        let result = runtime.block_on(host.load_bytes(&bytes, &origin)).map_err(|e| e.to_string());
+        let result = runtime.block_on(host.load_bytes_with(&bytes, &origin, config)).map_err(|e| e.to_string());
         drop(slot);
         (result, compiling)
     });

@@ -6,14 +6,13 @@
 //! `POST /api/chat/approve`.
 
 use super::super::metrics::Metrics;
-use super::super::quota::Quota;
+use super::super::quota::{Admitted, Quota};
 use lovia_host::BoxFuture;
 use lovia_host::approval::{ApprovalChannel, ApprovalDecision, ApprovalRequest};
 use lovia_mcp::{CallHook, CallOutcome, CallPermit, CallStart};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
-use tokio::sync::OwnedSemaphorePermit;
 
 /// A tenant's `/mcp` calls in progress, by their run id (`mcp-<n>`), which
 /// the approve route takes as the `session_id`.
@@ -76,12 +75,13 @@ impl CallHook for TenantHook {
     fn admit<'a>(&'a self, call: &'a CallStart<'a>) -> BoxFuture<'a, Result<Box<dyn CallPermit>, String>> {
         Box::pin(async move {
             // The refusal is counted by `admit`, as for the other routes.
-            let slot = self.quota.admit().await.map_err(|refusal| refusal.message().to_owned())?;
+            let fuel_cap = call.tool.and_then(|t| t.plugin()).and_then(|p| p.limits().fuel);
+            let admitted = self.quota.admit(fuel_cap).await.map_err(|refusal| refusal.message().to_owned())?;
             let session = call.run.run_id.clone();
             let entry = InProgress { approvals: call.run.approvals.clone(), asked: None };
             self.waiting.lock().insert(session.clone(), entry);
             let permit = Permit {
-                _slot: slot,
+                _admitted: admitted,
                 tenant: self.tenant.clone(),
                 metrics: self.metrics.clone(),
                 waiting: self.waiting.clone(),
@@ -92,10 +92,12 @@ impl CallHook for TenantHook {
     }
 }
 
-/// Held by an admitted call: its slot of `max_concurrent_calls` and its
-/// place in the approval listing, both given back when it ends.
+/// Held by an admitted call: its slot of `max_concurrent_calls`, its hold
+/// on the shared minute's fuel (given back, and the burn charged, when it
+/// is dropped) and its place in the approval listing, all given back when
+/// it ends.
 struct Permit {
-    _slot: OwnedSemaphorePermit,
+    _admitted: Admitted,
     tenant: String,
     metrics: Arc<Metrics>,
     waiting: Arc<Waiting>,
