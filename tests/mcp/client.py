@@ -393,4 +393,6 @@ async def main():
     print(json.dumps(out))
 
 
-anyio.run(main)
+# serve_client.py imports this file's helpers.
+if __name__ == "__main__":
+    anyio.run(main)

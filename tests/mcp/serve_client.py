@@ -25,7 +25,10 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp_types import ElicitResult, InputRequiredResult
+from mcp_types import InputRequiredResult
+
+# The elicitation answerer of the stdio and HTTP tests (same folder).
+from client import answering
 
 
 def block(result):
@@ -39,16 +42,6 @@ def block(result):
 def client(mode, url, key, **kwargs):
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
     return Client(streamable_http_client(url, http_client=http), mode=mode, **kwargs)
-
-
-def answering(action, delay_s=0.0, asked=None):
-    async def callback(context, params):
-        if asked is not None:
-            asked.append(params.message)
-        await anyio.sleep(delay_s)
-        return ElicitResult(action=action, content={} if action == "accept" else None)
-
-    return callback
 
 
 async def tenant(mode, url, key, other_tool):
