@@ -17,6 +17,7 @@ impl McpServer {
         // asks first still streams, so nothing is lost (rmcp falls back).
         let config = StreamableHttpServerConfig::default()
             .with_json_response(true)
+            .with_sse_keep_alive(Some(options.sse_keep_alive))
             .with_allowed_hosts(options.allowed_hosts)
             .with_cancellation_token(options.shutdown);
         let sessions = options.sessions.unwrap_or_else(|| Arc::new(BoundedSessions::new(options.max_sessions)));
@@ -44,7 +45,16 @@ pub struct HttpOptions {
     /// [`max_sessions`](Self::max_sessions): a host that keeps it can count
     /// the sessions. Default: none.
     pub sessions: Option<Arc<BoundedSessions>>,
+    /// Silence on an SSE stream (a call that streams progress or waits for
+    /// an approval, a `GET` stream) before a keep-alive comment, so that a
+    /// proxy or an idle-connection limit does not cut it. Default:
+    /// [`DEFAULT_SSE_KEEP_ALIVE`], 15 s.
+    pub sse_keep_alive: std::time::Duration,
 }
+
+/// The default of [`HttpOptions::sse_keep_alive`]: 15 s, as
+/// `sse_keep_alive_secs` in `lovia serve`.
+pub const DEFAULT_SSE_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// The default of [`HttpOptions::max_sessions`]: 1,000 sessions.
 pub const DEFAULT_MAX_SESSIONS: usize = 1_000;
@@ -56,6 +66,7 @@ impl Default for HttpOptions {
             shutdown: tokio_util::sync::CancellationToken::new(),
             max_sessions: DEFAULT_MAX_SESSIONS,
             sessions: None,
+            sse_keep_alive: DEFAULT_SSE_KEEP_ALIVE,
         }
     }
 }

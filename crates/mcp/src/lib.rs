@@ -23,7 +23,7 @@ pub mod source;
 
 pub use catalog::CatalogError;
 pub use hook::{CallHook, CallOutcome, CallPermit, CallStart};
-pub use http::{DEFAULT_MAX_SESSIONS, HttpOptions};
+pub use http::{DEFAULT_MAX_SESSIONS, DEFAULT_SSE_KEEP_ALIVE, HttpOptions};
 pub use progress::PROGRESS_INTERVAL;
 pub use redeemed::{MAX_REDEEMED_IN_MEMORY, RedeemedStates, StateKey};
 pub use sessions::{BoundedSessions, IDLE_SESSION, SessionLimitReached, SessionsError};

@@ -332,6 +332,7 @@ impl Service {
                 metrics: metrics.clone(),
                 approval_timeout: Duration::from_secs(config.approval_timeout_secs),
                 max_sessions: t.max_mcp_sessions,
+                sse_keep_alive: Duration::from_secs(config.sse_keep_alive_secs.max(1)),
                 shared: mcp_states.as_deref(),
             };
             let mcp = mcp::TenantMcp::new(executor.clone(), setup)

@@ -302,3 +302,48 @@ async fn a_sealed_mcp_approval_opens_once_on_another_replica() {
         child.wait().await.expect("reaped");
     }
 }
+
+/// `sse_keep_alive_secs` reaches the SSE streams of `/mcp` as it does the
+/// chats' (rmcp's own default is 15 s), so that a proxy in front, or
+/// `idle_connection_secs`, does not cut a stream that waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_streams_keep_alive_at_the_services_interval() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut config = ServeConfig::new(tenants());
+    config.sse_keep_alive_secs = 1;
+    let addr = start_with(config).await;
+    let (status, session, body) = initialize(addr, "a-key").await;
+    assert_eq!(status, 200, "{body}");
+    let session = session.expect("a session id");
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let mut post = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer a-key\r\nMcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-11-25\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{initialized}",
+        initialized.len()
+    );
+    post.write_all(head.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), post.read_to_end(&mut answer)).await;
+    assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 202"), "{}", String::from_utf8_lossy(&answer));
+
+    // The session's own stream: nothing to say, so only keep-alives.
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let head = format!(
+        "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer a-key\r\nMcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-11-25\r\nAccept: text/event-stream\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let mut raw = Vec::new();
+    let until = tokio::time::Instant::now() + Duration::from_millis(3_500);
+    let mut chunk = [0u8; 4096];
+    while let Ok(Ok(n)) = tokio::time::timeout_at(until, stream.read(&mut chunk)).await {
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    // At 1 s, at least two in 3.5 s; at rmcp's 15 s, none.
+    let comments = text.lines().filter(|l| l.starts_with(':')).count();
+    assert!(comments >= 2, "{comments} keep-alive comments in 3.5 s:\n{text}");
+}

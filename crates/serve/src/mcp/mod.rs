@@ -46,6 +46,9 @@ pub(crate) struct Setup<'a> {
     pub(crate) metrics: Arc<super::metrics::Metrics>,
     pub(crate) approval_timeout: Duration,
     pub(crate) max_sessions: usize,
+    /// `sse_keep_alive_secs`: its streams must outlive `idle_connection_secs`
+    /// exactly as the chats' do.
+    pub(crate) sse_keep_alive: Duration,
     pub(crate) shared: Option<&'a states::SharedStates>,
 }
 
@@ -79,6 +82,7 @@ impl TenantMcp {
         // The key stops DNS rebinding here (see the module's comment).
         http.allowed_hosts = Vec::new();
         http.sessions = Some(sessions.clone());
+        http.sse_keep_alive = setup.sse_keep_alive;
         let http = server.clone().http_service(http);
         Ok(TenantMcp { server, http, sessions, waiting })
     }
