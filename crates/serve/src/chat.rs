@@ -498,8 +498,7 @@ impl Service {
         // The tenant's call quotas hold inside chats too: a refused call is an error result.
         // Each tool's attempts pass the tenant's quota with its own fuel cap.
         let quota_for = |t: &lovia_host::Tool| -> Arc<dyn lovia_host::policy::Policy> {
-            let fuel_cap = t.plugin().and_then(|p| p.limits().fuel);
-            Arc::new(super::quota::QuotaPolicy(tenant.quota.clone(), fuel_cap))
+            Arc::new(super::quota::QuotaPolicy(tenant.quota.clone(), super::quota::fuel_cap_of(Some(t))))
         };
         // The tenant's MCP servers come as sources, which follow their list
         // changes; they run no wasm, so they hold no fuel.
@@ -510,7 +509,7 @@ impl Service {
             .map(|t| t.clone().with_policy(quota_for(t)))
             .collect();
         let unfuelled: Arc<dyn lovia_host::policy::Policy> =
-            Arc::new(super::quota::QuotaPolicy(tenant.quota.clone(), None));
+            Arc::new(super::quota::QuotaPolicy(tenant.quota.clone(), super::quota::fuel_cap_of(None)));
         agent.tool_sources = tenant.mcp_servers.for_chat(&unfuelled);
         agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.approval_timeout)));
         let runner = Runner::new(agent, provider).with_store(self.inner.store.clone());

@@ -662,7 +662,7 @@ async fn call_tool(
     if executor.tools().get(&name).is_none() {
         return error(StatusCode::NOT_FOUND, &format!("no tool named {name}"));
     }
-    let fuel_cap = executor.tools().get(&name).and_then(|t| t.plugin()).and_then(|p| p.limits().fuel);
+    let fuel_cap = quota::fuel_cap_of(executor.tools().get(&name));
     let admitted = match tenant.quota.admit(fuel_cap).await {
         Ok(admitted) => admitted,
         Err(refusal) => return error(StatusCode::TOO_MANY_REQUESTS, refusal.message()),

@@ -199,6 +199,17 @@ impl Quota {
     }
 }
 
+/// The fuel a call of `tool` may burn, for [`Quota::admit`]: its plugin's
+/// cap (`None` when the plugin has none: it may burn the minute). A tool
+/// that is no component (an MCP server's) or no tool at all (a name a
+/// client made up) runs no wasm and holds none of the minute's fuel.
+pub(crate) fn fuel_cap_of(tool: Option<&lovia_host::Tool>) -> Option<u64> {
+    match tool.map(lovia_host::Tool::plugin) {
+        Some(Some(plugin)) => plugin.limits().fuel,
+        Some(None) | None => Some(0),
+    }
+}
+
 /// Applies the tenant's quota to each attempt of a chat's calls of one
 /// tool (whose fuel cap is `.1`): a refused attempt is a tool error the
 /// model reads.
@@ -222,5 +233,22 @@ impl Policy for QuotaPolicy {
                 Err(r) => Err(Failure::Tool { message: r.message().into(), hint: None, kind: None }),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fuel_cap_of;
+    use lovia_host::{Tool, ToolOutput};
+
+    #[test]
+    fn a_tool_that_runs_no_wasm_holds_no_fuel() {
+        // An MCP server's tool is a native tool of the host, as this one.
+        let native = Tool::builder("remote")
+            .invoke(|_args, _ctx| async move { Ok(ToolOutput::Text("x".into())) })
+            .expect("a valid tool");
+        assert_eq!(fuel_cap_of(Some(&native)), Some(0));
+        // A name the client made up runs nothing.
+        assert_eq!(fuel_cap_of(None), Some(0));
     }
 }

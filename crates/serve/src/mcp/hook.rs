@@ -75,7 +75,7 @@ impl CallHook for TenantHook {
     fn admit<'a>(&'a self, call: &'a CallStart<'a>) -> BoxFuture<'a, Result<Box<dyn CallPermit>, String>> {
         Box::pin(async move {
             // The refusal is counted by `admit`, as for the other routes.
-            let fuel_cap = call.tool.and_then(|t| t.plugin()).and_then(|p| p.limits().fuel);
+            let fuel_cap = super::super::quota::fuel_cap_of(call.tool);
             let admitted = self.quota.admit(fuel_cap).await.map_err(|refusal| refusal.message().to_owned())?;
             let session = call.run.run_id.clone();
             let entry = InProgress { approvals: call.run.approvals.clone(), asked: None };
