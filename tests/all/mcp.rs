@@ -211,7 +211,12 @@ async fn check(out: &Value, protocol: &str) {
         result(true, "Tool error: no order A-0000\n  hint: ids look like A-1001", Value::Null)
     );
     assert_eq!(out["unknown"], result(true, &text::unknown_tool("no_such_tool"), Value::Null));
-    assert_eq!(out["approval"], result(true, &text::not_approved("apply_migration"), Value::Null));
+    // This client declares no elicitation: 2026-07-28 says so with -32021.
+    if protocol == "2026-07-28" {
+        assert_eq!(out["approval"]["error"]["code"], -32021, "{}", out["approval"]);
+    } else {
+        assert_eq!(out["approval"], result(true, &text::not_approved("apply_migration"), Value::Null));
+    }
     // 64 KiB printed by the guest never reached the protocol stream.
     assert_eq!(out["stdout_flood"], result(false, "flooded", Value::Null));
     assert_eq!(out["progress_result"], result(false, "done in 3 steps", Value::Null));
@@ -356,15 +361,32 @@ async fn check_approvals(out: &Value, log: &str, protocol: &str) {
     assert_eq!(out["accept_launch"], result(false, "launched approved", Value::Null));
     assert!(log.contains("launch ran for approved"), "the approved call ran:\n{log}");
 
-    // Declined, cancelled, a client that cannot be asked, an answer after
-    // the timeout: lovia's not-approved result, and the tool never ran.
+    // A client that cannot be asked: on 2026-07-28 the error that says so
+    // (-32021, naming the capability), so it can declare elicitation and
+    // retry; on 2025-11-25, which has no such error, lovia's not-approved.
+    if protocol == "2026-07-28" {
+        let error = &out["unable"]["error"];
+        assert_eq!(error["code"], -32021, "{}", out["unable"]);
+        assert_eq!(error["data"]["requiredCapabilities"], json!({"elicitation": {"form": {}}}), "{error}");
+    } else {
+        assert_eq!(out["unable"], not_approved, "unable");
+    }
+    // Declined, cancelled, an answer after the timeout: lovia's
+    // not-approved result. In no case did the tool run.
     for (case, target, was_asked) in [
         ("decline", "declined", true),
         ("cancel", "cancelled", true),
         ("unable", "unasked", false),
         ("late", "late", true),
     ] {
-        assert_eq!(out[case], not_approved, "{case}");
+        // On 2026-07-28 a late answer brings back a state that has expired:
+        // `-32602`, as any state that does not open.
+        if case == "late" && protocol == "2026-07-28" {
+            assert_eq!(out[case]["error"]["code"], -32602, "{case}: {}", out[case]);
+            assert_eq!(out[case]["error"]["message"], "request state refused: request state has expired", "{case}");
+        } else if case != "unable" {
+            assert_eq!(out[case], not_approved, "{case}");
+        }
         assert_eq!(out[format!("{case}_asked")].as_array().map(Vec::len), Some(usize::from(was_asked)), "{case}");
         assert!(!log.contains(&format!("launch ran for {target}")), "{case}: the tool ran:\n{log}");
     }
@@ -430,4 +452,28 @@ async fn tools_list_pages_over_http() {
     let args = ["--no-cache", "mcp", fixtures::DIAGNOSTICS, fixtures::PAGED].map(String::from).to_vec();
     let (out, _) = against(&py, "auto", "pages", "http", args);
     check_pages(&out).await;
+}
+
+/// A tool's log line reaches a client that asked for its level, as
+/// `notifications/message` with the tool as the logger; a client that asked
+/// for nothing, or for a higher level, gets none.
+async fn check_logging(out: &Value, protocol: &str) {
+    assert_eq!(out["protocol"], protocol);
+    for case in ["asked", "unasked", "above"] {
+        assert_eq!(out[format!("{case}_result")], result(false, &format!("launched {case}"), Value::Null), "{case}");
+    }
+    assert_eq!(out["asked"], json!([{"level": "warning", "logger": "launch", "data": "launch ran for asked"}]));
+    assert_eq!(out["unasked"], json!([]));
+    assert_eq!(out["above"], json!([]));
+}
+
+#[tokio::test]
+async fn tool_logs_reach_mcp_clients_that_ask_on_both_revisions() {
+    let Some(py) = python() else { return };
+    for (mode, protocol) in [("auto", "2026-07-28"), ("legacy", "2025-11-25")] {
+        for transport in ["stdio", "http"] {
+            let (out, _) = against(&py, mode, "logging", transport, approval_args());
+            check_logging(&out, protocol).await;
+        }
+    }
 }

@@ -186,7 +186,7 @@ fn an_is_error_result_and_an_image_are_text() {
     assert_eq!(output(&events, "fail"), "[tool error] disk full");
     let ok = events.iter().find(|e| e["event"] == "tool_call_completed" && e["call_id"] == "fail").expect("fail");
     assert!(ok.get("error").is_none_or(Value::is_null), "not a failed call: {ok}");
-    assert_eq!(output(&events, "pic"), "a chart\n[image: image/png, 5 B]");
+    assert_eq!(output(&events, "pic"), "a chart\n[image: image/png, 16 B]");
 }
 
 #[test]
@@ -267,4 +267,41 @@ fn an_unknown_config_key_is_named() {
     let err = stderr(&o);
     assert!(err.contains("unknown field `environment`"), "{err}");
     assert!(err.contains("env_from"), "the allowed keys are listed: {err}");
+}
+
+#[test]
+fn a_json_rpc_error_answer_says_the_server_keeps_running() {
+    let Some(case) = Case::new() else { return };
+    let turns = json!([
+        calls(&[("rpc", "src__rpc_error", json!({}))]),
+        calls(&[("after", "src__echo", json!({"text": "still here"}))]),
+        {"text": "done"}
+    ]);
+    let (o, events) = case.run(&case.server("src", ""), turns, &[]);
+    completed(&o, &events);
+    assert_eq!(
+        output(&events, "rpc"),
+        "Tool error: MCP tool 'rpc_error' failed: the server answered with error -32602: no such row\n  hint: The MCP server \
+         answered this call with an error instead of a result; it keeps running. Check the arguments against the tool's \
+         description, or continue without this tool."
+    );
+    assert_eq!(output(&events, "after"), "still here");
+    let pids: Vec<u64> = case.calls().into_iter().map(|(pid, _, _)| pid).collect();
+    assert_eq!(pids.len(), 2);
+    assert_eq!(pids[0], pids[1], "the same process answered both calls: it was not restarted");
+}
+
+#[test]
+fn a_servers_progress_becomes_tool_progress_events_of_its_call() {
+    let Some(case) = Case::new() else { return };
+    let turns = json!([calls(&[("s", "src__steps", json!({}))]), {"text": "done"}]);
+    let (o, events) = case.run(&case.server("src", ""), turns, &[]);
+    completed(&o, &events);
+    assert_eq!(output(&events, "s"), "stepped");
+    let progress: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "tool_progress" && e["call_id"] == "s")
+        .map(|e| e["message"].as_str().expect("message"))
+        .collect();
+    assert_eq!(progress, ["step 1 of 3", "step 2 of 3", "step 3 of 3"]);
 }

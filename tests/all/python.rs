@@ -432,8 +432,8 @@ async fn output_caps_and_flags_declared_in_python_take_effect() {
     );
     let refund = py.tool("gated_refund").expect("tool");
     assert!(!refund.parallel);
-    assert!(refund.hints.destructive && !refund.hints.read_only);
-    assert!(py.tool("describe").expect("tool").hints.read_only);
+    assert_eq!((refund.hints.destructive, refund.hints.read_only), (Some(true), Some(false)));
+    assert_eq!(py.tool("describe").expect("tool").hints.read_only, Some(true));
 }
 
 #[tokio::test]
@@ -690,4 +690,35 @@ fn a_python_project_from_lovia_new_builds_with_lovia_build_and_answers_lovia_cal
         "{}",
         text(&out.stdout)
     );
+}
+
+/// The seed's first example (`tests/python/seed/orders.py`): an `async def`
+/// tool in a file that imports nothing but `lovia`, built with `lovia build`
+/// as docs/python.md says. Every module the SDK needs during a call must be in
+/// the component, not only those the tool file happens to import.
+#[test]
+fn an_async_tool_whose_file_imports_only_lovia_answers() {
+    let componentize = python::componentize_py().unwrap_or_else(|why| panic!("{why}"));
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let tool_file = root.join("tests/python/seed/orders.py");
+    let inputs = [tool_file.clone(), root.join("crates/cli/src/build.rs"), root.join("crates/cli/src/pack.rs")];
+    let cache = root.join("target/python/seed-cache");
+    let os = std::ffi::OsStr::new;
+    let built = python::cached("seed-orders", &inputs, |out| {
+        let _ = std::fs::remove_dir_all(&cache);
+        let done = std::process::Command::new(LOVIA)
+            .args([os("build"), tool_file.as_os_str(), os("-o"), out.as_os_str(), os("--componentize-py")])
+            .arg(&componentize)
+            .output()
+            .expect("run lovia build");
+        assert!(done.status.success(), "lovia build failed:\n{}{}", text(&done.stdout), text(&done.stderr));
+    })
+    .expect("built");
+    let out = std::process::Command::new(LOVIA)
+        .args([os("call"), built.as_os_str(), os("lookup_order"), os(r#"{"order_id": "A-1001"}"#)])
+        .env("LOVIA_CACHE_DIR", &cache)
+        .output()
+        .expect("run lovia call");
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim_end(), "Order A-1001: shipped");
 }

@@ -6,6 +6,7 @@ Usage:
   client.py MODE neighbour URL            # two clients: one attacks, one works
   client.py MODE approvals SERVER         # approvals answered in every way
   client.py MODE forged SERVER            # request states forged, replayed, moved
+  client.py MODE logging SERVER           # a tool's log line, asked for at info and not asked for
   client.py MODE pages SERVER             # tools/list page by page, and a bad cursor
   client.py MODE loose SERVER             # tools/call with arguments that are not an object
   client.py MODE progress SERVER          # 1,000 progress messages in a tight loop
@@ -30,6 +31,7 @@ import time
 import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult, InputRequiredResult
 
 
@@ -46,6 +48,14 @@ def child_pid():
         kids = f.read().split()
     assert len(kids) == 1, kids
     return int(kids[0])
+
+
+def rpc_error(e):
+    """A JSON-RPC error answer as the client raised it: code, message, data."""
+    error = getattr(e, "error", None)
+    if error is None:
+        return {"raised": type(e).__name__, "message": str(e)}
+    return {"error": error.model_dump(by_alias=True, mode="json", exclude_none=True)}
 
 
 def block(result):
@@ -68,7 +78,10 @@ async def observe(client, pid_of_server):
     out["invalid"] = block(await client.call_tool("search_docs", {"limit": 99}))
     out["tool_error"] = block(await client.call_tool("lookup_order", {"order_id": "A-0000"}))
     out["unknown"] = block(await client.call_tool("no_such_tool", {}))
-    out["approval"] = block(await client.call_tool("apply_migration", {"version": 7}))
+    try:
+        out["approval"] = block(await client.call_tool("apply_migration", {"version": 7}))
+    except MCPError as e:
+        out["approval"] = rpc_error(e)
     out["stdout_flood"] = block(await client.call_tool("flood_stdout", {"kib": 64}))
     seen = []
 
@@ -165,7 +178,10 @@ async def approvals(mode, server):
             kwargs = {"elicitation_callback": answering(callback, 0.0, asked)}
         async with Client(server, mode=mode, **kwargs) as client:
             out["protocol"] = client.protocol_version
-            out[name] = block(await client.call_tool(tool, args))
+            try:
+                out[name] = block(await client.call_tool(tool, args))
+            except Exception as e:  # noqa: BLE001 - what the client raised is what we record
+                out[name] = rpc_error(e)
         out[name + "_asked"] = asked
     return out
 
@@ -186,9 +202,13 @@ async def forged(mode, server):
         out["first"] = (await first("x")).model_dump(by_alias=True, exclude_none=True, mode="json")
 
         async def retry(target, state, responses=accept):
-            r = await s.call_tool(
-                "launch", {"target": target}, input_responses=responses, request_state=state, allow_input_required=True
-            )
+            try:
+                r = await s.call_tool(
+                    "launch", {"target": target}, input_responses=responses, request_state=state,
+                    allow_input_required=True
+                )
+            except MCPError as e:
+                return rpc_error(e)
             if isinstance(r, InputRequiredResult):
                 return {"input_required_again": True}
             return block(r)
@@ -211,6 +231,31 @@ async def forged(mode, server):
         # A genuine state but no answer at all: no.
         state = (await first("unanswered")).request_state
         out["unanswered"] = await retry("unanswered", state, None)
+    return out
+
+
+async def logging_(mode, server):
+    """The approved `launch` logs a warning: a client that asked for info
+    gets it as notifications/message; one that asked for nothing gets none."""
+    out = {}
+    for name, level in [("asked", "info"), ("unasked", None), ("above", "error")]:
+        seen = []
+
+        async def on_log(params, seen=seen):
+            seen.append(params.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+        kwargs = {"elicitation_callback": answering("accept"), "logging_callback": on_log}
+        # 2026-07-28 asks per request in `_meta`; 2025-11-25 with logging/setLevel.
+        if mode != "legacy" and level is not None:
+            kwargs["log_level"] = level
+        async with Client(server, mode=mode, **kwargs) as client:
+            out["protocol"] = client.protocol_version
+            if mode == "legacy" and level is not None:
+                await client.set_logging_level(level)
+            out[name + "_result"] = block(await client.call_tool("launch", {"target": name}))
+            # Notifications ride the call's stream before its result; a moment for any straggler.
+            await anyio.sleep(0.3)
+        out[name] = seen
     return out
 
 
@@ -374,6 +419,9 @@ async def main():
     if transport == "watch_call":
         args = sys.argv[3:7]
         print(json.dumps(await watched_call(mode, server_of(sys.argv[7:]), *args[:3], json.loads(args[3]))))
+        return
+    if transport == "logging":
+        print(json.dumps(await logging_(mode, server_of(sys.argv[3:]))))
         return
     if transport == "forged":
         print(json.dumps(await forged(mode, server_of(sys.argv[3:]))))

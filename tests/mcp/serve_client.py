@@ -9,6 +9,7 @@ Usage:
   serve_client.py MODE sessions URL KEY N          # N sessions held open at once
   serve_client.py MODE sealed URL_A URL_B KEY      # input_required sealed on A, redeemed on B, replayed on A
   serve_client.py MODE upload URL KEY WASM         # WASM uploaded to /api/plugins while connected
+  serve_client.py MODE source URL KEY              # the listing of MCP-sourced tools, and src__picture's blocks
 
 MODE is the client's `mode`: "auto" negotiates 2026-07-28, "legacy" uses
 the initialize handshake (2025-11-25). Prints one JSON object of
@@ -25,6 +26,7 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 from mcp_types import InputRequiredResult
 
 # The elicitation answerer of the stdio and HTTP tests (same folder).
@@ -107,9 +109,14 @@ async def sealed(mode, url_a, url_b, key):
         state = first.request_state
 
         async def retry(c):
-            r = await c.session.call_tool(
-                "launch", {"target": "across"}, input_responses=accept, request_state=state, allow_input_required=True
-            )
+            try:
+                r = await c.session.call_tool(
+                    "launch", {"target": "across"}, input_responses=accept, request_state=state,
+                    allow_input_required=True
+                )
+            except MCPError as e:
+                # A state that does not open is a JSON-RPC error (-32602).
+                return {"error": {"code": e.error.code, "message": e.error.message}}
             if isinstance(r, InputRequiredResult):
                 return {"input_required_again": True}
             return block(r)
@@ -163,6 +170,16 @@ async def upload(mode, url, key, wasm):
     return out
 
 
+async def source(mode, url, key):
+    out = {}
+    async with client(mode, url, key) as c:
+        listed = (await c.list_tools()).tools
+        out["tools"] = {t.name: t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in listed}
+        wire = (await c.call_tool("src__picture", {})).model_dump(by_alias=True, mode="json")
+        out["picture"] = [{k: v for k, v in b.items() if k in ("type", "text", "mimeType", "data")} for b in wire["content"]]
+    return out
+
+
 async def main():
     mode, what = sys.argv[1], sys.argv[2]
     args = sys.argv[3:]
@@ -178,6 +195,8 @@ async def main():
         out = await sessions(mode, args[0], args[1], int(args[2]))
     elif what == "upload":
         out = await upload(mode, args[0], args[1], args[2])
+    elif what == "source":
+        out = await source(mode, args[0], args[1])
     elif what == "sealed":
         out = await sealed(mode, args[0], args[1], args[2])
     else:

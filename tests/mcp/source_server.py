@@ -5,7 +5,7 @@ Tools:
   echo {text}          text back
   add {a: int, b: int} the sum, as text
   fail {message}       an isError result with the message
-  picture              a text part and a 5-byte PNG image part
+  picture              a text part and a 16-byte PNG image part
   crash                the process exits in the middle of the call
   grow                 lists a new tool `extra` and sends tools/list_changed
   extra                (after grow) answers "extra"
@@ -16,6 +16,11 @@ Tools:
   huge {bytes: int}    a text result of that many bytes (for the message bound)
   crash_once           as crash the first time (a marker file beside CALL_LOG),
                        then answers "survived"
+  write_file {path}    annotated as server-filesystem's: destructiveHint true,
+                       readOnlyHint false, the other two unsaid
+  tasks_only           execution.taskSupport "required" (rmcp 3.11 drops the field)
+  rpc_error            answers with a JSON-RPC error (-32602) instead of a result
+  steps                sends three progress notifications, then answers "stepped"
 
 Run as `source_server.py --http PORT` it serves streamable HTTP at
 http://127.0.0.1:PORT/mcp instead of stdio (PORT 0: any free port); it
@@ -36,8 +41,10 @@ import anyio
 import mcp.server.stdio
 import mcp.types as types
 from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.shared.exceptions import MCPError
 
-PNG = base64.b64encode(b"\x89PNG\r").decode()
+# The PNG signature and the start of an IHDR chunk: 16 bytes that read as a PNG.
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR").decode()
 grown = False
 
 
@@ -48,8 +55,8 @@ def log(name, arguments):
             f.write(json.dumps({"pid": os.getpid(), "tool": name, "arguments": arguments}) + "\n")
 
 
-def tool(name, schema, description=""):
-    return types.Tool(name=name, description=description, input_schema=schema)
+def tool(name, schema, description="", **extra):
+    return types.Tool(name=name, description=description, input_schema=schema, **extra)
 
 
 def text_schema(key):
@@ -82,6 +89,20 @@ async def list_tools(ctx, params):
             "A long text.",
         ),
         tool("crash_once", {"type": "object", "properties": {}}, "Exits mid-call the first time."),
+        tool(
+            "write_file",
+            text_schema("path"),
+            "Writes a file.",
+            annotations=types.ToolAnnotations(destructive_hint=True, read_only_hint=False),
+        ),
+        tool(
+            "tasks_only",
+            {"type": "object", "properties": {}},
+            "Runs only as a task.",
+            execution=types.ToolExecution(task_support="required"),
+        ),
+        tool("rpc_error", {"type": "object", "properties": {}}, "A JSON-RPC error."),
+        tool("steps", {"type": "object", "properties": {}}, "Reports progress."),
     ]
     if grown:
         tools.append(tool("extra", {"type": "object", "properties": {}}, "Listed after grow."))
@@ -123,6 +144,19 @@ async def call_tool(ctx, params):
         return types.CallToolResult(content=[text("grown")])
     if params.name == "extra" and grown:
         return types.CallToolResult(content=[text("extra")])
+    if params.name == "write_file":
+        return types.CallToolResult(content=[text(f"wrote {args['path']}")])
+    if params.name == "rpc_error":
+        raise MCPError(-32602, "no such row")
+    if params.name == "steps":
+        token = ((ctx.params or {}).get("_meta") or {}).get("progressToken")
+        if token is None:
+            return types.CallToolResult(content=[text("no progress token")], is_error=True)
+        for i in range(1, 4):
+            await ctx.session.send_progress_notification(
+                token, i, 3, f"step {i} of 3", related_request_id=ctx.request_id
+            )
+        return types.CallToolResult(content=[text("stepped")])
     if params.name in ("secret", "bare"):
         return types.CallToolResult(content=[text(params.name)])
     return types.CallToolResult(content=[text(f"unknown tool {params.name}")], is_error=True)

@@ -32,7 +32,8 @@ pub use args::{ArgumentError, ArgumentValidator, SchemaError};
 pub use bindings::ContractVersion;
 pub use call::{
     ApprovalMode, BoxFuture, CallContext, CallOutcome, ContentPart, DEFAULT_MAX_OUTPUT_CHARS, ErrorKind, Failure,
-    ProgressSink, Rendered, Renderer, ToolHints, ToolOutput, ToolSpec, render_json, render_parts, truncate,
+    LogLevel, LogSink, ProgressSink, Rendered, Renderer, ToolHints, ToolOutput, ToolSpec, render_json, render_parts,
+    truncate,
 };
 pub use engine::{Host, HostConfig};
 pub use error::{CacheProblem, HostError, LoadError};

@@ -2,9 +2,10 @@
 //! so validation, timeouts, retries, policies, truncation and rendering are
 //! lovia's, and the client reads the exact string any model would.
 
-use crate::approve::{self, States};
+use crate::approve::{self, StateRefused, States};
 use crate::catalog::WRAPPED_RESULT_KEY;
 use crate::hook::{CallOutcome, CallPermit};
+use crate::logging;
 use crate::progress::{Step, Throttle};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -13,7 +14,8 @@ use lovia_host::call::text;
 use lovia_host::{ContentPart, EventSink, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError};
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, ContentBlock, InputResponses, ProgressNotificationParam, ProgressToken, Resource,
+    CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock, ElicitationCapability, ErrorData,
+    FormElicitationCapability, InputResponses, ProgressNotificationParam, ProgressToken, Resource,
 };
 use rmcp::service::Peer;
 use serde_json::{Map, Value};
@@ -49,6 +51,8 @@ pub(crate) struct Request {
     pub(crate) approval: Approval,
     /// The plugin names the prompt shows, by digest.
     pub(crate) plugin_names: Arc<HashMap<String, String>>,
+    /// Where the tool's log lines go, and the least level the client wants.
+    pub(crate) log: Option<(Peer<RoleServer>, logging::Threshold)>,
 }
 
 /// How this request's client can be asked to approve a call.
@@ -75,14 +79,43 @@ pub(crate) enum Approval {
     },
 }
 
+/// Why a 2026-07-28 call is answered with a JSON-RPC error rather than a
+/// result: the client can act on these (declare elicitation, or start the
+/// call again), where "not approved" means a person said no.
+enum Refusal {
+    /// The call needs approval and the client declared no form elicitation:
+    /// `-32021` with the capability it lacks (HTTP 400).
+    NoElicitation,
+    /// The request state it brought back does not open (tampered, forged,
+    /// expired, replayed, for another call or tenant): `-32602`.
+    State(StateRefused),
+}
+
+impl Refusal {
+    fn into_error(self) -> ErrorData {
+        match self {
+            Refusal::NoElicitation => {
+                let mut required = ClientCapabilities::default();
+                required.elicitation = Some(ElicitationCapability::new().with_form(FormElicitationCapability::new()));
+                ErrorData::missing_required_client_capability(required)
+            }
+            Refusal::State(e) => ErrorData::invalid_params(e.to_string(), None),
+        }
+    }
+}
+
 /// Runs the call as a one-call turn and maps lovia's result onto MCP's; on
-/// 2026-07-28, a call that needs approval first answers `input_required`.
-pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResponse {
-    let Request { call, state, permit, cancelled, progress, approval, plugin_names } = request;
+/// 2026-07-28, a call that needs approval first answers `input_required`,
+/// and one that cannot be asked is a JSON-RPC error (see [`Refusal`]). In
+/// every case a call that needs approval and was not approved never runs.
+pub(crate) async fn run(exec: &Executor, request: Request) -> Result<CallToolResponse, ErrorData> {
+    let Request { call, state, permit, cancelled, progress, approval, plugin_names, log } = request;
     let started = Instant::now();
     let client_gone = cancelled.clone();
     // Set when this round asks the client instead of deciding.
     let mut asked = None;
+    // Set when this round answers with a JSON-RPC error.
+    let mut refusal = None;
     let (sink, mut events) = EventSink::channel();
     let turn = async {
         let result = exec.run_turn(std::slice::from_ref(&call), &state, &sink).await;
@@ -113,7 +146,9 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResponse {
                     let name = request.plugin_digest.as_ref().and_then(|d| plugin_names.get(d));
                     let message = approve::prompt(request, name.map(String::as_str));
                     let approved = match &approval {
-                        Approval::Elicit { able: false, .. } | Approval::RoundTrip { able: false, retry: None, .. } => {
+                        Approval::Elicit { able: false, .. } => false,
+                        Approval::RoundTrip { able: false, retry: None, .. } => {
+                            refusal = Some(Refusal::NoElicitation);
                             false
                         }
                         Approval::Elicit { peer, timeout, .. } => {
@@ -141,6 +176,7 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResponse {
                                 Ok(approved) => approved,
                                 Err(e) => {
                                     tracing::warn!(tool = %request.tool, "{e}; not approved");
+                                    refusal = Some(Refusal::State(e));
                                     false
                                 }
                             }
@@ -158,6 +194,11 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResponse {
                         ticket.approve();
                     } else {
                         ticket.reject();
+                    }
+                }
+                ToolEvent::ToolLog { call, level, message } => {
+                    if let Some((peer, threshold)) = &log {
+                        logging::send(peer, *threshold, level, &call.name, &message).await;
                     }
                 }
                 ToolEvent::ToolProgress { message, .. } => {
@@ -197,15 +238,18 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> CallToolResponse {
         result: entry.as_ref(),
         input_required: asked.is_some(),
     });
-    if let Some(input_required) = asked {
-        return CallToolResponse::InputRequired(input_required);
+    if let Some(refusal) = refusal {
+        return Err(refusal.into_error());
     }
-    match entry {
+    if let Some(input_required) = asked {
+        return Ok(CallToolResponse::InputRequired(input_required));
+    }
+    Ok(match entry {
         Some(entry) => to_mcp(entry).into(),
         // The call was cancelled before it recorded a result: a runner would
         // answer it with the cancellation filler (docs/semantics.md D8).
         None => CallToolResult::error(vec![ContentBlock::text(text::RUN_CANCELLED)]).into(),
-    }
+    })
 }
 
 /// Returns once `call_id` no longer waits on `approvals`.

@@ -63,14 +63,17 @@ fn output_schema(schema: &Value) -> JsonObject {
     }
 }
 
-/// The hints, all four always present: an absent hint means something
-/// different in MCP (`destructiveHint` defaults to true there).
+/// The hints the tool's author stated, and only those: an absent hint means
+/// something else in MCP (`destructiveHint` defaults to true there), so a
+/// hint lovia was not told is never sent as `false`. A component states all
+/// four; a tool from an MCP server states what its server sent.
 fn annotations(spec: &ToolSpec) -> ToolAnnotations {
-    ToolAnnotations::with_title(display_title(spec))
-        .read_only(spec.hints.read_only)
-        .destructive(spec.hints.destructive)
-        .idempotent(spec.hints.idempotent)
-        .open_world(spec.hints.open_world)
+    let mut a = ToolAnnotations::with_title(display_title(spec));
+    a.read_only_hint = spec.hints.read_only;
+    a.destructive_hint = spec.hints.destructive;
+    a.idempotent_hint = spec.hints.idempotent;
+    a.open_world_hint = spec.hints.open_world;
+    a
 }
 
 /// The tool's own title (contract 0.2), else one made from its name.

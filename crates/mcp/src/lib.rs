@@ -15,6 +15,7 @@ mod catalog;
 mod hook;
 mod http;
 mod live;
+mod logging;
 mod loose;
 mod progress;
 mod redeemed;
@@ -23,7 +24,7 @@ pub mod source;
 
 pub use catalog::CatalogError;
 pub use hook::{CallHook, CallOutcome, CallPermit, CallStart};
-pub use http::{DEFAULT_MAX_SESSIONS, DEFAULT_SSE_KEEP_ALIVE, HttpOptions};
+pub use http::{DEFAULT_MAX_SESSIONS, DEFAULT_SSE_KEEP_ALIVE, Guarded, HttpOptions, McpHttpService};
 pub use progress::PROGRESS_INTERVAL;
 pub use redeemed::{MAX_REDEEMED_IN_MEMORY, RedeemedStates, StateKey};
 pub use sessions::{BoundedSessions, IDLE_SESSION, SessionLimitReached, SessionsError};
@@ -173,6 +174,9 @@ pub struct McpServer {
     /// Seals and redeems `input_required` request states (one key per server).
     states: Arc<approve::States>,
     options: Arc<McpOptions>,
+    /// The level of tool log lines this session's client asked for
+    /// (`logging/setLevel`); each HTTP session gets its own.
+    log_level: logging::SessionLevel,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -208,6 +212,7 @@ impl McpServer {
             next_call: Arc::new(AtomicU64::new(1)),
             states: Arc::new(states),
             options: Arc::new(options),
+            log_level: logging::SessionLevel::default(),
         })
     }
 
@@ -239,13 +244,18 @@ impl McpServer {
 }
 
 impl McpServer {
+    /// A clone for a new session: the same tools and keys, a level of its own.
+    pub(crate) fn for_session(&self) -> Self {
+        Self { log_level: logging::SessionLevel::default(), ..self.clone() }
+    }
+
     /// One `tools/call` with its argument text as the client sent it.
     async fn call(
         &self,
         request: CallToolRequestParams,
         arguments: String,
         context: RequestContext<RoleServer>,
-    ) -> CallToolResponse {
+    ) -> Result<CallToolResponse, ErrorData> {
         // The whole call runs against the catalog of its start.
         let catalog = self.live.current();
         let n = self.next_call.fetch_add(1, Ordering::Relaxed);
@@ -265,7 +275,7 @@ impl McpServer {
                 .await
             {
                 Ok(permit) => permit,
-                Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]).into(),
+                Err(message) => return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into()),
             },
         };
         let able = approve::can_elicit(context.client_capabilities().as_ref());
@@ -280,10 +290,13 @@ impl McpServer {
         } else {
             call::Approval::Elicit { peer: context.peer.clone(), able, timeout: self.options.approval_timeout }
         };
+        // A 2026-07-28 request names its level in `_meta`; a session keeps the one it set.
+        let log = context.meta.log_level().map(logging::Threshold::of).or_else(|| self.log_level.get());
         let call = call::Request {
             call,
             state,
             permit,
+            log: log.map(|threshold| (context.peer.clone(), threshold)),
             cancelled: context.ct.clone(),
             progress: token.map(|t| (context.peer.clone(), t, self.options.progress_interval)),
             approval,
@@ -300,8 +313,9 @@ fn stateless(context: &RequestContext<RoleServer>) -> bool {
 }
 
 impl ServerHandler for McpServer {
+    #[expect(deprecated, reason = "MCP logging (SEP-2577); see logging.rs")]
     fn get_info(&self) -> ServerConfig {
-        let tools = ServerCapabilities::builder().enable_tools();
+        let tools = ServerCapabilities::builder().enable_logging().enable_tools();
         let capabilities =
             if self.options.list_changed { tools.enable_tool_list_changed().build() } else { tools.build() };
         ServerConfig::new(capabilities)
@@ -327,6 +341,16 @@ impl ServerHandler for McpServer {
         Ok(page)
     }
 
+    #[expect(deprecated, reason = "MCP logging (SEP-2577); see logging.rs")]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.log_level.set(request.level);
+        Ok(())
+    }
+
     // No `get_tool`: rmcp would validate arguments against the schema itself
     // and answer with a protocol error; lovia validates, and an invalid call
     // is an `isError` result with lovia's exact message.
@@ -338,7 +362,7 @@ impl ServerHandler for McpServer {
         // The argument text as the client sent it, re-serialised: an absent
         // `arguments` is the empty text lovia reads as `{}`.
         let arguments = request.arguments.take().map(|a| serde_json::Value::Object(a).to_string()).unwrap_or_default();
-        Ok(self.call(request, arguments, context).await)
+        self.call(request, arguments, context).await
     }
 
     /// A `tools/call` whose `arguments` is not an object arrives here
@@ -353,7 +377,7 @@ impl ServerHandler for McpServer {
         }
         let (params, arguments) = loose::split(request.params)?;
         let legacy = !stateless(&context);
-        loose::custom_result(self.call(params, arguments, context).await, legacy)
+        loose::custom_result(self.call(params, arguments, context).await?, legacy)
     }
 
     // 2026-07-28: `list_changed` goes on `subscriptions/listen` streams that

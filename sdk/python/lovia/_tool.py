@@ -9,11 +9,19 @@ component. Nothing here knows the WIT contract; `lovia._plugin` maps
 
 from __future__ import annotations
 
+# Every module the SDK needs at call time is imported here, at the top, never
+# inside a function: componentize-py keeps only the modules imported while it
+# builds the component, so a module first imported during a call is missing
+# from it ("No module named 'asyncio'" for an `async def` tool whose file
+# imports nothing else). tests/test_imports.py holds the SDK to this.
+import asyncio
+import asyncio.base_events
 import copy
 import dataclasses
 import inspect
 import json
 import re
+import time
 import typing
 import unicodedata
 from typing import Any, Callable
@@ -349,9 +357,6 @@ def _loop() -> Any:
     component may open no socket, so that loop cannot start in the sandbox.
     This one waits for its next timer with `time.sleep` (the host's clock,
     interrupted by the call's deadline like any other wait)."""
-    import asyncio
-    import asyncio.base_events
-    import time
 
     class _NoIo:
         def select(self, timeout: float | None) -> list:

@@ -123,3 +123,40 @@ async fn raw_values_are_kept_up_to_16000_chars() {
     assert_eq!(raw("s"), Some(json!("x".repeat(16000))));
     assert_eq!(raw("l"), None);
 }
+
+/// A tool that declares an output schema keeps its value past 16,000
+/// characters (up to its output cap): an MCP client must get structured
+/// content for it. Without a schema, the reference's rule holds.
+#[tokio::test]
+async fn a_tool_with_an_output_schema_keeps_a_long_raw_value() {
+    let rows: Vec<serde_json::Value> = (0..2000).map(|i| json!({"row": i, "name": format!("item {i}")})).collect();
+    let value = json!({"rows": rows});
+    let schema = json!({"type": "object", "properties": {"rows": {"type": "array"}}});
+    let returning = |name: &str, schema: Option<serde_json::Value>| {
+        let value = value.clone();
+        let builder = Tool::builder(name);
+        let builder = match schema {
+            Some(schema) => builder.output_schema(schema),
+            None => builder,
+        };
+        builder
+            .invoke(move |_, _| {
+                let v = value.clone();
+                async move { Ok(ToolOutput::Json(v)) }
+            })
+            .expect("tool")
+            .with_max_output_chars(1_000_000)
+    };
+    let tools = vec![returning("with_schema", Some(schema)), returning("without", None)];
+    let turn = run(
+        &executor(tools, ExecSettings::default()),
+        vec![call("a", "with_schema", ""), call("b", "without", "")],
+        &RunState::default(),
+        |_| None,
+    )
+    .await;
+    let entry = |id: &str| turn.results().iter().find(|r| r.call_id == id).expect("result").clone();
+    assert!(entry("a").output.chars().count() > 16_000, "the case is past the retention bound");
+    assert_eq!(entry("a").raw, Some(value));
+    assert_eq!(entry("b").raw, None);
+}

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Runs the client with `args`; its observations.
-async fn client(py: &Path, args: &[&str]) -> Value {
+pub(super) async fn client(py: &Path, args: &[&str]) -> Value {
     let out = tokio::process::Command::new(py)
         .arg(root().join("tests/mcp/serve_client.py"))
         .args(args)
@@ -296,7 +296,8 @@ async fn a_sealed_mcp_approval_opens_once_on_another_replica() {
     let out = client(&py, &["auto", "sealed", &url(addr_one), &url(addr_two), "a-key"]).await;
     assert_eq!(out["protocol"], "2026-07-28");
     assert_eq!(out["on_b"], result(false, "launched across"), "{out}");
-    assert_eq!(out["replayed_on_a"], result(true, &text::not_approved("launch")), "{out}");
+    assert_eq!(out["replayed_on_a"]["error"]["code"], -32602, "{out}");
+    assert_eq!(out["replayed_on_a"]["error"]["message"], "request state refused: already used", "{out}");
     for child in [&mut one, &mut two] {
         child.start_kill().expect("SIGKILL");
         child.wait().await.expect("reaped");

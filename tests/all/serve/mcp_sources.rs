@@ -119,3 +119,36 @@ async fn a_chat_follows_a_servers_list_change() {
     let (_, body) = request(addr, "GET", "/api/tools", Some("acme-key"), "").await;
     assert_eq!(json(&body).as_array().map(Vec::len), Some(1), "{body}");
 }
+
+/// What a tenant's MCP server said of its tools reaches the tenant's
+/// clients as it said it: only the hints it stated (server-filesystem's
+/// `write_file` is destructive, and no hint it left out reads `false`), a
+/// schema without `properties` normalised, an image as an image block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_servers_hints_schemas_and_images_reach_the_tenants_clients() {
+    let Some(py) = python() else { return };
+    let mut acme = tenant("acme", "acme-key", &[]);
+    acme.mcp_servers = vec![stdio_server(&py, &["write_file", "bare", "picture"])];
+    let addr = start(vec![acme]).await;
+
+    let (status, body) = request(addr, "GET", "/api/tools/detailed", Some("acme-key"), "").await;
+    assert_eq!(status, 200, "{body}");
+    let detailed = json(&body);
+    let write = detailed.as_array().expect("list").iter().find(|t| t["name"] == "src__write_file").expect("listed");
+    assert_eq!(write["hints"], serde_json::json!({"read_only": false, "destructive": true}), "{write}");
+    let (_, body) = request(addr, "GET", "/api/tools", Some("acme-key"), "").await;
+    let listed = json(&body);
+    let bare = listed.as_array().expect("list").iter().find(|t| t["function"]["name"] == "src__bare").expect("bare");
+    assert_eq!(bare["function"]["parameters"], serde_json::json!({"type": "object", "properties": {}}));
+
+    for mode in ["auto", "legacy"] {
+        let seen = super::mcp::client(&py, &[mode, "source", &format!("http://{addr}/mcp"), "acme-key"]).await;
+        let mut write = seen["tools"]["src__write_file"]["annotations"].clone();
+        write.as_object_mut().expect("annotations").remove("title");
+        assert_eq!(write, serde_json::json!({"readOnlyHint": false, "destructiveHint": true}), "{mode}: {seen}");
+        let picture = &seen["picture"];
+        assert_eq!(picture[0], serde_json::json!({"type": "text", "text": "a chart"}), "{mode}: {seen}");
+        assert_eq!(picture[1]["type"], "image", "{mode}: an image block, not its description: {seen}");
+        assert_eq!(picture[1]["mimeType"], "image/png", "{mode}: {seen}");
+    }
+}

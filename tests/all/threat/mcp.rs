@@ -33,10 +33,16 @@ async fn a_component_that_never_yields_does_not_hold_another_mcp_client() {
 
 /// One raw HTTP/1.1 request over a real socket; the status line and body.
 fn post(addr: &str, host: &str) -> String {
+    post_raw(addr, "/mcp", &format!("Host: {host}\r\n"))
+}
+
+/// An `initialize` POST to `target` with the header lines `headers` (each
+/// ending in CRLF), over a real socket; the status line and body.
+fn post_raw(addr: &str, target: &str, headers: &str) -> String {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
     let req = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST {target} HTTP/1.1\r\n{headers}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     s.write_all(req.as_bytes()).expect("write");
@@ -62,13 +68,54 @@ async fn a_foreign_host_header_is_refused() {
     drop(server);
 }
 
+/// The rest of the head (2025-11-25 transport: servers MUST validate
+/// `Origin`): a browser `Origin` of another site is 403, as are a second
+/// `Host` header (400) and an absolute-form target naming a foreign host
+/// (403); the loopback origins a local client uses are served.
+#[tokio::test]
+async fn a_foreign_origin_a_second_host_or_a_foreign_target_is_refused() {
+    let args = ["--no-cache", "mcp", fixtures::DIAGNOSTICS];
+    let (server, url, _) = start_http(args.map(String::from).to_vec());
+    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let port = addr.rsplit(':').next().unwrap_or_default().to_owned();
+    let host = format!("Host: localhost:{port}\r\n");
+    let served = |reply: &str| reply.starts_with("HTTP/1.1 200") && reply.contains(r#""serverInfo":{"name":"lovia""#);
+
+    let evil = post_raw(&addr, "/mcp", &format!("{host}Origin: http://evil.example\r\n"));
+    assert!(evil.starts_with("HTTP/1.1 403"), "{evil}");
+    assert!(evil.ends_with("Forbidden: Origin header is not allowed"), "{evil}");
+    let null = post_raw(&addr, "/mcp", &format!("{host}Origin: null\r\n"));
+    assert!(null.starts_with("HTTP/1.1 403"), "a sandboxed page's null origin: {null}");
+    for origin in [format!("http://localhost:{port}"), format!("http://127.0.0.1:{port}"), "http://[::1]:8080".into()] {
+        let own = post_raw(&addr, "/mcp", &format!("{host}Origin: {origin}\r\n"));
+        assert!(served(&own), "{origin}: {own}");
+    }
+
+    let two = post_raw(&addr, "/mcp", &format!("{host}Host: evil.example\r\n"));
+    assert!(two.starts_with("HTTP/1.1 400"), "{two}");
+    assert!(two.ends_with("Bad Request: more than one Host header"), "{two}");
+    let foreign = post_raw(&addr, "http://evil.example/mcp", &host);
+    assert!(foreign.starts_with("HTTP/1.1 403"), "{foreign}");
+    assert!(foreign.ends_with("Forbidden: the request target names a host that is not allowed"), "{foreign}");
+    let own_target = post_raw(&addr, &format!("http://localhost:{port}/mcp"), &host);
+    assert!(served(&own_target), "{own_target}");
+    drop(server);
+}
+
 fn check_forged(out: &Value, log: &str) {
     let first = &out["first"];
     assert_eq!(first["resultType"], "input_required", "{first}");
     assert_eq!(first["inputRequests"]["approval"]["method"], "elicitation/create", "{first}");
     assert!(first["requestState"].as_str().is_some_and(|s| !s.is_empty()), "{first}");
     let not_approved = result(true, &text::not_approved("launch"), Value::Null);
-    for case in ["tampered", "made_up", "moved", "replayed", "declined", "unanswered"] {
+    // A state that does not open is a JSON-RPC error (-32602), not a decline:
+    // the client can tell "start over" from "the person said no".
+    for case in ["tampered", "made_up", "moved", "replayed"] {
+        assert_eq!(out[case]["error"]["code"], -32602, "{case}: {}", out[case]);
+        let message = out[case]["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with("request state refused: "), "{case}: {message}");
+    }
+    for case in ["declined", "unanswered"] {
         assert_eq!(out[case], not_approved, "{case}");
     }
     assert_eq!(out["genuine"], result(false, "launched once", Value::Null));

@@ -7,6 +7,27 @@ use std::sync::Arc;
 /// Receives a call's progress messages (`ToolProgress` events).
 pub type ProgressSink = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// Receives a call's log lines (`ToolLog` events), already bounded and
+/// with their control characters escaped.
+pub type LogSink = Arc<dyn Fn(LogLevel, &str) + Send + Sync>;
+
+/// The level of a tool's log line, lowest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum LogLevel {
+    /// Trace.
+    Trace,
+    /// Debug.
+    Debug,
+    /// Info.
+    Info,
+    /// Warn.
+    Warn,
+    /// Error.
+    Error,
+}
+
 /// What the host tells a call about its run. Default: empty ids, agent
 /// `""`, turn 0, no session, no dependencies, never cancelled.
 #[derive(Clone, Default)]
@@ -30,6 +51,8 @@ pub struct CallContext {
     pub cancel: CancelToken,
     /// Where progress messages go. Default: nowhere.
     pub progress: Option<ProgressSink>,
+    /// Where the tool's log lines go besides the host's log. Default: nowhere.
+    pub log: Option<LogSink>,
 }
 
 impl std::fmt::Debug for CallContext {

@@ -17,7 +17,7 @@ pub use cancel::CancelToken;
 pub use content::{
     ContentPart, IMAGE_TYPES, MAX_CONTENT_PARTS, MAX_LINK_NAME_BYTES, MAX_MIME_TYPE_BYTES, MAX_URI_BYTES, render_parts,
 };
-pub use context::{CallContext, ProgressSink};
+pub use context::{CallContext, LogLevel, LogSink, ProgressSink};
 pub use kind::ErrorKind;
 pub use outcome::{CallOutcome, Failure, is_valid_error_kind};
 pub use output::{BoxFuture, ToolOutput};

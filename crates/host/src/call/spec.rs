@@ -17,16 +17,39 @@ pub enum ApprovalMode {
 }
 
 /// Client hints (MCP annotations); never trusted for security.
+///
+/// Each hint is `None` when the tool's author did not state it. A component
+/// always states all four (the contract's `tool-hints` has no absent value);
+/// a tool from an MCP server states what the server sent, and an MCP client
+/// reads an absent hint by the protocol's defaults (`destructiveHint` is
+/// true there), so an unstated hint is never turned into an explicit `false`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[non_exhaustive]
 pub struct ToolHints {
     /// Does not change its environment.
-    pub read_only: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
     /// May perform destructive updates.
-    pub destructive: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
     /// Repeating a call has no further effect.
-    pub idempotent: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
     /// Reaches an open world of external entities.
-    pub open_world: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world: Option<bool>,
+}
+
+impl ToolHints {
+    /// All four hints stated, as a component states them.
+    pub fn stated(read_only: bool, destructive: bool, idempotent: bool, open_world: bool) -> Self {
+        Self {
+            read_only: Some(read_only),
+            destructive: Some(destructive),
+            idempotent: Some(idempotent),
+            open_world: Some(open_world),
+        }
+    }
 }
 
 impl ToolSpec {

@@ -109,7 +109,11 @@ pub(super) fn finish(
     let truncated = limit.and_then(|l| truncate(&text, l));
     // Parts keep no raw value; a truncated result drops its parts and
     // degrades to the truncated text (docs/semantics.md §12).
-    let keep_raw = truncated.is_none() && parts.is_none() && text.chars().count() <= RAW_RETENTION_CHARS;
+    // A tool that declares an output schema keeps its value up to its output
+    // cap: an MCP client must get structured content for it (docs/mcp.md).
+    let schema_bound = tool.spec.output_schema.is_some() && error_kind.is_none();
+    let keep_raw =
+        truncated.is_none() && parts.is_none() && (schema_bound || text.chars().count() <= RAW_RETENTION_CHARS);
     let parts = if truncated.is_some() { None } else { parts };
     let output = truncated.unwrap_or(text);
     let entry = ToolResultEntry {

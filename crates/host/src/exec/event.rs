@@ -58,6 +58,15 @@ pub enum ToolEvent {
         /// The message.
         message: String,
     },
+    /// The tool wrote a log line (bounded, control characters escaped).
+    ToolLog {
+        /// The call.
+        call: ToolCall,
+        /// Its level.
+        level: crate::call::LogLevel,
+        /// The line.
+        message: String,
+    },
     /// An attempt of the call failed and another follows after `retry_in`
     /// (docs/semantics.md §9). The last attempt's failure is not one: it
     /// is the call's result.
@@ -82,6 +91,7 @@ impl ToolEvent {
             | ToolEvent::ToolCallFailed { call, .. }
             | ToolEvent::ToolCallCompleted { call, .. }
             | ToolEvent::ToolProgress { call, .. }
+            | ToolEvent::ToolLog { call, .. }
             | ToolEvent::AttemptFailed { call, .. } => call,
         }
     }

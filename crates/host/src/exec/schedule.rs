@@ -262,6 +262,7 @@ fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
 fn call_context(exec: &Executor, run: &RunState, call: &ToolCall, events: &EventSink) -> CallContext {
     let sink = events.clone();
     let progress_call = call.clone();
+    let (log_sink, log_call) = (events.clone(), call.clone());
     CallContext {
         run_id: run.run_id.clone(),
         session_id: run.session_id.clone(),
@@ -273,6 +274,9 @@ fn call_context(exec: &Executor, run: &RunState, call: &ToolCall, events: &Event
         cancel: run.cancel.clone(),
         progress: Some(Arc::new(move |message: &str| {
             sink.emit(ToolEvent::ToolProgress { call: progress_call.clone(), message: message.to_owned() })
+        })),
+        log: Some(Arc::new(move |level, message: &str| {
+            log_sink.emit(ToolEvent::ToolLog { call: log_call.clone(), level, message: message.to_owned() })
         })),
     }
 }

@@ -273,6 +273,22 @@ impl ToolBuilder {
         self
     }
 
+    /// The JSON Schema of the tool's JSON result (MCP's `outputSchema`). A
+    /// tool that declares one keeps its raw value up to its output cap, so
+    /// that an MCP client gets the structured content. Default: none.
+    #[must_use]
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.spec.output_schema = Some(schema);
+        self
+    }
+
+    /// The client hints (MCP annotations). Default: none stated.
+    #[must_use]
+    pub fn hints(mut self, hints: ToolHints) -> Self {
+        self.spec.hints = hints;
+        self
+    }
+
     /// Rejects unknown argument keys. Default: false (they are dropped).
     #[must_use]
     pub fn strict(mut self, strict: bool) -> Self {

@@ -1023,12 +1023,12 @@ fn convert_spec(spec: wit::ToolSpec, origin: &str) -> Result<ToolSpec, LoadError
             wit::Approval::Always => ApprovalMode::Always,
             wit::Approval::AskPlugin => ApprovalMode::AskPlugin,
         },
-        hints: ToolHints {
-            read_only: spec.hints.read_only,
-            destructive: spec.hints.destructive,
-            idempotent: spec.hints.idempotent,
-            open_world: spec.hints.open_world,
-        },
+        hints: ToolHints::stated(
+            spec.hints.read_only,
+            spec.hints.destructive,
+            spec.hints.idempotent,
+            spec.hints.open_world,
+        ),
         name: spec.name,
     })
 }

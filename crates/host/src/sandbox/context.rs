@@ -4,6 +4,7 @@ use super::SandboxState;
 use crate::bindings::v0_1::lovia::tools as v0_1;
 use crate::bindings::v0_2::lovia::tools::context::Host;
 use crate::bindings::wit::LogLevel;
+use crate::call::LogLevel as CallLogLevel;
 
 impl SandboxState {
     /// Counts one progress message or log line; false once the budget is spent.
@@ -68,12 +69,31 @@ impl Host for SandboxState {
         let bounded = self.bounded(&message);
         let message = escape_controls(&bounded);
         let (plugin, tool, call) = (&*self.plugin, &*self.tool, &self.call.call_id);
-        match level {
-            LogLevel::Trace => tracing::trace!(plugin, tool, call, "{message}"),
-            LogLevel::Debug => tracing::debug!(plugin, tool, call, "{message}"),
-            LogLevel::Info => tracing::info!(plugin, tool, call, "{message}"),
-            LogLevel::Warn => tracing::warn!(plugin, tool, call, "{message}"),
-            LogLevel::Error => tracing::error!(plugin, tool, call, "{message}"),
+        let level = match level {
+            LogLevel::Trace => {
+                tracing::trace!(plugin, tool, call, "{message}");
+                CallLogLevel::Trace
+            }
+            LogLevel::Debug => {
+                tracing::debug!(plugin, tool, call, "{message}");
+                CallLogLevel::Debug
+            }
+            LogLevel::Info => {
+                tracing::info!(plugin, tool, call, "{message}");
+                CallLogLevel::Info
+            }
+            LogLevel::Warn => {
+                tracing::warn!(plugin, tool, call, "{message}");
+                CallLogLevel::Warn
+            }
+            LogLevel::Error => {
+                tracing::error!(plugin, tool, call, "{message}");
+                CallLogLevel::Error
+            }
+        };
+        // The same line to the run's events (an MCP client's `notifications/message`).
+        if let Some(sink) = &self.call.log {
+            sink(level, &message);
         }
     }
 }

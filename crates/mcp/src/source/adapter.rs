@@ -4,27 +4,34 @@
 //! calls the server (docs/semantics.md §20).
 
 use super::config::{MAX_SCHEMA_BYTES, McpServerConfig};
-use super::content::result_text;
+use super::content::result_output;
 use super::supervisor::Supervisor;
-use lovia_host::{Failure, NeedsApproval, Tool, ToolOutput};
+use lovia_host::{Failure, NeedsApproval, Tool, ToolHints};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
-/// The hint under a transport failure.
+/// The hint under a transport failure, after which the session is restarted.
 const FAILURE_HINT: &str = "The MCP server did not answer this call; it is restarted for the next one. Retry the call, or continue without this tool.";
 
-/// The text of a failed call: `MCP tool '<tool>' failed: <reason>` with its
-/// hint; the executor puts `Tool error: ` before it.
-pub(crate) fn call_failed(tool: &str, reason: &str) -> Failure {
+/// The hint under an answer that is not a result (a JSON-RPC error): the
+/// server is up and keeps its session, so a retry of the same call is
+/// likely to get the same answer.
+const REFUSED_HINT: &str = "The MCP server answered this call with an error instead of a result; it keeps running. Check the arguments against the tool's description, or continue without this tool.";
+
+/// The text of a failed call: `MCP tool '<tool>' failed: <reason>` with the
+/// hint that says whether the server is restarted; the executor puts
+/// `Tool error: ` before it.
+pub(crate) fn call_failed(tool: &str, reason: &str, restarted: bool) -> Failure {
     Failure::Tool {
         message: format!("MCP tool '{tool}' failed: {reason}"),
-        hint: Some(FAILURE_HINT.into()),
+        hint: Some(if restarted { FAILURE_HINT } else { REFUSED_HINT }.into()),
         kind: None,
     }
 }
 
 /// The reference's normalisation: a missing or empty schema takes no
-/// arguments, a missing `type` is `object`, non-object `properties` are `{}`.
+/// arguments, a missing `type` is `object`, missing or non-object
+/// `properties` are `{}` (OpenAI's strict tool format requires the key).
 pub(crate) fn normalise_schema(schema: Option<&Value>) -> Result<Value, String> {
     let mut schema = match schema {
         None | Some(Value::Null) => Map::new(),
@@ -41,7 +48,7 @@ pub(crate) fn normalise_schema(schema: Option<&Value>) -> Result<Value, String> 
         Some(Value::String(t)) if t == "object" => {}
         Some(other) => return Err(format!("the input schema's type is {other}, not \"object\"")),
     }
-    if !schema.get("properties").is_none_or(Value::is_object) {
+    if !schema.get("properties").is_some_and(Value::is_object) {
         schema.insert("properties".into(), json!({}));
     }
     Ok(Value::Object(schema))
@@ -77,9 +84,18 @@ pub(crate) fn adapt(server: &Arc<Supervisor>, raw: &Value) -> Result<Tool, Refus
     if schema_bytes > MAX_SCHEMA_BYTES {
         return Err(refuse(format!("the input schema is {schema_bytes} bytes; the limit is {MAX_SCHEMA_BYTES}")));
     }
+    // Until lovia runs MCP tasks, a tool that can only run as one fails every
+    // call: it is not offered to the model at all.
+    if raw.pointer("/execution/taskSupport").and_then(Value::as_str) == Some("required") {
+        return Err(refuse(
+            "the tool requires task-augmented execution (execution.taskSupport: \"required\"), which lovia does not support"
+                .into(),
+        ));
+    }
     let schema = normalise_schema(raw.get("inputSchema")).map_err(refuse)?;
     let description = raw.get("description").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let mut builder = Tool::builder(name.clone()).description(description).parameters(schema);
+    let mut builder =
+        Tool::builder(name.clone()).description(description).parameters(schema).hints(hints(raw.get("annotations")));
     if let Some(title) =
         raw.get("title").and_then(Value::as_str).filter(|t| t.len() <= lovia_host::call::MAX_TITLE_BYTES)
     {
@@ -87,16 +103,16 @@ pub(crate) fn adapt(server: &Arc<Supervisor>, raw: &Value) -> Result<Tool, Refus
     }
     let (server, tool_name) = (server.clone(), raw_name.to_owned());
     let tool = builder
-        .invoke(move |args, _ctx| {
+        .invoke(move |args, ctx| {
             let (server, tool_name) = (server.clone(), tool_name.clone());
             async move {
                 let Value::Object(arguments) = args else {
                     // The validator only passes objects.
-                    return Err(call_failed(&tool_name, "the arguments are not an object"));
+                    return Err(call_failed(&tool_name, "the arguments are not an object", false));
                 };
-                match server.call(&tool_name, arguments).await {
-                    Ok(result) => Ok(ToolOutput::Text(result_text(&result))),
-                    Err(e) => Err(call_failed(&tool_name, &e.reason)),
+                match server.call(&tool_name, arguments, ctx.progress.clone()).await {
+                    Ok(result) => Ok(result_output(&result)),
+                    Err(e) => Err(call_failed(&tool_name, &e.reason, e.restarted)),
                 }
             }
         })
@@ -109,6 +125,19 @@ pub(crate) fn adapt(server: &Arc<Supervisor>, raw: &Value) -> Result<Tool, Refus
         tool = tool.with_max_output_chars(chars);
     }
     Ok(tool)
+}
+
+/// The hints the server stated in the tool's `annotations`, and only those:
+/// a hint it left out stays unstated, so an MCP client reads it by the
+/// protocol's default (`destructiveHint` is true there), never as `false`.
+fn hints(annotations: Option<&Value>) -> ToolHints {
+    let stated = |key: &str| annotations.and_then(|a| a.get(key)).and_then(Value::as_bool);
+    let mut hints = ToolHints::default();
+    hints.read_only = stated("readOnlyHint");
+    hints.destructive = stated("destructiveHint");
+    hints.idempotent = stated("idempotentHint");
+    hints.open_world = stated("openWorldHint");
+    hints
 }
 
 /// A listed tool lovia did not take, and why (logged at warn).
@@ -134,7 +163,8 @@ mod tests {
     fn schemas_are_normalised_as_the_reference_does() {
         let empty = json!({"type": "object", "properties": {}});
         assert_eq!(normalise_schema(None), Ok(empty.clone()));
-        assert_eq!(normalise_schema(Some(&json!({}))), Ok(empty));
+        assert_eq!(normalise_schema(Some(&json!({}))), Ok(empty.clone()));
+        assert_eq!(normalise_schema(Some(&json!({"type": "object"}))), Ok(empty));
         assert_eq!(
             normalise_schema(Some(&json!({"properties": {"a": {"type": "string"}}}))),
             Ok(json!({"properties": {"a": {"type": "string"}}, "type": "object"}))
@@ -160,5 +190,20 @@ mod tests {
         let ok = adapt(&server, &json!({"name": "t", "description": "d"})).expect("taken");
         assert_eq!(ok.name(), "s__t");
         assert_eq!(ok.spec().timeout_ms, Some(60_000));
+        let tasks = adapt(&server, &json!({"name": "t", "execution": {"taskSupport": "required"}})).expect_err("tasks");
+        assert!(tasks.reason.contains("taskSupport"), "{tasks:?}");
+        let optional = adapt(&server, &json!({"name": "t", "execution": {"taskSupport": "optional"}}));
+        assert!(optional.is_ok(), "a tool that may run as a task also runs as a plain call");
+    }
+
+    #[test]
+    fn only_the_hints_the_server_stated_are_carried() {
+        let server = Arc::new(Supervisor::new(McpServerConfig::command("s", "/bin/true")));
+        let raw = json!({"name": "write_file", "annotations": {"destructiveHint": true, "readOnlyHint": false}});
+        let hints = adapt(&server, &raw).expect("taken").spec().hints;
+        assert_eq!((hints.read_only, hints.destructive), (Some(false), Some(true)));
+        assert_eq!((hints.idempotent, hints.open_world), (None, None));
+        let bare = adapt(&server, &json!({"name": "t"})).expect("taken").spec().hints;
+        assert_eq!(bare, ToolHints::default());
     }
 }

@@ -1,12 +1,14 @@
 //! One live session with an MCP server: the process started with exactly
 //! the environment the configuration names (or the URL reached with the
-//! configured headers), `initialize` done, and a flag that
-//! `notifications/tools/list_changed` raises.
+//! configured headers), `initialize` done, a flag that
+//! `notifications/tools/list_changed` raises, and the server's progress
+//! notifications routed to their calls.
 
 use super::bounded::BoundedLines;
 use super::config::{McpServerConfig, START_TIMEOUT};
 use super::http_client;
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
+use super::progress::ProgressRoutes;
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProtocolVersion};
 use rmcp::service::{ClientInitializeError, NotificationContext, Peer, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use std::process::Stdio;
@@ -66,15 +68,21 @@ pub enum StartError {
     },
 }
 
-/// The client side of a session: raises `changed` on a tool-list change.
-#[derive(Debug, Clone)]
+/// The client side of a session: raises `changed` on a tool-list change
+/// and hands progress to the call it is for.
+#[derive(Clone)]
 pub(crate) struct Listener {
     pub(crate) changed: Arc<AtomicBool>,
+    pub(crate) progress: Arc<ProgressRoutes>,
 }
 
 impl ClientHandler for Listener {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.changed.store(true, Ordering::SeqCst);
+    }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
+        self.progress.deliver(&params);
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -96,9 +104,14 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    /// Starts `config`'s server; a tool-list change raises `changed`.
-    pub(crate) async fn open(config: &McpServerConfig, changed: Arc<AtomicBool>) -> Result<Self, StartError> {
-        let listener = Listener { changed };
+    /// Starts `config`'s server; a tool-list change raises `changed`, and
+    /// progress goes to the route of its token.
+    pub(crate) async fn open(
+        config: &McpServerConfig,
+        changed: Arc<AtomicBool>,
+        progress: Arc<ProgressRoutes>,
+    ) -> Result<Self, StartError> {
+        let listener = Listener { changed, progress };
         let server = || config.name.clone();
         let overflowed = Arc::new(AtomicBool::new(false));
         let handshake_failed = |reason: String| StartError::Handshake { server: server(), reason };

@@ -1,13 +1,40 @@
 //! An MCP server's `tools/call` result as the text a model reads
-//! (docs/semantics.md §20): text inlined, an image or audio described by
-//! contract 0.2's projection (`[image: <mime>, <size>]`), a resource link
-//! as `[resource link: <uri>]`, an embedded text resource inlined and an
-//! embedded binary one described. Nothing is dropped without a word.
+//! (docs/semantics.md §20): text inlined, an image described by contract
+//! 0.2's projection (`[image: <mime>, <size>]`), audio the same way as
+//! `[audio: <mime>, <size>]`, a resource link as `[resource link: <uri>]`,
+//! an embedded text resource inlined and an embedded binary one described.
+//! Nothing is dropped without a word. A result with an image lovia can
+//! carry stays content parts, so that a client of lovia's own MCP server or
+//! API gets the image, not only its description.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use lovia_host::ContentPart;
+use lovia_host::{ContentPart, ToolOutput};
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
+
+/// The tool's output for `result`: content parts when it holds an image
+/// that a component could return too (an allowed raster type), every other
+/// block a text part of [`result_text`]'s line; otherwise that text. The
+/// model reads the same text either way.
+pub(crate) fn result_output(result: &CallToolResult) -> ToolOutput {
+    let image = |block: &ContentBlock| match block {
+        ContentBlock::Image(i) => {
+            let data = STANDARD.decode(i.data.as_bytes()).ok()?;
+            let part = ContentPart::Image { mime_type: i.mime_type.clone(), data };
+            part.problem().is_none().then_some(part)
+        }
+        _ => None,
+    };
+    if result.is_error == Some(true) || !result.content.iter().any(|b| image(b).is_some()) {
+        return ToolOutput::Text(result_text(result));
+    }
+    let parts = result
+        .content
+        .iter()
+        .map(|block| image(block).unwrap_or_else(|| ContentPart::Text { text: block_text(block) }))
+        .collect();
+    ToolOutput::Parts(parts)
+}
 
 /// The text a model reads for `result`: its parts one per line (empty text
 /// parts left out, as [`lovia_host::render_parts`] does); with no content,
@@ -31,8 +58,8 @@ fn block_text(block: &ContentBlock) -> String {
     match block {
         ContentBlock::Text(t) => t.text.clone(),
         ContentBlock::Image(i) => media(&i.mime_type, &i.data),
-        // The reference describes audio as it does an image.
-        ContentBlock::Audio(a) => media(&a.mime_type, &a.data),
+        // Described as an image is, under its own label.
+        ContentBlock::Audio(a) => format!("[audio: {}", media(&a.mime_type, &a.data).trim_start_matches("[image: ")),
         ContentBlock::ResourceLink(link) => format!("[resource link: {}]", link.uri),
         ContentBlock::Resource(embedded) => match &embedded.resource {
             ResourceContents::TextResourceContents { text, .. } => text.clone(),
@@ -97,8 +124,25 @@ mod tests {
         );
         assert_eq!(
             result_text(&r),
-            "hello\n[image: image/png, 5 B]\n[image: audio/wav, 5 B]\n[resource link: file:///r.txt]\ninline note\n[resource: mem://blob, application/pdf, 2.0 KB]"
+            "hello\n[image: image/png, 5 B]\n[audio: audio/wav, 5 B]\n[resource link: file:///r.txt]\ninline note\n[resource: mem://blob, application/pdf, 2.0 KB]"
         );
+    }
+
+    #[test]
+    fn a_result_with_a_raster_image_stays_parts_that_read_the_same() {
+        let png = STANDARD.encode(b"\x89PNG\r\n\x1a\n0000");
+        let r = result(vec![ContentBlock::text("chart:"), ContentBlock::image(png, "image/png")], None);
+        let ToolOutput::Parts(parts) = result_output(&r) else { panic!("parts") };
+        assert_eq!(parts[0], ContentPart::Text { text: "chart:".into() });
+        assert!(
+            matches!(&parts[1], ContentPart::Image { mime_type, data } if mime_type == "image/png" && data.len() == 12)
+        );
+        assert_eq!(lovia_host::render_parts(&parts), result_text(&r));
+        // An SVG is not carried as an image: it stays its description.
+        let svg = result(vec![ContentBlock::image(STANDARD.encode("<svg/>"), "image/svg+xml")], None);
+        assert!(matches!(result_output(&svg), ToolOutput::Text(t) if t == "[image: image/svg+xml, 6 B]"));
+        let failed = result(vec![ContentBlock::image(STANDARD.encode(b"\x89PNG"), "image/png")], Some(true));
+        assert!(matches!(result_output(&failed), ToolOutput::Text(_)));
     }
 
     #[test]

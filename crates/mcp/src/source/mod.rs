@@ -12,6 +12,7 @@ mod config;
 mod connection;
 mod content;
 mod http_client;
+mod progress;
 mod supervisor;
 
 pub use adapter::Refused;

@@ -5,12 +5,14 @@
 use super::config::{MAX_LIST_PAGES, MAX_MESSAGE_BYTES, MAX_TOOLS_PER_SERVER, McpServerConfig, START_TIMEOUT};
 use super::connection::{Connection, StartError};
 use super::http_client;
+use super::progress::ProgressRoutes;
+use lovia_host::ProgressSink;
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject, ListToolsRequest,
     PaginatedRequestParams, ServerResult,
 };
-use rmcp::service::{Peer, ServiceError};
+use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,11 +30,27 @@ pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(30);
 #[error("{reason}")]
 pub(crate) struct RequestFailed {
     pub(crate) reason: String,
+    /// The session broke (or never started) and the next request starts a
+    /// new one. False when the server answered (a JSON-RPC error, or an
+    /// answer of the wrong kind) and its session is kept.
+    pub(crate) restarted: bool,
+}
+
+impl RequestFailed {
+    /// The session broke or never started; it is restarted for the next request.
+    fn broken(reason: impl Into<String>) -> Self {
+        Self { reason: reason.into(), restarted: true }
+    }
+
+    /// The server answered, but not with what was asked.
+    fn answered(reason: impl Into<String>) -> Self {
+        Self { reason: reason.into(), restarted: false }
+    }
 }
 
 impl From<StartError> for RequestFailed {
     fn from(e: StartError) -> Self {
-        Self { reason: e.to_string() }
+        Self::broken(e.to_string())
     }
 }
 
@@ -52,6 +70,8 @@ pub(crate) struct Supervisor {
     /// Raised by the server's `notifications/tools/list_changed`, and by a
     /// restart (the new process may list other tools).
     pub(crate) changed: Arc<AtomicBool>,
+    /// The calls in flight that want the server's progress, across restarts.
+    progress: Arc<ProgressRoutes>,
     state: tokio::sync::Mutex<State>,
 }
 
@@ -60,6 +80,7 @@ impl Supervisor {
         Self {
             config,
             changed: Arc::new(AtomicBool::new(false)),
+            progress: Arc::default(),
             state: tokio::sync::Mutex::new(State { conn: None, session: 0, restarts: 0, not_before: None }),
         }
     }
@@ -79,7 +100,7 @@ impl Supervisor {
         if let Some(when) = state.not_before {
             tokio::time::sleep_until(when.into()).await;
         }
-        match Connection::open(&self.config, self.changed.clone()).await {
+        match Connection::open(&self.config, self.changed.clone(), self.progress.clone()).await {
             Ok(conn) => {
                 let peer = conn.peer();
                 state.conn = Some(conn);
@@ -129,7 +150,7 @@ impl Supervisor {
     pub(crate) async fn start(&self) -> Result<(), StartError> {
         let mut state = self.state.lock().await;
         if state.conn.is_none() {
-            state.conn = Some(Connection::open(&self.config, self.changed.clone()).await?);
+            state.conn = Some(Connection::open(&self.config, self.changed.clone(), self.progress.clone()).await?);
             state.session += 1;
         }
         Ok(())
@@ -149,7 +170,7 @@ impl Supervisor {
             let request = ClientRequest::ListToolsRequest(ListToolsRequest::with_param(params));
             let answer = tokio::time::timeout(START_TIMEOUT, peer.send_request(request)).await;
             let answer = match answer {
-                Err(_) => return Err(RequestFailed { reason: "tools/list was not answered in time".into() }),
+                Err(_) => return Err(RequestFailed::broken("tools/list was not answered in time")),
                 Ok(Err(e)) => return Err(self.failed(session, e).await),
                 Ok(Ok(answer)) => answer,
             };
@@ -158,7 +179,7 @@ impl Supervisor {
             let page = match answer {
                 ServerResult::ListToolsResult(page) => serde_json::to_value(page).unwrap_or_default(),
                 ServerResult::CustomResult(raw) => raw.0,
-                _ => return Err(RequestFailed { reason: "the answer to tools/list is not a tool list".into() }),
+                _ => return Err(RequestFailed::answered("the answer to tools/list is not a tool list")),
             };
             if let Some(items) = page.get("tools").and_then(Value::as_array) {
                 tools.extend(
@@ -174,38 +195,70 @@ impl Supervisor {
         Ok(tools)
     }
 
-    /// Calls the server's tool `raw_name` with `arguments`.
-    pub(crate) async fn call(&self, raw_name: &str, arguments: JsonObject) -> Result<CallToolResult, RequestFailed> {
+    /// Calls the server's tool `raw_name` with `arguments`; with a
+    /// `progress` sink, the request carries a token of its own and the
+    /// server's progress for it goes there while the call runs.
+    pub(crate) async fn call(
+        &self,
+        raw_name: &str,
+        arguments: JsonObject,
+        progress: Option<ProgressSink>,
+    ) -> Result<CallToolResult, RequestFailed> {
         let (peer, session) = self.peer().await?;
         let params = CallToolRequestParams::new(raw_name.to_owned()).with_arguments(arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        match peer.send_request(request).await {
+        // rmcp gives every request a progress token of its own; the route to
+        // this call's sink is open from before the server can answer (the
+        // request is only queued here) to after its answer. Dropping it
+        // stops the routing.
+        let handle = peer.send_request_with_option(request, PeerRequestOptions::no_options()).await;
+        let route = match (&handle, progress) {
+            (Ok(handle), Some(sink)) => Some(self.progress.route(handle.progress_token.clone(), sink)),
+            _ => None,
+        };
+        let answer = match handle {
+            Ok(handle) => handle.await_response().await,
+            Err(e) => Err(e),
+        };
+        if route.is_some() {
+            // rmcp hands each notification to a task of its own, spawned
+            // before it reads the response that follows: yielding lets the
+            // progress the server sent before its answer reach the call
+            // before the route closes (docs/mcp.md).
+            for _ in 0..2 {
+                tokio::task::yield_now().await;
+            }
+        }
+        drop(route);
+        match answer {
             Ok(ServerResult::CallToolResult(result)) => {
                 self.succeeded().await;
                 Ok(result)
             }
-            Ok(_) => Err(RequestFailed { reason: "the server's answer is not a tool result".into() }),
+            Ok(_) => Err(RequestFailed::answered("the server's answer is not a tool result")),
             Err(e) => Err(self.failed(session, e).await),
         }
     }
 
     /// The reason of a failed request; a broken session is dropped.
     async fn failed(&self, session: u64, e: ServiceError) -> RequestFailed {
-        let reason = match &e {
+        match &e {
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                 let overflowed = self.broken(session).await;
-                match &e {
+                RequestFailed::broken(match &e {
                     _ if overflowed => format!("the server sent a message over {MAX_MESSAGE_BYTES} bytes"),
                     ServiceError::TransportSend(sent) if self.config.url.is_some() => {
                         format!("the request to the server failed: {}", http_client::reason(sent.error.as_ref()))
                     }
                     _ if self.config.url.is_some() => "the connection to the server closed".to_owned(),
                     _ => "the server's session ended (the process exited or closed its output)".to_owned(),
-                }
+                })
             }
-            ServiceError::McpError(data) => format!("the server answered with error {}: {}", data.code.0, data.message),
-            other => other.to_string(),
-        };
-        RequestFailed { reason }
+            ServiceError::McpError(data) => {
+                RequestFailed::answered(format!("the server answered with error {}: {}", data.code.0, data.message))
+            }
+            // A timeout or a cancellation: the session is not dropped either.
+            other => RequestFailed::answered(other.to_string()),
+        }
     }
 }

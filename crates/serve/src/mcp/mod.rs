@@ -24,8 +24,9 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use lovia_host::Executor;
 use lovia_host::approval::ApprovalDecision;
-use lovia_mcp::{BoundedSessions, HttpOptions, McpOptions, McpServer, NewServerError, SessionLimitReached};
-use rmcp::transport::streamable_http_server::StreamableHttpService;
+use lovia_mcp::{
+    BoundedSessions, HttpOptions, McpHttpService, McpOptions, McpServer, NewServerError, SessionLimitReached,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +35,7 @@ use tower::ServiceExt;
 /// What one tenant's `/mcp` is made of.
 pub(crate) struct TenantMcp {
     server: McpServer,
-    http: StreamableHttpService<McpServer, BoundedSessions>,
+    http: McpHttpService,
     sessions: Arc<BoundedSessions>,
     waiting: Arc<hook::Waiting>,
 }

@@ -1,27 +1,49 @@
 //! Streamable HTTP: the tower service to mount at `/mcp`, with its `Host`
-//! allowlist and its bounded sessions (`sessions`).
+//! and `Origin` allowlist, the head checks of `guard`, and its bounded
+//! sessions (`sessions`).
+
+mod guard;
 
 use crate::{BoundedSessions, McpServer};
+pub use guard::Guarded;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::sync::Arc;
+
+/// The tower service [`McpServer::http_service`] returns: rmcp's streamable
+/// HTTP behind lovia's checks of the request head.
+pub type McpHttpService = Guarded<StreamableHttpService<McpServer, BoundedSessions>>;
 
 impl McpServer {
     /// A tower service answering streamable HTTP (mount it at `/mcp`).
     /// `allowed_hosts` is the `Host` allowlist against DNS rebinding
     /// [default in [`HttpOptions`]: loopback names only]; an empty list
-    /// accepts any `Host`. Its 2025-11-25 sessions are kept in this
+    /// accepts any `Host`. The same list decides the rest of the head: a
+    /// browser `Origin` must be `http` or `https` on an allowed host (403
+    /// otherwise; a request without `Origin` is not from a page), a second
+    /// `Host` header is 400, and an absolute-form target must name an
+    /// allowed host (403). Its 2025-11-25 sessions are kept in this
     /// process's memory, at most [`HttpOptions::max_sessions`].
-    pub fn http_service(self, options: HttpOptions) -> StreamableHttpService<McpServer, BoundedSessions> {
+    pub fn http_service(self, options: HttpOptions) -> McpHttpService {
         // A 2026-07-28 call whose first message is its result is answered as
         // one JSON body instead of an SSE stream; one that sends progress or
         // asks first still streams, so nothing is lost (rmcp falls back).
         let config = StreamableHttpServerConfig::default()
             .with_json_response(true)
             .with_sse_keep_alive(Some(options.sse_keep_alive))
-            .with_allowed_hosts(options.allowed_hosts)
+            .with_allowed_hosts(options.allowed_hosts.clone())
             .with_cancellation_token(options.shutdown);
+        // With no Host allowlist (a service behind its own keys) any Origin
+        // passes too; otherwise an Origin must name an allowed host.
+        let config = if options.allowed_hosts.is_empty() {
+            config
+        } else {
+            config.with_allowed_origins(guard::origins(&options.allowed_hosts)).enforce_origin_validation()
+        };
         let sessions = options.sessions.unwrap_or_else(|| Arc::new(BoundedSessions::new(options.max_sessions)));
-        StreamableHttpService::new(move || Ok(self.clone()), sessions, config)
+        Guarded {
+            inner: StreamableHttpService::new(move || Ok(self.for_session()), sessions, config),
+            allowed_hosts: options.allowed_hosts.into(),
+        }
     }
 }
 
