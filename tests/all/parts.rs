@@ -3,7 +3,17 @@
 //! name in `LOVIA_SKIP` is reported as such, and `scripts/test` refuses a
 //! name that is no part before it provides or runs anything.
 
+use lovia_tests::parts::{Part, parse_skip};
 use std::process::{Command, Output};
+
+#[test]
+fn skip_lists_name_parts_and_reject_unknown_names() {
+    assert_eq!(parse_skip(""), Ok(vec![]));
+    assert_eq!(parse_skip(" postgres , browser,"), Ok(vec![Part::Postgres, Part::Browser]));
+    assert_eq!(parse_skip("mcp-client,python"), Ok(vec![Part::McpClient, Part::Python]));
+    let err = parse_skip("postgres,pg").expect_err("pg is no part");
+    assert_eq!(err, r#"unknown part "pg" in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser"#);
+}
 
 fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))

@@ -121,23 +121,3 @@ pub fn postgres_url() -> Option<String> {
         std::env::var("LOVIA_TEST_POSTGRES_URL").map_err(|_| "LOVIA_TEST_POSTGRES_URL is not set".to_owned())
     })
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn skip_lists_name_parts_and_reject_unknown_names() {
-        assert_eq!(parse_skip(""), Ok(vec![]));
-        assert_eq!(parse_skip(" postgres , browser,"), Ok(vec![Part::Postgres, Part::Browser]));
-        assert_eq!(parse_skip("mcp-client,python"), Ok(vec![Part::McpClient, Part::Python]));
-        let err = parse_skip("postgres,pg").expect_err("pg is no part");
-        assert_eq!(err, r#"unknown part "pg" in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser"#);
-    }
-
-    #[test]
-    #[should_panic(expected = "this test needs a PostgreSQL server (LOVIA_TEST_POSTGRES_URL), which is missing: gone")]
-    fn a_missing_part_fails_the_test() {
-        missing(Part::Postgres, "gone");
-    }
-}
