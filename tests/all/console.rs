@@ -258,12 +258,8 @@ fn browser_tools() -> Result<(PathBuf, PathBuf), String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_works_end_to_end_in_headless_chromium() {
-    let (chromium, dir) = match browser_tools() {
-        Ok(found) => found,
-        Err(why) => {
-            println!("skipped: the console browser test cannot run here: {why}");
-            return;
-        }
+    let Some((chromium, dir)) = lovia_tests::parts::require(lovia_tests::parts::Part::Browser, browser_tools) else {
+        return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");
     let tenant_toml = |name: &str, key: &str, script: &Path, plugins: &[&str], in_session: &[&str]| {

@@ -9,6 +9,7 @@ mod load;
 mod mcp;
 mod mcp_sources;
 mod outcomes;
+mod parts;
 mod providers;
 mod python;
 mod replicas;

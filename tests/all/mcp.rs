@@ -8,6 +8,7 @@ mod changes;
 use lovia_host::Tool;
 use lovia_host::call::text;
 use lovia_tests::fixtures;
+use lovia_tests::parts::{self, Part};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -24,12 +25,20 @@ pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The venv's python, made on first use (`.ci/run` makes it up front);
-/// `None`, after printing why, when it cannot be made on this machine.
+/// The requirement `scripts/test` installs too.
+const MCP_REQUIREMENT: &str = "mcp>=2.3,<3";
+
+/// The venv's python, made on first use (`scripts/test` makes it up front);
+/// `None` when the `mcp-client` part is opted out (`LOVIA_SKIP`), a failed
+/// test when it cannot be made on this machine.
 pub(crate) fn python() -> Option<PathBuf> {
+    parts::require(Part::McpClient, made_python)
+}
+
+fn made_python() -> Result<PathBuf, String> {
     static MADE: Mutex<Option<Result<PathBuf, String>>> = Mutex::new(None);
     let mut made = MADE.lock().unwrap_or_else(|p| p.into_inner());
-    let result = made.get_or_insert_with(|| {
+    made.get_or_insert_with(|| {
         let venv = root().join("target/mcp-venv");
         let py = venv.join("bin/python");
         let has_mcp = |py: &Path| Command::new(py).args(["-c", "import mcp"]).status().is_ok_and(|s| s.success());
@@ -40,18 +49,12 @@ pub(crate) fn python() -> Option<PathBuf> {
         if !ok(Command::new("python3").arg("-m").arg("venv").arg(&venv)) {
             return Err(format!("python3 -m venv {} failed", venv.display()));
         }
-        if !ok(Command::new(venv.join("bin/pip")).args(["install", "-q", "mcp"])) {
-            return Err("pip install mcp failed".into());
+        if !ok(Command::new(venv.join("bin/pip")).args(["install", "-q", MCP_REQUIREMENT])) {
+            return Err(format!("pip install '{MCP_REQUIREMENT}' failed"));
         }
         if has_mcp(&py) { Ok(py) } else { Err("the mcp package does not import".into()) }
-    });
-    match result {
-        Ok(py) => Some(py.clone()),
-        Err(why) => {
-            println!("skipped: no Python MCP client: {why}");
-            None
-        }
-    }
+    })
+    .clone()
 }
 
 /// The `lovia` arguments of every server here: one plugin of each kind,

@@ -18,7 +18,8 @@ struct Case {
 }
 
 impl Case {
-    /// `None` (after printing why) when the Python MCP package is missing.
+    /// `None` when the `mcp-client` part is opted out (`LOVIA_SKIP`); a
+    /// failed test when the Python MCP package is missing.
     fn new() -> Option<Self> {
         let py = python()?;
         Some(Self { dir: tempfile::tempdir().expect("tempdir"), py })

@@ -1,13 +1,14 @@
 //! Tools written in Python (docs/python.md): `tests/python/tools.py`, built
 //! with `python -m lovia build` into a real component and run by the real
-//! host. Without componentize-py each test prints `skipped: ...` and passes;
-//! `.ci/run` installs it.
+//! host. Without componentize-py each test fails and says how to provide it
+//! (`scripts/test` installs it), unless `LOVIA_SKIP=python` opts out.
 
 use super::exec::executor;
 use lovia_host::{
     CallContext, CallOutcome, CallRequest, ContentPart, ExecSettings, Failure, MemoryStore, Plugin, RunState,
     SessionStore, Tool, TurnError,
 };
+use lovia_tests::parts::{self, Part};
 use lovia_tests::turn::{call, run};
 use lovia_tests::{fixtures, load, python};
 use serde_json::json;
@@ -339,8 +340,7 @@ async fn a_timeout_declared_in_python_stops_a_busy_loop() {
 /// (as exec::timeouts does for the Rust fixture).
 #[test]
 fn a_python_busy_loop_stopped_by_its_timeout_burns_no_more_cpu() {
-    if let Err(why) = python::component(LOVIA) {
-        println!("skipped: {why}");
+    if parts::require(Part::Python, || python::component(LOVIA)).is_none() {
         return;
     }
     lovia_tests::run_probe("python::cpu_probe", "LOVIA_PY_CPU_PROBE");
@@ -463,18 +463,16 @@ async fn approvals_declared_in_python_are_asked_of_the_plugin() {
 fn the_python_sdk_unit_tests_pass() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let python = std::env::var_os("LOVIA_PYTHON").unwrap_or_else(|| "python3".into());
-    let out = std::process::Command::new(&python)
-        .args(["-m", "unittest", "discover", "-s", "sdk/python/tests"])
-        .current_dir(&root)
-        .env("PYTHONPATH", root.join("sdk/python"))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output();
-    let out = match out {
-        Ok(out) => out,
-        Err(e) => {
-            println!("skipped: no Python interpreter ({e})");
-            return;
-        }
+    let Some(out) = parts::require(Part::Python, || {
+        std::process::Command::new(&python)
+            .args(["-m", "unittest", "discover", "-s", "sdk/python/tests"])
+            .current_dir(&root)
+            .env("PYTHONPATH", root.join("sdk/python"))
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .output()
+            .map_err(|e| format!("no Python interpreter {}: {e}", python.to_string_lossy()))
+    }) else {
+        return;
     };
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the SDK's unit tests failed:\n{stderr}");
@@ -526,13 +524,7 @@ fn lovia_build_says_what_is_wrong_before_building() {
     assert!(stderr.contains("pip install 'componentize-py==0.25.1'"), "{stderr}");
     assert!(!dir.join("good.wasm").exists());
 
-    let componentize = match python::componentize_py() {
-        Ok(path) => path,
-        Err(why) => {
-            println!("skipped (declaration errors): {why}");
-            return;
-        }
-    };
+    let Some(componentize) = parts::require(Part::Python, python::componentize_py) else { return };
     // A declaration error: the function and the parameter, from the check that runs before componentize-py.
     let bad = "from lovia import tool\n\n@tool\ndef greet(name: str, when: complex) -> str:\n    return name\n";
     std::fs::write(dir.join("bad.py"), bad).expect("write");
@@ -630,13 +622,7 @@ fn a_rust_project_from_lovia_new_builds_and_answers_lovia_call() {
 /// template included), then `lovia inspect` and `lovia call` on the result.
 #[test]
 fn a_python_project_from_lovia_new_builds_with_lovia_build_and_answers_lovia_call() {
-    let componentize = match python::componentize_py() {
-        Ok(path) => path,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
-    };
+    let Some(componentize) = parts::require(Part::Python, python::componentize_py) else { return };
     let work = tempfile::tempdir().expect("tempdir");
     let dir = work.path();
     let os = |s: &'static str| std::ffi::OsStr::new(s);

@@ -1,7 +1,7 @@
 //! Several `lovia serve` processes on one store (docs/replicas.md): real
 //! binaries on loopback ports, sharing the throwaway PostgreSQL server that
-//! `.ci/run` starts (`LOVIA_TEST_POSTGRES_URL`), each test in a database of
-//! its own.
+//! `scripts/test` starts (`LOVIA_TEST_POSTGRES_URL`), each test in a database
+//! of its own.
 
 use crate::cli::spawn_serve;
 use crate::serve::{json, request};
@@ -12,13 +12,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::process::Child;
 
-/// A fresh database on the test server, as a URL; `None` (and a
-/// `skipped:` line) without a server.
+/// A fresh database on the test server, as a URL; `None` when the
+/// `postgres` part is opted out (`LOVIA_SKIP`), a failed test without a server.
 pub(super) fn fresh_database(test: &str) -> Option<String> {
-    let Ok(url) = std::env::var("LOVIA_TEST_POSTGRES_URL") else {
-        println!("skipped: LOVIA_TEST_POSTGRES_URL is not set");
-        return None;
-    };
+    let url = lovia_tests::parts::postgres_url()?;
     let name = format!("lovia_{test}_{}", std::process::id());
     // The `postgres` client runs its own runtime, which must not start
     // inside the test's: it gets a thread.

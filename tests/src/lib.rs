@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 
 pub mod http;
 pub mod model_api;
+pub mod parts;
 pub mod python;
 
 /// Paths of the guest fixtures.

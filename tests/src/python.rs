@@ -7,8 +7,9 @@
 //! on every run.
 //!
 //! The interpreter is `$LOVIA_PYTHON`, else `target/py-venv/bin/python`,
-//! where `.ci/run` installs componentize-py.
+//! where `scripts/test` installs componentize-py.
 
+use crate::parts::{self, Part};
 use lovia_host::{Host, HostConfig, Plugin};
 use std::hash::{DefaultHasher, Hasher};
 use std::path::{Path, PathBuf};
@@ -26,11 +27,7 @@ fn python() -> Result<PathBuf, String> {
     let probe = Command::new(&python).args(["-c", "import componentize_py"]).output();
     match probe {
         Ok(out) if out.status.success() => Ok(python),
-        _ => Err(format!(
-            "componentize-py is not importable by {} (.ci/run installs it: python3 -m venv target/py-venv && \
-             target/py-venv/bin/pip install componentize-py==0.25.1)",
-            python.display()
-        )),
+        _ => Err(format!("componentize-py is not importable by {}", python.display())),
     }
 }
 
@@ -102,7 +99,7 @@ fn input_hash(root: &Path, python: &Path) -> u64 {
 }
 
 /// The path of the built Python fixture component, or why it cannot be
-/// built here (the caller prints `skipped: ...`). Builds at most once per
+/// built here (the caller fails with it, through `parts::require`). Builds at most once per
 /// test binary; a cached build is reused when no input changed.
 /// `lovia` is the CLI binary that packs the manifest (the build command's last step).
 pub fn component(lovia: &str) -> Result<&'static Path, String> {
@@ -152,11 +149,13 @@ fn build(lovia: &str) -> Result<PathBuf, String> {
     Ok(out)
 }
 
-/// The fixture loaded once per test binary, `None` after printing why when
-/// it cannot be built here. Compiling the interpreter takes tens of seconds,
+/// The fixture loaded once per test binary; `None` when the `python` part
+/// is opted out (`LOVIA_SKIP`), a failed test when it cannot be built here.
+/// Compiling the interpreter takes tens of seconds,
 /// so this host keeps compiled artifacts in `target/python/cache` (the
 /// shared test host keeps none): a second test run loads it in milliseconds.
 pub async fn plugin(lovia: &'static str) -> Option<Plugin> {
+    parts::require(Part::Python, || Ok(()))?;
     static PLUGIN: tokio::sync::OnceCell<Result<Plugin, String>> = tokio::sync::OnceCell::const_new();
     let loaded = PLUGIN
         .get_or_init(|| async {
@@ -167,11 +166,5 @@ pub async fn plugin(lovia: &'static str) -> Option<Plugin> {
             Ok(plugin.unwrap_or_else(|e| panic!("loading {}: {e}", path.display())))
         })
         .await;
-    match loaded {
-        Ok(plugin) => Some(plugin.clone()),
-        Err(why) => {
-            println!("skipped: {why}");
-            None
-        }
-    }
+    Some(loaded.clone().unwrap_or_else(|why| parts::missing(Part::Python, &why)))
 }

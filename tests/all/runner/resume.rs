@@ -40,14 +40,11 @@ fn a_run_killed_at_an_approval_resumes_from_sqlite_without_rerunning_completed_c
     killed_and_resumed(&|| Arc::new(SqliteRunStore::open(&path).expect("store")), "acme");
 }
 
-/// The same against PostgreSQL, when `LOVIA_TEST_POSTGRES_URL` names a
-/// server (`.ci/run` starts one when the machine has PostgreSQL).
+/// The same against PostgreSQL: the server `LOVIA_TEST_POSTGRES_URL` names
+/// (`scripts/test` starts a throwaway one).
 #[test]
 fn a_run_killed_at_an_approval_resumes_from_postgres() {
-    let Ok(url) = std::env::var("LOVIA_TEST_POSTGRES_URL") else {
-        println!("skipped: LOVIA_TEST_POSTGRES_URL is not set");
-        return;
-    };
+    let Some(url) = lovia_tests::parts::postgres_url() else { return };
     // A tenant of its own, so that reruns against one database never meet.
     let tenant = new_id("tenant");
     killed_and_resumed(&|| Arc::new(PostgresRunStore::open(&url).expect("postgres store")), &tenant);

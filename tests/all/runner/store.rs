@@ -55,10 +55,7 @@ fn a_sqlite_checkpoint_writes_what_changed_not_the_transcript() {
 
 #[test]
 fn a_postgres_checkpoint_appends_and_loads_back() {
-    let Ok(url) = std::env::var("LOVIA_TEST_POSTGRES_URL") else {
-        println!("skipped: LOVIA_TEST_POSTGRES_URL is not set");
-        return;
-    };
+    let Some(url) = lovia_tests::parts::postgres_url() else { return };
     let store = lovia_runner::PostgresRunStore::open(&url).expect("connect");
     let session = format!("grow_{}", lovia_runner::new_id("s"));
     grow(&store, &session, 120, || 0);
@@ -143,10 +140,7 @@ fn the_sqlite_store_lists_a_tenants_sessions_in_pages() {
 
 #[test]
 fn the_postgres_store_lists_a_tenants_sessions_in_pages() {
-    let Ok(url) = std::env::var("LOVIA_TEST_POSTGRES_URL") else {
-        println!("skipped: LOVIA_TEST_POSTGRES_URL is not set");
-        return;
-    };
+    let Some(url) = lovia_tests::parts::postgres_url() else { return };
     let store = lovia_runner::PostgresRunStore::open(&url).expect("connect");
     // The database outlives the test: tenants of their own.
     let (tenant, other) = (lovia_runner::new_id("acme"), lovia_runner::new_id("globex"));

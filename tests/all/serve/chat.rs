@@ -396,14 +396,11 @@ async fn a_chat_load_test_with_hostile_calls_answers_every_call_id_once() {
     assert!(seconds < 90.0, "bounded in time");
 }
 
-/// `store = "postgres://…"` keeps sessions in PostgreSQL, when
-/// `LOVIA_TEST_POSTGRES_URL` names a server (`.ci/run` starts one).
+/// `store = "postgres://…"` keeps sessions in PostgreSQL: the server
+/// `LOVIA_TEST_POSTGRES_URL` names (`scripts/test` starts a throwaway one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_can_live_in_postgres() {
-    let Ok(url) = std::env::var("LOVIA_TEST_POSTGRES_URL") else {
-        println!("skipped: LOVIA_TEST_POSTGRES_URL is not set");
-        return;
-    };
+    let Some(url) = lovia_tests::parts::postgres_url() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let tenant_name = lovia_runner::new_id("pg");
     let replies = j!([calls(&[("c1", "echo", r#"{"text": "kept"}"#)]), {"content": "Kept."}]);

@@ -1,0 +1,123 @@
+//! The parts of the suite that need more than cargo (a PostgreSQL server,
+//! the Python MCP client, componentize-py, a browser) and the one way out of
+//! each: `LOVIA_SKIP`, a comma-separated list of part names that
+//! `scripts/test` checks and exports.
+//!
+//! A test whose part is missing fails, naming what is missing and how to
+//! provide it; only a part opted out by name lets a test return without
+//! running its real component, and then it prints `opted out: LOVIA_SKIP=<part>`.
+
+/// A part of the suite that a plain `cargo test` cannot provide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// A PostgreSQL server (`LOVIA_TEST_POSTGRES_URL`), for the PostgreSQL
+    /// stores and the replicas.
+    Postgres,
+    /// The official Python MCP client (`target/mcp-venv`).
+    McpClient,
+    /// componentize-py 0.25.1 (`target/py-venv`) and Python 3, for tools
+    /// written in Python and the Python SDK's own tests.
+    Python,
+    /// Headless Chromium, node and Playwright, for the console's browser test.
+    Browser,
+}
+
+impl Part {
+    /// Every part, in the order `scripts/test` provides them.
+    pub const ALL: [Part; 4] = [Part::Postgres, Part::McpClient, Part::Python, Part::Browser];
+
+    /// The name `LOVIA_SKIP` uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::Postgres => "postgres",
+            Part::McpClient => "mcp-client",
+            Part::Python => "python",
+            Part::Browser => "browser",
+        }
+    }
+
+    /// What the part is, for the message of a test that lacks it.
+    fn what(self) -> &'static str {
+        match self {
+            Part::Postgres => "a PostgreSQL server (LOVIA_TEST_POSTGRES_URL)",
+            Part::McpClient => "the Python MCP client (PyPI `mcp` in target/mcp-venv)",
+            Part::Python => "componentize-py 0.25.1 (in target/py-venv) and Python 3",
+            Part::Browser => "headless Chromium, node and Playwright (tests/console/node_modules)",
+        }
+    }
+
+    /// How to provide it.
+    fn how(self) -> &'static str {
+        match self {
+            Part::Postgres => {
+                "run the tests with scripts/test, which starts a throwaway server when initdb is installed \
+                 (as root: apt-get install postgresql), or set LOVIA_TEST_POSTGRES_URL to a server the tests \
+                 may create databases on"
+            }
+            Part::McpClient => {
+                "run the tests with scripts/test, which installs it (python3 -m venv target/mcp-venv && \
+                 target/mcp-venv/bin/pip install 'mcp>=2.3,<3')"
+            }
+            Part::Python => {
+                "run the tests with scripts/test, which installs it (python3 -m venv target/py-venv && \
+                 target/py-venv/bin/pip install componentize-py==0.25.1)"
+            }
+            Part::Browser => {
+                "as root: apt-get install chromium nodejs npm (or set LOVIA_CHROMIUM to a Chromium binary); \
+                 scripts/test then installs Playwright (npm ci in tests/console)"
+            }
+        }
+    }
+}
+
+/// The parts a `LOVIA_SKIP` value opts out of, or why it is not one: an
+/// unknown name is an error that lists the known ones, so a typo never
+/// opts out of nothing in silence.
+pub fn parse_skip(value: &str) -> Result<Vec<Part>, String> {
+    let mut out = Vec::new();
+    for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        match Part::ALL.into_iter().find(|p| p.name() == name) {
+            Some(part) => out.push(part),
+            None => {
+                let known: Vec<&str> = Part::ALL.into_iter().map(Part::name).collect();
+                return Err(format!("unknown part {name:?} in LOVIA_SKIP; the parts are: {}", known.join(", ")));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `LOVIA_SKIP` opts out of `part`; panics on an unknown name.
+pub fn opted_out(part: Part) -> bool {
+    let value = std::env::var("LOVIA_SKIP").unwrap_or_default();
+    parse_skip(&value).unwrap_or_else(|e| panic!("{e}")).contains(&part)
+}
+
+/// `Some` of what `find` found; `None`, after printing `opted out: ...`,
+/// when `LOVIA_SKIP` opts out of `part` (then `find` does not run); a panic
+/// saying what is missing and how to provide it when `find` fails.
+pub fn require<T>(part: Part, find: impl FnOnce() -> Result<T, String>) -> Option<T> {
+    if opted_out(part) {
+        println!("opted out: LOVIA_SKIP={}", part.name());
+        return None;
+    }
+    Some(find().unwrap_or_else(|why| missing(part, &why)))
+}
+
+/// Fails the test: `part` is needed, not opted out, and missing (`why`).
+pub fn missing(part: Part, why: &str) -> ! {
+    panic!(
+        "this test needs {}, which is missing: {why}\nto provide it: {}\nor opt out of the part by name: LOVIA_SKIP={}",
+        part.what(),
+        part.how(),
+        part.name()
+    )
+}
+
+/// The test PostgreSQL server's URL (`LOVIA_TEST_POSTGRES_URL`), `None`
+/// when the `postgres` part is opted out.
+pub fn postgres_url() -> Option<String> {
+    require(Part::Postgres, || {
+        std::env::var("LOVIA_TEST_POSTGRES_URL").map_err(|_| "LOVIA_TEST_POSTGRES_URL is not set".to_owned())
+    })
+}
