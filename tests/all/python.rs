@@ -388,7 +388,8 @@ async fn progress_from_python_reaches_the_executor_in_order_with_the_call_id() {
 #[tokio::test]
 async fn content_parts_from_python_reach_the_executor_intact() {
     let Some(py) = py().await else { return };
-    let data: Vec<u8> = (0..1500u32).map(|i| (i % 256) as u8).collect();
+    // The host checks that an image's bytes are its type (issue 26, item 7).
+    let data: Vec<u8> = b"\x89PNG\r\n\x1a\n".iter().copied().chain((0..1492u32).map(|i| (i % 256) as u8)).collect();
     let expected = vec![
         ContentPart::Text { text: "sales: 1500 bytes".into() },
         ContentPart::Image { mime_type: "image/png".into(), data },
