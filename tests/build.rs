@@ -35,6 +35,9 @@ const GUESTS: &[(&str, &str)] = &[
     ("GATED", "gated"),
     ("PAGED", "paged"),
     ("FLAKY", "flaky"),
+    ("REGEX_BOMB", "regex_bomb"),
+    ("BAD_LINKS", "bad_links"),
+    ("CHATTY", "chatty"),
 ];
 
 fn main() -> anyhow::Result<()> {

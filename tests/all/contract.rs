@@ -149,12 +149,60 @@ async fn hostile_content_parts_are_refused_with_the_reason() {
         ("too_many", "300 content parts; the limit is 256"),
         ("forged_link_name", "a resource link's name must be 1 to 256 bytes without control characters"),
         ("huge_image", "result too large"),
+        // Issue 26, item 7: bytes that are not the type they are labelled.
+        ("mislabelled_image", "an image's bytes must be the image/png its MIME type says; these are not"),
     ] {
         let outcome =
             hostile.invoke(&CallRequest::new("bad_parts", format!(r#"{{"case": "{case}"}}"#))).await.model_output();
         assert!(outcome.starts_with("Tool error: "), "{case}: {outcome}");
         assert!(outcome.contains(reason), "{case}: {outcome}");
     }
+}
+
+/// Issue 26, item 7: a link a client would open runs nothing (only
+/// `https:`, `http:` and `data:`), and an image is the type it says by its
+/// first bytes. A lying part fails the whole call with the reason, so it
+/// reaches no client: not the executor, not `/api/tools/*/call`.
+#[tokio::test]
+async fn links_that_run_script_and_images_that_lie_are_refused() {
+    let plugin = load(fixtures::BAD_LINKS).await;
+    let invoke = |tool: &'static str, args: Value| {
+        let plugin = plugin.clone();
+        async move { plugin.invoke(&CallRequest::new(tool, args.to_string())).await }
+    };
+    for uri in ["javascript:alert(document.cookie)", "JavaScript:alert(1)", "vbscript:msgbox(1)", "file:///etc/passwd"]
+    {
+        let outcome = invoke("link_to", j!({"uri": uri})).await.model_output();
+        assert!(
+            outcome.starts_with("Tool error: ")
+                && outcome.contains("a resource link's URI must start with https:, http:, data:, not"),
+            "{uri}: {outcome}"
+        );
+    }
+    for uri in ["https://example.com/report.pdf", "http://example.com/", "data:text/csv,a%0A1"] {
+        let outcome = invoke("link_to", j!({"uri": uri})).await;
+        assert!(matches!(&outcome, lovia_host::CallOutcome::Parts(parts) if parts.len() == 2), "{uri}: {outcome:?}");
+    }
+    let svg = invoke("image_of", j!({"mime_type": "image/png", "bytes": "<svg onload=alert(1)>"})).await;
+    assert!(
+        svg.model_output().contains("an image's bytes must be the image/png its MIME type says"),
+        "{}",
+        svg.model_output()
+    );
+    let gif = invoke("image_of", j!({"mime_type": "image/gif", "bytes": "GIF89a;"})).await;
+    assert!(matches!(&gif, lovia_host::CallOutcome::Parts(_)), "{gif:?}");
+
+    // What an API client gets: the refusal as text, no part.
+    let mut config = ServeConfig::new(vec![tenant("acme", "acme-key", &[fixtures::BAD_LINKS])]);
+    config.metrics_public = true;
+    let addr = start_with(config).await;
+    let (status, body) =
+        request(addr, "POST", "/api/tools/link_to/call", Some("acme-key"), r#"{"uri": "javascript:alert(1)"}"#).await;
+    assert_eq!(status, 200, "{body}");
+    let answer = json(&body);
+    assert_eq!(answer["is_error"], true, "{body}");
+    assert!(answer.get("parts").is_none_or(Value::is_null), "{body}");
+    assert!(answer["output"].as_str().is_some_and(|o| o.contains("must start with https:, http:, data:")), "{body}");
 }
 
 fn chart_tenant(dir: &std::path::Path) -> lovia_serve::TenantConfig {

@@ -168,8 +168,8 @@ def steps(ctx: RunContext, n: Annotated[int, Field(ge=0, le=50)]) -> str:
 
 @tool(read_only=True)
 def rich(label: str, size: Annotated[int, Field(ge=0, le=65536)] = 256) -> Content:
-    """A text part, an image of `size` bytes cycling through every byte value, and two links."""
-    data = bytes(i % 256 for i in range(size))
+    """A text part, an image of `size` bytes (a PNG signature, then every byte value in turn), and two links."""
+    data = (b"\x89PNG\r\n\x1a\n" + bytes(i % 256 for i in range(size)))[:size]
     return (Content().text(f"{label}: {size} bytes")
             .image("image/png", data)
             .link("https://example.com/a.csv", "a.csv", "text/csv")

@@ -3,7 +3,7 @@
 //! tool, at load time.
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
-use jsonschema::{Draft, Validator};
+use jsonschema::{Draft, PatternOptions, Validator};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::time::Instant;
@@ -50,6 +50,9 @@ pub struct ArgumentValidator {
     strict: bool,
     /// Top-level property names in declaration order, to order the messages.
     order: Vec<String>,
+    /// The weight of every `pattern` and `patternProperties` key in the
+    /// schema: the states of the automaton it compiles to.
+    patterns: HashMap<String, u64>,
 }
 
 /// Why a tool's parameters schema was refused.
@@ -92,6 +95,20 @@ pub enum SchemaError {
         /// Its value as JSON (cut to 200 characters).
         value: String,
     },
+    /// A `pattern` (or a `patternProperties` key, or a pattern under
+    /// `propertyNames`) compiles to an automaton larger than
+    /// [`MAX_PATTERN_STATES`]: matching it costs that much per byte checked.
+    #[error(
+        "the parameters schema's pattern \"{pattern}\" compiles to {states} automaton states; the limit is {limit}"
+    )]
+    PatternTooComplex {
+        /// The pattern (cut to 200 characters).
+        pattern: String,
+        /// The states of its compiled automaton.
+        states: u64,
+        /// [`MAX_PATTERN_STATES`].
+        limit: u64,
+    },
     /// A chain of `$ref`s leads back to where it started without descending
     /// into the arguments: validation would never end.
     #[error("the parameters schema's $ref \"{reference}\" leads back to itself")]
@@ -122,6 +139,29 @@ pub const MAX_SCHEMA_FAN: u64 = 10_000;
 /// where `tests/all/threat/arguments.rs` prints the figure).
 pub const MAX_ARGUMENT_STEPS: u64 = 1_000_000;
 
+/// The largest automaton a schema's pattern may compile to, in states of
+/// its Thompson NFA (after jsonschema's ECMA-to-Rust translation); a schema
+/// with a larger one is refused at load with
+/// [`SchemaError::PatternTooComplex`]. Matching costs up to one step of work
+/// per state per byte of the string, so this bounds the cost of a byte.
+/// `^A-[0-9]{4}$` has a dozen states; Fixed: 2,000.
+pub const MAX_PATTERN_STATES: u64 = 2_000;
+
+/// The longest string (argument value, or object key under
+/// `patternProperties` or `propertyNames`) checked against a pattern, in
+/// bytes; a longer one is rejected before any matching. Fixed: 65,536.
+pub const MAX_PATTERN_SUBJECT_BYTES: usize = 64 << 10;
+
+/// The compiled size a pattern may reach in the `regex` engine (its
+/// `size_limit`), in bytes: a pattern past it does not compile and the
+/// schema is refused. Fixed: 1 MiB.
+const PATTERN_SIZE_LIMIT: usize = 1 << 20;
+
+/// The lazy DFA's cache of one pattern (the `regex` engine's
+/// `dfa_size_limit`), in bytes: past it the engine falls back to its
+/// linear-time NFA simulation. Fixed: 2 MiB.
+const PATTERN_DFA_SIZE_LIMIT: usize = 2 << 20;
+
 /// Nesting past this depth is not coerced; [`MAX_ARGUMENT_DEPTH`] rejects it first.
 const MAX_DEPTH: usize = MAX_ARGUMENT_DEPTH;
 
@@ -143,18 +183,24 @@ impl ArgumentValidator {
         if let Some(Value::Array(required)) = checked.get_mut("required") {
             required.retain(|r| r.as_str().is_none_or(|r| !defaulted.iter().any(|d| d == r)));
         }
+        // Patterns run on the `regex` engine, whose matching is linear in
+        // the string (no backtracking, so no lookaround or backreference),
+        // with bounded compiled sizes.
+        let patterns = PatternOptions::regex().size_limit(PATTERN_SIZE_LIMIT).dfa_size_limit(PATTERN_DFA_SIZE_LIMIT);
         let validator = jsonschema::options()
             .with_draft(Draft::Draft202012)
+            .with_pattern_options(patterns)
             .build(&checked)
             .map_err(|e| SchemaError::Invalid { message: e.to_string() })?;
         check_references(&checked)?;
         check_fan(&checked)?;
+        let patterns = pattern_weights(&checked)?;
         let order = schema
             .get("properties")
             .and_then(Value::as_object)
             .map(|p| p.keys().cloned().collect())
             .unwrap_or_default();
-        Ok(Self { tool: tool.into(), schema: schema.clone(), validator, strict, order })
+        Ok(Self { tool: tool.into(), schema: schema.clone(), validator, strict, order, patterns })
     }
 
     /// Parses `raw` (empty text counts as `{}`), coerces it (docs/semantics.md D3),
@@ -182,38 +228,57 @@ impl ArgumentValidator {
     }
 
     /// [`ArgumentValidator::prepare_value_by`] for async callers: a check that
-    /// fits in [`INLINE_STEPS`] runs in place; a costlier one starts again on
-    /// the blocking pool, so that it never holds a tokio worker that other
-    /// calls (other tenants', `/healthz`) are waiting for.
+    /// fits in [`INLINE_STEPS`] runs in place, unless the schema has a
+    /// pattern; a costlier one starts again on the blocking pool, so that it
+    /// never holds a tokio worker that other calls (other tenants',
+    /// `/healthz`) are waiting for. The deadline holds for the caller even
+    /// while a check runs on the pool: the answer is then
+    /// [`ArgumentError::DeadlinePassed`], and the check, bounded by its
+    /// budget, ends on its own.
     pub async fn prepare_value_async(
         self: &std::sync::Arc<Self>,
         value: Value,
         deadline: Option<Instant>,
     ) -> Result<Value, ArgumentError> {
-        // A small value is tried in place (on a copy, kept in case the try
-        // runs out of steps); a large one goes straight to the pool.
-        if at_most_nodes(&value, INLINE_NODES)
-            && let Some(done) = self.prepare_within(value.clone(), deadline, INLINE_STEPS)
-        {
-            return done;
+        // A small value is tried with a small budget (on a copy, kept in
+        // case the try runs out of steps); a large one goes straight to the
+        // costly checks. Matching a pattern is work that no step can
+        // interrupt, so a schema with patterns is never checked in place.
+        if at_most_nodes(&value, INLINE_NODES) {
+            let tried = if self.patterns.is_empty() {
+                self.prepare_within(value.clone(), deadline, INLINE_STEPS)
+            } else {
+                let (this, copy) = (self.clone(), value.clone());
+                let task = tokio::task::spawn_blocking(move || this.prepare_within(copy, deadline, INLINE_STEPS));
+                match until(deadline, task).await? {
+                    Ok(tried) => tried,
+                    // The check does not panic; should it, the call is refused, not the host.
+                    Err(_) => Some(Err(self.too_large())),
+                }
+            };
+            if let Some(done) = tried {
+                return done;
+            }
         }
         // Costly checks run one fewer at a time than there are cores, so that
         // one tenant's argument bombs, each up to its work budget, leave a
         // core to everyone else; the wait counts against the deadline.
         let permit = match deadline {
-            Some(at) => tokio::time::timeout_at(at.into(), costly_checks().acquire())
+            Some(at) => tokio::time::timeout_at(at.into(), costly_checks().acquire_owned())
                 .await
                 .map_err(|_| ArgumentError::DeadlinePassed)?,
-            None => costly_checks().acquire().await,
+            None => costly_checks().acquire_owned().await,
         };
         let Ok(permit) = permit else { return Err(self.too_large()) };
         let this = self.clone();
-        let checked = tokio::task::spawn_blocking(move || this.prepare_value_by(value, deadline))
-            .await
-            // The check does not panic; should it, the call is refused, not the host.
-            .unwrap_or_else(|_| Err(self.too_large()));
-        drop(permit);
-        checked
+        // The permit goes with the check: a check the caller stopped waiting
+        // for still holds its place until it ends.
+        let task = tokio::task::spawn_blocking(move || {
+            let checked = this.prepare_value_by(value, deadline);
+            drop(permit);
+            checked
+        });
+        until(deadline, task).await?.unwrap_or_else(|_| Err(self.too_large()))
     }
 
     fn too_large(&self) -> ArgumentError {
@@ -241,6 +306,15 @@ impl ArgumentValidator {
             Err(Failed::Stopped(Stop::Deadline)) => Some(Err(ArgumentError::DeadlinePassed)),
             Err(Failed::Stopped(Stop::Steps)) if max_steps < MAX_ARGUMENT_STEPS => None,
             Err(Failed::Stopped(Stop::Steps)) => Some(Err(self.too_large())),
+            Err(Failed::Stopped(Stop::Subject)) => Some(Err(ArgumentError::Invalid {
+                tool: self.tool.clone(),
+                problems: vec![(
+                    "arguments".to_owned(),
+                    format!(
+                        "Input is too long to match against this tool's patterns (a string over {MAX_PATTERN_SUBJECT_BYTES} bytes)"
+                    ),
+                )],
+            })),
         }
     }
 
@@ -264,7 +338,8 @@ impl ArgumentValidator {
         // The validator cannot be interrupted or metered: it runs only after
         // an estimate of its own work fits the budget. A valid instance is
         // settled by `is_valid`, which checks `type` before anything else.
-        walk(value, &[&self.schema], &self.schema, true, budget)?;
+        let schema = Schema { root: &self.schema, patterns: &self.patterns };
+        walk(value, &[&self.schema], schema, true, budget)?;
         budget.check_deadline()?;
         if self.validator.is_valid(value) {
             self.apply_defaults(value);
@@ -272,7 +347,7 @@ impl ArgumentValidator {
         }
         // Collecting errors applies every keyword of every branch, whatever
         // the `type` says: estimate that too before asking for the errors.
-        walk(value, &[&self.schema], &self.schema, false, budget)?;
+        walk(value, &[&self.schema], schema, false, budget)?;
         budget.check_deadline()?;
         let mut problems: Vec<(String, String)> = Vec::new();
         for error in self.validator.iter_errors(value) {
@@ -661,6 +736,9 @@ enum Stop {
     Steps,
     /// The call's deadline passed.
     Deadline,
+    /// A string to be matched against a pattern is longer than
+    /// [`MAX_PATTERN_SUBJECT_BYTES`].
+    Subject,
 }
 
 /// The steps one argument check has spent, and its deadline.
@@ -882,10 +960,11 @@ enum Child<'s> {
 fn walk<'s>(
     value: &Value,
     frontier: &[&'s Value],
-    root: &'s Value,
+    schema_of: Schema<'s>,
     typed: bool,
     budget: &mut Budget,
 ) -> Result<(), Stop> {
+    let root = schema_of.root;
     let kind = json_type(value);
     let container = match value {
         Value::Object(_) => "object",
@@ -898,6 +977,9 @@ fn walk<'s>(
         budget.spend(1)?;
         if typed && !admits(schema, kind) {
             continue;
+        }
+        if !schema_of.patterns.is_empty() {
+            charge_patterns(value, schema, schema_of, typed, budget)?;
         }
         expand(schema, root, container, &mut stack, &mut children);
     }
@@ -922,10 +1004,10 @@ fn walk<'s>(
             Some(named) => {
                 let mut next = any.clone();
                 next.extend(named);
-                walk(child, &next, root, typed, budget)
+                walk(child, &next, schema_of, typed, budget)
             }
             None if any.is_empty() => Ok(()),
-            None => walk(child, &any, root, typed, budget),
+            None => walk(child, &any, schema_of, typed, budget),
         }
     };
     match value {
@@ -942,6 +1024,130 @@ fn walk<'s>(
         _ => {}
     }
     Ok(())
+}
+
+/// What the per-call estimate reads: the schema and its patterns' weights.
+#[derive(Clone, Copy)]
+struct Schema<'s> {
+    root: &'s Value,
+    patterns: &'s HashMap<String, u64>,
+}
+
+/// Charges what the validator's regex matching under `schema` costs on
+/// `value`: for each pattern that applies, the length of the string it is
+/// matched against times the pattern's weight ([`pattern_weights`]). A
+/// `pattern` applies to a string; `patternProperties` and `propertyNames`
+/// apply to an object's keys. A string longer than
+/// [`MAX_PATTERN_SUBJECT_BYTES`] is refused before any matching.
+fn charge_patterns<'s>(
+    value: &Value,
+    schema: &'s Value,
+    schema_of: Schema<'s>,
+    typed: bool,
+    budget: &mut Budget,
+) -> Result<(), Stop> {
+    let charge = |subject: &str, pattern: &str, budget: &mut Budget| {
+        if subject.len() > MAX_PATTERN_SUBJECT_BYTES {
+            return Err(Stop::Subject);
+        }
+        // A pattern the load-time scan did not weigh (it cannot happen:
+        // every subschema is scanned) costs the most a pattern may.
+        let weight = schema_of.patterns.get(pattern).copied().unwrap_or(MAX_PATTERN_STATES);
+        budget.spend(u64::try_from(subject.len()).unwrap_or(u64::MAX).max(1).saturating_mul(weight))
+    };
+    match value {
+        Value::String(text) => {
+            if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
+                charge(text, pattern, budget)?;
+            }
+        }
+        Value::Object(obj) => {
+            if let Some(patterns) = schema.get("patternProperties").and_then(Value::as_object) {
+                // `additionalProperties` and `unevaluatedProperties` beside
+                // them match every key against them once more.
+                let rest = ["additionalProperties", "unevaluatedProperties"];
+                let times = 1 + rest.iter().filter(|k| schema.get(**k).is_some()).count();
+                for key in obj.keys() {
+                    for pattern in patterns.keys() {
+                        for _ in 0..times {
+                            charge(key, pattern, budget)?;
+                        }
+                    }
+                }
+            }
+            if let Some(names) = schema.get("propertyNames") {
+                for key in obj.keys() {
+                    walk(&Value::String(key.clone()), &[names], schema_of, typed, budget)?;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The weight of every pattern of the schema (`pattern` values and
+/// `patternProperties` keys, in every subschema the validator compiles):
+/// the states of the automaton it compiles to. Refuses a pattern over
+/// [`MAX_PATTERN_STATES`]. Runs after [`check_references`], so every
+/// `$ref` it follows resolves.
+fn pattern_weights(root: &Value) -> Result<HashMap<String, u64>, SchemaError> {
+    let mut weights: HashMap<String, u64> = HashMap::new();
+    let mut seen: std::collections::HashSet<*const Value> = std::collections::HashSet::new();
+    let mut stack = vec![root];
+    while let Some(node) = stack.pop() {
+        if !seen.insert(node as *const Value) {
+            continue;
+        }
+        let Some(obj) = node.as_object() else { continue };
+        let patterns = obj.get("pattern").and_then(Value::as_str).into_iter();
+        let keys = obj.get("patternProperties").and_then(Value::as_object).into_iter().flat_map(|m| m.keys());
+        for pattern in patterns.chain(keys.map(String::as_str)) {
+            if !weights.contains_key(pattern) {
+                weights.insert(pattern.to_owned(), pattern_states(pattern)?);
+            }
+        }
+        if let Some((_, Some(target))) = ref_target(node, root) {
+            stack.push(target);
+        }
+        stack.extend(in_place(node));
+        stack.extend(object_children(node).map(|(_, s)| s));
+        stack.extend(array_children(node).map(|(_, s)| s));
+        for defs in ["$defs", "definitions"] {
+            stack.extend(obj.get(defs).and_then(Value::as_object).into_iter().flat_map(|m| m.values()));
+        }
+    }
+    Ok(weights)
+}
+
+/// The states of the automaton `pattern` compiles to: its Thompson NFA
+/// after the ECMA-to-Rust translation the validator applies, as the
+/// `regex` engine builds it. Over [`MAX_PATTERN_STATES`] it is refused.
+fn pattern_states(pattern: &str) -> Result<u64, SchemaError> {
+    use regex_automata::nfa::thompson;
+    let invalid = |why: String| SchemaError::Invalid { message: format!("the pattern \"{}\" {why}", cut(pattern)) };
+    let translated =
+        jsonschema_regex::to_rust_regex(pattern).map_err(|()| invalid("is not a regular expression".into()))?;
+    let nfa = thompson::Compiler::new()
+        .configure(thompson::Config::new().nfa_size_limit(Some(PATTERN_SIZE_LIMIT)))
+        .build(&translated)
+        .map_err(|e| invalid(format!("does not compile within {PATTERN_SIZE_LIMIT} bytes: {e}")))?;
+    let states = u64::try_from(nfa.states().len()).unwrap_or(u64::MAX);
+    if states > MAX_PATTERN_STATES {
+        return Err(SchemaError::PatternTooComplex { pattern: cut(pattern), states, limit: MAX_PATTERN_STATES });
+    }
+    Ok(states.max(1))
+}
+
+/// Waits for a check on the blocking pool until `deadline`.
+async fn until<T>(
+    deadline: Option<Instant>,
+    task: tokio::task::JoinHandle<T>,
+) -> Result<Result<T, tokio::task::JoinError>, ArgumentError> {
+    match deadline {
+        Some(at) => tokio::time::timeout_at(at.into(), task).await.map_err(|_| ArgumentError::DeadlinePassed),
+        None => Ok(task.await),
+    }
 }
 
 /// `s` cut to 200 characters, for error messages about hostile schemas.
@@ -1084,12 +1290,14 @@ fn check_fan(root: &Value) -> Result<(), SchemaError> {
 
 /// The costly argument checks that may run at once, process-wide: one
 /// fewer than the cores (at least one).
-fn costly_checks() -> &'static tokio::sync::Semaphore {
-    static CHECKS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-    CHECKS.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        tokio::sync::Semaphore::new(cores.saturating_sub(1).max(1))
-    })
+fn costly_checks() -> std::sync::Arc<tokio::sync::Semaphore> {
+    static CHECKS: std::sync::OnceLock<std::sync::Arc<tokio::sync::Semaphore>> = std::sync::OnceLock::new();
+    CHECKS
+        .get_or_init(|| {
+            let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+            std::sync::Arc::new(tokio::sync::Semaphore::new(cores.saturating_sub(1).max(1)))
+        })
+        .clone()
 }
 
 #[cfg(test)]
@@ -1210,6 +1418,87 @@ mod tests {
         let xs: Vec<Value> = (0..100_000).map(|_| Value::from("1")).collect();
         let err = v.prepare_value_by(json!({"xs": xs}), Some(Instant::now())).expect_err("deadline");
         assert_eq!(err, ArgumentError::DeadlinePassed);
+    }
+
+    /// The pattern of issue 26: an unanchored search whose lazy DFA blows
+    /// up, so that matching falls back to simulating its ~300-state NFA.
+    const REGEX_BOMB: &str = "a[ab]{300}[^ab]";
+
+    #[test]
+    fn a_pattern_over_the_automaton_bound_is_refused_at_load() {
+        let schema = object(json!({"s": {"type": "string", "pattern": "[ab]{3000}"}}));
+        let err = ArgumentValidator::new("t", &schema, false).expect_err("too many states");
+        assert!(
+            matches!(&err, SchemaError::PatternTooComplex { pattern, states, limit: MAX_PATTERN_STATES } if pattern == "[ab]{3000}" && *states > MAX_PATTERN_STATES),
+            "{err:?}"
+        );
+        // The same under patternProperties and under propertyNames.
+        let schema = json!({"type": "object", "patternProperties": {"[ab]{3000}": {"type": "string"}}});
+        assert!(matches!(ArgumentValidator::new("t", &schema, false), Err(SchemaError::PatternTooComplex { .. })));
+        let schema = json!({"type": "object", "propertyNames": {"pattern": "[ab]{3000}"}});
+        assert!(matches!(ArgumentValidator::new("t", &schema, false), Err(SchemaError::PatternTooComplex { .. })));
+        // Lookaround needs a backtracking engine: refused.
+        let schema = object(json!({"s": {"type": "string", "pattern": "^(?=a)a$"}}));
+        assert!(matches!(ArgumentValidator::new("t", &schema, false), Err(SchemaError::Invalid { .. })));
+        // The bomb itself fits the bound: its cost is charged per call.
+        let schema = object(json!({"s": {"type": "string", "pattern": REGEX_BOMB}}));
+        let v = ArgumentValidator::new("t", &schema, false).expect("within the bound");
+        let weight = v.patterns[REGEX_BOMB];
+        println!("{REGEX_BOMB} weighs {weight} states; ^A-[0-9]{{4}}$ {}", pattern_states("^A-[0-9]{4}$").expect("ok"));
+        assert!((300..=MAX_PATTERN_STATES).contains(&weight), "{weight}");
+    }
+
+    #[test]
+    fn matching_a_pattern_is_charged_to_the_budget() {
+        let schema = object(json!({"s": {"type": "string", "pattern": REGEX_BOMB}}));
+        let v = ArgumentValidator::new("t", &schema, false).expect("schema");
+        let started = Instant::now();
+        // 1 KB: within the budget (charged twice: the validity check, then
+        // the error report); the regex runs and the string does not match.
+        let err = v.prepare_value(json!({"s": "a".repeat(1000)})).expect_err("no match");
+        assert_eq!(
+            err.to_string(),
+            format!("Invalid arguments for tool 't': s: String should match pattern '{REGEX_BOMB}'")
+        );
+        println!("a 1000-byte string checked against the bomb in {:?}", started.elapsed());
+        // 10 KB: length times weight is over the budget, refused before matching.
+        let started = Instant::now();
+        let err = v.prepare_value(json!({"s": "a".repeat(10_000)})).expect_err("over budget");
+        assert_eq!(err, v.too_large());
+        assert!(started.elapsed() < std::time::Duration::from_millis(100), "{:?}", started.elapsed());
+        // Past the cap on a matched string, refused whatever the pattern.
+        let err = v.prepare_value(json!({"s": "a".repeat(MAX_PATTERN_SUBJECT_BYTES + 1)})).expect_err("too long");
+        assert_eq!(
+            err.to_string(),
+            "Invalid arguments for tool 't': arguments: Input is too long to match against this tool's patterns (a string over 65536 bytes)"
+        );
+        // Keys are matched too: under patternProperties and propertyNames.
+        for schema in [
+            json!({"type": "object", "patternProperties": {REGEX_BOMB: {"type": "string"}}}),
+            json!({"type": "object", "propertyNames": {"pattern": REGEX_BOMB}}),
+        ] {
+            let v = ArgumentValidator::new("t", &schema, false).expect("schema");
+            let mut args = Map::new();
+            args.insert("a".repeat(10_000), json!("x"));
+            assert_eq!(v.prepare_value(Value::Object(args)).expect_err("over budget"), v.too_large(), "{schema}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_pattern_check_keeps_to_its_deadline_off_the_async_workers() {
+        let schema = object(json!({"s": {"type": "string", "pattern": REGEX_BOMB}}));
+        let v = std::sync::Arc::new(ArgumentValidator::new("t", &schema, false).expect("schema"));
+        // A check within the budget that takes longer than its deadline:
+        // the caller has its answer at the deadline.
+        let deadline = Instant::now() + std::time::Duration::from_millis(1);
+        let started = Instant::now();
+        let got = v.prepare_value_async(json!({"s": "a".repeat(3000)}), Some(deadline)).await;
+        assert_eq!(got, Err(ArgumentError::DeadlinePassed));
+        // Generous: other tests share the machine's cores.
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "{:?}", started.elapsed());
+        // An ordinary call of the same tool is answered as before.
+        let ok = v.prepare_value_async(json!({"s": "ab"}), None).await;
+        assert!(ok.expect_err("no match").to_string().contains("should match pattern"));
     }
 
     #[test]

@@ -57,6 +57,12 @@ pub struct HostConfig {
     /// at load, `needs-approval` before a call. It holds while the guest waits
     /// on the host (a sleep), not only while it computes. Default: 5 s.
     pub plugin_query_timeout: Duration,
+    /// What each tenant's guests may write to the log through
+    /// `context.log`, per minute and from which level (calls without a
+    /// tenant share one budget); [`Host::guest_logs`] sets a tenant's own.
+    /// Default: [`crate::sandbox::GuestLogLimits::default`], 1 MiB a minute
+    /// from `info` up.
+    pub guest_logs: crate::sandbox::GuestLogLimits,
 }
 
 impl Default for HostConfig {
@@ -71,6 +77,7 @@ impl Default for HostConfig {
             tenant_instances: 32,
             warm_idle_timeout: Duration::from_secs(300),
             plugin_query_timeout: Duration::from_secs(5),
+            guest_logs: crate::sandbox::GuestLogLimits::default(),
         }
     }
 }
@@ -84,6 +91,7 @@ pub struct Host {
     pub(crate) config: Arc<HostConfig>,
     pub(crate) tenant_fuel: Arc<crate::sandbox::FuelLedger>,
     pub(crate) slots: Arc<crate::sandbox::InstanceSlots>,
+    pub(crate) guest_logs: Arc<crate::sandbox::GuestLogs>,
     /// The opened artifact cache (`cache_dir`), with its key.
     pub(crate) cache: Option<Arc<ArtifactCache>>,
     pooled: bool,
@@ -116,8 +124,10 @@ impl Host {
         let ticker = Ticker::start(engine.clone());
         let tenant_fuel = Arc::new(crate::sandbox::FuelLedger::new(config.tenant_fuel));
         let slots = Arc::new(crate::sandbox::InstanceSlots::new(config.pool_slots, config.tenant_instances));
+        let guest_logs = Arc::new(crate::sandbox::GuestLogs::new(config.guest_logs));
         Ok(Host {
             slots,
+            guest_logs,
             engine,
             linker: Arc::new(linker),
             config: Arc::new(config),
@@ -141,6 +151,12 @@ impl Host {
     /// The per-tenant fuel accounts (needs `fuel_metering`).
     pub fn tenant_fuel(&self) -> &crate::sandbox::FuelLedger {
         &self.tenant_fuel
+    }
+
+    /// The guest log budgets: [`crate::sandbox::GuestLogs::limit`] sets a
+    /// tenant's own.
+    pub fn guest_logs(&self) -> &crate::sandbox::GuestLogs {
+        &self.guest_logs
     }
 
     /// Instances `tenant` holds now: running calls, approval checks and

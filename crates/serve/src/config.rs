@@ -29,6 +29,8 @@
 //! max_plugins = 16                     # default: plugins it may upload
 //! max_uploaded_bytes = 67108864        # default (64 MiB): bytes of all its uploads
 //! max_mcp_sessions = 100               # default: MCP sessions (2025-11-25) open at once on /mcp
+//! guest_log_bytes_per_minute = 1048576 # default (1 MiB): what its plugins may write to the log
+//! guest_log_level = "info"             # default: its plugins' lines below this level are dropped
 //! provider = { kind = "env" }          # default: OPENAI_API_KEY / ANTHROPIC_API_KEY …
 //! agent = { name = "assistant", instructions = "Be brief.", max_turns = 50 }
 //!
@@ -250,6 +252,20 @@ pub struct TenantConfig {
     /// 429. 2026-07-28 requests hold no session. Default: 100.
     #[serde(default = "default_max_mcp_sessions")]
     pub max_mcp_sessions: usize,
+    /// Bytes of log lines the tenant's plugins may write per minute through
+    /// `context.log` (each line's message plus 128 bytes for the fields
+    /// the host adds), refilled continuously. Past it their lines are
+    /// dropped; a warning says so at the first, and the next line written
+    /// is preceded by `suppressed N guest log lines (M bytes) over the
+    /// tenant's log budget`. Default: 1,048,576 (1 MiB).
+    #[serde(default = "default_guest_log_bytes")]
+    pub guest_log_bytes_per_minute: u64,
+    /// The least severe level of the tenant's plugins' log lines that is
+    /// written (`trace`, `debug`, `info`, `warn`, `error`); lower ones are
+    /// dropped and not counted. `LOVIA_LOG` still filters what is printed.
+    /// Default: `info`.
+    #[serde(default)]
+    pub guest_log_level: lovia_host::LogLevel,
     /// The model behind `/api/chat`. Default: from the environment.
     #[serde(default)]
     pub provider: ProviderConfig,
@@ -273,6 +289,10 @@ fn default_runs() -> u32 {
 
 fn default_max_mcp_sessions() -> usize {
     100
+}
+
+fn default_guest_log_bytes() -> u64 {
+    lovia_host::sandbox::DEFAULT_GUEST_LOG_BYTES_PER_MINUTE
 }
 
 /// Which model a tenant's chats use.
@@ -432,6 +452,8 @@ impl TenantConfig {
             max_plugins: default_max_plugins(),
             max_uploaded_bytes: default_max_uploaded_bytes(),
             max_mcp_sessions: default_max_mcp_sessions(),
+            guest_log_bytes_per_minute: default_guest_log_bytes(),
+            guest_log_level: lovia_host::LogLevel::default(),
             fuel_per_minute: None,
             provider: ProviderConfig::default(),
             agent: AgentConfig::default(),

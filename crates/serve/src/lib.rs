@@ -293,6 +293,10 @@ impl Service {
                 }
                 host.tenant_fuel().limit_per_period(&t.name, fuel, Duration::from_secs(60));
             }
+            host.guest_logs().limit(
+                &t.name,
+                lovia_host::sandbox::GuestLogLimits::new(t.guest_log_bytes_per_minute, t.guest_log_level),
+            );
             let fuel_cap = t.fuel_per_minute.map(|fuel| (fuel / u64::from(t.max_concurrent_calls.max(1))).max(1));
             let mut tools = Toolset::new();
             for entry in &t.plugins {

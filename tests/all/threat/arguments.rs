@@ -113,6 +113,70 @@ async fn a_neighbour_answers_while_union_bombs_are_checked() {
     }
 }
 
+/// Issue 26, item 1: a parameter whose `pattern` is `a[ab]{300}[^ab]`
+/// (about 300 automaton states, within the load-time bound of 2,000). Two
+/// turns send it 1 MiB (once a minute of the service's CPU, on its async
+/// workers), 10 KB and 1 KB at once, under a 1 s timeout, while a
+/// neighbour calls `echo`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_costly_pattern_is_capped_charged_and_kept_off_the_async_workers() {
+    let plugin = load(fixtures::REGEX_BOMB).await;
+    let tools = Tool::from_plugin(&plugin).into_iter().map(|t| t.with_timeout(Duration::from_secs(1))).collect();
+    let exec = executor(tools, ExecSettings::default());
+    let diag = load(fixtures::DIAGNOSTICS).await;
+    let neighbour = executor(Tool::from_plugin(&diag), ExecSettings::default());
+    let text = |n: usize| json!({"text": "a".repeat(n)}).to_string();
+    let attacks: Vec<_> = (0..2)
+        .map(|i| {
+            let exec = exec.clone();
+            let calls = vec![
+                call(&format!("mib{i}"), "match_text", &text(1 << 20)),
+                call(&format!("tenk{i}"), "match_text", &text(10_000)),
+                call(&format!("onek{i}"), "match_text", &text(1_000)),
+            ];
+            tokio::spawn(async move {
+                let start = Instant::now();
+                let turn = run(&exec, calls, &RunState::default(), |_| None).await;
+                (turn, start.elapsed())
+            })
+        })
+        .collect();
+    let start = Instant::now();
+    let turn =
+        run(&neighbour, vec![call("n", "echo", r#"{"text": "still here"}"#)], &RunState::default(), |_| None).await;
+    let took = start.elapsed();
+    assert_eq!(turn.output("n"), "still here");
+    for (i, attack) in attacks.into_iter().enumerate() {
+        let (turn, elapsed) = attack.await.expect("attack turn");
+        println!(
+            "regex bomb turn {i} (1 MiB, 10 KB, 1 KB) answered in {elapsed:?}: {:?}",
+            turn.results()
+                .iter()
+                .map(|r| r.output.chars().rev().take(60).collect::<String>().chars().rev().collect::<String>())
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            turn.output(&format!("mib{i}")),
+            "Tool error: Invalid arguments for tool 'match_text': arguments: Input is too long to match against this tool's patterns (a string over 65536 bytes)"
+        );
+        assert_eq!(
+            turn.output(&format!("tenk{i}")),
+            "Tool error: Invalid arguments for tool 'match_text': arguments: Input is too large to check against this tool's schema (over 1000000 steps)"
+        );
+        // Within the budget the pattern is matched (the text has no match),
+        // unless the 1 s timeout comes first.
+        let onek = turn.output(&format!("onek{i}"));
+        assert!(
+            onek.ends_with("text: String should match pattern 'a[ab]{300}[^ab]'")
+                || onek == "Tool error: timed out after 1000 ms",
+            "{onek}"
+        );
+        assert!(elapsed < Duration::from_millis(1500), "turn {i} took {elapsed:?}");
+    }
+    println!("the neighbour's call answered in {took:?} during the regex bombs");
+    assert!(took < Duration::from_millis(500), "took {took:?}");
+}
+
 #[tokio::test]
 async fn a_ref_bomb_is_refused_at_load() {
     let path = fixtures::REF_BOMB;

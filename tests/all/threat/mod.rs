@@ -4,6 +4,7 @@
 
 mod arguments;
 mod instances;
+mod logs;
 mod mcp;
 mod neighbour;
 mod sandbox;

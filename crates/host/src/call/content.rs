@@ -11,6 +11,9 @@ pub const MAX_MIME_TYPE_BYTES: usize = 127;
 /// The image types a part may have: the raster formats every client and
 /// image-reading model takes.
 pub const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+/// The schemes a resource link's URI may have: a client that opens the
+/// link (a console, an MCP client) must never run a `javascript:` one.
+pub const LINK_SCHEMES: [&str; 3] = ["https", "http", "data"];
 /// Longest resource-link URI, in bytes. Fixed: 2,048.
 pub const MAX_URI_BYTES: usize = 2048;
 /// Longest resource-link name, in bytes. Fixed: 256.
@@ -74,8 +77,10 @@ impl ContentPart {
     }
 
     /// Why a tool's part is unacceptable, if it is: the bounds above, an
-    /// image type outside [`IMAGE_TYPES`], a URI or name with control
-    /// characters, a link type that is not `type/subtype` in token characters.
+    /// image type outside [`IMAGE_TYPES`], image bytes that do not begin as
+    /// that type's files do, a URI with a scheme outside [`LINK_SCHEMES`],
+    /// a URI or name with control characters, a link type that is not
+    /// `type/subtype` in token characters.
     pub fn problem(&self) -> Option<String> {
         let token =
             |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b));
@@ -84,13 +89,31 @@ impl ContentPart {
         match self {
             ContentPart::Text { .. } => None,
             // Raster types only: an SVG "image" can carry script to whatever shows it.
-            ContentPart::Image { mime_type, .. } => (!IMAGE_TYPES.contains(&mime_type.as_str())).then(|| {
-                format!("an image's MIME type must be one of {}, not \"{}\"", IMAGE_TYPES.join(", "), shown(mime_type))
-            }),
+            ContentPart::Image { mime_type, data } => {
+                if !IMAGE_TYPES.contains(&mime_type.as_str()) {
+                    Some(format!(
+                        "an image's MIME type must be one of {}, not \"{}\"",
+                        IMAGE_TYPES.join(", "),
+                        shown(mime_type)
+                    ))
+                } else if !looks_like(mime_type, data) {
+                    // The declared type is what a client trusts: SVG or HTML
+                    // bytes labelled `image/png` would reach it as an image.
+                    Some(format!("an image's bytes must be the {mime_type} its MIME type says; these are not"))
+                } else {
+                    None
+                }
+            }
             ContentPart::ResourceLink { uri, name, mime_type } => {
                 if uri.is_empty() || uri.len() > MAX_URI_BYTES || uri.chars().any(|c| c.is_control() || c == ' ') {
                     Some(format!(
                         "a resource link's URI must be 1 to {MAX_URI_BYTES} bytes without spaces or control characters, not \"{}\"",
+                        shown(uri)
+                    ))
+                } else if !LINK_SCHEMES.contains(&scheme(uri).as_str()) {
+                    Some(format!(
+                        "a resource link's URI must start with {}, not \"{}\"",
+                        LINK_SCHEMES.map(|s| format!("{s}:")).join(", "),
                         shown(uri)
                     ))
                 } else if name.is_empty() || name.len() > MAX_LINK_NAME_BYTES || name.chars().any(char::is_control) {
@@ -108,6 +131,32 @@ impl ContentPart {
                 }
             }
         }
+    }
+}
+
+/// Whether `data` begins as files of the raster type `mime_type` do
+/// (the checks of the console's parts.js, and of the Anthropic provider).
+fn looks_like(mime_type: &str, data: &[u8]) -> bool {
+    match mime_type {
+        "image/png" => data.starts_with(b"\x89PNG\r\n\x1a\n"),
+        "image/jpeg" => data.starts_with(&[0xff, 0xd8, 0xff]),
+        "image/gif" => data.starts_with(b"GIF87a") || data.starts_with(b"GIF89a"),
+        "image/webp" => data.len() >= 12 && &data[..4] == b"RIFF" && &data[8..12] == b"WEBP",
+        _ => false,
+    }
+}
+
+/// The scheme of `uri` in lower case (RFC 3986: a letter, then letters,
+/// digits, `+`, `-`, `.`, up to the first `:`), or `""` when it has none.
+fn scheme(uri: &str) -> String {
+    match uri.split_once(':') {
+        Some((scheme, _))
+            if scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
+        {
+            scheme.to_ascii_lowercase()
+        }
+        _ => String::new(),
     }
 }
 
@@ -191,7 +240,7 @@ mod tests {
 
     #[test]
     fn hostile_parts_are_named() {
-        let image = |m: &str| ContentPart::Image { mime_type: m.into(), data: vec![] };
+        let image = |m: &str| ContentPart::Image { mime_type: m.into(), data: b"\x89PNG\r\n\x1a\n....".to_vec() };
         assert_eq!(image("image/png").problem(), None);
         assert!(image("text/html").problem().expect("refused").contains("must be one of image/png"));
         assert!(image("image/svg+xml").problem().is_some(), "an SVG can carry script");
@@ -201,6 +250,43 @@ mod tests {
         assert!(link(&"u".repeat(MAX_URI_BYTES + 1), "n").problem().is_some());
         assert!(link("https://x", "a\u{1b}[2J").problem().is_some());
         assert_eq!(link("https://x/y", "y").problem(), None);
+    }
+
+    #[test]
+    fn image_bytes_must_be_their_declared_type() {
+        let image = |m: &str, data: &[u8]| ContentPart::Image { mime_type: m.into(), data: data.to_vec() };
+        for (mime_type, data) in [
+            ("image/png", &b"\x89PNG\r\n\x1a\nIHDR"[..]),
+            ("image/jpeg", &[0xff, 0xd8, 0xff, 0xe0][..]),
+            ("image/gif", &b"GIF89a\x01\x00"[..]),
+            ("image/webp", &b"RIFF\x10\x00\x00\x00WEBPVP8 "[..]),
+        ] {
+            assert_eq!(image(mime_type, data).problem(), None, "{mime_type}");
+        }
+        let svg = image("image/png", b"<svg onload=alert(1)>");
+        assert_eq!(
+            svg.problem().as_deref(),
+            Some("an image's bytes must be the image/png its MIME type says; these are not")
+        );
+        assert!(image("image/jpeg", b"\x89PNG\r\n\x1a\n").problem().is_some(), "a PNG is no JPEG");
+        assert!(image("image/gif", b"").problem().is_some());
+        assert!(image("image/webp", b"RIFF").problem().is_some());
+    }
+
+    #[test]
+    fn links_have_web_or_data_schemes_only() {
+        let link = |u: &str| ContentPart::ResourceLink { uri: u.into(), name: "n".into(), mime_type: None };
+        for ok in ["https://example.com/r.pdf", "http://example.com", "HTTPS://x", "data:text/csv,a%0A1"] {
+            assert_eq!(link(ok).problem(), None, "{ok}");
+        }
+        for bad in ["javascript:alert(1)", "JavaScript:alert(1)", "vbscript:x", "file:///etc/passwd", "/relative", "x"]
+        {
+            let problem = link(bad).problem().unwrap_or_else(|| panic!("{bad} passed"));
+            assert!(
+                problem.starts_with("a resource link's URI must start with https:, http:, data:, not"),
+                "{problem}"
+            );
+        }
     }
 
     #[test]

@@ -11,8 +11,9 @@ pub type ProgressSink = Arc<dyn Fn(&str) + Send + Sync>;
 /// with their control characters escaped.
 pub type LogSink = Arc<dyn Fn(LogLevel, &str) + Send + Sync>;
 
-/// The level of a tool's log line, lowest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+/// The level of a tool's log line, lowest first (also the least level of
+/// guest lines an operator keeps, `HostConfig::guest_logs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum LogLevel {
@@ -20,7 +21,8 @@ pub enum LogLevel {
     Trace,
     /// Debug.
     Debug,
-    /// Info.
+    /// Info, the default least level kept.
+    #[default]
     Info,
     /// Warn.
     Warn,

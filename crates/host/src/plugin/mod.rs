@@ -233,7 +233,7 @@ impl Host {
         let described = match cached {
             Some(manifest) => manifest,
             None => {
-                let (info, specs) = describe(self, &pre, origin).await?;
+                let (info, specs) = describe(self, &pre, origin, &digest).await?;
                 check_declared_size(&info, &specs, origin)?;
                 let info = PluginInfo { name: info.name, version: info.version, instructions: info.instructions };
                 let mut tools: Vec<ToolSpec> = Vec::with_capacity(specs.len());
@@ -631,6 +631,8 @@ impl Plugin {
     ) -> StoreSpec<'a> {
         StoreSpec {
             plugin: self.inner.name.clone(),
+            digest: sandbox::short_digest(&self.inner.digest),
+            guest_logs: &self.inner.host.guest_logs,
             store_namespace: self.inner.store_namespace.clone(),
             tool: tool.name.clone(),
             call,
@@ -743,6 +745,7 @@ async fn describe(
     host: &Host,
     pre: &GuestPre,
     origin: &str,
+    digest: &str,
 ) -> Result<(guest::PluginInfo, Vec<wit::ToolSpec>), LoadError> {
     let timeout = host.config.plugin_query_timeout;
     let timed_out = |function: &'static str| LoadError::Describe {
@@ -758,6 +761,8 @@ async fn describe(
         &host.engine,
         StoreSpec {
             plugin: origin.into(),
+            digest: sandbox::short_digest(digest),
+            guest_logs: &host.guest_logs,
             // info() and tools() get no session store.
             store_namespace: "".into(),
             tool: "".into(),

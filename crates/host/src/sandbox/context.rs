@@ -1,6 +1,6 @@
 //! The `context` interface: what a call knows about its run.
 
-use super::SandboxState;
+use super::{Admit, SandboxState};
 use crate::bindings::v0_1::lovia::tools as v0_1;
 use crate::bindings::v0_2::lovia::tools::context::Host;
 use crate::bindings::wit::LogLevel;
@@ -68,32 +68,50 @@ impl Host for SandboxState {
         // that it cannot forge lines of the host's log, in any log format.
         let bounded = self.bounded(&message);
         let message = escape_controls(&bounded);
-        let (plugin, tool, call) = (&*self.plugin, &*self.tool, &self.call.call_id);
-        let level = match level {
-            LogLevel::Trace => {
-                tracing::trace!(plugin, tool, call, "{message}");
-                CallLogLevel::Trace
-            }
-            LogLevel::Debug => {
-                tracing::debug!(plugin, tool, call, "{message}");
-                CallLogLevel::Debug
-            }
-            LogLevel::Info => {
-                tracing::info!(plugin, tool, call, "{message}");
-                CallLogLevel::Info
-            }
-            LogLevel::Warn => {
-                tracing::warn!(plugin, tool, call, "{message}");
-                CallLogLevel::Warn
-            }
-            LogLevel::Error => {
-                tracing::error!(plugin, tool, call, "{message}");
-                CallLogLevel::Error
-            }
+        // Every line names the tenant (absent outside one) and the plugin's
+        // digest: a plugin's name is whatever it says it is.
+        let tenant = self.call.tenant.as_deref();
+        let (digest, plugin, tool, call) = (&*self.digest, &*self.plugin, &*self.tool, &self.call.call_id);
+        let call_level = match level {
+            LogLevel::Trace => CallLogLevel::Trace,
+            LogLevel::Debug => CallLogLevel::Debug,
+            LogLevel::Info => CallLogLevel::Info,
+            LogLevel::Warn => CallLogLevel::Warn,
+            LogLevel::Error => CallLogLevel::Error,
         };
+        match self.guest_logs.admit(tenant, call_level, message.len()) {
+            Admit::BelowLevel | Admit::Suppressed { first: false } => return,
+            Admit::Suppressed { first: true } => {
+                tracing::warn!(
+                    tenant,
+                    digest,
+                    plugin,
+                    tool,
+                    call,
+                    "guest log budget spent: this tenant's guest log lines are suppressed until it refills"
+                );
+                return;
+            }
+            Admit::Write(Some((lines, bytes))) => {
+                tracing::warn!(
+                    tenant,
+                    digest,
+                    plugin,
+                    "suppressed {lines} guest log lines ({bytes} bytes) over the tenant's log budget"
+                );
+            }
+            Admit::Write(None) => {}
+        }
+        match level {
+            LogLevel::Trace => tracing::trace!(tenant, digest, plugin, tool, call, "{message}"),
+            LogLevel::Debug => tracing::debug!(tenant, digest, plugin, tool, call, "{message}"),
+            LogLevel::Info => tracing::info!(tenant, digest, plugin, tool, call, "{message}"),
+            LogLevel::Warn => tracing::warn!(tenant, digest, plugin, tool, call, "{message}"),
+            LogLevel::Error => tracing::error!(tenant, digest, plugin, tool, call, "{message}"),
+        }
         // The same line to the run's events (an MCP client's `notifications/message`).
         if let Some(sink) = &self.call.log {
-            sink(level, &message);
+            sink(call_level, &message);
         }
     }
 }

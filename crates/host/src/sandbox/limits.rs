@@ -153,6 +153,8 @@ mod tests {
         let (limits, grants) = (CallLimits::default(), Grants::default());
         let spec = StoreSpec {
             plugin: "two-memories".into(),
+            digest: "".into(),
+            guest_logs: &host.guest_logs,
             store_namespace: "two-memories".into(),
             tool: "none".into(),
             call: CallContext::default(),

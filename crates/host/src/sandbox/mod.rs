@@ -9,6 +9,7 @@ mod grants;
 mod guest;
 mod http;
 mod limits;
+mod logs;
 mod output;
 mod slots;
 #[cfg(feature = "sqlite-session-store")]
@@ -25,6 +26,8 @@ pub(crate) use http::HttpHooks;
 pub use http::{HttpOrigin, InvalidOrigin, is_special_address};
 pub use limits::CallLimits;
 pub(crate) use limits::{InstanceLimiter, MemoryLimitExceeded};
+pub(crate) use logs::Admit;
+pub use logs::{DEFAULT_GUEST_LOG_BYTES_PER_MINUTE, GUEST_LOG_LINE_OVERHEAD, GuestLogLimits, GuestLogs};
 pub(crate) use slots::{IdleInstances, InstanceSlots, SlotPermit};
 #[cfg(feature = "sqlite-session-store")]
 pub use sqlite::{SqliteStore, StoreOpenError};
@@ -52,6 +55,10 @@ pub struct SandboxState {
     pub(crate) limits: CallLimits,
     pub(crate) call: CallContext,
     pub(crate) plugin: Arc<str>,
+    /// The first 12 hex digits of the plugin's digest, in its log lines.
+    pub(crate) digest: Arc<str>,
+    /// Where its log lines are counted against its tenant's budget.
+    pub(crate) guest_logs: Arc<GuestLogs>,
     /// The plugin's part of its session store's namespace, from the host.
     pub(crate) store_namespace: Arc<str>,
     pub(crate) tool: Arc<str>,
@@ -124,6 +131,10 @@ impl Drop for MeteredStore {
 /// What one store is for.
 pub(crate) struct StoreSpec<'a> {
     pub(crate) plugin: Arc<str>,
+    /// The plugin's short digest ([`short_digest`]), or `""` before it is known.
+    pub(crate) digest: Arc<str>,
+    /// The host's guest log budgets.
+    pub(crate) guest_logs: &'a Arc<GuestLogs>,
     /// The host-assigned identity that keys the plugin's session store.
     pub(crate) store_namespace: Arc<str>,
     pub(crate) tool: Arc<str>,
@@ -179,6 +190,8 @@ pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxSt
         events_left: spec.limits.events_per_call,
         call: spec.call,
         plugin: spec.plugin,
+        digest: spec.digest,
+        guest_logs: spec.guest_logs.clone(),
         store_namespace: spec.store_namespace,
         tool: spec.tool,
         session_store: spec.session_store,
@@ -218,6 +231,12 @@ pub(crate) fn park_store(store: &mut Store<SandboxState>) {
     state.session_store = None;
     // An idle warm instance must not keep the ticker (and a core) awake.
     state.ticking = None;
+}
+
+/// The first 12 hex digits of a plugin's SHA-256 digest: what its log
+/// lines carry, enough to tell two plugins of one name apart.
+pub(crate) fn short_digest(digest: &str) -> Arc<str> {
+    digest.get(..12).unwrap_or(digest).into()
 }
 
 /// Sets a call's fuel and wall-clock deadline on `store`.
