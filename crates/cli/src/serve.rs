@@ -139,7 +139,7 @@ pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliE
         eprintln!("shutting down: finishing requests in flight (at most {} s)", grace.as_secs());
         signalled.notify_one();
     };
-    let server = axum::serve(service.listener(listener), service.router()).with_graceful_shutdown(shutdown);
+    let server = axum::serve(service.listener(listener), service.app()).with_graceful_shutdown(shutdown);
     tokio::select! {
         served = server => served.map_err(|e| CliError::new(format!("server error: {e}")))?,
         () = async { stop.notified().await; tokio::time::sleep(grace).await } => {

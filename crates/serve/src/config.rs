@@ -13,6 +13,9 @@
 //! max_connections = 1024             # default: connections held at once, in all
 //! max_connections_per_ip = 64        # default: from one peer address (raise it behind a proxy)
 //! idle_connection_secs = 60          # default: a connection silent this long is closed
+//! first_byte_secs = 10               # default: a new connection's first byte must come within this
+//! request_head_secs = 10             # default: a request head must be whole this long after its first byte
+//! authenticated_connections_percent = 25  # default: the share of max_connections kept for connections with a valid key
 //! poll_interval_ms = 2000            # default: a shared store is read again this often
 //! run_lease_ms = 10000               # default: a replica's hold on a run lasts this long unrenewed
 //! lease_renew_ms = 3000              # default: … and is renewed this often
@@ -116,6 +119,21 @@ pub struct ServeConfig {
     /// Default: 60; at least 1, and more than `sse_keep_alive_secs`.
     #[serde(default = "default_idle_connection")]
     pub idle_connection_secs: u64,
+    /// Seconds a new connection may take to send its first byte before it
+    /// is closed. Default: 10; at least 1.
+    #[serde(default = "default_head_secs")]
+    pub first_byte_secs: u64,
+    /// Seconds a request head (request line and headers) may take to arrive
+    /// whole after its first byte, however steadily it trickles, before the
+    /// connection is closed. Default: 10; at least 1.
+    #[serde(default = "default_head_secs")]
+    pub request_head_secs: u64,
+    /// The percentage of `max_connections` kept for connections that have
+    /// presented a valid API key: the others hold the rest at most, and past
+    /// it the oldest one waiting for a request head is closed to make room.
+    /// Default: 25; at most 90.
+    #[serde(default = "default_authenticated_connections_percent")]
+    pub authenticated_connections_percent: u8,
     /// Milliseconds between two reads of a PostgreSQL store for what other
     /// replicas changed (uploads now). A `NOTIFY` brings a change at once;
     /// this poll is the backstop for a notification lost while the listening
@@ -165,6 +183,14 @@ fn default_max_connections_per_ip() -> usize {
 
 fn default_idle_connection() -> u64 {
     60
+}
+
+fn default_head_secs() -> u64 {
+    10
+}
+
+fn default_authenticated_connections_percent() -> u8 {
+    25
 }
 
 fn default_poll_interval() -> u64 {
@@ -484,6 +510,9 @@ impl ServeConfig {
             max_connections: default_max_connections(),
             max_connections_per_ip: default_max_connections_per_ip(),
             idle_connection_secs: default_idle_connection(),
+            first_byte_secs: default_head_secs(),
+            request_head_secs: default_head_secs(),
+            authenticated_connections_percent: default_authenticated_connections_percent(),
             poll_interval_ms: default_poll_interval(),
             run_lease_ms: default_run_lease(),
             lease_renew_ms: default_lease_renew(),
@@ -518,6 +547,15 @@ impl ServeConfig {
             return Err(format!(
                 "idle_connection_secs ({}) must be more than sse_keep_alive_secs ({}), or a waiting chat stream would be cut",
                 self.idle_connection_secs, self.sse_keep_alive_secs
+            ));
+        }
+        if self.first_byte_secs == 0 || self.request_head_secs == 0 {
+            return Err("first_byte_secs and request_head_secs must be at least 1".into());
+        }
+        if self.authenticated_connections_percent > 90 {
+            return Err(format!(
+                "authenticated_connections_percent ({}) must be at most 90, or no client could connect to present its key",
+                self.authenticated_connections_percent
             ));
         }
         if self.poll_interval_ms < 100 {

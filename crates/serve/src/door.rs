@@ -7,8 +7,9 @@
 //! body extractors run before the handler that checks the key.
 
 use super::{Service, error, unauthorized};
+use crate::listener::Connection;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::Response;
@@ -42,6 +43,11 @@ fn units(bytes: usize) -> usize {
 pub(crate) async fn admit(State(door): State<Door>, request: Request, next: Next) -> Response {
     let service = &door.service;
     let Some(tenant) = service.tenant(request.headers()) else { return unauthorized() };
+    // The connection presented a valid key: it may use the connection
+    // places kept for authenticated traffic (`listener`).
+    if let Some(ConnectInfo(connection)) = request.extensions().get::<ConnectInfo<Connection>>() {
+        connection.authenticated();
+    }
     let (parts, body) = request.into_parts();
     let hint = body.size_hint();
     if hint.upper() == Some(0) {

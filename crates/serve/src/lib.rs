@@ -11,6 +11,8 @@
 //! - `GET /metrics` → Prometheus text (calls, errors, latency, in flight,
 //!   refusals), with the `metrics_token`, or to anyone with `metrics_public`
 //! - `GET /api/tools` → the tenant's tools in OpenAI's function format
+//! - `GET /api/status` → whether the tenant's MCP servers are up (one that
+//!   did not start is retried in the background, its error shown here)
 //! - `POST /api/tools/{name}/call`, body = the arguments as JSON →
 //!   `{"output": "...", "is_error": false}`: the string the model would see,
 //!   after the executor's checks, timeout, rendering and truncation.
@@ -63,7 +65,7 @@ pub use config::{
     AgentConfig, PluginEntry, ProviderChoice, ProviderConfig, ServeConfig, ServeConfigError, TenantConfig,
 };
 pub use lease::LeaseError;
-pub use listener::{ConnectionLimits, LimitedListener, LimitedStream};
+pub use listener::{Connection, ConnectionLimits, LimitedListener, LimitedStream};
 pub use stored::PluginStoreError;
 
 use axum::extract::{Path as UrlPath, State};
@@ -256,6 +258,7 @@ impl Service {
             .map_err(|(location, message)| ServeError::McpStates { location, message })?;
         let service = Self::build(host, config, store, plugins, leases, mcp_states.map(Arc::new)).await?;
         service.read_uploads().await?;
+        service.retry_mcp_servers();
         service.keep_leases();
         service.follow_uploads();
         service.resume_unfinished();
@@ -270,7 +273,63 @@ impl Service {
         store: Arc<dyn RunStore>,
     ) -> Result<Service, ServeError> {
         let plugins = stored::PluginStore::Memory(Mutex::default());
-        Self::build(host, config, store, plugins, lease::RunLeases::Local, None).await
+        let service = Self::build(host, config, store, plugins, lease::RunLeases::Local, None).await?;
+        service.retry_mcp_servers();
+        Ok(service)
+    }
+
+    /// Starts again, in the background, each tenant's MCP server that did
+    /// not start, first after [`mcp_sources::RETRY_FIRST`] and then twice as
+    /// long each time up to [`mcp_sources::RETRY_MAX`]; when one comes up,
+    /// its tools join the tenant's tools (the direct routes, `/mcp` and
+    /// chats). Until the service is dropped.
+    fn retry_mcp_servers(&self) {
+        for tenant in &self.inner.tenants {
+            for config in tenant.mcp_servers.waiting() {
+                let service = Arc::downgrade(&self.inner);
+                let index = tenant.index;
+                tokio::spawn(async move {
+                    let mut wait = mcp_sources::RETRY_FIRST;
+                    loop {
+                        tokio::time::sleep(wait).await;
+                        if service.strong_count() == 0 {
+                            return;
+                        }
+                        let started = lovia_mcp::source::McpSource::start(config.clone()).await;
+                        let Some(inner) = service.upgrade() else { return };
+                        let tenant = &inner.tenants[index];
+                        let source = match started {
+                            Ok(source) => source,
+                            Err(e) => {
+                                tracing::warn!(
+                                    tenant = %tenant.name, server = %config.name, error = %e, retry_in = ?(wait * 2).min(mcp_sources::RETRY_MAX),
+                                    "MCP server still does not start"
+                                );
+                                tenant.mcp_servers.failed_again(&config.name, e.to_string());
+                                wait = (wait * 2).min(mcp_sources::RETRY_MAX);
+                                continue;
+                            }
+                        };
+                        let mut current = tenant.executor.write().unwrap_or_else(|e| e.into_inner());
+                        let mut set: Toolset = current.tools().clone();
+                        match tenant.mcp_servers.started(source, &mut set) {
+                            Ok(()) => {
+                                *current = Executor::new(set, current.settings().clone());
+                                tenant.mcp.replace(&tenant.name, current.clone());
+                                tracing::info!(tenant = %tenant.name, server = %config.name, "MCP server started; its tools are added");
+                            }
+                            Err(reason) => {
+                                // A name another source now has: retrying
+                                // will not change it; the operator must.
+                                tracing::error!(tenant = %tenant.name, server = %config.name, %reason, "MCP server started but its tools cannot be added");
+                                tenant.mcp_servers.failed_again(&config.name, reason);
+                            }
+                        }
+                        return;
+                    }
+                });
+            }
+        }
     }
 
     async fn build(
@@ -382,6 +441,9 @@ impl Service {
                     max_connections: config.max_connections,
                     max_connections_per_ip: config.max_connections_per_ip,
                     idle_timeout: Duration::from_secs(config.idle_connection_secs.max(1)),
+                    first_byte_timeout: Duration::from_secs(config.first_byte_secs.max(1)),
+                    head_timeout: Duration::from_secs(config.request_head_secs.max(1)),
+                    authenticated_reserve_percent: config.authenticated_connections_percent,
                 },
                 plugins,
                 installed: Mutex::default(),
@@ -400,13 +462,22 @@ impl Service {
     }
 
     /// `listener` bounded by the config's connection limits
-    /// (`max_connections`, `max_connections_per_ip`, `idle_connection_secs`):
-    /// serve the [`Service::router`] on it with `axum::serve`.
+    /// (`max_connections`, `max_connections_per_ip`, `idle_connection_secs`,
+    /// `first_byte_secs`, `request_head_secs`, `authenticated_connections_percent`):
+    /// serve the [`Service::app`] on it with `axum::serve`.
     pub fn listener(&self, listener: tokio::net::TcpListener) -> LimitedListener {
         LimitedListener::new(listener, self.inner.connections, self.inner.metrics.clone())
     }
 
-    /// The routes.
+    /// The routes, to serve on a [`Service::listener`]: each request carries
+    /// its [`Connection`], so that a connection which presented a valid key
+    /// may use the places kept for authenticated traffic.
+    pub fn app(&self) -> axum::extract::connect_info::IntoMakeServiceWithConnectInfo<Router, Connection> {
+        self.router().into_make_service_with_connect_info::<Connection>()
+    }
+
+    /// The routes (without [`Service::app`]'s connection: every connection
+    /// then counts as unauthenticated).
     pub fn router(&self) -> Router {
         // Each group of `/api` routes has its own door, with its body limit:
         // the key is checked and the body read (into a reservation) there,
@@ -421,6 +492,7 @@ impl Service {
             .route("/api/chat", post(chat::chat).get(console::sessions))
             .route("/api/approvals", get(console::approvals))
             .route("/api/metrics", get(console::metrics))
+            .route("/api/status", get(status))
             .route("/api/chat/approve", post(chat::approve))
             .route("/api/chat/cancel", post(chat::cancel))
             .route("/api/chat/{session_id}", get(chat::transcript))
@@ -596,6 +668,17 @@ async fn readyz(State(service): State<Service>) -> Response {
         return unready(format!("the stored uploads could not be read: {e}"));
     }
     "ready\n".into_response()
+}
+
+/// `GET /api/status`: whether the tenant has all it was configured with:
+/// `{"ready": bool, "mcp_servers": [{"name", "ready", "error"?}]}`. An MCP
+/// server that did not start is not ready (with its last error) while the
+/// service retries it; the rest of the tenant is served meanwhile.
+async fn status(State(service): State<Service>, headers: HeaderMap) -> Response {
+    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+    let servers = tenant.mcp_servers.status();
+    let ready = servers.iter().all(|s| s["ready"] == true);
+    Json(json!({ "tenant": tenant.name, "ready": ready, "mcp_servers": servers })).into_response()
 }
 
 fn unauthorized() -> Response {

@@ -65,15 +65,23 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
         tenant.fuel_cap,
     )
     .await;
+    // A refused upload is counted against the tenant: it cost the service
+    // a compile, and it leaves nothing behind (the host keeps the compiled
+    // artifact only of a component that loaded).
+    let rejected = |status: StatusCode, message: &str| {
+        service.inner.metrics.refuse(&tenant.name, "upload_rejected");
+        tracing::info!(tenant = %tenant.name, %status, error = %message, "upload refused");
+        error(status, message)
+    };
     let plugin = match compiled {
         Ok(p) => p,
-        Err(message) => return error(StatusCode::BAD_REQUEST, &message),
+        Err(message) => return rejected(StatusCode::BAD_REQUEST, &message),
     };
     let names: Vec<String> = Tool::from_plugin(&plugin).iter().map(|t| t.name().to_owned()).collect();
     // A clash with the configured plugins (the same on every replica) is
     // found here; one with another upload is found by the store.
     if let Err(e) = tenant.executor().tools().clone().add(ToolSource::Plugin, Tool::from_plugin(&plugin)) {
-        return error(StatusCode::CONFLICT, &e.to_string());
+        return rejected(StatusCode::CONFLICT, &e.to_string());
     }
     let new = NewPlugin {
         tenant: tenant.name.clone(),

@@ -140,7 +140,7 @@ async fn mcp_calls_burn_their_tenants_fuel() {
     let service = lovia_serve::Service::new(&metered, &config).await.expect("service");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(service.listener(listener), service.router()).await });
+    tokio::spawn(async move { axum::serve(service.listener(listener), service.app()).await });
     let fuel = || async {
         let (_, text) = request(addr, "GET", "/metrics", None, "").await;
         text.lines()

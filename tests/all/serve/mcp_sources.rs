@@ -151,4 +151,79 @@ async fn a_source_servers_hints_schemas_and_images_reach_the_tenants_clients() {
         assert_eq!(picture[1]["type"], "image", "{mode}: an image block, not its description: {seen}");
         assert_eq!(picture[1]["mimeType"], "image/png", "{mode}: {seen}");
     }
+
+/// Issue 26 item 8: a tenant's MCP server that does not start (a command
+/// that does not exist; another that fails until a file appears) does not
+/// stop the service: it starts, serves that tenant's plugin tools and the
+/// other tenants, reports the servers not ready in `GET /api/status`, and
+/// retries them in the background; the second's tools join once it comes up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_server_that_does_not_start_leaves_only_its_tools_out_until_it_does() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let flag = dir.path().join("up");
+    let broken = McpServerConfig::command("broken", dir.path().join("no-such-command").display().to_string());
+    let mut late = McpServerConfig::command("late", "sh");
+    late.args = vec![
+        "-c".into(),
+        r#"test -f "$0" || exit 1; exec "$1" "$2""#.into(),
+        flag.display().to_string(),
+        py.display().to_string(),
+        root().join("tests/mcp/source_server.py").display().to_string(),
+    ];
+    late.include = Some(vec!["echo".into()]);
+    let mut acme = tenant("acme", "acme-key", &[fixtures::DIAGNOSTICS]);
+    acme.mcp_servers = vec![broken, late];
+    let addr = start(vec![acme, tenant("globex", "globex-key", &[fixtures::DIAGNOSTICS])]).await;
+
+    let names = |body: &str| -> Vec<String> {
+        json(body)
+            .as_array()
+            .expect("list")
+            .iter()
+            .map(|t| t["function"]["name"].as_str().expect("name").to_owned())
+            .collect()
+    };
+    let (status, body) = request(addr, "GET", "/api/tools", Some("acme-key"), "").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(names(&body).iter().all(|n| !n.contains("__")), "no MCP tool yet: {body}");
+    let (status, body) = request(addr, "POST", "/api/tools/echo/call", Some("acme-key"), r#"{"text": "hi"}"#).await;
+    assert_eq!((status, json(&body)), (200, serde_json::json!({"output": "hi", "is_error": false})));
+    let (status, body) = request(addr, "POST", "/api/tools/echo/call", Some("globex-key"), r#"{"text": "hi"}"#).await;
+    assert_eq!(status, 200, "another tenant is served: {body}");
+    let (status, body) = request(addr, "GET", "/api/status", Some("acme-key"), "").await;
+    let report = json(&body);
+    assert_eq!((status, &report["ready"]), (200, &serde_json::json!(false)), "{body}");
+    let servers = report["mcp_servers"].as_array().expect("servers");
+    assert_eq!(servers.len(), 2, "{body}");
+    assert!(
+        servers.iter().all(|s| s["ready"] == false && s["error"].as_str().is_some_and(|e| !e.is_empty())),
+        "{body}"
+    );
+    let (_, body) = request(addr, "GET", "/api/status", Some("globex-key"), "").await;
+    assert_eq!(json(&body)["ready"], true, "{body}");
+
+    // The second comes up: its tools join at a retry, the first stays out.
+    std::fs::write(&flag, b"").expect("flag");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (_, body) = request(addr, "GET", "/api/status", Some("acme-key"), "").await;
+        let report = json(&body);
+        let late_up = report["mcp_servers"]
+            .as_array()
+            .expect("servers")
+            .iter()
+            .any(|s| s["name"] == "late" && s["ready"] == true);
+        if late_up {
+            assert_eq!(report["ready"], false, "the broken one is still not ready: {body}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the late server's tools never joined: {body}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let (_, body) = request(addr, "GET", "/api/tools", Some("acme-key"), "").await;
+    assert!(names(&body).contains(&"late__echo".to_owned()), "{body}");
+    let (status, body) =
+        request(addr, "POST", "/api/tools/late__echo/call", Some("acme-key"), r#"{"text": "up"}"#).await;
+    assert_eq!((status, json(&body)), (200, serde_json::json!({"output": "up", "is_error": false})));
 }

@@ -51,7 +51,7 @@ pub(crate) async fn start_with(mut config: ServeConfig) -> SocketAddr {
     tokio::spawn(async move {
         // The store's directory lives as long as the server.
         let _dir = dir;
-        axum::serve(service.listener(listener), service.router()).await.expect("serve")
+        axum::serve(service.listener(listener), service.app()).await.expect("serve")
     });
     addr
 }

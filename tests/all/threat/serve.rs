@@ -472,3 +472,150 @@ async fn a_request_answered_slowly_is_not_an_idle_connection() {
     assert_eq!(json(&body)["is_error"], false, "{body}");
     assert!(start.elapsed() >= Duration::from_millis(3500), "answered after {:?}", start.elapsed());
 }
+
+/// A slowloris connection from `from` that trickles a request head one byte
+/// every 200 ms and never ends it, until the service closes it; resolves to
+/// when it was closed (the first read that ends or fails).
+fn trickle(addr: SocketAddr, from: &str) -> tokio::task::JoinHandle<Instant> {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind(format!("{from}:0").parse().expect("addr")).expect("bind");
+    tokio::spawn(async move {
+        let mut stream = socket.connect(addr).await.expect("connect");
+        let head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+        let mut sent = 0usize;
+        let mut buf = [0u8; 64];
+        loop {
+            let byte = head.get(sent).copied().unwrap_or(b'a');
+            if stream.write_all(&[byte]).await.is_err() {
+                return Instant::now();
+            }
+            sent += 1;
+            if let Ok(read) = tokio::time::timeout(Duration::from_millis(200), stream.read(&mut buf)).await {
+                // An answer or the end of the connection: either way the
+                // trickled head was not waited for any longer.
+                assert!(!matches!(read, Ok(n) if n > 0), "a trickled head was answered");
+                return Instant::now();
+            }
+        }
+    })
+}
+
+/// One request on an open keep-alive connection: its status.
+async fn keep_alive_request(stream: &mut TcpStream, key: &str) -> u16 {
+    let head =
+        format!("GET /api/tools HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nContent-Length: 0\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.expect("write");
+    read_answer(stream).await.0
+}
+
+/// Issue 26 item 4, slowloris: heads trickled one byte at a time, from
+/// enough connections to hold every place, are closed at
+/// `request_head_secs` although their bytes never stop (the idle bound never
+/// fires); meanwhile an authenticated client is answered at once, on a new
+/// connection (the oldest trickler waiting for its head makes room) and on
+/// its keep-alive connection opened before the attack (a connection that
+/// presented a valid key is never closed for room).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trickled_request_heads_are_cut_at_their_deadline_while_tenants_are_served() {
+    let mut config = ServeConfig::new(vec![tenant("b", "b-key", &[fixtures::DIAGNOSTICS])]);
+    config.max_connections = 8;
+    config.request_head_secs = 3;
+    config.first_byte_secs = 3;
+    let addr = start_with(config).await;
+    // The tenant's keep-alive connection, authenticated before the attack.
+    let mut kept = TcpStream::connect(addr).await.expect("connect");
+    assert_eq!(keep_alive_request(&mut kept, "b-key").await, 200);
+    // Twelve trickling connections from one other address: more than the
+    // eight places.
+    let start = Instant::now();
+    let tricklers: Vec<_> = (0..12).map(|_| trickle(addr, "127.0.0.3")).collect();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // A new connection of the tenant is answered at once.
+    let asked = Instant::now();
+    let (status, body) =
+        tokio::time::timeout(Duration::from_secs(1), request(addr, "GET", "/api/tools", Some("b-key"), ""))
+            .await
+            .expect("the tenant's new connection was answered within 1 s while the heads trickled");
+    assert_eq!(status, 200, "{body}");
+    println!("tenant answered in {:?} while heads trickled", asked.elapsed());
+    // And its keep-alive connection was kept.
+    let again = tokio::time::timeout(Duration::from_secs(1), keep_alive_request(&mut kept, "b-key")).await;
+    assert_eq!(again.expect("the keep-alive connection answered within 1 s"), 200);
+    // Every trickler is closed by the head deadline (3 s after its first
+    // byte) plus a margin, and those the service held were closed at it.
+    let mut closed = Vec::new();
+    for trickler in tricklers {
+        let at = tokio::time::timeout(PROMPTLY, trickler).await.expect("a trickler still open").expect("trickler");
+        closed.push(at.duration_since(start));
+    }
+    closed.sort();
+    println!("tricklers closed after {closed:?}");
+    let last = *closed.last().expect("tricklers");
+    assert!(last >= Duration::from_millis(2800), "no trickler was held to its deadline: {closed:?}");
+    assert!(last < Duration::from_millis(4500), "a trickler outlived its head deadline: {closed:?}");
+}
+
+/// A valid component that is no plugin: it imports an interface lovia does
+/// not provide (`acme:nope/thing`, an empty instance) and exports nothing,
+/// so it compiles and is then refused.
+fn component_that_is_no_plugin() -> Vec<u8> {
+    let name = b"acme:nope/thing";
+    let mut bytes = vec![0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
+    // Type section: one instance type with no declarations.
+    bytes.extend_from_slice(&[0x07, 0x03, 0x01, 0x42, 0x00]);
+    // Import section: that name, as an instance of type 0.
+    let mut import = vec![0x01, 0x00, name.len() as u8];
+    import.extend_from_slice(name);
+    import.extend_from_slice(&[0x05, 0x00]);
+    bytes.push(0x0a);
+    bytes.push(import.len() as u8);
+    bytes.extend_from_slice(&import);
+    bytes
+}
+
+/// Issue 26 item 3: an upload the host refuses after compiling it (it
+/// implements no plugin world) leaves no compiled artifact in the host's cache and is
+/// counted against its tenant (`lovia_refused_total{reason="upload_rejected"}`);
+/// an accepted upload's artifact is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_upload_leaves_no_artifact_and_is_counted_against_its_tenant() {
+    let cache = tempfile::tempdir().expect("cache dir");
+    let host = lovia_host::Host::new(lovia_host::HostConfig {
+        cache_dir: Some(cache.path().to_owned()),
+        ..lovia_host::HostConfig::default()
+    })
+    .expect("host");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = ServeConfig::new(vec![tenant("up", "up-key", &[])]);
+    config.metrics_public = true;
+    config.listen = "127.0.0.1:0".parse().expect("addr");
+    config.store = Some(dir.path().join("sessions.db").into());
+    config.resolve(std::path::Path::new(".")).expect("valid config");
+    let service = lovia_serve::Service::new(&host, &config).await.expect("service");
+    let listener = tokio::net::TcpListener::bind(config.listen).await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(service.listener(listener), service.app()).await });
+    let artifacts = || {
+        std::fs::read_dir(cache.path())
+            .expect("cache dir")
+            .filter_map(Result::ok)
+            .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+            .count()
+    };
+
+    let (status, body) = post_bytes(addr, "/api/plugins", "up-key", &component_that_is_no_plugin()).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"].as_str().is_some_and(|e| e.starts_with("upload by up does not implement the lovia:tools")),
+        "{body}"
+    );
+    assert_eq!(artifacts(), 0, "a refused upload left a compiled artifact");
+    let (_, metrics) = request(addr, "GET", "/metrics", None, "").await;
+    let line = "lovia_refused_total{tenant=\"up\",reason=\"upload_rejected\"} 1";
+    assert!(metrics.lines().any(|l| l == line), "{line} not in\n{metrics}");
+
+    let orders = std::fs::read(fixtures::ORDERS).expect("orders.wasm");
+    let (status, body) = post_bytes(addr, "/api/plugins", "up-key", &orders).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(artifacts(), 1, "an accepted upload's artifact is kept");
+}

@@ -61,7 +61,7 @@ pub(super) async fn serve(
         .await
         .map_err(|e| CliError::new(format!("cannot listen on loopback: {e}")))?;
     let addr = listener.local_addr().map_err(|e| CliError::new(e.to_string()))?;
-    let server = tokio::spawn(axum::serve(service.listener(listener), service.router()).into_future());
+    let server = tokio::spawn(axum::serve(service.listener(listener), service.app()).into_future());
 
     // Warm up every connection path once, then measure.
     let _ = drive(addr, connections, Duration::from_millis(300), echo_call()).await;

@@ -21,24 +21,36 @@ pub(crate) fn artifact_path(dir: &Path, engine: &Engine, digest: &str) -> PathBu
 }
 
 /// Compiles `bytes`, or loads the cached artifact when one exists and its
-/// tag verifies.
+/// tag verifies; true when it was compiled here. A fresh compile is not
+/// cached yet: [`store_artifact`] keeps it once the plugin has loaded, so a
+/// component that is refused (an unknown import, a bad manifest) leaves
+/// nothing on disk.
 pub(crate) fn compile(
     engine: &Engine,
     bytes: &[u8],
     digest: &str,
     origin: &str,
     cache: Option<&ArtifactCache>,
-) -> Result<Component, LoadError> {
-    let Some(cache) = cache else { return compile_fresh(engine, bytes, origin) };
-    if let Some(component) = load_cached(engine, cache, digest) {
-        return Ok(component);
+) -> Result<(Component, bool), LoadError> {
+    if let Some(component) = cache.and_then(|cache| load_cached(engine, cache, digest)) {
+        return Ok((component, false));
     }
+    Ok((compile_fresh(engine, bytes, origin)?, true))
+}
+
+/// Writes the artifact of a `component` compiled by [`compile`], for the
+/// next load of `digest`.
+pub(crate) fn store_artifact(
+    engine: &Engine,
+    cache: &ArtifactCache,
+    digest: &str,
+    origin: &str,
+    component: &Component,
+) -> Result<(), LoadError> {
     let path = artifact_path(cache.dir(), engine, digest);
-    let component = compile_fresh(engine, bytes, origin)?;
     let serialized =
         component.serialize().map_err(|e| LoadError::Invalid { origin: origin.into(), reason: e.to_string() })?;
-    cache.write_artifact(&path, &serialized).map_err(|source| LoadError::Cache { path: path.clone(), source })?;
-    Ok(component)
+    cache.write_artifact(&path, &serialized).map_err(|source| LoadError::Cache { path: path.clone(), source })
 }
 
 /// The cached artifact of `digest`, if there is one and it verifies.

@@ -193,7 +193,7 @@ impl Host {
         check_header(bytes, origin)?;
         check_store_namespace(&config, origin)?;
         let digest = hex::encode(Sha256::digest(bytes));
-        let component = cache::compile(&self.engine, bytes, &digest, origin, self.cache.as_deref())?;
+        let (component, fresh) = cache::compile(&self.engine, bytes, &digest, origin, self.cache.as_deref())?;
         // What `info()` and `tools()` said, checked, and the imports are
         // cached beside the artifact: a cached load runs none of the
         // plugin's code and parses none of its bytes.
@@ -208,7 +208,13 @@ impl Host {
                 (None, imports)
             }
         };
-        self.assemble(component, digest, cached, imports, origin, config).await
+        let plugin = self.assemble(component.clone(), digest, cached, imports, origin, config).await?;
+        // Only a component that loaded is kept: a refused one (an import
+        // the host lacks, a manifest over a limit) leaves no artifact behind.
+        if fresh && let Some(cache) = self.cache.as_deref() {
+            cache::store_artifact(&self.engine, cache, plugin.digest(), origin, &component)?;
+        }
+        Ok(plugin)
     }
 
     /// A plugin from its compiled `component`: linked, described (by the
