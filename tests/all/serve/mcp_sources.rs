@@ -151,6 +151,7 @@ async fn a_source_servers_hints_schemas_and_images_reach_the_tenants_clients() {
         assert_eq!(picture[1]["type"], "image", "{mode}: an image block, not its description: {seen}");
         assert_eq!(picture[1]["mimeType"], "image/png", "{mode}: {seen}");
     }
+}
 
 /// Issue 26 item 8: a tenant's MCP server that does not start (a command
 /// that does not exist; another that fails until a file appears) does not

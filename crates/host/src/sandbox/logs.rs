@@ -3,10 +3,9 @@
 //! land in the operator's log: without a bound, one tenant's calls could
 //! write gigabytes a minute into it.
 
-use serde::{Deserialize, Serialize};
+use crate::call::LogLevel;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use crate::call::LogLevel;
 use std::time::{Duration, Instant};
 
 /// Bytes of guest log lines one tenant may write per minute by default:
