@@ -134,9 +134,10 @@ impl ContentPart {
     }
 }
 
-/// Whether `data` begins as files of the raster type `mime_type` do
-/// (the checks of the console's parts.js, and of the Anthropic provider).
-fn looks_like(mime_type: &str, data: &[u8]) -> bool {
+/// Whether `data` begins as files of the raster type `mime_type` do (the
+/// checks of the console's parts.js); false for any other type. Providers
+/// that send images on use it too, for parts stored before the host checked.
+pub fn looks_like(mime_type: &str, data: &[u8]) -> bool {
     match mime_type {
         "image/png" => data.starts_with(b"\x89PNG\r\n\x1a\n"),
         "image/jpeg" => data.starts_with(&[0xff, 0xd8, 0xff]),

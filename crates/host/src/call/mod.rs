@@ -16,7 +16,7 @@ mod truncate;
 pub use cancel::CancelToken;
 pub use content::{
     ContentPart, IMAGE_TYPES, LINK_SCHEMES, MAX_CONTENT_PARTS, MAX_LINK_NAME_BYTES, MAX_MIME_TYPE_BYTES, MAX_URI_BYTES,
-    render_parts,
+    looks_like, render_parts,
 };
 pub use context::{CallContext, LogLevel, LogSink, ProgressSink};
 pub use kind::ErrorKind;

@@ -252,19 +252,6 @@ impl StreamedMessage {
 /// 5 MB of base64 per image. Larger ones go as their projection text.
 const MAX_IMAGE_BYTES: usize = 3_750_000;
 
-/// Whether `data` starts as an image of `mime_type` does: a plugin's bytes
-/// labelled `image/png` that are not one would make the API refuse every
-/// later turn of the conversation, which keeps the part.
-fn looks_like(mime_type: &str, data: &[u8]) -> bool {
-    match mime_type {
-        "image/png" => data.starts_with(b"\x89PNG\r\n\x1a\n"),
-        "image/jpeg" => data.starts_with(&[0xff, 0xd8, 0xff]),
-        "image/gif" => data.starts_with(b"GIF87a") || data.starts_with(b"GIF89a"),
-        "image/webp" => data.len() >= 12 && &data[..4] == b"RIFF" && &data[8..12] == b"WEBP",
-        _ => false,
-    }
-}
-
 /// A rich result as Anthropic's tool-result blocks: real images of the
 /// types its API takes as images, every other part as the text a model
 /// would read, empty text parts left out as in the projection
@@ -276,7 +263,7 @@ fn tool_result_blocks(parts: &[lovia_host::ContentPart]) -> Value {
         .filter(|part| !matches!(part, lovia_host::ContentPart::Text { text } if text.is_empty()))
         .map(|part| match part {
             lovia_host::ContentPart::Image { mime_type, data }
-                if data.len() <= MAX_IMAGE_BYTES && looks_like(mime_type, data) =>
+                if data.len() <= MAX_IMAGE_BYTES && lovia_host::call::looks_like(mime_type, data) =>
             {
                 json!({
                 "type": "image",
