@@ -90,7 +90,7 @@ pub(crate) fn origins(allowed_hosts: &[String]) -> Vec<String> {
     origins
 }
 
-/// rmcp's service behind [`check`].
+/// rmcp's service behind the checks of the request head (this module's `check`).
 #[derive(Clone)]
 pub struct Guarded<S> {
     pub(crate) inner: S,
