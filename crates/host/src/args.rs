@@ -1488,11 +1488,16 @@ mod tests {
     async fn a_pattern_check_keeps_to_its_deadline_off_the_async_workers() {
         let schema = object(json!({"s": {"type": "string", "pattern": REGEX_BOMB}}));
         let v = std::sync::Arc::new(ArgumentValidator::new("t", &schema, false).expect("schema"));
-        // A check within the budget that takes longer than its deadline:
-        // the caller has its answer at the deadline.
-        let deadline = Instant::now() + std::time::Duration::from_millis(1);
+        // A costly check that cannot start before its deadline (every place
+        // for costly checks is taken meanwhile): the caller has its answer at
+        // the deadline. Holding the places makes this deterministic; a check
+        // that only ran long would race its own work budget.
+        let semaphore = costly_checks();
+        let held = semaphore.clone().acquire_many_owned(semaphore.available_permits() as u32).await;
+        let deadline = Instant::now() + std::time::Duration::from_millis(50);
         let started = Instant::now();
         let got = v.prepare_value_async(json!({"s": "a".repeat(3000)}), Some(deadline)).await;
+        drop(held);
         assert_eq!(got, Err(ArgumentError::DeadlinePassed));
         // Generous: other tests share the machine's cores.
         assert!(started.elapsed() < std::time::Duration::from_secs(1), "{:?}", started.elapsed());
