@@ -398,6 +398,7 @@ async fn calls_per_minute_holds_across_three_replicas() {
 }
 
 mod events;
+mod fencing;
 mod load;
 mod quotas;
 mod takeover;

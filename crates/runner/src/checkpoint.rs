@@ -152,6 +152,13 @@ pub enum StoreError {
         /// The decoder's message.
         message: String,
     },
+    /// The run's fence has ended (its lease may be another replica's), so
+    /// nothing of it is written: the other replica's checkpoint stands.
+    #[error("the checkpoint of session '{session}' was not written: the run's lease ended")]
+    Fenced {
+        /// The session.
+        session: String,
+    },
 }
 
 /// Sessions one page of [`RunStore::list`] holds when the caller names no

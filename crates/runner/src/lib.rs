@@ -152,6 +152,8 @@ impl std::fmt::Debug for Runner {
 /// The persisted state of the run in progress and where it is saved.
 struct Saver {
     store: Option<(Arc<dyn RunStore>, String, String)>,
+    /// Past its end nothing is saved (the run's `CancelToken` fence).
+    fence: Option<lovia_host::Fence>,
     checkpoint: Mutex<Checkpoint>,
     failed: Mutex<Option<StoreError>>,
 }
@@ -161,6 +163,12 @@ impl Saver {
         let mut cp = self.checkpoint.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut cp);
         match &self.store {
+            // Checked on the clock right before the write: a process that
+            // stalled past its lease must not overwrite the next owner's
+            // checkpoint with an older one.
+            Some((_, _, session)) if self.fence.as_ref().is_some_and(|f| !f.holds()) => {
+                Err(StoreError::Fenced { session: session.clone() })
+            }
             Some((store, tenant, session)) => without_stalling(|| store.save(tenant, session, &cp)),
             None => Ok(()),
         }
@@ -261,7 +269,12 @@ impl Runner {
         checkpoint.status = crate::RunStatus::Running;
         checkpoint.error = None;
         checkpoint.pending_approvals.clear();
-        let saver = Arc::new(Saver { store: stored, checkpoint: Mutex::new(checkpoint), failed: Mutex::new(None) });
+        let saver = Arc::new(Saver {
+            store: stored,
+            fence: state.cancel.fence().cloned(),
+            checkpoint: Mutex::new(checkpoint),
+            failed: Mutex::new(None),
+        });
         emit(RunEvent::RunStarted { agent: agent.name.clone(), run_id: state.run_id.clone() });
         let outcome = self.run_loop(input, &mut state, &mut agent, &mut executor, &saver, &emit).await;
         // Record how the run ended; a store failure is the run's error.

@@ -80,6 +80,10 @@ pub(crate) struct LiveRun {
     /// When its lease was taken: a renewal that began before it cannot
     /// have seen the lease, so it does not count as losing it.
     pub(crate) leased_at: Instant,
+    /// With a shared store, the run's fence: it ends a margin before the
+    /// lease could, and each renewal moves it (docs/replicas.md, "Fencing").
+    /// Past it the run has no effect outside this process and is stopped.
+    pub(crate) fence: Option<lovia_host::Fence>,
     /// With a shared store, where its events go for readers on other
     /// replicas (`relay`); taken away when the run ends or is handed over.
     relay: Mutex<Option<mpsc::Sender<super::relay::Relayed>>>,
@@ -513,7 +517,7 @@ impl Service {
         agent.tool_sources = tenant.mcp_servers.for_chat(&unfuelled);
         agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.approval_timeout)));
         let runner = Runner::new(agent, provider).with_store(self.inner.store.clone());
-        let state =
+        let mut state =
             RunState { session_id: Some(session.to_owned()), tenant: Some(tenant.name.clone()), ..RunState::default() };
         let key = (tenant.index, session.to_owned());
         let in_progress = || ApiError(StatusCode::CONFLICT, "a run is in progress for this session".into());
@@ -522,6 +526,7 @@ impl Service {
         }
         // With several replicas, the run is this one's only with its lease,
         // and the tenant's leases are its runs on every replica.
+        let taking = Instant::now();
         match without_stalling(|| self.inner.leases.take(&tenant.name, session, tenant.max_runs)) {
             Ok(Taken::Yes) => {}
             Ok(Taken::HeldElsewhere) => {
@@ -579,6 +584,14 @@ impl Service {
             }
             None => (None, None),
         };
+        // Every effect of the run (a call, an outbound request, a store or
+        // checkpoint write) checks the fence through the run's cancel token.
+        let fence = self.inner.leases.is_shared().then(|| {
+            lovia_host::Fence::until(super::lease::fence_end(taking, self.inner.lease, self.inner.lease_renew))
+        });
+        if let Some(fence) = &fence {
+            state.cancel = state.cancel.clone().with_fence(fence.clone());
+        }
         let live = Arc::new(LiveRun {
             approvals: state.approvals.clone(),
             cancel: state.cancel.clone(),
@@ -588,6 +601,7 @@ impl Service {
             started: SystemTime::now(),
             lease_lost: tokio::sync::Notify::new(),
             leased_at: Instant::now(),
+            fence,
             relay: Mutex::new(relay),
         });
         {
@@ -616,12 +630,27 @@ impl Service {
             // stream ends without a final event counts as failed.
             let mut outcome: &'static str = "failed";
             let mut lost = false;
+            let fence = live.fence.clone();
+            let fence_ended = async move {
+                match fence {
+                    Some(fence) => fence.ended().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::pin!(fence_ended);
             loop {
-                let event = tokio::select! {
-                    event = handle.next_event() => event,
-                    () = live.lease_lost.notified() => {
-                        // Another replica may run it now: stop here without
-                        // saving, so its checkpoint is what the other resumes.
+                let next = tokio::select! {
+                    biased;
+                    () = live.lease_lost.notified() => None,
+                    () = &mut fence_ended => None,
+                    event = handle.next_event() => Some(event),
+                };
+                // Told the lease is gone, or past the fence: another replica
+                // may run it now. Stop here without saving (the checkpoint is
+                // what the other resumes) and publish nothing more of it.
+                let event = match next {
+                    Some(event) if live.fence.as_ref().is_none_or(lovia_host::Fence::holds) => event,
+                    _ => {
                         handle.abort();
                         lost = true;
                         None
@@ -764,6 +793,7 @@ mod tests {
             started: SystemTime::now(),
             lease_lost: tokio::sync::Notify::new(),
             leased_at: Instant::now(),
+            fence: None,
             relay: Mutex::default(),
         })
     }

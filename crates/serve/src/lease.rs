@@ -16,7 +16,7 @@
 use lovia_runner::{PgThread, StoreUrl, pg_message};
 use std::collections::HashSet;
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The channel a replica notifies when it hands runs back (on SIGTERM), so
 /// the others look for runs to take over at once instead of at their poll.
@@ -39,6 +39,18 @@ pub enum LeaseError {
         /// What failed.
         message: String,
     },
+}
+
+/// Where the fence of a run whose lease was taken or renewed by a statement
+/// sent at `began` ends: at the lease's end less half a renewal period.
+/// The lease ends `lease` after the database ran the statement, which was
+/// after `began`, so the fence ends before the lease by at least the
+/// margin; the margin covers the time between a fence check and the
+/// effect it lets through, and the next renewal comes a whole margin
+/// before the fence ends (`run_lease_ms` is at least twice
+/// `lease_renew_ms`).
+pub(crate) fn fence_end(began: Instant, lease: Duration, renew: Duration) -> Instant {
+    began + lease.saturating_sub(renew / 2)
 }
 
 /// The first key of the per-tenant advisory lock that run starts take
@@ -71,6 +83,9 @@ pub(crate) enum RunLeases {
 /// The leases of one replica in PostgreSQL.
 pub(crate) struct PgLeases {
     connection: PgThread,
+    /// A connection of its own for renewals, so that a renewal never waits
+    /// behind run starts, takeovers or event reads on `connection`.
+    renewals: PgThread,
     location: String,
     /// This process's id: random, so a restarted process never mistakes the
     /// leases of its previous life for its own.
@@ -122,9 +137,10 @@ impl RunLeases {
         let location = url.to_string();
         let fail = |message: String| LeaseError::Database { location: location.clone(), message };
         let config: postgres::Config = raw.parse().map_err(|e: postgres::Error| fail(e.to_string()))?;
-        let connection = PgThread::start(config, SCHEMA, "lovia-leases-pg").map_err(fail)?;
+        let connection = PgThread::start(config.clone(), SCHEMA, "lovia-leases-pg").map_err(fail)?;
+        let renewals = PgThread::start(config, "SELECT 1", "lovia-renew-pg").map_err(fail)?;
         let owner = lovia_runner::new_id("replica");
-        Ok(RunLeases::Postgres(Box::new(PgLeases { connection, location, owner, lease })))
+        Ok(RunLeases::Postgres(Box::new(PgLeases { connection, renewals, location, owner, lease })))
     }
 
     /// The PostgreSQL leases, if runs are shared.
@@ -182,11 +198,11 @@ impl RunLeases {
 
     /// Pushes the expiry of every lease this replica holds forward; the runs
     /// it still holds. A run of this replica missing from them has lost its
-    /// lease and must stop.
+    /// lease and must stop. On the renewals' own connection; blocks.
     pub(crate) fn renew(&self) -> Result<HashSet<RunKey>, LeaseError> {
         let RunLeases::Postgres(pg) = self else { return Ok(HashSet::new()) };
         let (owner, ms) = (pg.owner.clone(), pg.lease_ms());
-        pg.run(move |c| {
+        pg.run_on(&pg.renewals, move |c| {
             let rows = c.query(
                 "UPDATE lovia_run_leases SET expires = now() + $2::bigint * interval '1 millisecond'
                  WHERE owner = $1 AND expires >= now() RETURNING tenant, session",
@@ -262,9 +278,18 @@ impl PgLeases {
         &self,
         f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
     ) -> Result<T, LeaseError> {
+        self.run_on(&self.connection, f)
+    }
+
+    /// Runs `f` on `connection`'s thread and waits for it.
+    fn run_on<T: Send + 'static>(
+        &self,
+        connection: &PgThread,
+        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
+    ) -> Result<T, LeaseError> {
         let (reply, answer) = mpsc::channel();
         let fail = |message: String| LeaseError::Database { location: self.location.clone(), message };
-        if !self.connection.send(move |client| {
+        if !connection.send(move |client| {
             let _ = reply.send(f(client).map_err(|e| pg_message(&e)));
         }) {
             return Err(fail("the connection thread stopped".into()));

@@ -3,7 +3,7 @@
 //! runs whose owner died, and the hand-back on SIGTERM. The leases
 //! themselves are in [`lease`](super::lease).
 
-use super::{Service, chat};
+use super::{Service, chat, lease};
 use axum::http::StatusCode;
 use lovia_runner::without_stalling;
 use std::sync::Arc;
@@ -60,59 +60,55 @@ impl Service {
     }
 
     /// With a shared store: renews this replica's leases every
-    /// `lease_renew_ms` until the service is dropped, and stops each run
-    /// whose lease it no longer holds, or all of them once a renewal has
-    /// failed for a whole lease time (another replica may have them now).
+    /// `lease_renew_ms` until the service is dropped, on an OS thread and a
+    /// database connection of their own (so neither busy async workers nor
+    /// queued run starts delay a renewal). Each renewal moves the fence of
+    /// every run it kept (`lease::fence_end`); a run whose lease it did not
+    /// keep is stopped. A run whose renewals fail stops by its fence alone.
     pub(crate) fn keep_leases(&self) {
         if !self.inner.leases.is_shared() {
             return;
         }
         let service = Arc::downgrade(&self.inner);
+        let leases = self.inner.leases.clone();
         let (every, lease) = (self.inner.lease_renew, self.inner.lease);
-        tokio::spawn(async move {
-            let mut renewed = Instant::now();
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let Some(inner) = service.upgrade() else { return };
-                let service = Service { inner };
-                let began = Instant::now();
-                let leases = service.inner.leases.clone();
-                let held = match tokio::task::spawn_blocking(move || leases.renew()).await {
-                    Ok(held) => held.map_err(|e| e.to_string()),
-                    Err(e) => Err(e.to_string()),
-                };
-                let runs: Vec<((usize, String), Arc<chat::LiveRun>)> = {
-                    let live = service.inner.live.lock().unwrap_or_else(|p| p.into_inner());
-                    live.iter().map(|(k, r)| (k.clone(), r.clone())).collect()
-                };
-                match held {
-                    Ok(held) => {
-                        renewed = began;
-                        for ((tenant, session), run) in runs {
-                            let name = &service.inner.tenants[tenant].name;
+        let renewing = move || loop {
+            std::thread::sleep(every);
+            if service.strong_count() == 0 {
+                return;
+            }
+            let began = Instant::now();
+            let held = leases.renew();
+            let Some(inner) = service.upgrade() else { return };
+            let runs: Vec<((usize, String), Arc<chat::LiveRun>)> = {
+                let live = inner.live.lock().unwrap_or_else(|p| p.into_inner());
+                live.iter().map(|(k, r)| (k.clone(), r.clone())).collect()
+            };
+            match held {
+                Ok(held) => {
+                    let fence = lease::fence_end(began, lease, every);
+                    for ((tenant, session), run) in runs {
+                        let name = &inner.tenants[tenant].name;
+                        if held.contains(&(name.clone(), session.clone())) {
+                            if let Some(f) = &run.fence {
+                                f.extend_to(fence);
+                            }
+                        } else if run.leased_at < began {
                             // A lease taken after the renewal began is not in its answer.
-                            if run.leased_at < began && !held.contains(&(name.clone(), session.clone())) {
-                                tracing::warn!(tenant = %name, %session, "the run's lease was lost; stopping it here");
-                                run.lease_lost.notify_one();
-                            }
-                        }
-                    }
-                    Err(why) => {
-                        tracing::warn!(error = %why, "cannot renew the run leases");
-                        // Past its lease time a lease may be another replica's.
-                        if renewed.elapsed() + every >= lease {
-                            for ((tenant, session), run) in runs {
-                                let name = &service.inner.tenants[tenant].name;
-                                tracing::warn!(tenant = %name, %session, "the run's lease could not be renewed; stopping it here");
-                                run.lease_lost.notify_one();
-                            }
+                            tracing::warn!(tenant = %name, %session, "the run's lease was lost; stopping it here");
+                            run.lease_lost.notify_one();
                         }
                     }
                 }
+                // The runs' fences end on their own: nothing to do here.
+                Err(e) => tracing::warn!(error = %e, "cannot renew the run leases"),
             }
-        });
+            drop(inner);
+        };
+        if let Err(e) = std::thread::Builder::new().name("lovia-lease-renew".into()).spawn(renewing) {
+            // Without renewals every run stops at its first fence: loud, and safe.
+            tracing::error!(error = %e, "cannot start the lease renewal thread; runs stop when their first lease ends");
+        }
     }
 
     /// Hands this replica's runs back (SIGTERM with a shared store): stops

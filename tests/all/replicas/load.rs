@@ -23,7 +23,7 @@ const CALLS: usize = 10;
 
 /// The side effects' counter: an HTTP server answering each POST with
 /// `effect <n>`, n counting from 1.
-async fn counter() -> (SocketAddr, Arc<AtomicU64>) {
+pub(super) async fn counter() -> (SocketAddr, Arc<AtomicU64>) {
     let count = Arc::new(AtomicU64::new(0));
     let counted = count.clone();
     let app = axum::Router::new().route(

@@ -138,3 +138,34 @@ async fn a_session_continues_its_transcript_in_the_next_run() {
     assert_eq!(second.messages.len(), 4, "{:?}", second.messages);
     assert_eq!(model.requests()[1].messages.len(), 3);
 }
+
+/// A run whose fence ends (its lease may be another replica's by now)
+/// writes nothing more: the checkpoint stays as it was before, for the
+/// next owner to resume, instead of recording this run's call result or
+/// marking it stopped. Here the tool itself ends the fence as it runs.
+#[tokio::test]
+async fn a_run_past_its_fence_writes_no_checkpoint() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store: Arc<dyn RunStore> = Arc::new(SqliteRunStore::open(dir.path().join("runs.db")).expect("store"));
+    let fence = lovia_host::Fence::until(std::time::Instant::now() + std::time::Duration::from_secs(60));
+    let ending = fence.clone();
+    let mut desk = agent("desk").await;
+    desk.tools = vec![
+        Tool::builder("stall")
+            .invoke(move |_, _| {
+                ending.revoke();
+                async { Ok(ToolOutput::Text("stalled past the lease".into())) }
+            })
+            .expect("tool"),
+    ];
+    let model = Arc::new(ScriptedProvider::new([ModelReply::calls([call("c1", "stall", "{}")])]));
+    let runner = Runner::new(desk, model).with_store(store.clone());
+    let mut state = session();
+    state.cancel = state.cancel.clone().with_fence(fence);
+    let outcome = runner.run_with(Some("go"), state).await;
+    assert!(outcome.is_err(), "the run cannot end normally past its fence");
+    let saved = store.load("acme", "s-1").expect("load").expect("a checkpoint");
+    assert_eq!(saved.status, RunStatus::Running, "not marked stopped: the next owner resumes it");
+    assert_eq!(saved.pending_calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["c1"]);
+    assert!(tool_answers(&saved.messages).is_empty(), "no result of this run was written: {:?}", saved.messages);
+}

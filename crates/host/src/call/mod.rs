@@ -5,6 +5,7 @@
 mod cancel;
 mod content;
 mod context;
+mod fence;
 mod kind;
 mod outcome;
 mod output;
@@ -13,12 +14,13 @@ mod spec;
 pub mod text;
 mod truncate;
 
-pub use cancel::CancelToken;
+pub use cancel::{CancelToken, FENCE_ENDED};
 pub use content::{
     ContentPart, IMAGE_TYPES, LINK_SCHEMES, MAX_CONTENT_PARTS, MAX_LINK_NAME_BYTES, MAX_MIME_TYPE_BYTES, MAX_URI_BYTES,
     looks_like, render_parts,
 };
 pub use context::{CallContext, LogLevel, LogSink, ProgressSink};
+pub use fence::Fence;
 pub use kind::ErrorKind;
 pub use outcome::{CallOutcome, Failure, is_valid_error_kind};
 pub use output::{BoxFuture, ToolOutput};

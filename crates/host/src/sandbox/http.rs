@@ -306,6 +306,9 @@ pub(crate) struct HttpHooks {
     pub(crate) plugin: Arc<str>,
     pub(crate) tool: Arc<str>,
     pub(crate) call_id: Arc<str>,
+    /// The run's token: a run past its fence sends nothing (its lease may
+    /// be another replica's, which may be sending the same request).
+    pub(crate) cancel: crate::call::CancelToken,
 }
 
 type IoFuture = Box<dyn Future<Output = Result<(), WasiHttpError>> + Send>;
@@ -320,6 +323,7 @@ impl WasiHttpHooks for HttpHooks {
     ) -> Box<dyn Future<Output = SendResult> + Send> {
         let origins = self.origins.clone();
         let (plugin, tool, call) = (self.plugin.clone(), self.tool.clone(), self.call_id.clone());
+        let cancel = self.cancel.clone();
         Box::new(async move {
             let url = request.uri().to_string();
             let refuse = |error: WasiHttpError, reason: &str| {
@@ -340,6 +344,7 @@ impl WasiHttpHooks for HttpHooks {
                 return refuse(WasiHttpError::HttpRequestDenied, "origin not granted");
             };
             let connect_timeout = options.and_then(|o| o.connect_timeout).unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+
             let resolved = match tokio::time::timeout(connect_timeout, resolve(&target)).await {
                 Ok(Ok(addrs)) => addrs,
                 Ok(Err(_)) => return refuse(dns_error("name not resolved"), "DNS lookup failed"),
@@ -350,6 +355,11 @@ impl WasiHttpHooks for HttpHooks {
             if allowed.is_empty() {
                 let reason = if resolved.is_empty() { "no address" } else { "special address via a wildcard grant" };
                 return refuse(WasiHttpError::DestinationIpProhibited, reason);
+            }
+            // Checked last before the request leaves (after the DNS wait):
+            // the clock, not a task, says whether the lease still holds.
+            if cancel.fence_ended() {
+                return refuse(WasiHttpError::HttpRequestDenied, "the run's lease ended (fenced)");
             }
             let (response, io) = send(request, &target, &allowed, connect_timeout).await?;
             Ok((response, Box::new(io) as IoFuture))
@@ -465,6 +475,49 @@ mod tests {
 
     fn origin(s: &str) -> HttpOrigin {
         s.parse().expect("origin")
+    }
+
+    /// The fence is read when the request would leave: with it holding, a
+    /// connection reaches the listener; once it has ended, the same request
+    /// is refused and no connection arrives.
+    #[tokio::test]
+    async fn a_call_past_its_fence_sends_nothing() {
+        use http_body_util::BodyExt;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let connections = Arc::new(AtomicUsize::new(0));
+        let counted = connections.clone();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                held.push(socket);
+            }
+        });
+        let fence = crate::call::Fence::until(std::time::Instant::now() + Duration::from_secs(60));
+        let mut hooks = HttpHooks {
+            origins: vec![origin(&format!("http://{addr}"))].into(),
+            plugin: "p".into(),
+            tool: "t".into(),
+            call_id: "c".into(),
+            cancel: crate::call::CancelToken::new().with_fence(fence.clone()),
+        };
+        let request = || {
+            let body = http_body_util::Empty::<bytes::Bytes>::new().map_err(|never| match never {}).boxed_unsync();
+            http::Request::builder().uri(format!("http://{addr}/refund")).body(body).expect("request")
+        };
+        let io: IoFuture = Box::new(async { Ok(()) });
+        // The listener never answers: the request is in flight once connected.
+        let sending = Box::into_pin(hooks.send_request(request(), None, io));
+        let _ = tokio::time::timeout(Duration::from_millis(300), sending).await;
+        assert_eq!(connections.load(Ordering::SeqCst), 1, "with the fence holding, the request leaves");
+        fence.revoke();
+        let io: IoFuture = Box::new(async { Ok(()) });
+        let refused = Box::into_pin(hooks.send_request(request(), None, io)).await;
+        assert!(matches!(refused, Err(WasiHttpError::HttpRequestDenied)), "past the fence it is refused");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(connections.load(Ordering::SeqCst), 1, "no second connection");
     }
 
     #[test]

@@ -179,6 +179,7 @@ pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxSt
         plugin: spec.plugin.clone(),
         tool: spec.tool.clone(),
         call_id: spec.call.call_id.as_str().into(),
+        cancel: spec.call.cancel.clone(),
     };
     let state = SandboxState {
         wasi,
@@ -211,6 +212,7 @@ pub(crate) fn reuse_store(store: &mut Store<SandboxState>, spec: StoreSpec<'_>) 
     let state = store.data_mut();
     state.http_hooks.tool = spec.tool.clone();
     state.http_hooks.call_id = spec.call.call_id.as_str().into();
+    state.http_hooks.cancel = spec.call.cancel.clone();
     state.limits = spec.limits.clone();
     state.events_left = spec.limits.events_per_call;
     state.call = spec.call;
@@ -228,6 +230,7 @@ pub(crate) fn reuse_store(store: &mut Store<SandboxState>, spec: StoreSpec<'_>) 
 pub(crate) fn park_store(store: &mut Store<SandboxState>) {
     let state = store.data_mut();
     state.call = CallContext::default();
+    state.http_hooks.cancel = crate::call::CancelToken::default();
     state.session_store = None;
     // An idle warm instance must not keep the ticker (and a core) awake.
     state.ticking = None;

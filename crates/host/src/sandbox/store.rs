@@ -197,12 +197,20 @@ impl Host for SandboxState {
     }
     fn set(&mut self, key: String, value: Vec<u8>) -> Result<(), String> {
         let Some(store) = &self.session_store else { return Err(NOT_GRANTED.into()) };
+        // A run past its fence writes nothing: its lease may be another
+        // replica's, which may be writing the same session's notes.
+        if self.call.cancel.fence_ended() {
+            return Err(crate::call::FENCE_ENDED.into());
+        }
         let Some(ns) = self.namespace() else {
             return Err("the store needs a session: this call has no session id".into());
         };
         store.set(&ns, &key, &value)
     }
     fn delete(&mut self, key: String) {
+        if self.call.cancel.fence_ended() {
+            return;
+        }
         if let (Some(store), Some(ns)) = (&self.session_store, self.namespace()) {
             store.delete(&ns, &key);
         }
