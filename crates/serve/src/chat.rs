@@ -762,9 +762,13 @@ impl Service {
             if let Some(relaying) = relaying {
                 let _ = tokio::time::timeout(RELAY_FLUSH, relaying).await;
             }
-            // The run ended here (its checkpoint says how): the lease goes.
-            // A lost lease is another replica's now, and not this one's to delete.
-            if !lost && let Err(e) = without_stalling(|| service.inner.leases.release(&tenant_name, &session)) {
+            // The run ended here (its checkpoint says how), or stopped at its
+            // fence or a lost lease: the lease goes. The delete names this
+            // replica as the owner, so a lease another replica holds now
+            // stays; one still this replica's (a fence that ended before a
+            // late renewal came back) must go, or the renewals would keep
+            // it, and with it the stopped run, from every other replica.
+            if let Err(e) = without_stalling(|| service.inner.leases.release(&tenant_name, &session)) {
                 tracing::warn!(tenant = %tenant_name, %session, error = %e, "cannot release the run's lease; it expires");
             }
         });
