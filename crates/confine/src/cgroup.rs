@@ -168,6 +168,14 @@ impl ChildCgroup {
         Ok(text.lines().filter_map(|line| line.trim().parse().ok()).collect())
     }
 
+    /// How many times a fork or clone in the cgroup failed because of
+    /// `pids.max` (the `max` line of `pids.events`).
+    pub(crate) fn limit_hits(&self) -> Result<u64, ConfineError> {
+        let path = self.dir.join("pids.events");
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfineError::Cgroup { path, source })?;
+        Ok(text.lines().find_map(|line| line.strip_prefix("max ")?.trim().parse().ok()).unwrap_or(0))
+    }
+
     /// Sends `SIGKILL` to every process in the cgroup, until it is empty or
     /// a bounded number of rounds has passed (a process being killed cannot
     /// fork, so each round leaves fewer).

@@ -7,10 +7,11 @@ use crate::{ConfineError, Limits, Prepared, ruleset, seccomp};
 use std::path::PathBuf;
 
 /// What a confined process may touch. The defaults deny: it may read and
-/// execute the system directories (`/bin`, `/usr`, `/lib*`, `/proc`, the
-/// world-readable part of `/etc`, and `/dev/null`, `/dev/zero`,
-/// `/dev/urandom`), write nothing, open no network socket, and it runs
-/// under [`Limits::default`].
+/// execute the system directories (`/bin`, `/sbin`, `/usr`, `/lib*`, the
+/// world-readable part of `/etc`, the machine-wide figures of `/proc` but
+/// nothing per process, and `/dev/null`, `/dev/zero`, `/dev/urandom`), write
+/// nothing (`/dev/null` aside), open no network socket, and it runs under
+/// [`Limits::default`].
 ///
 /// ```no_run
 /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
@@ -101,7 +102,10 @@ impl Confinement {
     /// before exec (it joins the cgroup, starts a new session and process
     /// group, sets its rlimits and `no_new_privs`, restricts itself with
     /// Landlock, installs the filters). A command the kernel cannot confine
-    /// in full fails here and is not started. Call it once per command.
+    /// in full fails here and is not started. Call it once per command, and
+    /// do not also set `process_group` on it (the child makes its own
+    /// session). The command keeps the environment it was given: clear it
+    /// (`env_clear`) unless the host's own variables may be read.
     pub fn apply(&self, cmd: &mut tokio::process::Command) -> Result<Prepared, ConfineError> {
         self.apply_std(cmd.as_std_mut())
     }

@@ -32,6 +32,13 @@ impl Prepared {
         self.cgroup.as_ref().map(ChildCgroup::processes).transpose()
     }
 
+    /// How many times the child or a descendant failed to start a process
+    /// because of the process limit, or `None` without a pids cgroup: a
+    /// host can tell the model that a command ran into the limit.
+    pub fn process_limit_hits(&self) -> Result<Option<u64>, ConfineError> {
+        self.cgroup.as_ref().map(ChildCgroup::limit_hits).transpose()
+    }
+
     /// Sends `SIGKILL` to every process in the child's cgroup, wherever it
     /// moved in the process tree or to which group; without a pids cgroup,
     /// does nothing (use [`crate::kill_group`]).

@@ -399,6 +399,7 @@ async fn a_fork_bomb_is_bounded_and_the_host_stays_responsive() -> Result<()> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let ticked = ticks.load(std::sync::atomic::Ordering::Relaxed);
+    let hits_before_kill = prepared.process_limit_hits()?.context("no cgroup")?;
     kill_group(pid)?;
     prepared.kill_all()?;
     // The shell at the top may have ended on its own (a shell whose fork
@@ -406,7 +407,7 @@ async fn a_fork_bomb_is_bounded_and_the_host_stays_responsive() -> Result<()> {
     tokio::time::timeout(Duration::from_secs(10), child.wait()).await??;
     ticker.abort();
     ensure!(most <= limit, "{most} processes under a limit of {limit}");
-    ensure!(most >= limit / 2, "the bomb never got going ({most} processes at most)");
+    ensure!(hits_before_kill > 0, "the bomb never reached the limit ({most} processes at most)");
     ensure!(ticked >= 100, "the host's timer ticked only {ticked} times in 3 s");
     wait_until_empty(&prepared).await
 }
@@ -424,6 +425,32 @@ async fn wait_until_empty(prepared: &Prepared) -> Result<()> {
         prepared.kill_all()?;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// MCP servers are often node programs: node must start under the default
+/// confinement (V8 reserves address space and threads), read its grant, and
+/// be refused outside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_runs_inside_its_grant_and_not_outside() -> Result<()> {
+    require_support();
+    let node = Path::new("/usr/bin/node");
+    ensure!(node.exists(), "node is missing: apt-get install nodejs");
+    let grant = tempfile::tempdir()?;
+    let outside = tempfile::tempdir()?;
+    std::fs::write(grant.path().join("in.txt"), "inside-text")?;
+    std::fs::write(outside.path().join("out.txt"), "outside-text")?;
+    let script = format!(
+        "/usr/bin/node -e 'const fs = require(\"fs\"); for (const f of process.argv.slice(1)) {{ \
+         try {{ console.log(fs.readFileSync(f, \"utf8\")) }} catch (e) {{ console.log(e.code) }} }}' \
+         {}/in.txt {}/out.txt",
+        s(grant.path()),
+        s(outside.path())
+    );
+    let ran = unconfined(&script).await?;
+    ensure!(ran.stdout == "inside-text\noutside-text\n", "unconfined: {ran:?}");
+    let ran = confined(&Confinement::new().read_only(grant.path()), &script).await?;
+    ensure!(ran.stdout == "inside-text\nEACCES\n", "confined: {ran:?}");
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
