@@ -80,12 +80,13 @@ impl Confinement {
     }
 
     /// Whether this kernel can enforce a confinement in full: Landlock ABI 6
-    /// (file system, TCP, signal and abstract socket scoping) and a seccomp
-    /// filter for this architecture. The error says what is missing. The
+    /// (file system, TCP, signal and abstract socket scoping), and seccomp
+    /// filters (`CONFIG_SECCOMP_FILTER`) for this architecture. The error says what is missing. The
     /// process limit is reported apart, by [`Confinement::process_limit`]:
     /// a machine without a usable pids cgroup still confines.
     pub fn check_supported() -> Result<(), ConfineError> {
         ruleset::check_supported()?;
+        seccomp::check_supported()?;
         seccomp::compile(false)?;
         Ok(())
     }

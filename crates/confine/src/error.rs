@@ -59,6 +59,12 @@ pub enum ConfineError {
         #[source]
         source: seccompiler::BackendError,
     },
+    /// The kernel cannot install seccomp filters.
+    #[error("seccomp filters are not available: {reason}")]
+    SeccompUnsupported {
+        /// What is missing.
+        reason: String,
+    },
     /// This CPU architecture has no seccomp filter here.
     #[error("no seccomp filter for the architecture {arch}")]
     UnsupportedArch {

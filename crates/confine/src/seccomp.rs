@@ -142,6 +142,19 @@ pub(crate) fn compile(network: bool) -> Result<Vec<BpfProgram>, ConfineError> {
     Ok(programs)
 }
 
+/// Whether this kernel has seccomp filters: `/proc/self/status` has a
+/// `Seccomp_filters:` line exactly when it was built with them (Linux 5.9
+/// and later; older kernels are below the Landlock ABI needed anyway).
+pub(crate) fn check_supported() -> Result<(), ConfineError> {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|source| ConfineError::SeccompUnsupported { reason: format!("/proc/self/status: {source}") })?;
+    if status.lines().any(|line| line.starts_with("Seccomp_filters:")) {
+        Ok(())
+    } else {
+        Err(ConfineError::SeccompUnsupported { reason: "the kernel has no seccomp filters".into() })
+    }
+}
+
 /// On x86_64 the x32 ABI reuses the x86_64 audit arch with its system call
 /// numbers offset by bit 30: a filter keyed by exact numbers (as the one
 /// above) would let `socket` through under its x32 number. This one kills any

@@ -558,6 +558,31 @@ async fn private_tmp_is_the_only_temporary_directory() -> Result<()> {
     Ok(())
 }
 
+/// The ruleset and the cgroup's `cgroup.procs` are close-on-exec: the
+/// confined program holds no descriptor an unconfined one would not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_confined_program_inherits_no_descriptor_of_the_confinement() -> Result<()> {
+    require_support();
+    let script = format!(
+        r#"{PYTHON} -c '
+import os
+opened = []
+for fd in range(3, 256):
+    try:
+        os.fstat(fd)
+        opened.append(fd)
+    except OSError:
+        pass
+print(opened)'"#
+    );
+    // Whatever the test process itself inherited shows up in both.
+    let plain = unconfined(&script).await?;
+    ensure!(plain.status.success(), "unconfined: {plain:?}");
+    let ran = confined(&Confinement::new(), &script).await?;
+    ensure!(ran.status.success() && ran.stdout == plain.stdout, "confined: {ran:?}, unconfined: {plain:?}");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_that_cannot_be_made_refuses_the_command() -> Result<()> {
     require_support();
