@@ -1,0 +1,162 @@
+//! Starting a command: `sh -c` in its own process group, a cleared
+//! environment with an allowlist, the confinement hook, and a foreground run
+//! bounded by a timeout that kills the whole group.
+
+use crate::config::ShellSandbox;
+use crate::output::HeadTail;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, Command};
+
+/// Environment variables a command inherits; everything else is cleared,
+/// so the host's secrets (API keys, tokens) never reach it. `LC_*` too.
+const ENV_ALLOWLIST: [&str; 9] = ["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ", "TMPDIR"];
+
+/// Why a command cannot start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShellError {
+    /// Kernel confinement is required and not available.
+    #[error("{0}")]
+    Unconfined(String),
+    /// The process could not be started.
+    #[error("cannot start the command: {0}")]
+    Spawn(#[from] std::io::Error),
+}
+
+/// Why the shell is not offered under [`ShellSandbox::Required`], or `None`
+/// when it may run.
+pub(crate) fn unavailable(sandbox: ShellSandbox) -> Option<String> {
+    match sandbox {
+        ShellSandbox::Off => None,
+        ShellSandbox::Required => Some(
+            "the shell tools need kernel confinement (shell_sandbox = \"required\"), and this build has none; \
+             set ShellSandbox::Off (shell_sandbox = \"off\") to run commands unconfined"
+                .to_owned(),
+        ),
+    }
+}
+
+/// Applies the kernel confinement to `cmd`, or refuses when it is required
+/// and unavailable. The one place a command's confinement is decided.
+// wired to lovia_confine::Confinement::apply by the lead
+pub(crate) fn confine(cmd: &mut Command, sandbox: ShellSandbox) -> Result<(), ShellError> {
+    let _ = cmd;
+    match unavailable(sandbox) {
+        Some(reason) => Err(ShellError::Unconfined(reason)),
+        None => Ok(()),
+    }
+}
+
+/// A `sh -c` command in `cwd`, in a new process group, with the allowed
+/// environment plus `PWD`; a root `.venv` or `venv` with `bin/python` goes
+/// first on `PATH`.
+pub(crate) fn command(line: &str, cwd: &Path, root: &Path) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(line).current_dir(cwd).env_clear().stdin(Stdio::null());
+    for (key, value) in std::env::vars_os() {
+        let name = key.to_string_lossy();
+        if ENV_ALLOWLIST.contains(&name.as_ref()) || name.starts_with("LC_") {
+            cmd.env(&key, value);
+        }
+    }
+    cmd.env("PWD", cwd);
+    let venv = [".venv", "venv"].into_iter().map(|v| root.join(v)).find(|v| v.join("bin/python").is_file());
+    if let Some(venv) = venv {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut joined = venv.join("bin").into_os_string();
+        if !path.is_empty() {
+            joined.push(":");
+            joined.push(path);
+        }
+        cmd.env("PATH", joined).env("VIRTUAL_ENV", venv);
+    }
+    // Its own group, so a timeout, a cancel or the session's end kills
+    // everything it started.
+    cmd.process_group(0);
+    cmd
+}
+
+/// Kills the process group `pid` leads (SIGKILL); a group already gone is fine.
+pub(crate) fn kill_group(pid: u32) {
+    if let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
+/// Kills the group when dropped: a foreground run the caller abandons
+/// (a cancelled call, a dropped future) leaves nothing behind.
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            kill_group(pid);
+        }
+    }
+}
+
+/// How a foreground command ended.
+#[derive(Debug)]
+pub(crate) enum Finished {
+    /// It exited (a signal reads as the negative signal number).
+    Exited { code: i32, stdout: String, stderr: String },
+    /// The timeout passed; the group was killed.
+    TimedOut { after: Duration },
+}
+
+/// Runs `cmd` to the end or to `timeout`, keeping `limit_chars` of each
+/// stream. Whatever the command left running in its group is killed after.
+pub(crate) async fn run(
+    mut cmd: Command,
+    sandbox: ShellSandbox,
+    timeout: Duration,
+    limit_chars: usize,
+) -> Result<Finished, ShellError> {
+    confine(&mut cmd, sandbox)?;
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn()?;
+    let guard = GroupGuard(child.id());
+    let (out, err) = (child.stdout.take(), child.stderr.take());
+    let work = async {
+        let (stdout, stderr, status) = tokio::join!(drain(out, limit_chars), drain(err, limit_chars), child.wait());
+        (stdout, stderr, status)
+    };
+    let finished = match tokio::time::timeout(timeout, work).await {
+        Ok((stdout, stderr, status)) => {
+            let status = status?;
+            let code = status.code().unwrap_or_else(|| {
+                use std::os::unix::process::ExitStatusExt;
+                -status.signal().unwrap_or(0)
+            });
+            Finished::Exited { code, stdout, stderr }
+        }
+        Err(_) => Finished::TimedOut { after: timeout },
+    };
+    drop(guard);
+    let _ = child.wait().await;
+    Ok(finished)
+}
+
+async fn drain(stream: Option<impl tokio::io::AsyncRead + Unpin>, limit_chars: usize) -> String {
+    let mut capture = HeadTail::new(limit_chars);
+    if let Some(mut stream) = stream {
+        let mut buf = vec![0u8; 16 * 1024];
+        while let Ok(n) = stream.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            capture.push(&buf[..n]);
+        }
+    }
+    capture.finish()
+}
+
+/// Starts `cmd` in the background with stdout and stderr piped.
+pub(crate) fn spawn_background(mut cmd: Command, sandbox: ShellSandbox) -> Result<Child, ShellError> {
+    confine(&mut cmd, sandbox)?;
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    Ok(cmd.spawn()?)
+}

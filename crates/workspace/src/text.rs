@@ -1,0 +1,90 @@
+//! Every string the model reads from the workspace tools, in one place. A
+//! failure reaches the model as `Tool error: <message>` and, with a hint,
+//! `\n  hint: <hint>`; a soft failure is a successful result the model retries.
+
+use lovia_host::Failure;
+
+/// A tool failure with an optional hint.
+pub(crate) fn failure(message: impl Into<String>, hint: Option<&str>) -> Failure {
+    Failure::Tool { message: message.into(), hint: hint.map(str::to_owned), kind: None }
+}
+
+/// A tool was called without a workspace: for a runner that knows its
+/// agent has none configured.
+pub fn no_workspace() -> Failure {
+    failure(
+        "No workspace is configured for this run.",
+        Some(
+            "Give the agent a workspace (lovia_workspace::Workspace::builder(\"path/to/root\"), or a [workspace] table with root = \"path/to/root\") to enable file tools.",
+        ),
+    )
+}
+
+pub(crate) const OUTSIDE_HINT: &str = "Access beyond the workspace root is controlled by policy. The user can grant it via the workspace's readable/writable paths (Workspace::builder(..).readable(..) / .writable(..), or readable = [...] / writable = [...] in the [workspace] table); otherwise work within the workspace.";
+pub(crate) const WRITE_MODE_HINT: &str = "Use mode='coding' (or a writable rule) to enable writes.";
+pub(crate) const COMMAND_DENIED: &str = "Command denied by workspace policy.";
+pub(crate) const COMMAND_DENIED_HINT: &str =
+    "The command (or a path it references) is denied. Adjust WorkspacePolicy rules or use a less restrictive mode.";
+pub(crate) const BINARY_HINT: &str =
+    "read_file handles UTF-8 text only; inspect binary content via the shell (file, xxd, sqlite3, ...).";
+pub(crate) const NOT_UTF8_HINT: &str =
+    "the file likely uses a legacy encoding (e.g. GBK); convert it via the shell, e.g. iconv -f gbk -t utf-8.";
+pub(crate) const IMAGE_TYPE_HINT: &str = "view_image reads jpg, jpeg, png, gif, or webp files.";
+pub(crate) const IMAGE_SIZE_HINT: &str =
+    "Downscale or crop it first (e.g. via the shell: convert in.png -resize 50% out.png), then view the smaller copy.";
+pub(crate) const READ_PAGES_HINT: &str = "Use start/end to read the rest in pages.";
+pub(crate) const SHELL_FILTER_HINT: &str = "Re-run with a filter (e.g. pipe through grep/head) for more.";
+pub(crate) const NO_PROCESSES_HINT: &str =
+    "Background processes do not survive a session restart; re-run the command with background=true to start it again.";
+
+pub(crate) const OLD_EMPTY: &str = "old must not be empty; read the file and provide an exact span";
+pub(crate) const OLD_NOT_FOUND: &str =
+    "old text not found; read the file again and retry with the exact text (whitespace matters)";
+pub(crate) const EDIT_NOT_UTF8: &str =
+    "file is not valid UTF-8; cannot edit safely (use the shell for binary/encoded files)";
+pub(crate) const EDIT_TOO_LARGE: &str = "file is too large to edit safely; use the shell for very large files";
+pub(crate) const ALREADY_EXISTS: &str = "file already exists; retry without create_only to overwrite";
+pub(crate) const DROPPED: &str = "[... earlier output dropped: only the newest output is kept between reads ...]";
+
+/// `old text matched N times; …`
+pub(crate) fn old_ambiguous(n: usize) -> String {
+    format!(
+        "old text matched {n} times; include more surrounding context to make it unique, or pass replace_all=true to replace every occurrence"
+    )
+}
+
+/// The clip notice after `limit` of `len` characters.
+pub(crate) fn clip_notice(limit: usize, len: usize, hint: &str) -> String {
+    format!("\n[... truncated: showing {limit} of {len} chars. {hint}]")
+}
+
+/// `1,234,567`.
+pub(crate) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The first `n` characters of `s`.
+pub(crate) fn first_chars(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(super::thousands(5_242_880), "5,242,880");
+        assert_eq!(super::thousands(999), "999");
+        assert_eq!(super::thousands(1000), "1,000");
+    }
+}

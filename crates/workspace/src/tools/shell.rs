@@ -1,0 +1,197 @@
+//! `shell`, `read_process_output` and `kill_process`. A command is judged
+//! by the command verdict (its segments, its cwd and its path claims) and
+//! runs through `crate::shell`.
+
+use super::{bool_arg, object, ok, str_arg};
+use crate::config::{Decision, Op};
+use crate::policy::command::{command_decision, path_claims, split_segments};
+use crate::shell::{self as run, Finished};
+use crate::{Session, text};
+use lovia_host::{CallContext, Failure, NeedsApproval, Tool};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+const SHELL_DESCRIPTION: &str = "Run a shell command (sh -c) in the workspace.
+- `cwd` (default '.') is relative to the workspace root.
+- Returns the exit code, stdout and stderr (each cut to 30,000 characters, keeping the start and the end).
+- `timeout` in seconds (default 300); the command and everything it started are killed when it passes.
+- `background=true` starts a long-running process (a server, a watcher) and returns its id at once; poll it with read_process_output and stop it with kill_process.
+- Prefer read_file, list_files, grep_files and edit_file for files.
+- `description` says what the command is for, for people; it is never judged.";
+
+const READ_DESCRIPTION: &str = "Read the new output of a background process started by shell with background=true.
+- Returns its status (running, killed or exited with code N) and what it printed since the last read.
+- Only the newest 30,000 characters are kept between reads.";
+
+const KILL_DESCRIPTION: &str = "Stop a background process (and everything it started) and return its last output.";
+
+/// The verdict of a command: its segments, the read check of `cwd`, and
+/// its path claims resolved from `cwd`. The most restrictive wins.
+fn command_verdict(s: &Session, command: &str, cwd: &str) -> (Decision, Option<PathBuf>) {
+    let mut worst = command_decision(command, s.decider.as_ref(), &s.rules.command_rules, s.shell_default());
+    let Ok(cwd_abs) = s.paths.resolve(cwd, s.paths.root()) else { return (Decision::Deny, None) };
+    worst = worst.max(s.paths.judge(&cwd_abs, Op::Read).decision);
+    for segment in split_segments(command) {
+        for claim in path_claims(&segment) {
+            let decision = match s.paths.resolve(&claim.path, &cwd_abs) {
+                Ok(abs) => s.paths.judge(&abs, claim.op).decision,
+                // A path the policy cannot even resolve is not allowed blindly.
+                Err(_) => Decision::Ask,
+            };
+            worst = worst.max(decision);
+        }
+    }
+    (worst, Some(cwd_abs))
+}
+
+fn approval(session: &Arc<Session>) -> NeedsApproval {
+    let s = session.clone();
+    NeedsApproval::Predicate(Arc::new(move |args: &Value, ctx: &CallContext| {
+        let (Some(command), cwd) = (args.get("command"), args.get("cwd")) else { return Ok(false) };
+        let cwd = match cwd {
+            None | Some(Value::Null) => Some("."),
+            Some(c) => c.as_str(),
+        };
+        let decision = match (command.as_str(), cwd) {
+            (Some(command), Some(cwd)) => command_verdict(&s, command, cwd).0,
+            // Not strings: ask (fails closed).
+            _ => Decision::Ask,
+        };
+        if decision == Decision::Ask {
+            s.approvals.record(ctx);
+        }
+        Ok(decision == Decision::Ask)
+    }))
+}
+
+fn denied() -> Failure {
+    text::failure(text::COMMAND_DENIED, Some(text::COMMAND_DENIED_HINT))
+}
+
+pub(crate) fn shell(session: &Arc<Session>) -> Tool {
+    let s = session.clone();
+    Tool::builder("shell")
+        .description(SHELL_DESCRIPTION)
+        .parameters(object(
+            json!({
+                "command": {"type": "string", "description": "The command, run with sh -c."},
+                "cwd": {"type": "string", "default": ".", "description": "The working directory, relative to the workspace root."},
+                "timeout": {"anyOf": [{"type": "number", "minimum": 1}, {"type": "null"}], "default": null, "description": "Seconds before the command is killed (default 300)."},
+                "background": {"type": "boolean", "default": false, "description": "Start it in the background and return its id."},
+                "description": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": null, "description": "What the command is for, for people."},
+            }),
+            &["command"],
+        ))
+        .invoke(move |args, ctx| {
+            let s = s.clone();
+            async move {
+                s.check_open()?;
+                let command = str_arg(&args, "command", "").to_owned();
+                let cwd_arg = str_arg(&args, "cwd", ".");
+                let (decision, cwd) = command_verdict(&s, &command, cwd_arg);
+                if decision == Decision::Deny {
+                    return Err(denied());
+                }
+                s.confirm(decision, &ctx)?;
+                let Some(cwd) = cwd.filter(|c| c.is_dir()) else {
+                    return Err(text::failure(format!("Not a directory: {cwd_arg}"), None));
+                };
+                let cmd = run::command(&command, &cwd, s.paths.root());
+                if bool_arg(&args, "background") {
+                    s.processes.check_room(s.limits.background_processes).map_err(|full| {
+                        text::failure(
+                            format!("Too many background processes (limit {}).", full.0),
+                            Some("Stop one with kill_process, or read the final output of one that exited, then start this one again."),
+                        )
+                    })?;
+                    let child = run::spawn_background(cmd, s.shell_sandbox)
+                        .map_err(|e| text::failure(e.to_string(), None))?;
+                    let bg = s.processes.register(child, &command, s.limits.shell_output_chars);
+                    let id = &bg.id;
+                    return ok(format!(
+                        "started background process {id} (pid {}). Poll read_process_output('{id}') for its output; kill_process('{id}') stops it.",
+                        bg.pid
+                    ));
+                }
+                let asked = args.get("timeout").and_then(Value::as_f64).map(|t| Duration::from_secs_f64(t.clamp(1.0, 1e9)));
+                let timeout = asked.unwrap_or(s.limits.shell_timeout).min(s.limits.max_shell_timeout);
+                let finished = run::run(cmd, s.shell_sandbox, timeout, s.limits.shell_output_chars)
+                    .await
+                    .map_err(|e| text::failure(e.to_string(), None))?;
+                ok(match finished {
+                    Finished::TimedOut { after } => {
+                        format!("command timed out\n[timeout after {:.1}s]", after.as_secs_f64())
+                    }
+                    Finished::Exited { code, stdout, stderr } => {
+                        let mut out = format!("exit code: {code}\n");
+                        if stdout.is_empty() && stderr.is_empty() {
+                            out.push_str("(no output)");
+                        } else {
+                            out.push_str(&stdout);
+                            if !stderr.is_empty() {
+                                out.push_str("\n--- stderr ---\n");
+                                out.push_str(&stderr);
+                            }
+                        }
+                        out
+                    }
+                })
+            }
+        })
+        .expect("shell's schema is valid")
+        .with_parallel(false)
+        .with_approval(approval(session))
+}
+
+fn process_schema() -> Value {
+    object(
+        json!({"process_id": {"type": "string", "description": "The id shell returned, e.g. bg-1a2b3c."}}),
+        &["process_id"],
+    )
+}
+
+pub(crate) fn read_process_output(session: &Arc<Session>) -> Tool {
+    let s = session.clone();
+    Tool::builder("read_process_output")
+        .description(READ_DESCRIPTION)
+        .parameters(process_schema())
+        .invoke(move |args, _| {
+            let s = s.clone();
+            async move {
+                s.check_open()?;
+                let id = str_arg(&args, "process_id", "");
+                match s.processes.get(id) {
+                    Some(bg) => ok(bg.read()),
+                    None => Err(s.processes.unknown(id)),
+                }
+            }
+        })
+        .expect("read_process_output's schema is valid")
+}
+
+pub(crate) fn kill_process(session: &Arc<Session>) -> Tool {
+    let s = session.clone();
+    Tool::builder("kill_process")
+        .description(KILL_DESCRIPTION)
+        .parameters(process_schema())
+        .invoke(move |args, _| {
+            let s = s.clone();
+            async move {
+                s.check_open()?;
+                let id = str_arg(&args, "process_id", "");
+                match s.processes.get(id) {
+                    Some(bg) => {
+                        bg.kill();
+                        // Give the readers a moment to take in what the process printed last.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        ok(bg.read())
+                    }
+                    None => Err(s.processes.unknown(id)),
+                }
+            }
+        })
+        .expect("kill_process' schema is valid")
+        .with_parallel(false)
+}
