@@ -124,6 +124,7 @@ fn tools_are_prefixed_and_filtered_on_raw_names() {
             ("d", "alt_add", json!({"a": 1, "b": 2})),
             ("e", "echo", json!({"text": "raw"})),
             ("f", "src__broken", json!({})),
+            ("g", "src__tasks_only", json!({})),
         ]),
         {"text": "done"}
     ]);
@@ -135,9 +136,14 @@ fn tools_are_prefixed_and_filtered_on_raw_names() {
     assert_eq!(output(&events, "d"), "Tool 'alt_add' is not available.", "not included");
     assert_eq!(output(&events, "e"), "Tool 'echo' is not available.", "only prefixed names");
     assert_eq!(output(&events, "f"), "Tool 'src__broken' is not available.", "a schema that does not compile");
+    assert_eq!(output(&events, "g"), "Tool 'src__tasks_only' is not available.", "it runs only as a task");
     let err = stderr(&o);
     assert!(
         err.contains("mcp server 'src': tool \"broken\" refused: tool 'src__broken'"),
+        "the reason is logged: {err}"
+    );
+    assert!(
+        err.lines().any(|l| l.contains("tool \"tasks_only\" refused") && l.contains("execution.taskSupport")),
         "the reason is logged: {err}"
     );
     let seen: Vec<String> = case.calls().into_iter().map(|(_, t, _)| t).collect();

@@ -10,6 +10,7 @@
 //! (docs/mcp.md, "MCP servers as tool sources").
 
 use super::config::MAX_MESSAGE_BYTES;
+use super::task_support::TaskOnly;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -25,6 +26,9 @@ pub(crate) struct BoundedLines<R> {
     limit: usize,
     since_newline: usize,
     overflowed: Arc<AtomicBool>,
+    /// With a reader of tool listings: each complete line goes to it, and
+    /// the line still open is kept here (bounded by `limit`).
+    tap: Option<(TaskOnly, Vec<u8>)>,
 }
 
 impl<R> BoundedLines<R> {
@@ -34,7 +38,13 @@ impl<R> BoundedLines<R> {
     }
 
     fn with_limit(inner: R, limit: usize, overflowed: Arc<AtomicBool>) -> Self {
-        Self { inner, limit, since_newline: 0, overflowed }
+        Self { inner, limit, since_newline: 0, overflowed, tap: None }
+    }
+
+    /// Hands each complete line to `tasks` as well.
+    pub(crate) fn with_task_reader(mut self, tasks: TaskOnly) -> Self {
+        self.tap = Some((tasks, Vec::new()));
+        self
     }
 }
 
@@ -64,6 +74,16 @@ impl<R: AsyncRead + Unpin> AsyncRead for BoundedLines<R> {
                     this.overflowed.store(true, Ordering::SeqCst);
                     buf.set_filled(before);
                     return Poll::Ready(Err(overflow(this.limit)));
+                }
+                if let Some((tasks, line)) = &mut this.tap {
+                    let mut pieces = read.split(|b| *b == b'\n').peekable();
+                    while let Some(piece) = pieces.next() {
+                        line.extend_from_slice(piece);
+                        if pieces.peek().is_some() {
+                            tasks.read_line(line);
+                            line.clear();
+                        }
+                    }
                 }
                 Poll::Ready(Ok(()))
             }

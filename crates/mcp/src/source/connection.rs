@@ -8,6 +8,7 @@ use super::bounded::BoundedLines;
 use super::config::{McpServerConfig, START_TIMEOUT};
 use super::http_client;
 use super::progress::ProgressRoutes;
+use super::task_support::TaskOnly;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProtocolVersion};
 use rmcp::service::{ClientInitializeError, NotificationContext, Peer, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -101,6 +102,9 @@ pub(crate) struct Connection {
     overflowed: Arc<AtomicBool>,
     /// The process of a `command` server, killed when the session is dropped.
     _child: Option<tokio::process::Child>,
+    /// The tools a stdio server's listings said run only as tasks (which
+    /// rmcp's typed listing drops); always empty over HTTP.
+    task_only: TaskOnly,
 }
 
 impl Connection {
@@ -114,6 +118,7 @@ impl Connection {
         let listener = Listener { changed, progress };
         let server = || config.name.clone();
         let overflowed = Arc::new(AtomicBool::new(false));
+        let task_only = TaskOnly::default();
         let handshake_failed = |reason: String| StartError::Handshake { server: server(), reason };
         let (serving, child) = match (&config.command, &config.url) {
             (Some(command), _) => {
@@ -137,7 +142,7 @@ impl Connection {
                 };
                 // Spawned here rather than by rmcp's `TokioChildProcess` so that
                 // its output can be read through the bound (bounded.rs).
-                let stdout = BoundedLines::new(stdout, overflowed.clone());
+                let stdout = BoundedLines::new(stdout, overflowed.clone()).with_task_reader(task_only.clone());
                 let serving = tokio::time::timeout(START_TIMEOUT, listener.serve((stdout, stdin))).await;
                 (serving.map(|r| r.map_err(|e| e.to_string())), Some(child))
             }
@@ -156,7 +161,12 @@ impl Connection {
         let service = serving
             .map_err(|_| handshake_failed(format!("no answer to initialize within {} s", START_TIMEOUT.as_secs())))?
             .map_err(handshake_failed)?;
-        Ok(Self { service, overflowed, _child: child })
+        Ok(Self { service, overflowed, _child: child, task_only })
+    }
+
+    /// The tools the server's listings said run only as tasks.
+    pub(crate) fn task_only(&self) -> &TaskOnly {
+        &self.task_only
     }
 
     /// The handle requests are sent through.

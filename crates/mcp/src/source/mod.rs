@@ -14,6 +14,7 @@ mod content;
 mod http_client;
 mod progress;
 mod supervisor;
+mod task_support;
 
 pub use adapter::Refused;
 pub use config::{

@@ -191,6 +191,17 @@ impl Supervisor {
                 break;
             }
         }
+        // rmcp's typed listing dropped `execution`; the raw lines kept it
+        // (task_support.rs): put it back so that the adapter refuses the tool.
+        let task_only = self.state.lock().await.conn.as_ref().map(|c| c.task_only().clone());
+        if let Some(task_only) = task_only {
+            for tool in &mut tools {
+                let named = tool.get("name").and_then(Value::as_str).is_some_and(|n| task_only.contains(n));
+                if let (true, Some(object)) = (named, tool.as_object_mut()) {
+                    object.insert("execution".into(), serde_json::json!({"taskSupport": "required"}));
+                }
+            }
+        }
         self.succeeded().await;
         Ok(tools)
     }
