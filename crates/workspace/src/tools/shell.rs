@@ -125,14 +125,15 @@ pub(crate) fn shell(session: &Arc<Session>) -> Tool {
                         format!("command timed out\n[timeout after {:.1}s]", after.as_secs_f64())
                     }
                     Finished::Exited { code, stdout, stderr } => {
+                        let (stdout, stderr) = (stdout.trim_end_matches('\n'), stderr.trim_end_matches('\n'));
                         let mut out = format!("exit code: {code}\n");
                         if stdout.is_empty() && stderr.is_empty() {
                             out.push_str("(no output)");
                         } else {
-                            out.push_str(&stdout);
+                            out.push_str(stdout);
                             if !stderr.is_empty() {
                                 out.push_str("\n--- stderr ---\n");
-                                out.push_str(&stderr);
+                                out.push_str(stderr);
                             }
                         }
                         out
@@ -142,6 +143,7 @@ pub(crate) fn shell(session: &Arc<Session>) -> Tool {
         })
         .expect("shell's schema is valid")
         .with_parallel(false)
+        .with_retries(0)
         .with_approval(approval(session))
 }
 
@@ -194,4 +196,5 @@ pub(crate) fn kill_process(session: &Arc<Session>) -> Tool {
         })
         .expect("kill_process' schema is valid")
         .with_parallel(false)
+        .with_retries(0)
 }
