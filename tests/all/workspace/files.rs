@@ -246,3 +246,23 @@ async fn a_closed_session_refuses_every_call() {
     assert_eq!(out(&exec, "write_file", json!({"path": "a.txt", "content": "b"})).await, closed);
     assert_eq!(fs::read_to_string(d.root.join("a.txt")).expect("read"), "a");
 }
+
+#[tokio::test]
+async fn a_write_keeps_a_files_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = dirs();
+    let script = d.root.join("run.sh");
+    fs::write(&script, "echo a\n").expect("write");
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o750)).expect("chmod");
+    let exec = executor(&builder(&d.root, Mode::Coding).build().expect("workspace"));
+    assert_eq!(
+        out(&exec, "edit_file", json!({"path": "run.sh", "old": "a", "new": "b"})).await,
+        "edited run.sh (1 replacement)"
+    );
+    assert_eq!(fs::metadata(&script).expect("meta").permissions().mode() & 0o777, 0o750);
+    assert_eq!(
+        out(&exec, "write_file", json!({"path": "run.sh", "content": "echo c\n"})).await,
+        "updated run.sh (7 bytes)"
+    );
+    assert_eq!(fs::metadata(&script).expect("meta").permissions().mode() & 0o777, 0o750);
+}

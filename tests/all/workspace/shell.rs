@@ -117,6 +117,25 @@ async fn a_timeout_kills_the_whole_group() {
 }
 
 #[tokio::test]
+async fn a_cancelled_call_kills_the_group_and_stdin_is_closed() {
+    let d = dirs();
+    let exec = executor(&builder(&d.root, Mode::Trusted).build().expect("workspace"));
+    assert_eq!(
+        out(&exec, "shell", json!({"command": "cat"})).await,
+        "exit code: 0\n(no output)",
+        "cat reads an empty stdin"
+    );
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(500),
+        out(&exec, "shell", json!({"command": "echo $$ > sh.pid; sleep 30"})),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the call was still running");
+    let pid: u32 = std::fs::read_to_string(d.root.join("sh.pid")).expect("pid file").trim().parse().expect("pid");
+    assert!(gone(pid).await, "dropping the call killed {pid}");
+}
+
+#[tokio::test]
 async fn the_environment_is_an_allowlist() {
     let d = dirs();
     assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some(), "cargo sets it for the test process");

@@ -106,7 +106,7 @@ pub(crate) fn shell(session: &Arc<Session>) -> Tool {
                             Some("Stop one with kill_process, or read the final output of one that exited, then start this one again."),
                         )
                     })?;
-                    let child = run::spawn_background(cmd, s.shell_sandbox)
+                    let child = run::spawn_background(cmd, &s)
                         .map_err(|e| text::failure(e.to_string(), None))?;
                     let bg = s.processes.register(child, &command, s.limits.shell_output_chars);
                     let id = &bg.id;
@@ -117,7 +117,7 @@ pub(crate) fn shell(session: &Arc<Session>) -> Tool {
                 }
                 let asked = args.get("timeout").and_then(Value::as_f64).map(|t| Duration::from_secs_f64(t.clamp(1.0, 1e9)));
                 let timeout = asked.unwrap_or(s.limits.shell_timeout).min(s.limits.max_shell_timeout);
-                let finished = run::run(cmd, s.shell_sandbox, timeout, s.limits.shell_output_chars)
+                let finished = run::run(cmd, &s, timeout)
                     .await
                     .map_err(|e| text::failure(e.to_string(), None))?;
                 ok(match finished {
