@@ -4,6 +4,7 @@
 
 mod escapes;
 mod files;
+mod mcp;
 mod policy;
 mod shell;
 
