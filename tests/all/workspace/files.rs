@@ -266,3 +266,16 @@ async fn a_write_keeps_a_files_permissions() {
     );
     assert_eq!(fs::metadata(&script).expect("meta").permissions().mode() & 0o777, 0o750);
 }
+
+#[tokio::test]
+async fn read_file_reads_a_prefix_of_a_large_file_and_says_so() {
+    let d = dirs();
+    fs::write(d.root.join("log.txt"), "line one\nline two\nline three\n").expect("write");
+    let mut limits = lovia_workspace::Limits::default();
+    limits.read_bytes = 12;
+    let exec = executor(&builder(&d.root, Mode::Coding).limits(limits).build().expect("workspace"));
+    assert_eq!(
+        out(&exec, "read_file", json!({"path": "log.txt"})).await,
+        "log.txt (lines 1-2 of 2)\nline one\nlin\n[... file cut: only its first 12 of 29 bytes were read.]"
+    );
+}
