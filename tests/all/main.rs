@@ -18,3 +18,4 @@ mod sandbox;
 mod schemas;
 mod serve;
 mod threat;
+mod workspace;

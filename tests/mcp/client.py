@@ -11,6 +11,7 @@ Usage:
   client.py MODE loose SERVER             # tools/call with arguments that are not an object
   client.py MODE progress SERVER          # 1,000 progress messages in a tight loop
   client.py MODE watch FILE NEW SERVER    # FILE (watched) replaced by NEW, then by garbage
+  client.py MODE workspace SERVER         # a coding session with the workspace tools (lovia mcp --workspace)
   client.py MODE watch_call FILE NEW TOOL ARGS SERVER
                                           # TOOL called, FILE replaced by NEW, TOOL called again
 
@@ -396,8 +397,41 @@ async def watched_call(mode, server, target, replacement, tool, arguments):
     return out
 
 
+async def workspace_session(mode, server):
+    """A scripted coding session over `lovia mcp --workspace`: write, list,
+    grep, read, edit, a test command (asked, accepted), a background process
+    polled then killed, a denied write; then a command declined on its own client."""
+    out = {}
+    asked = []
+    async with Client(server, mode=mode, elicitation_callback=answering("accept", 0.0, asked)) as client:
+        out["protocol"] = client.protocol_version
+        out["tools"] = [t.name for t in (await client.list_tools()).tools]
+        for name, tool, args in [
+            ("write", "write_file", {"path": "src/app.py", "content": "def main():\n    return 1\n"}),
+            ("list", "list_files", {"pattern": "*.py"}),
+            ("grep", "grep_files", {"pattern": "return"}),
+            ("read", "read_file", {"path": "src/app.py", "start": 2}),
+            ("edit", "edit_file", {"path": "src/app.py", "old": "return 1", "new": "return 2"}),
+            ("test", "shell", {"command": "grep -c 'return 2' src/app.py"}),
+            ("background", "shell", {"command": "echo serving; sleep 30", "background": True}),
+            ("denied_write", "write_file", {"path": "../outside.txt", "content": "x"}),
+        ]:
+            out[name] = block(await client.call_tool(tool, args))
+        process = out["background"]["text"][0].split()[3]
+        await anyio.sleep(0.5)
+        out["poll"] = block(await client.call_tool("read_process_output", {"process_id": process}))
+        out["kill"] = block(await client.call_tool("kill_process", {"process_id": process}))
+    out["asked"] = asked
+    async with Client(server, mode=mode, elicitation_callback=answering("decline")) as client:
+        out["declined"] = block(await client.call_tool("shell", {"command": "touch declined.txt"}))
+    return out
+
+
 async def main():
     mode, transport = sys.argv[1], sys.argv[2]
+    if transport == "workspace":
+        print(json.dumps(await workspace_session(mode, server_of(sys.argv[3:]))))
+        return
     if transport == "neighbour":
         print(json.dumps(await neighbours(mode, sys.argv[3])))
         return

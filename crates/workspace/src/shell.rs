@@ -2,6 +2,7 @@
 //! environment with an allowlist, the confinement hook, and a foreground run
 //! bounded by a timeout that kills the whole group.
 
+use crate::Session;
 use crate::config::ShellSandbox;
 use crate::output::HeadTail;
 use std::path::Path;
@@ -40,11 +41,12 @@ pub(crate) fn unavailable(sandbox: ShellSandbox) -> Option<String> {
 }
 
 /// Applies the kernel confinement to `cmd`, or refuses when it is required
-/// and unavailable. The one place a command's confinement is decided.
+/// and unavailable. The one place a command's confinement is decided; the
+/// session gives the root (read-write), the limits and the sandbox setting.
 // wired to lovia_confine::Confinement::apply by the lead
-pub(crate) fn confine(cmd: &mut Command, sandbox: ShellSandbox) -> Result<(), ShellError> {
+pub(crate) fn confine(cmd: &mut Command, ws: &Session) -> Result<(), ShellError> {
     let _ = cmd;
-    match unavailable(sandbox) {
+    match unavailable(ws.shell_sandbox) {
         Some(reason) => Err(ShellError::Unconfined(reason)),
         None => Ok(()),
     }
@@ -107,15 +109,12 @@ pub(crate) enum Finished {
     TimedOut { after: Duration },
 }
 
-/// Runs `cmd` to the end or to `timeout`, keeping `limit_chars` of each
-/// stream. Whatever the command left running in its group is killed after.
-pub(crate) async fn run(
-    mut cmd: Command,
-    sandbox: ShellSandbox,
-    timeout: Duration,
-    limit_chars: usize,
-) -> Result<Finished, ShellError> {
-    confine(&mut cmd, sandbox)?;
+/// Runs `cmd` to the end or to `timeout`, keeping the session's
+/// `shell_output_chars` of each stream. Whatever the command left running
+/// in its group is killed after.
+pub(crate) async fn run(mut cmd: Command, ws: &Session, timeout: Duration) -> Result<Finished, ShellError> {
+    confine(&mut cmd, ws)?;
+    let limit_chars = ws.limits.shell_output_chars;
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn()?;
     let guard = GroupGuard(child.id());
@@ -155,8 +154,8 @@ async fn drain(stream: Option<impl tokio::io::AsyncRead + Unpin>, limit_chars: u
 }
 
 /// Starts `cmd` in the background with stdout and stderr piped.
-pub(crate) fn spawn_background(mut cmd: Command, sandbox: ShellSandbox) -> Result<Child, ShellError> {
-    confine(&mut cmd, sandbox)?;
+pub(crate) fn spawn_background(mut cmd: Command, ws: &Session) -> Result<Child, ShellError> {
+    confine(&mut cmd, ws)?;
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     Ok(cmd.spawn()?)
 }

@@ -17,6 +17,7 @@ Examples:
   lovia mcp orders.wasm docs.wasm                      # stdio, what desktop clients launch
   lovia mcp orders.wasm --http 127.0.0.1:8765          # streamable HTTP at http://127.0.0.1:8765/mcp
   lovia mcp orders.wasm --watch                        # reload orders.wasm when it or orders.toml changes
+  lovia mcp --workspace ~/project --mode coding        # file and shell tools over ~/project
 
 Results: a text result is a text block; a JSON result is structuredContent plus
 the same JSON as text; a tool error or invalid arguments is isError with the
@@ -30,8 +31,23 @@ pub(crate) struct Args {
     /// The plugins (.wasm components) whose tools are served, in this order.
     /// Each one's grants and limits come from the .toml beside it, as for
     /// `lovia call` [default: nothing granted, the host's limits].
-    #[arg(value_name = "PLUGIN.wasm", required = true)]
+    #[arg(value_name = "PLUGIN.wasm", required_unless_present = "workspace")]
     plugins: Vec<PathBuf>,
+    /// Also serve the workspace tools (read_file, list_files, grep_files,
+    /// write_file, edit_file, shell, ...) over DIR, after the plugins' tools
+    /// (docs/workspace.md). Not with --watch.
+    #[arg(long, value_name = "DIR", conflicts_with = "watch")]
+    workspace: Option<PathBuf>,
+    /// The workspace's mode: readonly (reads inside DIR), coding (writes
+    /// inside DIR; reads outside and commands ask), trusted (reads outside
+    /// and commands allowed; writes outside ask).
+    #[arg(long, value_name = "MODE", value_parser = ["readonly", "coding", "trusted"], default_value = "coding")]
+    mode: String,
+    /// Whether the workspace shell must run under kernel confinement:
+    /// `required` leaves the shell tools out where it cannot (this build:
+    /// always), `off` runs commands unconfined (the policy still applies).
+    #[arg(long, value_name = "SANDBOX", value_parser = ["required", "off"], default_value = "required")]
+    shell_sandbox: String,
     /// A plugin config (TOML: grants, limits) used for every plugin listed,
     /// instead of the one beside each.
     #[arg(long, value_name = "FILE")]
@@ -115,6 +131,20 @@ fn toolset(served: &[&Served]) -> Result<(Toolset, HashMap<String, String>), Cli
     Ok((tools, names))
 }
 
+/// The workspace `--workspace DIR --mode MODE --shell-sandbox S` describe.
+fn workspace(dir: &Path, mode: &str, sandbox: &str) -> Result<lovia_workspace::Workspace, CliError> {
+    let mode = lovia_workspace::Mode::parse(mode).unwrap_or_default();
+    let sandbox = match sandbox {
+        "off" => lovia_workspace::ShellSandbox::Off,
+        _ => lovia_workspace::ShellSandbox::Required,
+    };
+    lovia_workspace::Workspace::builder(dir)
+        .mode(mode)
+        .shell_sandbox(sandbox)
+        .build()
+        .map_err(|e| CliError::new(format!("--workspace: {e}")))
+}
+
 async fn load(host: &Host, path: &Path, shared: Option<(&Path, &PluginConfig)>) -> Result<Served, CliError> {
     let (config, config_file) = match shared {
         Some((file, c)) => (c.clone(), ConfigFile::Shared(file.to_owned())),
@@ -136,7 +166,16 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     for path in &args.plugins {
         served.push(load(&host, path, shared.as_ref().map(|(p, c)| (*p, c))).await?);
     }
-    let (tools, plugin_names) = toolset(&served.iter().collect::<Vec<_>>())?;
+    let (mut tools, plugin_names) = toolset(&served.iter().collect::<Vec<_>>())?;
+    if let Some(dir) = &args.workspace {
+        let workspace = workspace(dir, &args.mode, &args.shell_sandbox)?;
+        if let Some(reason) = workspace.unavailable_reason() {
+            eprintln!("lovia mcp: the workspace's shell tools are not served: {reason}");
+        }
+        tools
+            .add(ToolSource::Workspace, workspace.tools())
+            .map_err(|e| CliError::new(format!("--workspace: {}", e.to_string().replace("\n  hint: ", " — "))))?;
+    }
     let mut options = McpOptions::default();
     options.approval_timeout = std::time::Duration::from_secs(args.approval_timeout_secs);
     options.plugin_names = plugin_names;

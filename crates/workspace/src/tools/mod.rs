@@ -42,6 +42,10 @@ impl AskedCalls {
     }
 }
 
+/// The longest path a tool takes, in bytes: Linux's `PATH_MAX`. A longer
+/// one could only be reached component by component, never by a command.
+const PATH_MAX: usize = 4096;
+
 /// A path the policy judged.
 pub(crate) struct Target {
     pub(crate) abs: PathBuf,
@@ -59,6 +63,16 @@ impl Session {
 
     /// Resolves `input` from the root.
     fn resolve(&self, input: &str) -> Result<PathBuf, Failure> {
+        if input.len() > PATH_MAX {
+            return Err(text::failure(
+                format!(
+                    "Path is too long: {} bytes (limit {} bytes).",
+                    text::thousands(input.len() as u64),
+                    text::thousands(PATH_MAX as u64)
+                ),
+                None,
+            ));
+        }
         self.paths
             .resolve(input, self.paths.root())
             .map_err(|e| text::failure(format!("Cannot resolve path '{input}': {e}"), None))

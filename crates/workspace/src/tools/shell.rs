@@ -106,7 +106,7 @@ pub(crate) fn shell(session: &Arc<Session>) -> Tool {
                             Some("Stop one with kill_process, or read the final output of one that exited, then start this one again."),
                         )
                     })?;
-                    let child = run::spawn_background(cmd, s.shell_sandbox)
+                    let child = run::spawn_background(cmd, &s)
                         .map_err(|e| text::failure(e.to_string(), None))?;
                     let bg = s.processes.register(child, &command, s.limits.shell_output_chars);
                     let id = &bg.id;
@@ -117,7 +117,7 @@ pub(crate) fn shell(session: &Arc<Session>) -> Tool {
                 }
                 let asked = args.get("timeout").and_then(Value::as_f64).map(|t| Duration::from_secs_f64(t.clamp(1.0, 1e9)));
                 let timeout = asked.unwrap_or(s.limits.shell_timeout).min(s.limits.max_shell_timeout);
-                let finished = run::run(cmd, s.shell_sandbox, timeout, s.limits.shell_output_chars)
+                let finished = run::run(cmd, &s, timeout)
                     .await
                     .map_err(|e| text::failure(e.to_string(), None))?;
                 ok(match finished {
@@ -125,14 +125,15 @@ pub(crate) fn shell(session: &Arc<Session>) -> Tool {
                         format!("command timed out\n[timeout after {:.1}s]", after.as_secs_f64())
                     }
                     Finished::Exited { code, stdout, stderr } => {
+                        let (stdout, stderr) = (stdout.trim_end_matches('\n'), stderr.trim_end_matches('\n'));
                         let mut out = format!("exit code: {code}\n");
                         if stdout.is_empty() && stderr.is_empty() {
                             out.push_str("(no output)");
                         } else {
-                            out.push_str(&stdout);
+                            out.push_str(stdout);
                             if !stderr.is_empty() {
                                 out.push_str("\n--- stderr ---\n");
-                                out.push_str(&stderr);
+                                out.push_str(stderr);
                             }
                         }
                         out
@@ -142,6 +143,7 @@ pub(crate) fn shell(session: &Arc<Session>) -> Tool {
         })
         .expect("shell's schema is valid")
         .with_parallel(false)
+        .with_retries(0)
         .with_approval(approval(session))
 }
 
@@ -194,4 +196,5 @@ pub(crate) fn kill_process(session: &Arc<Session>) -> Tool {
         })
         .expect("kill_process' schema is valid")
         .with_parallel(false)
+        .with_retries(0)
 }

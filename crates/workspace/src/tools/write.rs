@@ -67,6 +67,7 @@ pub(crate) fn write_file(session: &Arc<Session>) -> Tool {
         })
         .expect("write_file's schema is valid")
         .with_parallel(false)
+        .with_retries(0)
         .with_approval(path_approval(session, &[Op::Write], "."))
 }
 
@@ -130,5 +131,6 @@ pub(crate) fn edit_file(session: &Arc<Session>) -> Tool {
         })
         .expect("edit_file's schema is valid")
         .with_parallel(false)
+        .with_retries(0)
         .with_approval(path_approval(session, &[Op::Write, Op::Read], "."))
 }
