@@ -51,6 +51,9 @@ pub(crate) struct Background {
     pub(crate) pid: u32,
     seq: u64,
     state: Mutex<State>,
+    /// The kernel confinement, kept while the process lives (its pids
+    /// cgroup and private temporary directory); `None` when unconfined.
+    confined: Option<crate::shell::Confined>,
 }
 
 impl Background {
@@ -91,6 +94,9 @@ impl Background {
         let mut state = self.lock();
         if state.status == Status::Running {
             kill_group(self.pid);
+            if let Some(confined) = &self.confined {
+                confined.kill_all();
+            }
             state.status = Status::Killed;
         }
     }
@@ -127,7 +133,13 @@ impl Processes {
     }
 
     /// Registers a started child and its output readers; returns its id.
-    pub(crate) fn register(&self, mut child: Child, command: &str, limit_chars: usize) -> Arc<Background> {
+    pub(crate) fn register(
+        &self,
+        mut child: Child,
+        confined: Option<crate::shell::Confined>,
+        command: &str,
+        limit_chars: usize,
+    ) -> Arc<Background> {
         let pid = child.id().unwrap_or(0);
         let id = loop {
             let mut bytes = [0u8; 3];
@@ -157,6 +169,7 @@ impl Processes {
                 final_read: false,
                 open_streams: streams.iter().flatten().count() as u8,
             }),
+            confined,
         });
         for stream in streams.into_iter().flatten() {
             let bg = background.clone();
@@ -187,8 +200,12 @@ impl Processes {
                 state.status = Status::Exited(code);
             }
             drop(state);
-            // What the shell left behind in its group ends with it.
+            // What the shell left behind in its group ends with it (and,
+            // confined, whatever left the group: its cgroup knows).
             kill_group(bg.pid);
+            if let Some(confined) = &bg.confined {
+                confined.kill_all();
+            }
         });
         let mut all = self.lock();
         all.insert(id, background.clone());

@@ -28,27 +28,67 @@ pub enum ShellError {
 }
 
 /// Why the shell is not offered under [`ShellSandbox::Required`], or `None`
-/// when it may run.
+/// when it may run: the kernel must enforce the whole confinement
+/// (`lovia_confine::Confinement::check_supported`).
 pub(crate) fn unavailable(sandbox: ShellSandbox) -> Option<String> {
     match sandbox {
         ShellSandbox::Off => None,
-        ShellSandbox::Required => Some(
-            "the shell tools need kernel confinement (shell_sandbox = \"required\"), and this build has none; \
-             set ShellSandbox::Off (shell_sandbox = \"off\") to run commands unconfined"
-                .to_owned(),
-        ),
+        ShellSandbox::Required => lovia_confine::Confinement::check_supported().err().map(|e| {
+            format!(
+                "the shell tools need kernel confinement (shell_sandbox = \"required\"), which this machine \
+                 cannot give: {e}; set ShellSandbox::Off (shell_sandbox = \"off\") to run commands unconfined"
+            )
+        }),
+    }
+}
+
+/// What keeps a confined command's confinement in place while it runs: its
+/// pids cgroup and its private temporary directory, both removed when this
+/// is dropped (after the command and its group are gone).
+#[derive(Debug)]
+pub(crate) struct Confined {
+    prepared: lovia_confine::Prepared,
+    _tmp: tempfile::TempDir,
+}
+
+impl Confined {
+    /// Kills every process of the command, also one that left its group.
+    pub(crate) fn kill_all(&self) {
+        let _ = self.prepared.kill_all();
     }
 }
 
 /// Applies the kernel confinement to `cmd`, or refuses when it is required
-/// and unavailable. The one place a command's confinement is decided; the
-/// session gives the root (read-write), the limits and the sandbox setting.
-// wired to lovia_confine::Confinement::apply by the lead
-pub(crate) fn confine(cmd: &mut Command, ws: &Session) -> Result<(), ShellError> {
-    let _ = cmd;
-    match unavailable(ws.shell_sandbox) {
-        Some(reason) => Err(ShellError::Unconfined(reason)),
-        None => Ok(()),
+/// and unavailable. The one place a command's confinement is decided:
+/// under [`ShellSandbox::Required`] the command may write only the root and
+/// a private temporary directory of its own, read the system's directories
+/// and the root, open no network socket, and stays within
+/// `lovia_confine::Limits`' defaults, in a session of its own. Under
+/// [`ShellSandbox::Off`] it runs as the host's own process, in a process
+/// group of its own.
+pub(crate) fn confine(cmd: &mut Command, ws: &Session) -> Result<Option<Confined>, ShellError> {
+    match ws.shell_sandbox {
+        ShellSandbox::Off => {
+            // Its own group, so a timeout, a cancel or the session's end
+            // kills everything it started. (A confined command gets a
+            // session of its own from lovia-confine instead: setsid fails
+            // for a process that already leads a group.)
+            cmd.process_group(0);
+            Ok(None)
+        }
+        ShellSandbox::Required => {
+            if let Some(reason) = unavailable(ws.shell_sandbox) {
+                return Err(ShellError::Unconfined(reason));
+            }
+            let tmp = tempfile::Builder::new().prefix("lovia-shell-").tempdir()?;
+            let prepared = lovia_confine::Confinement::new()
+                .read_write(ws.paths.root())
+                .private_tmp(tmp.path())
+                .network(false)
+                .apply(cmd)
+                .map_err(|e| ShellError::Unconfined(format!("the command cannot be confined: {e}")))?;
+            Ok(Some(Confined { prepared, _tmp: tmp }))
+        }
     }
 }
 
@@ -75,9 +115,6 @@ pub(crate) fn command(line: &str, cwd: &Path, root: &Path) -> Command {
         }
         cmd.env("PATH", joined).env("VIRTUAL_ENV", venv);
     }
-    // Its own group, so a timeout, a cancel or the session's end kills
-    // everything it started.
-    cmd.process_group(0);
     cmd
 }
 
@@ -113,7 +150,7 @@ pub(crate) enum Finished {
 /// `shell_output_chars` of each stream. Whatever the command left running
 /// in its group is killed after.
 pub(crate) async fn run(mut cmd: Command, ws: &Session, timeout: Duration) -> Result<Finished, ShellError> {
-    confine(&mut cmd, ws)?;
+    let confined = confine(&mut cmd, ws)?;
     let limit_chars = ws.limits.shell_output_chars;
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn()?;
@@ -135,7 +172,11 @@ pub(crate) async fn run(mut cmd: Command, ws: &Session, timeout: Duration) -> Re
         Err(_) => Finished::TimedOut { after: timeout },
     };
     drop(guard);
+    if let Some(confined) = &confined {
+        confined.kill_all();
+    }
     let _ = child.wait().await;
+    drop(confined);
     Ok(finished)
 }
 
@@ -153,9 +194,10 @@ async fn drain(stream: Option<impl tokio::io::AsyncRead + Unpin>, limit_chars: u
     capture.finish()
 }
 
-/// Starts `cmd` in the background with stdout and stderr piped.
-pub(crate) fn spawn_background(mut cmd: Command, ws: &Session) -> Result<Child, ShellError> {
-    confine(&mut cmd, ws)?;
+/// Starts `cmd` in the background with stdout and stderr piped; the
+/// confinement must be kept as long as the process.
+pub(crate) fn spawn_background(mut cmd: Command, ws: &Session) -> Result<(Child, Option<Confined>), ShellError> {
+    let confined = confine(&mut cmd, ws)?;
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    Ok(cmd.spawn()?)
+    Ok((cmd.spawn()?, confined))
 }

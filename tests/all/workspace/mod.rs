@@ -2,6 +2,7 @@
 //! executor: renderings and errors, the policy's asks and denials, escape
 //! attempts against the directory capability, and the shell.
 
+mod confined;
 mod escapes;
 mod files;
 mod mcp;
@@ -30,8 +31,8 @@ pub(crate) fn dirs() -> Dirs {
     Dirs { _tmp: tmp, root, outside }
 }
 
-/// A builder over `root` in `mode`, with the shell unconfined (this
-/// branch has no kernel confinement; `ShellSandbox::Required` is tested apart).
+/// A builder over `root` in `mode`, with the shell unconfined: these tests
+/// are about the policy and the tools; confined.rs tests the confinement.
 pub(crate) fn builder(root: &Path, mode: Mode) -> WorkspaceBuilder {
     Workspace::builder(root).mode(mode).shell_sandbox(ShellSandbox::Off)
 }

@@ -161,6 +161,9 @@ fn the_prompt_fragment_states_the_policy() {
              Shell commands need the user's approval unless a rule allows them; background processes end with the session."
         )
     );
-    let required = Workspace::builder(&d.root).build().expect("workspace");
-    assert!(required.prompt_fragment().ends_with("There is no shell in this workspace."));
+    let readonly = Workspace::builder(&d.root).mode(Mode::Readonly).build().expect("workspace");
+    assert!(readonly.prompt_fragment().ends_with("There is no shell in this workspace."));
+    // Confined by default, the shell is there as in the unconfined case.
+    let confined = Workspace::builder(&d.root).denied_path(".env").build().expect("workspace");
+    assert_eq!(confined.prompt_fragment(), workspace.prompt_fragment());
 }

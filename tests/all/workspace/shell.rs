@@ -4,7 +4,7 @@
 //! background processes.
 
 use super::{asked, builder, call_deciding, call_one, dirs, executor, is_error, out};
-use lovia_workspace::{CommandRule, Decision, Limits, Mode, Workspace};
+use lovia_workspace::{CommandRule, Decision, Limits, Mode};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,7 @@ fn alive(pid: u32) -> bool {
 }
 
 /// Waits up to two seconds for `pid` to be gone.
-async fn gone(pid: u32) -> bool {
+pub(super) async fn gone(pid: u32) -> bool {
     for _ in 0..40 {
         if !alive(pid) {
             return true;
@@ -28,7 +28,7 @@ async fn gone(pid: u32) -> bool {
 }
 
 /// The id and pid in a background start message.
-fn started(text: &str) -> (String, u32) {
+pub(super) fn started(text: &str) -> (String, u32) {
     let id = text.strip_prefix("started background process ").and_then(|r| r.split_once(' ')).expect("an id").0;
     let pid = text.split_once("(pid ").and_then(|(_, r)| r.split_once(')')).expect("a pid").0;
     assert_eq!(
@@ -261,16 +261,4 @@ async fn dropping_the_last_handle_kills_background_processes() {
     drop(exec);
     drop(workspace);
     assert!(gone(pid).await, "the session's end killed it");
-}
-
-#[test]
-fn a_required_sandbox_without_confinement_offers_no_shell() {
-    let d = dirs();
-    let workspace = Workspace::builder(&d.root).build().expect("workspace");
-    let names: Vec<String> = workspace.tools().iter().map(|t| t.name().to_owned()).collect();
-    assert!(!names.iter().any(|n| ["shell", "read_process_output", "kill_process"].contains(&n.as_str())), "{names:?}");
-    let reason = workspace.unavailable_reason().expect("a reason");
-    assert!(reason.contains("kernel confinement"), "{reason}");
-    let readonly = Workspace::builder(&d.root).mode(Mode::Readonly).build().expect("workspace");
-    assert_eq!(readonly.unavailable_reason(), None, "no shell is asked for, so none is missing");
 }

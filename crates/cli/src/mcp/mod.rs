@@ -44,8 +44,9 @@ pub(crate) struct Args {
     #[arg(long, value_name = "MODE", value_parser = ["readonly", "coding", "trusted"], default_value = "coding")]
     mode: String,
     /// Whether the workspace shell must run under kernel confinement:
-    /// `required` leaves the shell tools out where it cannot (this build:
-    /// always), `off` runs commands unconfined (the policy still applies).
+    /// `required` confines every command (Landlock, seccomp, rlimits, a pids
+    /// cgroup; docs/confinement.md) and leaves the shell tools out where the
+    /// kernel cannot; `off` runs commands unconfined (the policy still applies).
     #[arg(long, value_name = "SANDBOX", value_parser = ["required", "off"], default_value = "required")]
     shell_sandbox: String,
     /// A plugin config (TOML: grants, limits) used for every plugin listed,

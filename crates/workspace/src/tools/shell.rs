@@ -106,9 +106,9 @@ pub(crate) fn shell(session: &Arc<Session>) -> Tool {
                             Some("Stop one with kill_process, or read the final output of one that exited, then start this one again."),
                         )
                     })?;
-                    let child = run::spawn_background(cmd, &s)
+                    let (child, confined) = run::spawn_background(cmd, &s)
                         .map_err(|e| text::failure(e.to_string(), None))?;
-                    let bg = s.processes.register(child, &command, s.limits.shell_output_chars);
+                    let bg = s.processes.register(child, confined, &command, s.limits.shell_output_chars);
                     let id = &bg.id;
                     return ok(format!(
                         "started background process {id} (pid {}). Poll read_process_output('{id}') for its output; kill_process('{id}') stops it.",

@@ -1,0 +1,153 @@
+//! The shell under kernel confinement (`ShellSandbox::Required`, the
+//! default; docs/workspace.md, "The shell"): a command the policy allows
+//! (each ask approved) still cannot write or read outside the root, reach
+//! the network, outlive `kill_process`, or fork without bound. The tests
+//! run as root, so nothing here holds by file permissions: each refusal is
+//! the kernel's, and the same command run unconfined shows it would work.
+
+use super::shell::{gone, started};
+use super::{dirs, executor, out};
+use lovia_workspace::{Mode, ShellSandbox, Workspace};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// A trusted workspace (the shell allowed, writes outside asked and
+/// approved by these tests' consumer) with the shell confined or not.
+fn workspace(root: &std::path::Path, sandbox: ShellSandbox) -> Workspace {
+    Workspace::builder(root).mode(Mode::Trusted).shell_sandbox(sandbox).build().expect("workspace")
+}
+
+#[tokio::test]
+async fn the_shell_is_offered_confined_by_default() {
+    let d = dirs();
+    let workspace = Workspace::builder(&d.root).mode(Mode::Trusted).build().expect("workspace");
+    assert_eq!(workspace.unavailable_reason(), None, "this kernel confines");
+    let names: Vec<String> = workspace.tools().iter().map(|t| t.name().to_owned()).collect();
+    assert!(names.iter().any(|n| n == "shell"), "{names:?}");
+    let exec = executor(&workspace);
+    assert_eq!(
+        out(&exec, "shell", json!({"command": "echo ok > inside.txt && cat inside.txt"})).await,
+        "exit code: 0\nok"
+    );
+    assert_eq!(std::fs::read_to_string(d.root.join("inside.txt")).expect("written"), "ok\n");
+}
+
+#[tokio::test]
+async fn a_confined_command_writes_and_reads_nothing_outside_its_root() {
+    let d = dirs();
+    let secret = d.outside.join("secret.txt");
+    std::fs::write(&secret, "the outside secret").expect("secret");
+    let etc = format!("/etc/lovia-ws-{}", std::process::id());
+    let ssh = format!("/root/.ssh/lovia-ws-{}", std::process::id());
+    let escape = format!(
+        "echo x > {etc}; echo x > {ssh}; echo x > {out}/written.txt; ln -s /etc {root}/etc-link; \
+         echo x > {root}/etc-link/lovia-ws-link; cat {secret}; cat /proc/self/root{secret}",
+        out = d.outside.display(),
+        root = d.root.display(),
+        secret = secret.display(),
+    );
+    // Unconfined, the same line writes outside and reads the secret: the
+    // confined run below is refused by the kernel, not by permissions.
+    let free = executor(&workspace(&d.root, ShellSandbox::Off));
+    let unconfined = out(&free, "shell", json!({"command": escape})).await;
+    assert!(unconfined.contains("the outside secret"), "{unconfined}");
+    assert!(d.outside.join("written.txt").exists());
+    for p in [etc.clone(), ssh.clone()] {
+        let _ = std::fs::remove_file(&p);
+    }
+    let _ = std::fs::remove_file("/etc/lovia-ws-link");
+    std::fs::remove_file(d.outside.join("written.txt")).expect("cleanup");
+    std::fs::remove_file(d.root.join("etc-link")).expect("cleanup");
+
+    let confined = executor(&workspace(&d.root, ShellSandbox::Required));
+    let text = out(&confined, "shell", json!({"command": escape})).await;
+    assert!(!text.contains("the outside secret"), "{text}");
+    assert!(text.starts_with("exit code: 1\n"), "{text}");
+    for p in [etc.as_str(), ssh.as_str(), "/etc/lovia-ws-link"] {
+        assert!(!std::path::Path::new(p).exists(), "{p} was written: {text}");
+    }
+    assert!(!d.outside.join("written.txt").exists(), "{text}");
+    assert_eq!(std::fs::read_to_string(&secret).expect("secret"), "the outside secret");
+}
+
+/// A loopback TCP listener and UDP socket; a confined command can reach
+/// neither, an unconfined one reaches both.
+#[tokio::test]
+async fn a_confined_command_opens_no_network_socket() {
+    let d = dirs();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp");
+    tcp.set_nonblocking(true).expect("nonblocking");
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+    udp.set_nonblocking(true).expect("nonblocking");
+    let line = format!(
+        "python3 -c \"import socket; u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); \
+         u.sendto(b'x', ('127.0.0.1', {udp})); socket.create_connection(('127.0.0.1', {tcp}), 2)\"",
+        tcp = tcp.local_addr().expect("addr").port(),
+        udp = udp.local_addr().expect("addr").port(),
+    );
+    let arrived = |tcp: &std::net::TcpListener, udp: &std::net::UdpSocket| {
+        let mut buf = [0u8; 8];
+        (tcp.accept().is_ok(), udp.recv(&mut buf).is_ok())
+    };
+    let free = executor(&workspace(&d.root, ShellSandbox::Off));
+    let unconfined = out(&free, "shell", json!({"command": line})).await;
+    assert_eq!(arrived(&tcp, &udp), (true, true), "unconfined, both arrive: {unconfined}");
+
+    let confined = executor(&workspace(&d.root, ShellSandbox::Required));
+    let text = out(&confined, "shell", json!({"command": line})).await;
+    assert!(text.contains("PermissionError") || text.contains("Operation not permitted"), "{text}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(arrived(&tcp, &udp), (false, false), "nothing arrives from the confined command: {text}");
+}
+
+#[tokio::test]
+async fn kill_process_ends_a_confined_grandchild_that_ignores_sigterm() {
+    let d = dirs();
+    let exec = executor(&workspace(&d.root, ShellSandbox::Required));
+    let (id, _) = started(
+        &out(&exec, "shell", json!({"command": "trap '' TERM; sleep 300 & echo $!; wait", "background": true})).await,
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let grandchild: u32 = loop {
+        let text = out(&exec, "read_process_output", json!({"process_id": id})).await;
+        if let Some(pid) = text.lines().nth(1).and_then(|l| l.trim().parse().ok()) {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "no pid printed: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let killed = out(&exec, "kill_process", json!({"process_id": id})).await;
+    assert!(killed.starts_with(&format!("process {id}: killed")), "{killed}");
+    assert!(gone(grandchild).await, "the grandchild {grandchild} outlived kill_process");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bomb_ends_at_the_process_limit_and_the_host_keeps_answering() {
+    let d = dirs();
+    let exec = executor(&workspace(&d.root, ShellSandbox::Required));
+    let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counting = ticks.clone();
+    let ticker = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            counting.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let started = Instant::now();
+    let text =
+        out(&exec, "shell", json!({"command": "b() { b | b & }; b; sleep 2; echo survived", "timeout": 8})).await;
+    let took = started.elapsed();
+    ticker.abort();
+    assert!(took < Duration::from_secs(20), "the call took {took:?}: {text}");
+    // The host kept answering: the 50 ms timer ticked through the bomb.
+    let ticked = ticks.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(ticked as f64 >= took.as_secs_f64() * 5.0, "{ticked} ticks in {took:?}");
+    // Nothing of the bomb is left: no process works in this test's root.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let leftover = std::fs::read_dir("/proc")
+        .expect("proc")
+        .flatten()
+        .filter(|entry| std::fs::read_link(entry.path().join("cwd")).is_ok_and(|cwd| cwd == d.root))
+        .count();
+    assert_eq!(leftover, 0, "processes of the bomb are left: {text}");
+}
