@@ -37,6 +37,18 @@ mod error;
 pub mod http;
 mod schema;
 
+/// The tool authors' pages, whose Rust snippets rustdoc compiles as this
+/// crate's doctests. They are guest code, yet they compile for the host too,
+/// as the examples above do, so none needs `ignore`. Each snippet ends in a hidden
+/// `fn main() {}` so that `export!` expands at the crate root, as in a plugin.
+#[cfg(doctest)]
+mod author_docs {
+    #[doc = include_str!("../../docs/tool-authors.md")]
+    mod tool_authors {}
+    #[doc = include_str!("../../docs/contract.md")]
+    mod contract {}
+}
+
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;

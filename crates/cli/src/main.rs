@@ -1,4 +1,5 @@
-//! `lovia`: inspect, pack and call tool plugins from the command line.
+//! `lovia`: build, inspect, pack, call, run, serve (over HTTP and MCP) and
+//! bench tool plugins from the command line.
 
 mod bench;
 mod build;

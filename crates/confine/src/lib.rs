@@ -32,6 +32,12 @@ mod prepared;
 mod ruleset;
 mod seccomp;
 
+/// docs/confinement.md, whose Rust snippet rustdoc compiles as a doctest
+/// of this crate, so that it cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/confinement.md")]
+mod confinement_doc {}
+
 pub use cgroup::ProcessLimit;
 pub use confinement::Confinement;
 pub use error::ConfineError;

@@ -8,6 +8,10 @@
 //! (docs/mcp.md). A call that needs approval asks the client (elicitation
 //! on 2025-11-25, an `input_required` round trip on 2026-07-28) and runs only
 //! on an explicit accept; anything else gets lovia's not-approved result.
+//!
+//! The other way round, [`source`] makes external MCP servers (started as a
+//! command or reached by URL) tool sources: the tools they list join a
+//! toolset as host-native tools, under the executor's semantics.
 
 mod approve;
 mod call;

@@ -60,6 +60,18 @@ mod stored;
 mod takeover;
 mod upload;
 
+/// The embedders' pages, whose Rust snippets rustdoc compiles as this
+/// crate's doctests: its dependencies (the host, the runner, the MCP server,
+/// axum, tokio, tracing, serde_json) cover every snippet, so a snippet that
+/// drifts from the API fails `cargo test --doc -p lovia-serve`.
+#[cfg(doctest)]
+mod embedder_docs {
+    #[doc = include_str!("../../../docs/applications.md")]
+    mod applications {}
+    #[doc = include_str!("../../../docs/mcp.md")]
+    mod mcp {}
+}
+
 pub use auth::hash_key;
 pub use config::{
     AgentConfig, PluginEntry, ProviderChoice, ProviderConfig, ServeConfig, ServeConfigError, TenantConfig,
