@@ -52,7 +52,11 @@ async def call_tool(ctx, params):
         except OSError as e:
             return text(f"refused: {e}")
     if params.name == "spawn":
-        child = subprocess.Popen(["sleep", "300"], preexec_fn=ignore_sigterm)
+        # Not holding lovia's stderr: a survivor would not delay lovia's exit,
+        # and the test's wait for its death fails fast.
+        child = subprocess.Popen(
+            ["sleep", "300"], preexec_fn=ignore_sigterm, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         return text(json.dumps({"pid": child.pid, "cwd": os.getcwd(), "tmpdir": os.environ.get("TMPDIR")}))
     if params.name == "write":
         try:
