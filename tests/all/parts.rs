@@ -12,7 +12,7 @@ fn skip_lists_name_parts_and_reject_unknown_names() {
     assert_eq!(parse_skip(" postgres , browser,"), Ok(vec![Part::Postgres, Part::Browser]));
     assert_eq!(parse_skip("mcp-client,python"), Ok(vec![Part::McpClient, Part::Python]));
     let err = parse_skip("postgres,pg").expect_err("pg is no part");
-    assert_eq!(err, r#"unknown part "pg" in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser"#);
+    assert_eq!(err, r#"unknown part "pg" in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser, mcp-fs"#);
 }
 
 fn text(out: &Output) -> String {
@@ -59,7 +59,9 @@ fn a_test_without_its_part_fails_unless_the_part_is_opted_out() {
     let all = text(&out);
     assert!(!out.status.success(), "{all}");
     assert!(
-        all.contains(r#"unknown part "pg" in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser"#),
+        all.contains(
+            r#"unknown part "pg" in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser, mcp-fs"#
+        ),
         "{all}"
     );
 }
@@ -77,7 +79,7 @@ fn scripts_test_refuses_an_unknown_part_before_doing_anything() {
     assert_eq!(out.status.code(), Some(2), "{all}");
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "scripts/test: unknown part 'bogus' in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser\n"
+        "scripts/test: unknown part 'bogus' in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser, mcp-fs\n"
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "", "it provided nothing and ran nothing");
 }

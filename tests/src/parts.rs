@@ -1,5 +1,6 @@
 //! The parts of the suite that need more than cargo (a PostgreSQL server,
-//! the Python MCP client, componentize-py, a browser) and the one way out of
+//! the Python MCP client, componentize-py, a browser, npm's filesystem MCP
+//! server) and the one way out of
 //! each: `LOVIA_SKIP`, a comma-separated list of part names that
 //! `scripts/test` checks and exports.
 //!
@@ -20,11 +21,15 @@ pub enum Part {
     Python,
     /// Headless Chromium, node and Playwright, for the console's browser test.
     Browser,
+    /// node and npm's `@modelcontextprotocol/server-filesystem`
+    /// (tests/mcp-fs/node_modules), the third-party MCP server the
+    /// confinement of command-started servers is tested with.
+    McpFs,
 }
 
 impl Part {
     /// Every part, in the order `scripts/test` provides them.
-    pub const ALL: [Part; 4] = [Part::Postgres, Part::McpClient, Part::Python, Part::Browser];
+    pub const ALL: [Part; 5] = [Part::Postgres, Part::McpClient, Part::Python, Part::Browser, Part::McpFs];
 
     /// The name `LOVIA_SKIP` uses.
     pub fn name(self) -> &'static str {
@@ -33,6 +38,7 @@ impl Part {
             Part::McpClient => "mcp-client",
             Part::Python => "python",
             Part::Browser => "browser",
+            Part::McpFs => "mcp-fs",
         }
     }
 
@@ -43,6 +49,7 @@ impl Part {
             Part::McpClient => "the Python MCP client (PyPI `mcp` in target/mcp-venv)",
             Part::Python => "componentize-py 0.25.1 (in target/py-venv) and Python 3",
             Part::Browser => "headless Chromium, node and Playwright (tests/console/node_modules)",
+            Part::McpFs => "node and npm's @modelcontextprotocol/server-filesystem (tests/mcp-fs/node_modules)",
         }
     }
 
@@ -65,6 +72,9 @@ impl Part {
             Part::Browser => {
                 "as root: apt-get install chromium nodejs npm (or set LOVIA_CHROMIUM to a Chromium binary); \
                  scripts/test then installs Playwright (npm ci in tests/console)"
+            }
+            Part::McpFs => {
+                "as root: apt-get install nodejs npm; scripts/test then installs the server (npm ci in tests/mcp-fs)"
             }
         }
     }

@@ -5,7 +5,7 @@
 
 use super::{Sse, json, request, start, tenant};
 use crate::mcp::{python, root};
-use lovia_mcp::source::McpServerConfig;
+use lovia_mcp::source::{McpServerConfig, SandboxConfig};
 use lovia_serve::{ProviderChoice, ProviderConfig, ServeConfig, Service};
 use lovia_tests::{fixtures, host};
 
@@ -14,6 +14,8 @@ fn stdio_server(py: &std::path::Path, include: &[&str]) -> McpServerConfig {
     let mut config = McpServerConfig::command("src", py.display().to_string());
     config.args = vec![root().join("tests/mcp/source_server.py").display().to_string()];
     config.include = Some(include.iter().map(|s| (*s).to_owned()).collect());
+    // Confined, as by default; its venv is granted as the command's install directory.
+    config.sandbox = SandboxConfig::default().grant_read_only(root().join("tests/mcp"));
     config
 }
 
@@ -173,8 +175,21 @@ async fn an_mcp_server_that_does_not_start_leaves_only_its_tools_out_until_it_do
         root().join("tests/mcp/source_server.py").display().to_string(),
     ];
     late.include = Some(vec!["echo".into()]);
+    // `sh` is the command: the venv it runs, and the Python the venv was
+    // made from, are granted by hand.
+    let venv = py.parent().and_then(std::path::Path::parent).expect("the venv of target/mcp-venv/bin/python");
+    let real = std::fs::canonicalize(&py).expect("the venv's python");
+    let base = real.parent().and_then(std::path::Path::parent).expect("the prefix of the venv's python");
+    late.sandbox = SandboxConfig::default()
+        .grant_read_only(venv)
+        .grant_read_only(base)
+        .grant_read_only(root().join("tests/mcp"))
+        .grant_read_only(dir.path());
+    // A server whose sandbox cannot be installed is not started, and says why.
+    let mut unconfinable = McpServerConfig::command("unconfinable", py.display().to_string());
+    unconfinable.sandbox = SandboxConfig::default().grant_read_only("/nonexistent-lovia-grant");
     let mut acme = tenant("acme", "acme-key", &[fixtures::DIAGNOSTICS]);
-    acme.mcp_servers = vec![broken, late];
+    acme.mcp_servers = vec![broken, late, unconfinable];
     let addr = start(vec![acme, tenant("globex", "globex-key", &[fixtures::DIAGNOSTICS])]).await;
 
     let names = |body: &str| -> Vec<String> {
@@ -196,7 +211,14 @@ async fn an_mcp_server_that_does_not_start_leaves_only_its_tools_out_until_it_do
     let report = json(&body);
     assert_eq!((status, &report["ready"]), (200, &serde_json::json!(false)), "{body}");
     let servers = report["mcp_servers"].as_array().expect("servers");
-    assert_eq!(servers.len(), 2, "{body}");
+    assert_eq!(servers.len(), 3, "{body}");
+    let unconfinable = servers.iter().find(|s| s["name"] == "unconfinable").expect("reported");
+    assert!(
+        unconfinable["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not started, because it cannot be confined: cannot grant")),
+        "{body}"
+    );
     assert!(
         servers.iter().all(|s| s["ready"] == false && s["error"].as_str().is_some_and(|e| !e.is_empty())),
         "{body}"

@@ -1,6 +1,7 @@
 //! The configuration of one MCP server as a tool source (`[[mcp_servers]]`),
 //! and the bounds on what the server itself controls.
 
+use super::sandbox::SandboxConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -98,6 +99,12 @@ pub struct McpServerConfig {
     /// (`max_tool_output_chars`, 200,000).
     #[serde(default)]
     pub max_output_chars: Option<u64>,
+    /// The kernel confinement of a `command` server (docs/mcp.md, "The
+    /// sandbox of a command server"). Default: confined, with no network
+    /// and no path beyond the system's, its own working directory and its
+    /// command's install directory.
+    #[serde(default)]
+    pub sandbox: SandboxConfig,
 }
 
 /// A configuration lovia refuses, with what to change.
@@ -202,6 +209,9 @@ impl McpServerConfig {
                 if !self.headers_from_env.is_empty() {
                     return Err(ConfigError::Misplaced { server: server(), key: "headers_from_env", needs: "url" });
                 }
+                if let Some((key, problem)) = self.sandbox.problem() {
+                    return Err(ConfigError::Value { server: server(), key, problem });
+                }
             }
             (None, Some(url)) => {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -218,6 +228,7 @@ impl McpServerConfig {
                     ("args", !self.args.is_empty()),
                     ("env", !self.env.is_empty()),
                     ("env_from", !self.env_from.is_empty()),
+                    ("sandbox", self.sandbox != SandboxConfig::default()),
                 ] {
                     if set {
                         return Err(ConfigError::Misplaced { server: server(), key, needs: "command" });
@@ -332,6 +343,29 @@ mod tests {
         assert_eq!(none.prefix(), "");
         let twice = [ok.clone(), ok];
         assert!(matches!(check_all(&twice), Err(ConfigError::Duplicate { .. })));
+    }
+
+    #[test]
+    fn a_bad_sandbox_key_or_value_is_named_with_the_allowed_ones() {
+        let err = parse("name = \"fs\"\ncommand = \"/bin/x\"\nsandbox = { netwrk = true }").expect_err("refused");
+        assert!(err.contains("unknown field `netwrk`"), "{err}");
+        for allowed in ["mode", "read_only", "read_write", "network", "cpu_seconds", "open_files"] {
+            assert!(err.contains(allowed), "{allowed} is listed: {err}");
+        }
+        let err = parse("name = \"fs\"\ncommand = \"/bin/x\"\nsandbox = { mode = \"none\" }").expect_err("refused");
+        assert!(err.contains("unknown variant `none`") && err.contains("required") && err.contains("off"), "{err}");
+        let relative =
+            parse("name = \"fs\"\ncommand = \"/bin/x\"\nsandbox = { read_write = [\"data\"] }").expect("parses");
+        assert!(
+            matches!(relative.check(), Err(ConfigError::Value { ref key, .. }) if key == "sandbox.read_write"),
+            "{:?}",
+            relative.check()
+        );
+        let on_url = parse("name = \"w\"\nurl = \"https://h/mcp\"\nsandbox = { network = true }").expect("parses");
+        assert!(matches!(on_url.check(), Err(ConfigError::Misplaced { key: "sandbox", .. })));
+        let ok = parse("name = \"fs\"\ncommand = \"/bin/x\"\nsandbox = { read_only = [\"/srv\"], processes = 8 }")
+            .expect("parses");
+        assert_eq!(ok.check(), Ok(()));
     }
 
     #[test]

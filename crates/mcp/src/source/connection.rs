@@ -7,12 +7,12 @@
 use super::bounded::BoundedLines;
 use super::config::{McpServerConfig, START_TIMEOUT};
 use super::http_client;
+use super::process::ServerProcess;
 use super::progress::ProgressRoutes;
 use super::task_support::TaskOnly;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProtocolVersion};
 use rmcp::service::{ClientInitializeError, NotificationContext, Peer, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -38,6 +38,19 @@ pub enum StartError {
         /// The command.
         command: String,
         /// What the operating system said.
+        reason: String,
+    },
+    /// The server's sandbox is required (the default) and could not be
+    /// installed: the kernel cannot confine (no Landlock ABI 6 or no
+    /// seccomp), or a grant cannot be made (a path that does not exist). The
+    /// server is not started; it never runs with less confinement than asked.
+    #[error(
+        "mcp server '{server}': not started, because it cannot be confined: {reason} (sandbox.mode is \"required\")"
+    )]
+    Confine {
+        /// The server.
+        server: String,
+        /// What the confinement reported.
         reason: String,
     },
     /// The session did not start (`initialize` failed or timed out).
@@ -100,8 +113,9 @@ pub(crate) struct Connection {
     /// Raised when the server sent a message over the bound, which ended
     /// the session (stdio; over HTTP rmcp refuses the response instead).
     overflowed: Arc<AtomicBool>,
-    /// The process of a `command` server, killed when the session is dropped.
-    _child: Option<tokio::process::Child>,
+    /// The process of a `command` server, killed (a confined one with
+    /// everything it started) when the session is dropped.
+    _process: Option<ServerProcess>,
     /// The tools a stdio server's listings said run only as tasks (which
     /// rmcp's typed listing drops); always empty over HTTP.
     task_only: TaskOnly,
@@ -120,31 +134,14 @@ impl Connection {
         let overflowed = Arc::new(AtomicBool::new(false));
         let task_only = TaskOnly::default();
         let handshake_failed = |reason: String| StartError::Handshake { server: server(), reason };
-        let (serving, child) = match (&config.command, &config.url) {
+        let (serving, process) = match (&config.command, &config.url) {
             (Some(command), _) => {
-                let mut cmd = tokio::process::Command::new(command);
-                cmd.args(&config.args).env_clear().envs(&config.env).kill_on_drop(true);
-                for name in &config.env_from {
-                    let value = std::env::var_os(name).ok_or_else(|| StartError::MissingVariable {
-                        server: server(),
-                        variable: name.clone(),
-                        key: "env_from",
-                    })?;
-                    cmd.env(name, value);
-                }
-                // The server's log goes where lovia's goes; stdout is the protocol.
-                cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
-                let spawn_failed =
-                    |reason: String| StartError::Spawn { server: server(), command: command.clone(), reason };
-                let mut child = cmd.spawn().map_err(|e| spawn_failed(e.to_string()))?;
-                let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-                    return Err(spawn_failed("its stdin or stdout is not a pipe".into()));
-                };
+                let (process, stdout, stdin) = ServerProcess::spawn(config, command)?;
                 // Spawned here rather than by rmcp's `TokioChildProcess` so that
                 // its output can be read through the bound (bounded.rs).
                 let stdout = BoundedLines::new(stdout, overflowed.clone()).with_task_reader(task_only.clone());
                 let serving = tokio::time::timeout(START_TIMEOUT, listener.serve((stdout, stdin))).await;
-                (serving.map(|r| r.map_err(|e| e.to_string())), Some(child))
+                (serving.map(|r| r.map_err(|e| e.to_string())), Some(process))
             }
             (None, Some(url)) => {
                 let transport = http_client::transport(config, url)?;
@@ -161,7 +158,7 @@ impl Connection {
         let service = serving
             .map_err(|_| handshake_failed(format!("no answer to initialize within {} s", START_TIMEOUT.as_secs())))?
             .map_err(handshake_failed)?;
-        Ok(Self { service, overflowed, _child: child, task_only })
+        Ok(Self { service, overflowed, _process: process, task_only })
     }
 
     /// The tools the server's listings said run only as tasks.

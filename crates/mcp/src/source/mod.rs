@@ -3,8 +3,12 @@
 //! same validation, approvals, timeouts, retries, truncation and events as
 //! a component's (docs/mcp.md, "MCP servers as tool sources"; docs/semantics.md §20).
 //!
-//! A server is **not sandboxed** by lovia: it is a process (or a service)
-//! the operator configured and trusts. lovia bounds what reaches the model.
+//! A server started as a command runs under the kernel confinement of
+//! lovia-confine unless its `sandbox` table says `mode = "off"`: its own
+//! working directory, only the paths its configuration grants, no network
+//! unless granted, rlimits, and its process group and cgroup killed with it
+//! (sandbox.rs, process.rs). A server reached by URL is a service the
+//! operator trusts. lovia bounds what reaches the model from either.
 
 mod adapter;
 mod bounded;
@@ -12,7 +16,9 @@ mod config;
 mod connection;
 mod content;
 mod http_client;
+mod process;
 mod progress;
+mod sandbox;
 mod supervisor;
 mod task_support;
 
@@ -22,6 +28,7 @@ pub use config::{
     MAX_TOOLS_PER_SERVER, McpServerConfig, START_TIMEOUT, check_all,
 };
 pub use connection::StartError;
+pub use sandbox::{SandboxConfig, SandboxMode};
 pub use supervisor::{RESTART_BACKOFF_FIRST, RESTART_BACKOFF_MAX};
 
 use lovia_host::{BoxFuture, DynamicTools, Tool, ToolSource};
@@ -73,6 +80,13 @@ impl McpSource {
     /// that cannot start or list is an error before anything runs.
     pub async fn start(config: McpServerConfig) -> Result<Self, SourceError> {
         config.check()?;
+        if config.command.is_some() && !config.sandbox.confined() {
+            tracing::warn!(
+                server = %config.name,
+                "mcp server '{}' runs unconfined (sandbox.mode = \"off\"): it may read, write and connect to whatever lovia may",
+                config.name
+            );
+        }
         let supervisor = Arc::new(Supervisor::new(config));
         supervisor.start().await?;
         let source = Self { supervisor, listed: Mutex::new(Listed::default()) };
