@@ -89,3 +89,79 @@ async fn the_compiled_artifact_cache_is_reused_and_a_damaged_artifact_rebuilt() 
     let out = third.invoke(&lovia_host::CallRequest::new("search_docs", r#"{"query": "limits"}"#)).await;
     assert_eq!(out.model_output(), r#"["Limits"]"#);
 }
+
+/// The artifact cache keeps at most `cache_max_bytes`: past it, the least
+/// recently loaded artifacts go (with their seals and descriptions), a
+/// cached load counts as a use, and the one just written always stays.
+#[tokio::test]
+async fn the_artifact_cache_drops_the_least_recently_loaded_past_its_bound() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let artifacts = |dir: &std::path::Path| -> std::collections::BTreeMap<String, u64> {
+        std::fs::read_dir(dir)
+            .expect("ls")
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().expect("meta").len()))
+            .collect()
+    };
+    let host = |max: u64| {
+        lovia_host::Host::new(lovia_host::HostConfig {
+            cache_dir: Some(dir.path().to_owned()),
+            cache_max_bytes: max,
+            pool_slots: 4,
+            ..Default::default()
+        })
+        .expect("host")
+    };
+    // The sizes, from a cache large enough for all three.
+    let big = host(u64::MAX);
+    let mut names = Vec::new();
+    for fixture in [fixtures::DOCS, fixtures::ORDERS, fixtures::DIAGNOSTICS] {
+        let before = artifacts(dir.path());
+        big.load_file(fixture).await.expect("load");
+        let after = artifacts(dir.path());
+        names.push(after.keys().find(|k| !before.contains_key(*k)).expect("a new artifact").clone());
+    }
+    let sizes = artifacts(dir.path());
+    let [docs, orders, diagnostics] = [&names[0], &names[1], &names[2]];
+    for entry in std::fs::read_dir(dir.path()).expect("ls").flatten() {
+        if entry.file_name() != "artifact.key" {
+            std::fs::remove_file(entry.path()).expect("empty the cache");
+        }
+    }
+
+    // Room for all but one byte of the three: docs, orders, then docs again
+    // (a cached load), then diagnostics: orders is the least recently used.
+    let bounded = host(sizes.values().sum::<u64>() - 1);
+    let pause = || tokio::time::sleep(std::time::Duration::from_millis(50));
+    bounded.load_file(fixtures::DOCS).await.expect("load");
+    pause().await;
+    bounded.load_file(fixtures::ORDERS).await.expect("load");
+    pause().await;
+    lovia_host::Host::new(lovia_host::HostConfig {
+        cache_dir: Some(dir.path().to_owned()),
+        pool_slots: 4,
+        ..Default::default()
+    })
+    .expect("host")
+    .load_file(fixtures::DOCS)
+    .await
+    .expect("a cached load");
+    pause().await;
+    bounded.load_file(fixtures::DIAGNOSTICS).await.expect("load");
+    let kept = artifacts(dir.path());
+    assert!(kept.contains_key(docs) && kept.contains_key(diagnostics), "{kept:?}");
+    assert!(!kept.contains_key(orders), "the least recently used stays: {kept:?}");
+    let leftovers: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("ls")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(orders.trim_end_matches(".cwasm")))
+        .collect();
+    assert!(leftovers.is_empty(), "its seal and description go too: {leftovers:?}");
+
+    // A bound smaller than one artifact keeps just the newest.
+    let tiny = host(1);
+    tiny.load_file(fixtures::ORDERS).await.expect("load");
+    assert_eq!(artifacts(dir.path()).keys().collect::<Vec<_>>(), [orders]);
+}

@@ -21,6 +21,10 @@ fn options(api: &ModelApi, base: &str, stream: bool) -> ProviderOptions {
     o
 }
 
+/// The system text of `orders_agent`: its instructions, then the orders
+/// plugin's.
+const SYSTEM: &str = "Be brief.\n\nAmounts are in cents. Look an order up before refunding it.";
+
 async fn orders_agent(parallel: bool) -> Agent {
     let mut agent = Agent::new("desk").with_plugin(&load(fixtures::ORDERS).await);
     agent.instructions = Some("Be brief.".into());
@@ -74,7 +78,7 @@ async fn openai_chat_completions_round_trip() {
     assert_eq!(got[0].headers["authorization"], "Bearer sk-test");
     let first = &got[0].body;
     assert_eq!(first["model"], "test-model");
-    assert_eq!(first["messages"][0], json!({"role": "system", "content": "Be brief."}));
+    assert_eq!(first["messages"][0], json!({"role": "system", "content": SYSTEM}));
     assert_eq!(first["messages"][1], json!({"role": "user", "content": "Where is A-1001?"}));
     assert_eq!(first["parallel_tool_calls"], false);
     let lookup = first["tools"].as_array().expect("tools").iter().find(|t| t["function"]["name"] == "lookup_order");
@@ -166,7 +170,7 @@ async fn openai_responses_round_trip_streamed_and_not() {
     assert_eq!((output.as_str(), deltas.concat().as_str()), ("Delivered.", "Delivered."));
     let got = api.received();
     assert_eq!(got[0].path, "/v1/responses");
-    assert_eq!(got[0].body["instructions"], "Be brief.");
+    assert_eq!(got[0].body["instructions"], SYSTEM);
     assert_eq!(got[0].body["input"][0], json!({"role": "user", "content": "A-1003?"}));
     let tool = got[0].body["tools"].as_array().expect("tools").iter().find(|t| t["name"] == "lookup_order").cloned();
     assert_eq!(tool.expect("flat function tool")["type"], "function");
@@ -212,7 +216,7 @@ async fn anthropic_messages_streaming_with_tool_use_and_error_results() {
     assert_eq!(got[0].headers["x-api-key"], "sk-test");
     assert_eq!(got[0].headers["anthropic-version"], "2023-06-01");
     let first = &got[0].body;
-    assert_eq!((first["system"].as_str(), first["max_tokens"].as_u64()), (Some("Be brief."), Some(4096)));
+    assert_eq!((first["system"].as_str(), first["max_tokens"].as_u64()), (Some(SYSTEM), Some(4096)));
     assert_eq!(first["tool_choice"], json!({"type": "auto", "disable_parallel_tool_use": true}));
     assert!(
         first["tools"]

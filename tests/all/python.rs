@@ -542,6 +542,82 @@ fn lovia_build_says_what_is_wrong_before_building() {
     assert!(!dir.join("__pycache__").exists(), "the check leaves no .pyc to be bundled");
 }
 
+/// The declaration check of `lovia build` imports the author's file in a
+/// host Python, confined by the kernel: code at import time reads no file
+/// outside its grants, writes nothing outside its private temporary
+/// directory and reaches no socket, and the check still names the bad
+/// declaration. The same lines, run unconfined, reach all three.
+#[test]
+fn a_tool_file_that_misbehaves_at_import_reaches_nothing_during_lovia_build() {
+    let Some(componentize) = parts::require(Part::Python, python::componentize_py) else { return };
+    let work = tempfile::tempdir().expect("tempdir");
+    let (dir, outside) = (work.path().join("tool"), work.path().join("outside"));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::create_dir_all(&outside).expect("mkdir");
+    let secret = outside.join("secret.txt");
+    std::fs::write(&secret, "the outside secret").expect("secret");
+    let mark = std::env::temp_dir().join(format!("lovia-build-escape-{}", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let port = listener.local_addr().expect("addr").port();
+    let file = format!(
+        r#"import socket, sys
+from lovia import tool
+
+def attempt(what, act):
+    try:
+        act()
+        print(f"{{what}}: reached", file=sys.stderr)
+    except OSError as e:
+        print(f"{{what}}: refused ({{type(e).__name__}})", file=sys.stderr)
+
+attempt("read", lambda: print(open({secret:?}).read(), file=sys.stderr))
+attempt("write", lambda: open({mark:?}, "w").write("x"))
+attempt("connect", lambda: socket.create_connection(("127.0.0.1", {port}), timeout=2).sendall(b"x"))
+
+@tool
+def greet(name: str, when: complex) -> str:
+    return name
+"#,
+        secret = secret.display().to_string(),
+        mark = mark.display().to_string(),
+    );
+    std::fs::write(dir.join("app.py"), file).expect("write");
+    // Unconfined, the same lines reach all three (so the attempts are real).
+    let python = componentize.with_file_name("python3");
+    let sdk = concat!(env!("CARGO_MANIFEST_DIR"), "/../../sdk/python");
+    let free = std::process::Command::new(&python)
+        .args(["-c", "exec(open('app.py').read().split('@tool')[0])"])
+        .current_dir(&dir)
+        .env("PYTHONPATH", sdk)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("run python");
+    let free_err = text(&free.stderr);
+    for what in ["read", "write", "connect"] {
+        assert!(free_err.contains(&format!("{what}: reached")), "unconfined {what}:\n{free_err}");
+    }
+    assert!(mark.exists() && listener.accept().is_ok());
+    std::fs::remove_file(&mark).expect("cleanup");
+
+    let os = std::ffi::OsStr::new;
+    let out = lovia_cli(&dir, &[os("build"), os("app.py"), os("--componentize-py"), componentize.as_os_str()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("error: tool function 'greet', parameter 'when': unsupported annotation complex"),
+        "{stderr}"
+    );
+    for what in ["read", "write", "connect"] {
+        assert!(stderr.contains(&format!("{what}: refused (")), "{what} was not refused:\n{stderr}");
+    }
+    assert!(!stderr.contains("the outside secret"), "{stderr}");
+    assert!(!mark.exists(), "the file wrote {}", mark.display());
+    assert!(listener.accept().is_err(), "a connection arrived");
+    assert!(!dir.join("app.wasm").exists());
+}
+
 #[test]
 fn lovia_new_refuses_bad_names_and_existing_directories() {
     let work = tempfile::tempdir().expect("tempdir");

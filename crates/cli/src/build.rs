@@ -93,18 +93,24 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     let unpacked = work.path().join("component.wasm");
 
     let absolute = |p: &Path| std::path::absolute(p).map_err(|e| CliError::new(format!("{}: {e}", p.display())));
+    let tool_file = absolute(&args.tool_file)?;
+    let paths = args.paths.iter().map(|p| absolute(p)).collect::<Result<Vec<_>, _>>()?;
+    if let Some(failed) = check_confined(&python, &tool_file, &paths, &sdk)? {
+        return Ok(failed);
+    }
     let mut cmd = Command::new(&python);
     cmd.args(["-m", "lovia", "build"])
-        .arg(absolute(&args.tool_file)?)
+        .arg(&tool_file)
         .arg("-o")
         .arg(&unpacked)
         .arg("--wit")
         .arg(work.path().join("wit"))
         .arg("--componentize-py")
         .arg(&componentize)
-        .arg("--no-pack");
-    for dir in &args.paths {
-        cmd.arg("--path").arg(absolute(dir)?);
+        .arg("--no-pack")
+        .arg("--no-check");
+    for dir in &paths {
+        cmd.arg("--path").arg(dir);
     }
     // The embedded SDK comes first on the module path, before any installed `lovia`; the working
     // directory (first on the path for `-m`) is the private one, so nothing of the caller's is shadowing it.
@@ -145,6 +151,72 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     write_atomically(&output, &bytes)?;
     println!("{}: {summary}", output.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Imports the tool file to check its declarations (`python -m lovia
+/// check`), under the kernel confinement of `lovia-confine`: it reads the
+/// system directories, the tool file's and `paths`' directories, the SDK
+/// copy and the Python installation, writes nowhere but a private
+/// temporary directory, and opens no socket, so an author's file that
+/// misbehaves at import reaches nothing. A failed check is printed and
+/// ends the build (`Some(1)`). Where the kernel cannot confine, the check
+/// is skipped with a note: the build then runs the file only inside
+/// componentize-py's WebAssembly sandbox, which reports a bad declaration
+/// too (later, and with its traceback).
+fn check_confined(
+    python: &Path,
+    tool_file: &Path,
+    paths: &[PathBuf],
+    sdk: &Path,
+) -> Result<Option<ExitCode>, CliError> {
+    if let Err(e) = lovia_confine::Confinement::check_supported() {
+        eprintln!(
+            "note: the declarations are checked by componentize-py only: the kernel cannot confine the quick check ({e})"
+        );
+        return Ok(None);
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("lovia-check-")
+        .tempdir()
+        .map_err(|e| CliError::new(format!("cannot create a temporary directory: {e}")))?;
+    let mut confinement = lovia_confine::Confinement::new().private_tmp(tmp.path()).network(false).read_only(sdk);
+    for dir in tool_file.parent().into_iter().chain(paths.iter().map(PathBuf::as_path)) {
+        confinement = confinement.read_only(dir);
+    }
+    // The installation Python starts from: a virtual environment's
+    // pyvenv.cfg sits beside its bin/, and the interpreter it links to
+    // lives in its own prefix.
+    for interpreter in [Some(python.to_path_buf()), python.canonicalize().ok()].into_iter().flatten() {
+        if let Some(prefix) = interpreter.parent().and_then(Path::parent).filter(|p| p.is_dir()) {
+            confinement = confinement.read_only(prefix);
+        }
+    }
+    let mut cmd = Command::new(python);
+    cmd.args(["-m", "lovia", "check"]).arg(tool_file);
+    for dir in paths {
+        cmd.arg("--path").arg(dir);
+    }
+    cmd.current_dir(tmp.path())
+        .env_clear()
+        .env("PYTHONPATH", sdk)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("PYTHONNOUSERSITE", "1")
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", tmp.path());
+    let prepared = confinement
+        .apply_std(&mut cmd)
+        .map_err(|e| CliError::new(format!("cannot confine the declaration check: {e}")))?;
+    let done = cmd.output().map_err(|e| CliError::new(format!("cannot run {}: {e}", python.display())))?;
+    let _ = prepared.kill_all();
+    if done.status.success() {
+        return Ok(None);
+    }
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    eprint!("{stderr}");
+    if stderr.trim().is_empty() {
+        eprintln!("error: the declaration check of {} failed ({})", tool_file.display(), done.status);
+    }
+    Ok(Some(ExitCode::from(1)))
 }
 
 /// Only a Python file builds here; say what does build for anything else.

@@ -11,6 +11,7 @@ mod new;
 mod pack;
 mod run;
 mod serve;
+mod workspace;
 
 use clap::{Parser, Subcommand};
 use lovia_host::{Host, HostConfig, LoadError};

@@ -20,8 +20,25 @@ use std::time::{Duration, Instant};
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// A plugin whose tools the scripted model may call (repeatable).
-    #[arg(long = "plugin", value_name = "PLUGIN.wasm", required_unless_present = "mcp_servers")]
+    #[arg(long = "plugin", value_name = "PLUGIN.wasm", required_unless_present_any = ["mcp_servers", "workspace"])]
     plugins: Vec<PathBuf>,
+    /// Give the agent the workspace tools (read_file, list_files,
+    /// grep_files, write_file, edit_file, shell, ...) over DIR, after the
+    /// plugins' tools, and their `## Workspace` section in its system
+    /// message (docs/workspace.md) [default: no workspace].
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// The workspace's mode: readonly (reads inside DIR), coding (writes
+    /// inside DIR; reads outside and commands ask), trusted (reads outside
+    /// and commands allowed; writes outside ask).
+    #[arg(long, value_name = "MODE", value_parser = ["readonly", "coding", "trusted"], default_value = "coding", requires = "workspace")]
+    mode: String,
+    /// Whether the workspace shell must run under kernel confinement:
+    /// `required` confines every command and leaves the shell tools out
+    /// where the kernel cannot (the reason goes to stderr); `off` runs
+    /// commands unconfined (the policy still applies).
+    #[arg(long, value_name = "SANDBOX", value_parser = ["required", "off"], default_value = "required", requires = "workspace")]
+    shell_sandbox: String,
     /// MCP servers whose tools join the plugins' (`[[mcp_servers]]` tables;
     /// docs/mcp.md, "MCP servers as tool sources") [default: none].
     #[arg(long, value_name = "SERVERS.toml")]
@@ -349,11 +366,28 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         })?;
         plugin_tools.extend(these);
     }
+    // The workspace's tools follow the plugins' (a clash names its source).
+    let workspace = match &args.workspace {
+        Some(dir) => {
+            let workspace = crate::workspace::open(dir, &args.mode, &args.shell_sandbox)?;
+            if let Some(reason) = workspace.unavailable_reason() {
+                eprintln!("lovia run: the workspace's shell tools are not offered: {reason}");
+            }
+            tools.add(ToolSource::Workspace, workspace.tools()).map_err(|e| {
+                CliError::new(e.to_string().replace("\n  hint: ", " — "))
+                    .hint("rename the plugin's tool or run without --workspace")
+            })?;
+            Some(workspace)
+        }
+        None => None,
+    };
     let mut configured: Vec<&String> = script.agent.tools.keys().collect();
     configured.sort();
     if let Some(name) = configured.into_iter().find(|n| tools.get(n).is_none()) {
-        return Err(CliError::new(format!("the script configures tool `{name}`, which no plugin provides"))
-            .hint(format!("available tools: {}", tools.iter().map(Tool::name).collect::<Vec<_>>().join(", "))));
+        return Err(CliError::new(format!(
+            "the script configures tool `{name}`, which no plugin or workspace provides"
+        ))
+        .hint(format!("available tools: {}", tools.iter().map(Tool::name).collect::<Vec<_>>().join(", "))));
     }
     // After the check above: a server's tools take their settings from its
     // `[[mcp_servers]]` entry, not from the script (they may change mid-run).
@@ -370,6 +404,17 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     let name = script.agent.name.clone().unwrap_or_else(|| "assistant".into());
     let mut agent = Agent::new(name.clone());
     agent.plugin_tools = plugin_tools;
+    if let Some(workspace) = &workspace {
+        agent = agent.with_workspace(workspace);
+        // The script's settings hold over workspace tools as over plugin tools.
+        agent.workspace_tools = std::mem::take(&mut agent.workspace_tools)
+            .into_iter()
+            .map(|t| match script.agent.tools.get(t.name()) {
+                Some(o) => o.apply(t),
+                None => Ok(t),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+    }
     agent.tool_sources = sources.into_iter().map(|s| s as Arc<dyn lovia_host::DynamicTools>).collect();
     agent.tool_settings = ExecSettings {
         agent: name,

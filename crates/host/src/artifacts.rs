@@ -107,6 +107,8 @@ struct KnownSource {
 pub(crate) struct ArtifactCache {
     dir: PathBuf,
     key: [u8; KEY_BYTES],
+    /// The most bytes of artifacts kept (`HostConfig::cache_max_bytes`).
+    max_bytes: u64,
 }
 
 impl std::fmt::Debug for ArtifactCache {
@@ -119,12 +121,12 @@ impl std::fmt::Debug for ArtifactCache {
 impl ArtifactCache {
     /// Creates `dir` (0700) if needed, checks that only this user can write
     /// it, and reads its key, creating one on first use.
-    pub(crate) fn open(dir: &Path) -> Result<Self, HostError> {
+    pub(crate) fn open(dir: &Path, max_bytes: u64) -> Result<Self, HostError> {
         let io = |source| HostError::CacheDir { path: dir.to_owned(), source };
         create_private_dir(dir).map_err(io)?;
         check_private(dir, false)?;
         let key = read_or_create_key(&dir.join(KEY_FILE))?;
-        Ok(Self { dir: dir.to_owned(), key })
+        Ok(Self { dir: dir.to_owned(), key, max_bytes })
     }
 
     pub(crate) fn dir(&self) -> &Path {
@@ -185,7 +187,57 @@ impl ArtifactCache {
         // does not verify the new bytes, so the artifact is rebuilt.
         write_atomically(path, body)?;
         let seal = serde_json::to_vec(&seal).map_err(std::io::Error::other)?;
-        self.write_sealed(&seal_path, &seal)
+        self.write_sealed(&seal_path, &seal)?;
+        self.evict(path);
+        Ok(())
+    }
+
+    /// Marks the artifact at `path` as loaded now: the seal's modification
+    /// time is its last use (the artifact's own times are part of its
+    /// stamp, so touching it would cost the next load a full check).
+    pub(crate) fn mark_used(&self, path: &Path) {
+        if let Ok(seal) = std::fs::OpenOptions::new().write(true).open(Self::seal_path(path)) {
+            let _ = seal.set_modified(std::time::SystemTime::now());
+        }
+    }
+
+    /// Removes the least recently used artifacts (each with its seal and
+    /// the files that share its name) until the artifacts fit in
+    /// `max_bytes`, never `keep`. Own LRU rather than a cache crate: the
+    /// entries are files that other processes of this host share, so the
+    /// order must live on disk, in the seals' times.
+    fn evict(&self, keep: &Path) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        let mut artifacts: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+            .filter_map(|e| {
+                let size = e.metadata().ok()?.len();
+                let used = std::fs::metadata(Self::seal_path(&e.path())).and_then(|m| m.modified()).ok()?;
+                Some((used, size, e.path()))
+            })
+            .collect();
+        let mut total: u64 = artifacts.iter().map(|(_, size, _)| size).sum();
+        artifacts.sort();
+        for (_, size, path) in artifacts {
+            if total <= self.max_bytes {
+                break;
+            }
+            if path == keep {
+                continue;
+            }
+            let stem = path.file_stem().map(|s| s.to_os_string()).unwrap_or_default();
+            // The artifact, its seal, and the description cached beside it.
+            if let Ok(siblings) = std::fs::read_dir(&self.dir) {
+                for sibling in siblings.flatten() {
+                    if sibling.file_name().as_encoded_bytes().starts_with(stem.as_encoded_bytes()) {
+                        let _ = std::fs::remove_file(sibling.path());
+                    }
+                }
+            }
+            tracing::info!(path = %path.display(), bytes = size, "removed the least recently used artifact (cache over cache_max_bytes)");
+            total = total.saturating_sub(size);
+        }
     }
 
     /// Proves that the artifact at `path` is one this host wrote: by its

@@ -22,6 +22,11 @@ pub struct HostConfig {
     /// HMAC under a per-host key kept in the directory (`artifact.key`,
     /// 0600); one that does not verify is recompiled, never loaded.
     pub cache_dir: Option<PathBuf>,
+    /// The most bytes of compiled artifacts `cache_dir` keeps: after each
+    /// new artifact is written, the least recently loaded ones (with their
+    /// seals and descriptions) are removed until the rest fit; the one just
+    /// written always stays. Default: 2 GiB.
+    pub cache_max_bytes: u64,
     /// Instance slots reserved by the pooling allocator. Default: 128. Each
     /// slot reserves address space, not memory; if the reservation fails the
     /// host falls back to on-demand allocation.
@@ -69,6 +74,7 @@ impl Default for HostConfig {
     fn default() -> Self {
         Self {
             cache_dir: None,
+            cache_max_bytes: 2 << 30,
             pool_slots: 128,
             limits: CallLimits::default(),
             fuel_metering: false,
@@ -110,7 +116,12 @@ impl Host {
     pub fn new(config: HostConfig) -> Result<Host, HostError> {
         // Created 0700 and checked: whoever can write it could make this
         // host run their native code.
-        let cache = config.cache_dir.as_deref().map(ArtifactCache::open).transpose()?.map(Arc::new);
+        let cache = config
+            .cache_dir
+            .as_deref()
+            .map(|dir| ArtifactCache::open(dir, config.cache_max_bytes))
+            .transpose()?
+            .map(Arc::new);
         let (engine, pooled) = match Engine::new(&engine_config(&config, true)) {
             Ok(engine) => (engine, true),
             Err(err) => {

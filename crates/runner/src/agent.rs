@@ -2,6 +2,7 @@
 //! derives from agents: handoffs (`transfer_to_<slug>`) and agents as tools
 //! (`ask_<slug>`), named per docs/semantics.md §15.
 
+use super::context::PromptContext;
 use super::provider::{ModelProvider, ModelSettings};
 use super::{RunError, Runner};
 use lovia_host::Failure;
@@ -43,8 +44,17 @@ pub struct Agent {
     pub settings: ModelSettings,
     /// Tools the application listed (source `agent.tools`). Default: none.
     pub tools: Vec<Tool>,
-    /// Tools of plugins (source `plugin`): see [`Agent::with_plugin`]. Default: none.
+    /// Tools of plugins (source `plugin`): see [`Agent::with_plugin`]. Each
+    /// plugin's `info().instructions` joins the system message. Default: none.
     pub plugin_tools: Vec<Tool>,
+    /// The workspace's tools (source `agent.workspace`), after the plugins'
+    /// in the table: see `Agent::with_workspace`. Default: none.
+    pub workspace_tools: Vec<Tool>,
+    /// Text added to each model request: the system message gets each
+    /// one's instructions after the agent's own (a workspace's section
+    /// first, then the plugins'), and each one's reminder follows the
+    /// transcript without being stored. Default: none.
+    pub context: Vec<Arc<dyn PromptContext>>,
     /// Sources whose tools may change between turns, such as MCP servers
     /// (`lovia_mcp::source::McpSource`): asked before each model turn, and
     /// the run's tool table is rebuilt when one changed. Default: none.
@@ -72,6 +82,8 @@ impl Agent {
             settings: ModelSettings::default(),
             tools: Vec::new(),
             plugin_tools: Vec::new(),
+            workspace_tools: Vec::new(),
+            context: Vec::new(),
             tool_sources: Vec::new(),
             handoffs: Vec::new(),
             budget: Budget::default(),
@@ -86,13 +98,36 @@ impl Agent {
         self
     }
 
+    /// Gives the agent `workspace`: its tools after the plugins' (the
+    /// shell's only when the kernel can confine it or the workspace chose
+    /// `shell_sandbox = "off"`), its `## Workspace` section first after the
+    /// instructions, and each turn the reminder of its background
+    /// processes. Builder style.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), lovia_workspace::ConfigError> {
+    /// use lovia_runner::Agent;
+    /// let workspace = lovia_workspace::Workspace::builder("/srv/project").build()?;
+    /// let agent = Agent::new("coder").with_workspace(&workspace);
+    /// assert!(agent.toolset().is_ok());
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "workspace")]
+    #[must_use]
+    pub fn with_workspace(mut self, workspace: &lovia_workspace::Workspace) -> Self {
+        self.workspace_tools = workspace.tools();
+        self.context.insert(0, Arc::new(workspace.clone()));
+        self
+    }
+
     /// The tool table of a run led by this agent, in the spec's order:
-    /// agent tools, plugin tools, the tool sources' current tools, then one
-    /// handoff tool per target.
+    /// agent tools, plugin tools, workspace tools, the tool sources'
+    /// current tools, then one handoff tool per target.
     pub fn toolset(&self) -> Result<Toolset, NameConflict> {
         let mut set = Toolset::new();
         set.add(ToolSource::AgentTools, self.tools.iter().cloned())?;
         set.add(ToolSource::Plugin, self.plugin_tools.iter().cloned())?;
+        set.add(ToolSource::Workspace, self.workspace_tools.iter().cloned())?;
         for source in &self.tool_sources {
             set.add(source.source(), source.tools())?;
         }

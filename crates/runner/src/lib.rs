@@ -6,6 +6,7 @@
 
 mod agent;
 mod checkpoint;
+mod context;
 mod event;
 mod memory;
 #[cfg(feature = "postgres")]
@@ -25,6 +26,7 @@ pub use checkpoint::{
     BadCursor, Checkpoint, PendingApproval, RunStatus, RunStore, SESSION_INPUT_PREVIEW_CHARS, SESSION_PAGE_DEFAULT,
     SESSION_PAGE_MAX, SessionCursor, SessionInfo, SessionPage, StoreError, without_stalling,
 };
+pub use context::PromptContext;
 pub use event::RunEvent;
 pub use memory::MemoryRunStore;
 #[cfg(feature = "postgres")]
@@ -352,11 +354,11 @@ impl Runner {
                 *executor = Executor::new(agent.toolset()?, agent.tool_settings.clone());
             }
             emit(RunEvent::TurnStarted { agent: agent.name.clone(), turn: turns });
-            let mut request_messages = Vec::with_capacity(messages.len() + 1);
-            if let Some(text) = &agent.instructions {
-                request_messages.push(Message::System { content: text.clone() });
-            }
+            let mut request_messages = Vec::with_capacity(messages.len() + 2);
+            request_messages.extend(context::system_message(agent));
             request_messages.extend(messages);
+            // Shown on this turn only: the checkpoint above holds the transcript without it.
+            request_messages.extend(context::reminders(agent));
             let request = ModelRequest {
                 model: agent.model.clone(),
                 messages: request_messages,

@@ -515,6 +515,28 @@ impl Service {
         let unfuelled: Arc<dyn lovia_host::policy::Policy> =
             Arc::new(super::quota::QuotaPolicy(tenant.quota.clone(), super::quota::fuel_cap_of(None)));
         agent.tool_sources = tenant.mcp_servers.for_chat(&unfuelled);
+        // The session's workspace, open until the run's task ends; its tools
+        // count against the tenant's call quotas like any other.
+        let workspace = match &tenant.workspaces {
+            Some(workspaces) => match workspaces.open(session) {
+                Ok(open) => {
+                    agent = agent.with_workspace(&open.workspace);
+                    agent.workspace_tools = std::mem::take(&mut agent.workspace_tools)
+                        .into_iter()
+                        .map(|t| t.with_policy(unfuelled.clone()))
+                        .collect();
+                    Some(open)
+                }
+                Err(e) => {
+                    tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot open the session's workspace");
+                    return Err(ApiError(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "the session's workspace cannot be opened; retry later".into(),
+                    ));
+                }
+            },
+            None => None,
+        };
         agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.approval_timeout)));
         let runner = Runner::new(agent, provider).with_store(self.inner.store.clone());
         let mut state =
@@ -625,6 +647,8 @@ impl Service {
         let (tenant_name, tenant_index, session) = (tenant.name.clone(), tenant.index, session.to_owned());
         tokio::spawn(async move {
             let _permit = permit;
+            // Closed (its background processes ended) when the run's task ends.
+            let _workspace = workspace;
             let mut started: HashMap<String, Instant> = HashMap::new();
             // What the session list says once the run is over; a run whose
             // stream ends without a final event counts as failed.

@@ -19,6 +19,7 @@
 //! poll_interval_ms = 2000            # default: a shared store is read again this often
 //! run_lease_ms = 10000               # default: a replica's hold on a run lasts this long unrenewed
 //! lease_renew_ms = 3000              # default: … and is renewed this often
+//! workspaces_dir = "workspaces"      # default: none; needed by a [tenants.workspace]
 //!
 //! [[tenants]]
 //! name = "acme"
@@ -36,6 +37,11 @@
 //! guest_log_level = "info"             # default: its plugins' lines below this level are dropped
 //! provider = { kind = "env" }          # default: OPENAI_API_KEY / ANTHROPIC_API_KEY …
 //! agent = { name = "assistant", instructions = "Be brief.", max_turns = 50 }
+//!
+//! [tenants.workspace]                 # docs/workspace.md; default: no workspace tools
+//! mode = "coding"                      # default; readonly, coding or trusted
+//! shell_sandbox = "required"           # default; or "off"
+//! max_bytes = 268435456                # default (256 MiB) in all its sessions' workspaces
 //!
 //! [[tenants.plugins]]
 //! path = "target/plugins/orders.wasm"  # relative to this file
@@ -153,6 +159,13 @@ pub struct ServeConfig {
     /// statement for all of them). Default: 3,000; at least 100.
     #[serde(default = "default_lease_renew")]
     pub lease_renew_ms: u64,
+    /// The directory that holds the chat workspaces of the tenants that
+    /// have a `workspace` table: `<dir>/<tenant>/<session id>`, created
+    /// 0700. Relative to this file. Default: none; required when a tenant
+    /// has a workspace. With replicas, put it on storage every replica
+    /// mounts, or a run taken over elsewhere finds its workspace empty.
+    #[serde(default)]
+    pub workspaces_dir: Option<PathBuf>,
     /// The tenants; each sees only its own tools.
     pub tenants: Vec<TenantConfig>,
 }
@@ -307,6 +320,106 @@ pub struct TenantConfig {
     /// Default: none.
     #[serde(default)]
     pub mcp_servers: Vec<lovia_mcp::source::McpServerConfig>,
+    /// The workspace tools in the tenant's chats (`[tenants.workspace]`):
+    /// each chat session gets its own root under `workspaces_dir`.
+    /// Default: none (no file or shell tools).
+    #[serde(default)]
+    pub workspace: Option<TenantWorkspace>,
+}
+
+/// A tenant's chat workspaces (docs/workspace.md, "In lovia serve").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct TenantWorkspace {
+    /// `readonly`, `coding` or `trusted` (docs/workspace.md, "Modes").
+    /// Default: `coding`, whose commands and reads outside ask.
+    #[serde(default)]
+    pub mode: WorkspaceMode,
+    /// `required`: every command runs under kernel confinement, and where
+    /// the kernel cannot confine, the shell tools are not offered; `off`:
+    /// commands run unconfined. Default: `required`.
+    #[serde(default)]
+    pub shell_sandbox: ShellSandboxChoice,
+    /// Bytes of disk all the tenant's session workspaces may use; a write
+    /// or command past it fails with a tool error. A confined command's
+    /// largest file is bounded by it too. Default: 268,435,456 (256 MiB).
+    #[serde(default = "default_workspace_bytes")]
+    pub max_bytes: u64,
+    /// Files and directories in all of them. Default: 10,000.
+    #[serde(default = "default_workspace_files")]
+    pub max_files: u64,
+    /// Shell commands (background ones included) running at once in all of
+    /// them, per replica. Default: 2.
+    #[serde(default = "default_workspace_commands")]
+    pub max_running_commands: u32,
+    /// Background processes one session may hold. Default: 2.
+    #[serde(default = "default_workspace_background")]
+    pub max_background_processes: usize,
+    /// Seconds a session's workspace is kept after its last run ended;
+    /// then it is removed. Default: 86,400 (a day).
+    #[serde(default = "default_workspace_retention")]
+    pub retention_secs: u64,
+}
+
+impl Default for TenantWorkspace {
+    fn default() -> Self {
+        Self {
+            mode: WorkspaceMode::default(),
+            shell_sandbox: ShellSandboxChoice::default(),
+            max_bytes: default_workspace_bytes(),
+            max_files: default_workspace_files(),
+            max_running_commands: default_workspace_commands(),
+            max_background_processes: default_workspace_background(),
+            retention_secs: default_workspace_retention(),
+        }
+    }
+}
+
+/// [`TenantWorkspace::mode`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum WorkspaceMode {
+    /// Reads inside the root only.
+    Readonly,
+    /// Writes inside; reads outside and commands ask.
+    #[default]
+    Coding,
+    /// Reads outside and commands allowed; writes outside ask.
+    Trusted,
+}
+
+/// [`TenantWorkspace::shell_sandbox`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum ShellSandboxChoice {
+    /// Kernel confinement, or no shell.
+    #[default]
+    Required,
+    /// No kernel confinement.
+    Off,
+}
+
+fn default_workspace_bytes() -> u64 {
+    256 << 20
+}
+
+fn default_workspace_files() -> u64 {
+    10_000
+}
+
+fn default_workspace_commands() -> u32 {
+    2
+}
+
+fn default_workspace_background() -> usize {
+    2
+}
+
+fn default_workspace_retention() -> u64 {
+    86_400
 }
 
 fn default_runs() -> u32 {
@@ -485,6 +598,7 @@ impl TenantConfig {
             agent: AgentConfig::default(),
             plugins: Vec::new(),
             mcp_servers: Vec::new(),
+            workspace: None,
         }
     }
 }
@@ -516,6 +630,7 @@ impl ServeConfig {
             poll_interval_ms: default_poll_interval(),
             run_lease_ms: default_run_lease(),
             lease_renew_ms: default_lease_renew(),
+            workspaces_dir: None,
             tenants,
         }
     }
@@ -591,6 +706,29 @@ impl ServeConfig {
             }
             if self.tenants.iter().any(|t| t.api_keys.contains(token)) {
                 return Err("metrics_token must not be a tenant's API key: the metrics show every tenant".into());
+            }
+        }
+        if let Some(dir) = &mut self.workspaces_dir
+            && dir.is_relative()
+        {
+            *dir = base.join(&*dir);
+        }
+        if let Some(tenant) = self.tenants.iter().find(|t| t.workspace.is_some())
+            && self.workspaces_dir.is_none()
+        {
+            return Err(format!(
+                "tenant {:?} has a workspace table, which needs workspaces_dir (the directory that holds the tenants' chat workspaces)",
+                tenant.name
+            ));
+        }
+        for tenant in &self.tenants {
+            if let Some(w) = &tenant.workspace
+                && (w.max_bytes == 0 || w.max_files == 0 || w.max_running_commands == 0 || w.retention_secs == 0)
+            {
+                return Err(format!(
+                    "tenant {:?}: workspace max_bytes, max_files, max_running_commands and retention_secs must be at least 1",
+                    tenant.name
+                ));
             }
         }
         let mut names = std::collections::HashSet::new();

@@ -59,6 +59,7 @@ mod sse;
 mod stored;
 mod takeover;
 mod upload;
+mod workspace;
 
 /// The embedders' pages, whose Rust snippets rustdoc compiles as this
 /// crate's doctests: its dependencies (the host, the runner, the MCP server,
@@ -74,7 +75,8 @@ mod embedder_docs {
 
 pub use auth::hash_key;
 pub use config::{
-    AgentConfig, PluginEntry, ProviderChoice, ProviderConfig, ServeConfig, ServeConfigError, TenantConfig,
+    AgentConfig, PluginEntry, ProviderChoice, ProviderConfig, ServeConfig, ServeConfigError, ShellSandboxChoice,
+    TenantConfig, TenantWorkspace, WorkspaceMode,
 };
 pub use lease::LeaseError;
 pub use listener::{Connection, ConnectionLimits, LimitedListener, LimitedStream};
@@ -187,6 +189,8 @@ struct Tenant {
     replay_bytes: Arc<std::sync::atomic::AtomicUsize>,
     /// Its `/mcp`.
     mcp: mcp::TenantMcp,
+    /// Its chat workspaces, with a `[tenants.workspace]` table.
+    workspaces: Option<Arc<workspace::TenantWorkspaces>>,
 }
 
 /// Uploads compiling at once across all tenants: one per core of the
@@ -220,6 +224,16 @@ pub enum ServeError {
         tenant: String,
         /// Which name.
         reason: String,
+    },
+    /// A tenant's workspace directory could not be created.
+    #[error("tenant {tenant}: cannot create its workspace directory {path}: {source}")]
+    Workspace {
+        /// The tenant.
+        tenant: String,
+        /// The directory.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
     },
     /// A tenant sets `fuel_per_minute` on a host that does not meter fuel.
     #[error("tenant {tenant}: fuel_per_minute needs a host with fuel metering (HostConfig::fuel_metering)")]
@@ -412,6 +426,30 @@ impl Service {
             };
             let mcp = mcp::TenantMcp::new(executor.clone(), setup)
                 .map_err(|e| ServeError::Mcp { tenant: t.name.clone(), reason: e.to_string() })?;
+            let workspaces = match (&t.workspace, &config.workspaces_dir) {
+                (Some(w), Some(dir)) => {
+                    // The workspace's tools join each chat's table after the plugins'.
+                    if let Some(name) = workspace::TOOL_NAMES.iter().find(|n| executor.tools().get(n).is_some()) {
+                        return Err(ServeError::Conflict {
+                            tenant: t.name.clone(),
+                            reason: format!(
+                                "the tool {name} of a plugin or MCP server clashes with the workspace's tool of that name"
+                            ),
+                        });
+                    }
+                    Some(workspace::TenantWorkspaces::new(dir, &t.name, w).map_err(|e| match e {
+                        workspace::WorkspaceError::Create { path, source } => {
+                            ServeError::Workspace { tenant: t.name.clone(), path, source }
+                        }
+                        other => ServeError::Workspace {
+                            tenant: t.name.clone(),
+                            path: dir.clone(),
+                            source: std::io::Error::other(other.to_string()),
+                        },
+                    })?)
+                }
+                _ => None,
+            };
             tenants.push(Tenant {
                 index,
                 name: t.name.clone(),
@@ -430,8 +468,12 @@ impl Service {
                 outcomes: console::Outcomes::default(),
                 replay_bytes: Arc::default(),
                 mcp,
+                workspaces,
             });
         }
+        // Idle session workspaces go after their tenant's retention; the sweep
+        // ends with the service (it holds the workspaces weakly).
+        workspace::TenantWorkspaces::spawn_sweeper(tenants.iter().filter_map(|t| t.workspaces.clone()).collect());
         Ok(Service {
             inner: Arc::new(Inner {
                 host: host.clone(),

@@ -265,6 +265,7 @@ pub struct WorkspaceBuilder {
     pub(crate) decider: Option<CommandDecider>,
     pub(crate) shell_sandbox: ShellSandbox,
     pub(crate) limits: Limits,
+    pub(crate) bounds: Option<crate::SharedBounds>,
     pub(crate) vision: bool,
 }
 
@@ -287,6 +288,7 @@ impl WorkspaceBuilder {
             decider: None,
             shell_sandbox: ShellSandbox::default(),
             limits: Limits::default(),
+            bounds: None,
             vision: true,
         }
     }
@@ -361,6 +363,14 @@ impl WorkspaceBuilder {
     /// The limits. Default: [`Limits::default`].
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Bounds this workspace shares with others (bytes and files under a
+    /// common directory, commands running at once): checked before every
+    /// write and command. Default: none, and then only [`Limits`] apply.
+    pub fn shared_bounds(mut self, bounds: crate::SharedBounds) -> Self {
+        self.bounds = Some(bounds);
         self
     }
 

@@ -12,6 +12,7 @@
 //! # }
 //! ```
 
+mod bounds;
 mod config;
 mod fs;
 mod output;
@@ -21,6 +22,7 @@ mod shell;
 mod text;
 mod tools;
 
+pub use bounds::{SharedBounds, Usage};
 pub use config::{
     CommandDecider, CommandRule, ConfigError, Decision, Limits, Mode, Op, PathRule, ShellSandbox, WorkspaceBuilder,
     WorkspacePolicy,
@@ -62,6 +64,8 @@ pub(crate) struct Session {
     pub(crate) decider: Option<CommandDecider>,
     pub(crate) shell_sandbox: ShellSandbox,
     pub(crate) limits: Limits,
+    /// Bounds shared with other workspaces (a tenant's), if any.
+    pub(crate) bounds: Option<SharedBounds>,
     pub(crate) vision: bool,
     pub(crate) closed: AtomicBool,
     pub(crate) approvals: tools::AskedCalls,
@@ -106,6 +110,7 @@ impl Workspace {
             decider: builder.decider,
             shell_sandbox: builder.shell_sandbox,
             limits: builder.limits,
+            bounds: builder.bounds,
             vision: builder.vision,
             closed: AtomicBool::new(false),
             approvals: tools::AskedCalls::default(),

@@ -137,6 +137,7 @@ impl Processes {
         &self,
         mut child: Child,
         confined: Option<crate::shell::Confined>,
+        permit: Option<tokio::sync::OwnedSemaphorePermit>,
         command: &str,
         limit_chars: usize,
     ) -> Arc<Background> {
@@ -206,6 +207,8 @@ impl Processes {
             if let Some(confined) = &bg.confined {
                 confined.kill_all();
             }
+            // Its place among the shared bounds' running commands is free again.
+            drop(permit);
         });
         let mut all = self.lock();
         all.insert(id, background.clone());

@@ -81,10 +81,16 @@ pub(crate) fn confine(cmd: &mut Command, ws: &Session) -> Result<Option<Confined
                 return Err(ShellError::Unconfined(reason));
             }
             let tmp = tempfile::Builder::new().prefix("lovia-shell-").tempdir()?;
+            // Under shared bounds, no one file may be larger than all of them.
+            let mut limits = lovia_confine::Limits::default();
+            if let Some(bounds) = &ws.bounds {
+                limits = limits.file_size_bytes(limits.file_size_bytes.min(bounds.max_bytes()));
+            }
             let prepared = lovia_confine::Confinement::new()
                 .read_write(ws.paths.root())
                 .private_tmp(tmp.path())
                 .network(false)
+                .limits(limits)
                 .apply(cmd)
                 .map_err(|e| ShellError::Unconfined(format!("the command cannot be confined: {e}")))?;
             Ok(Some(Confined { prepared, _tmp: tmp }))

@@ -22,6 +22,12 @@ pub fn no_workspace() -> Failure {
 
 pub(crate) const OUTSIDE_HINT: &str = "Access beyond the workspace root is controlled by policy. The user can grant it via the workspace's readable/writable paths (Workspace::builder(..).readable(..) / .writable(..), or readable = [...] / writable = [...] in the [workspace] table); otherwise work within the workspace.";
 pub(crate) const WRITE_MODE_HINT: &str = "Use mode='coding' (or a writable rule) to enable writes.";
+/// The hint of a full shared storage bound (`bounds.rs`).
+pub(crate) const STORAGE_FULL_HINT: &str =
+    "Delete files you no longer need (with the shell, or by overwriting them with less), then try again.";
+/// The hint when every shared command place is taken.
+pub(crate) const COMMANDS_BUSY_HINT: &str =
+    "Wait for a running command to finish, or stop a background process with kill_process, then try again.";
 pub(crate) const COMMAND_DENIED: &str = "Command denied by workspace policy.";
 pub(crate) const COMMAND_DENIED_HINT: &str =
     "The command (or a path it references) is denied. Adjust WorkspacePolicy rules or use a less restrictive mode.";

@@ -102,8 +102,10 @@ def check(tool_file: Path, paths: Sequence[Path] = ()) -> list[str]:
 
 
 def build(tool_file: Path, output: Path, *, paths: Sequence[Path] = (), wit: str | None = None,
-          componentize_py: str | None = None, lovia: str | None = None, pack: bool = True) -> list[str]:
-    """Builds `tool_file` into the component `output`; returns its tool names."""
+          componentize_py: str | None = None, lovia: str | None = None, pack: bool = True,
+          check_first: bool = True) -> list[str]:
+    """Builds `tool_file` into the component `output`; returns its tool names (none without
+    `check_first`, which `lovia build` turns off: it runs the check itself, confined by the kernel)."""
     if not tool_file.is_file() or tool_file.suffix != ".py":
         raise BuildError(f"{tool_file}: expected a Python file (tools.py)")
     if not tool_file.stem.isidentifier():
@@ -113,7 +115,7 @@ def build(tool_file: Path, output: Path, *, paths: Sequence[Path] = (), wit: str
     for p in paths:
         if not p.is_dir():
             raise BuildError(f"--path {p}: not a directory")
-    names = check(tool_file, paths)
+    names = check(tool_file, paths) if check_first else []
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="lovia-build-") as tmp:
         (Path(tmp) / f"{ENTRY}.py").write_text(
@@ -170,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--componentize-py", dest="componentize_py", help="the componentize-py executable")
     b.add_argument("--lovia", help="the lovia binary that packs the manifest [default: $LOVIA_BIN, else PATH]")
     b.add_argument("--no-pack", action="store_true", help="do not embed the manifest")
+    b.add_argument("--no-check", action="store_true",
+                   help="do not import the tool file here first (the caller checked it, or componentize-py will)")
     c = sub.add_parser("check", help="check the declarations of a tool file without building")
     c.add_argument("tool_file", type=Path)
     c.add_argument("-p", "--path", type=Path, action="append", default=[])
@@ -181,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         output = args.output or args.tool_file.with_suffix(".wasm")
         names = build(args.tool_file, output, paths=args.path, wit=args.wit, componentize_py=args.componentize_py, lovia=args.lovia,
-                      pack=not args.no_pack)
+                      pack=not args.no_pack, check_first=not args.no_check)
         print(f"{output}: {len(names)} tool(s): {', '.join(names)}")
         return 0
     except (BuildError, DeclarationError) as e:

@@ -42,9 +42,14 @@ async fn the_first_handoff_of_a_turn_wins_and_the_next_turn_is_the_targets() {
             .into()
     )));
     assert!(answers.contains(&("e1".into(), "still runs".into())));
-    // The second request is the target's: its instructions, its tools.
+    // The second request is the target's: its instructions (then its orders plugin's), its tools.
     let second = &model.requests()[1];
-    assert_eq!(second.messages[0], Message::System { content: "You handle refunds.".into() });
+    assert_eq!(
+        second.messages[0],
+        Message::System {
+            content: "You handle refunds.\n\nAmounts are in cents. Look an order up before refunding it.".into()
+        }
+    );
     let names: Vec<&str> = second.tools.iter().map(|t| t.name.as_str()).collect();
     assert!(names.contains(&"refund") && !names.iter().any(|n| n.starts_with("transfer_to_")), "{names:?}");
 }
@@ -75,8 +80,15 @@ async fn an_agent_as_a_tool_answers_with_its_output_and_its_budget_trip_is_an_er
             ("a2".to_owned(), "A-1001 shipped on Monday.".to_owned()),
         ]
     );
-    // The sub-run's own first request was its input, not the parent's conversation.
-    assert_eq!(sub_model.requests()[1].messages, [Message::User { content: "when did A-1001 ship?".into() }]);
+    // The sub-run's own first request was its input, not the parent's
+    // conversation, after its own system message (its orders plugin's instructions).
+    assert_eq!(
+        sub_model.requests()[1].messages,
+        [
+            Message::System { content: "Amounts are in cents. Look an order up before refunding it.".into() },
+            Message::User { content: "when did A-1001 ship?".into() }
+        ]
+    );
 }
 
 #[tokio::test]

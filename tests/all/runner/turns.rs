@@ -30,7 +30,12 @@ async fn the_model_sees_every_result_before_it_answers() {
     assert_eq!(result.turns, 3);
     let requests = model.requests();
     assert_eq!(requests.len(), 3);
-    assert_eq!(requests[0].messages[0], Message::System { content: "Be brief.".into() });
+    // The agent's instructions, then the orders plugin's `info().instructions`
+    // (the diagnostics plugin has none), joined by a blank line.
+    assert_eq!(
+        requests[0].messages[0],
+        Message::System { content: "Be brief.\n\nAmounts are in cents. Look an order up before refunding it.".into() }
+    );
     assert!(requests[0].tools.iter().any(|t| t.name == "lookup_order"));
     // The second request answers c1, c2 and c3 exactly once each.
     let mut answered: Vec<String> = tool_answers(&requests[1].messages).into_iter().map(|(id, _)| id).collect();

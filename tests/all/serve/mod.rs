@@ -6,6 +6,7 @@ mod chat;
 mod mcp;
 mod mcp_sources;
 mod tools;
+mod workspace;
 
 use lovia_host::plugin::config::LimitOverrides;
 use lovia_serve::{PluginEntry, ServeConfig, Service, TenantConfig, hash_key};

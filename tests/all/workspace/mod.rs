@@ -2,6 +2,7 @@
 //! executor: renderings and errors, the policy's asks and denials, escape
 //! attempts against the directory capability, and the shell.
 
+mod agent;
 mod confined;
 mod escapes;
 mod files;

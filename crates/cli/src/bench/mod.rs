@@ -7,6 +7,7 @@
 mod load;
 mod mcp;
 mod serve;
+mod workspace;
 
 use crate::CliError;
 use lovia_host::plugin::config::PluginConfig;
@@ -70,6 +71,9 @@ enum Bench {
     /// process) and streamable HTTP (stateless 2026-07-28), beside the same
     /// call through the executor.
     Mcp,
+    /// `read_file`, `edit_file` and `shell "true"` of a workspace through
+    /// the executor, beside spawning `sh -c true` unconfined.
+    Workspace,
 }
 
 #[derive(Serialize, Default)]
@@ -93,6 +97,8 @@ struct Report {
     serve: Option<serve::ServeFigure>,
     #[serde(skip_serializing_if = "Option::is_none")]
     mcp: Option<mcp::McpFigure>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workspace: Option<workspace::WorkspaceFigure>,
 }
 
 /// Single-call latency of the Python plugin's `echo`.
@@ -213,6 +219,9 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     if wants(Bench::Mcp) {
         let window = Duration::from_secs(args.seconds);
         report.mcp = Some(mcp::mcp(&exec, &args.plugin, args.connections, window).await?);
+    }
+    if wants(Bench::Workspace) {
+        report.workspace = Some(workspace::workspace().await?);
     }
     if let Some(path) = &args.python
         && (wants(Bench::Latency) || wants(Bench::Overhead))
@@ -566,6 +575,9 @@ fn table(r: &Report) -> String {
                 if t.errors == 0 { String::new() } else { format!("; {} FAILED", t.errors) }
             );
         }
+    }
+    if let Some(w) = &r.workspace {
+        out += &workspace::rows(w);
     }
     if let Some(t) = &r.timeout {
         out += &format!(

@@ -132,20 +132,6 @@ fn toolset(served: &[&Served]) -> Result<(Toolset, HashMap<String, String>), Cli
     Ok((tools, names))
 }
 
-/// The workspace `--workspace DIR --mode MODE --shell-sandbox S` describe.
-fn workspace(dir: &Path, mode: &str, sandbox: &str) -> Result<lovia_workspace::Workspace, CliError> {
-    let mode = lovia_workspace::Mode::parse(mode).unwrap_or_default();
-    let sandbox = match sandbox {
-        "off" => lovia_workspace::ShellSandbox::Off,
-        _ => lovia_workspace::ShellSandbox::Required,
-    };
-    lovia_workspace::Workspace::builder(dir)
-        .mode(mode)
-        .shell_sandbox(sandbox)
-        .build()
-        .map_err(|e| CliError::new(format!("--workspace: {e}")))
-}
-
 async fn load(host: &Host, path: &Path, shared: Option<(&Path, &PluginConfig)>) -> Result<Served, CliError> {
     let (config, config_file) = match shared {
         Some((file, c)) => (c.clone(), ConfigFile::Shared(file.to_owned())),
@@ -169,7 +155,7 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     }
     let (mut tools, plugin_names) = toolset(&served.iter().collect::<Vec<_>>())?;
     if let Some(dir) = &args.workspace {
-        let workspace = workspace(dir, &args.mode, &args.shell_sandbox)?;
+        let workspace = crate::workspace::open(dir, &args.mode, &args.shell_sandbox)?;
         if let Some(reason) = workspace.unavailable_reason() {
             eprintln!("lovia mcp: the workspace's shell tools are not served: {reason}");
         }

@@ -60,7 +60,10 @@ pub(crate) fn load_cached(engine: &Engine, cache: &ArtifactCache, digest: &str) 
         return None;
     }
     match load_artifact(engine, cache, &path) {
-        Ok(component) => Some(component),
+        Ok(component) => {
+            cache.mark_used(&path);
+            Some(component)
+        }
         // A stale, damaged or forged artifact is rebuilt, never trusted.
         Err(err) => {
             tracing::warn!(path = %path.display(), %err, "discarding an unusable cached artifact");

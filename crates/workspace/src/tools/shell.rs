@@ -98,6 +98,15 @@ pub(crate) fn shell(session: &Arc<Session>) -> Tool {
                 let Some(cwd) = cwd.filter(|c| c.is_dir()) else {
                     return Err(text::failure(format!("Not a directory: {cwd_arg}"), None));
                 };
+                // The shared bounds: room left, and a place among the commands running at once,
+                // held until the command (a background one too) has exited.
+                let permit = match &s.bounds {
+                    Some(bounds) => {
+                        bounds.check_room(0).await?;
+                        Some(bounds.command()?)
+                    }
+                    None => None,
+                };
                 let cmd = run::command(&command, &cwd, s.paths.root());
                 if bool_arg(&args, "background") {
                     s.processes.check_room(s.limits.background_processes).map_err(|full| {
@@ -108,7 +117,7 @@ pub(crate) fn shell(session: &Arc<Session>) -> Tool {
                     })?;
                     let (child, confined) = run::spawn_background(cmd, &s)
                         .map_err(|e| text::failure(e.to_string(), None))?;
-                    let bg = s.processes.register(child, confined, &command, s.limits.shell_output_chars);
+                    let bg = s.processes.register(child, confined, permit, &command, s.limits.shell_output_chars);
                     let id = &bg.id;
                     return ok(format!(
                         "started background process {id} (pid {}). Poll read_process_output('{id}') for its output; kill_process('{id}') stops it.",
@@ -120,6 +129,7 @@ pub(crate) fn shell(session: &Arc<Session>) -> Tool {
                 let finished = run::run(cmd, &s, timeout)
                     .await
                     .map_err(|e| text::failure(e.to_string(), None))?;
+                drop(permit);
                 ok(match finished {
                     Finished::TimedOut { after } => {
                         format!("command timed out\n[timeout after {:.1}s]", after.as_secs_f64())

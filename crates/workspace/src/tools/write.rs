@@ -41,6 +41,9 @@ pub(crate) fn write_file(session: &Arc<Session>) -> Tool {
                     return Err(text::failure("Cannot write to the workspace root as a file.", None));
                 }
                 let content = str_arg(&args, "content", "").to_owned();
+                if let Some(bounds) = &s.bounds {
+                    bounds.check_room(content.len() as u64).await?;
+                }
                 let create_only = bool_arg(&args, "create_only");
                 let place = s.files.place(&target.abs).map_err(|e| io_failure(&target.display, &e))?;
                 let session = s.clone();
@@ -94,6 +97,9 @@ pub(crate) fn edit_file(session: &Arc<Session>) -> Tool {
                     return ok(text::OLD_EMPTY);
                 }
                 let replace_all = bool_arg(&args, "replace_all");
+                if let Some(bounds) = &s.bounds {
+                    bounds.check_room(new.len().saturating_sub(old.len()) as u64).await?;
+                }
                 let place = s.files.place(&target.abs).map_err(|e| io_failure(&target.display, &e))?;
                 let session = s.clone();
                 blocking(move || {

@@ -1,0 +1,135 @@
+//! Chat workspaces in `lovia serve`: one root per tenant and session under
+//! `workspaces_dir`, the workspace tools only for a tenant with a
+//! `[tenants.workspace]` table, the tenant's bounds shared by all its
+//! sessions, and an idle session's workspace removed after its retention.
+
+use super::{Sse, start_with, tenant};
+use lovia_serve::{ProviderChoice, ProviderConfig, ServeConfig, TenantConfig, TenantWorkspace, WorkspaceMode};
+use lovia_tests::fixtures;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn calls(list: &[(&str, &str, Value)]) -> Value {
+    json!({"tool_calls": list.iter().map(|(id, name, args)| json!({"id": id, "name": name, "arguments": args.to_string()})).collect::<Vec<_>>()})
+}
+
+/// A tenant whose scripted model replays `replies` in every session.
+fn scripted(dir: &Path, name: &str, replies: &Value) -> TenantConfig {
+    let script = dir.join(format!("{name}.json"));
+    std::fs::write(&script, replies.to_string()).expect("script");
+    let mut t = tenant(name, &format!("{name}-key"), &[fixtures::DIAGNOSTICS]);
+    t.provider = ProviderConfig { kind: ProviderChoice::Scripted, script: Some(script), ..ProviderConfig::default() };
+    t
+}
+
+/// The `tool_result` texts of one chat run, by call id.
+async fn chat(addr: std::net::SocketAddr, key: &str, session: &str) -> std::collections::HashMap<String, String> {
+    let body = json!({"session_id": session, "input": "go"}).to_string();
+    let mut sse = Sse::post(addr, "/api/chat", key, &body).await;
+    assert_eq!(sse.status, 200);
+    let events = sse.rest().await;
+    assert_eq!(events.last().map(|e| e.0.as_str()), Some("run_completed"), "{events:?}");
+    events
+        .iter()
+        .filter(|(n, _)| n == "tool_result")
+        .map(|(_, d)| {
+            (d["id"].as_str().unwrap_or_default().to_owned(), d["result"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_chat_session_gets_its_own_workspace_and_only_tenants_with_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replies = json!([
+        calls(&[("w", "write_file", json!({"path": "notes.txt", "content": "hi\n"}))]),
+        calls(&[("sh", "shell", json!({"command": "cat notes.txt; ls .."}))]),
+        {"content": "Done."}
+    ]);
+    let mut acme = scripted(dir.path(), "acme", &replies);
+    let mut workspace = TenantWorkspace::default();
+    workspace.mode = WorkspaceMode::Trusted;
+    acme.workspace = Some(workspace);
+    let globex = scripted(dir.path(), "globex", &replies);
+    let mut config = ServeConfig::new(vec![acme, globex]);
+    let root = dir.path().join("workspaces");
+    config.workspaces_dir = Some(root.clone());
+    let addr = start_with(config).await;
+
+    for session in ["s1", "s2", ".."] {
+        let results = chat(addr, "acme-key", session).await;
+        assert_eq!(results["w"], "created notes.txt (3 bytes)");
+        // Confined: the shell sees its own root, and not the other sessions beside it.
+        let sh = &results["sh"];
+        assert!(sh.starts_with("exit code: 2\nhi\n--- stderr ---\n") && sh.contains("Permission denied"), "{sh}");
+        assert!(!sh.contains("s-"), "the sessions beside it are listed: {sh}");
+        let file = root.join("acme").join(format!("s-{session}")).join("notes.txt");
+        assert_eq!(std::fs::read_to_string(&file).expect("the session's own root"), "hi\n");
+    }
+    // The `..` session stays inside the tenant's directory.
+    assert!(!root.join("notes.txt").exists() && !dir.path().join("notes.txt").exists());
+
+    let results = chat(addr, "globex-key", "s1").await;
+    assert_eq!(results["w"], "Tool 'write_file' is not available.");
+    assert!(!root.join("globex").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_sessions_share_its_bounds_and_idle_workspaces_are_removed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let big = "x".repeat(40 << 10);
+    let replies = json!([
+        calls(&[("w", "write_file", json!({"path": "big.txt", "content": big}))]),
+        calls(&[("bg", "shell", json!({"command": "sleep 30", "background": true}))]),
+        calls(&[("t", "shell", json!({"command": "true"}))]),
+        {"content": "Done."}
+    ]);
+    let mut acme = scripted(dir.path(), "acme", &replies);
+    let mut workspace = TenantWorkspace::default();
+    workspace.mode = WorkspaceMode::Trusted;
+    workspace.max_bytes = 64 << 10;
+    workspace.max_running_commands = 1;
+    // Long enough that the first session's workspace is still there when the second one writes.
+    workspace.retention_secs = 5;
+    acme.workspace = Some(workspace);
+    let mut config = ServeConfig::new(vec![acme]);
+    let root = dir.path().join("workspaces");
+    config.workspaces_dir = Some(root.clone());
+    let addr = start_with(config).await;
+
+    let first = chat(addr, "acme-key", "s1").await;
+    assert_eq!(first["w"], "created big.txt (40960 bytes)");
+    assert!(first["bg"].starts_with("started background process bg-"), "{}", first["bg"]);
+    // One command at a time for the whole tenant: the background one holds it.
+    assert_eq!(
+        first["t"],
+        "Tool error: Too many commands are running in this account's workspaces (1 at once).\n  hint: Wait for a running command to finish, or stop a background process with kill_process, then try again."
+    );
+
+    // Another session's write would pass the tenant's bytes.
+    let second = chat(addr, "acme-key", "s2").await;
+    assert!(second["w"].starts_with("Tool error: Workspace storage is full: "), "{}", second["w"]);
+    assert!(!root.join("acme/s-s2/big.txt").exists());
+
+    // Both runs are over: after five seconds of idleness the sweep removes their workspaces.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while root.join("acme/s-s1").exists() || root.join("acme/s-s2").exists() {
+        assert!(Instant::now() < deadline, "idle workspaces still there");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[test]
+fn a_workspace_table_needs_workspaces_dir() {
+    let mut t = TenantConfig::new("acme", vec![lovia_serve::hash_key("k")]);
+    t.workspace = Some(TenantWorkspace::default());
+    let mut config = ServeConfig::new(vec![t]);
+    let err = config.resolve(Path::new(".")).expect_err("refused");
+    assert!(err.contains("workspaces_dir"), "{err}");
+    let bad = toml::from_str::<ServeConfig>(
+        "workspaces_dir = \"w\"\n[[tenants]]\nname = \"a\"\napi_keys = []\n[tenants.workspace]\nmode = \"yolo\"\n",
+    )
+    .expect_err("unknown mode");
+    assert!(bad.to_string().contains("readonly") && bad.to_string().contains("trusted"), "{bad}");
+}
