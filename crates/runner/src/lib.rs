@@ -329,6 +329,20 @@ impl Runner {
         }
         if let Some(text) = input {
             saver.update(|cp| cp.messages.push(Message::User { content: text }))?;
+        } else if let Some(Message::Assistant { content, tool_calls }) = saver.messages().last()
+            && tool_calls.is_empty()
+            && pending.is_empty()
+        {
+            // Resumed after the final answer was saved but before the run was
+            // marked ended (a replica killed or fenced in between): the answer
+            // stands; asking the model again would cost a turn and change it.
+            return Ok(RunResult {
+                output: content.clone().unwrap_or_default(),
+                messages: saver.messages(),
+                turns: state.turn,
+                agent: agent.name.clone(),
+                usage: state.meter.usage(),
+            });
         }
         loop {
             let messages = saver.messages();

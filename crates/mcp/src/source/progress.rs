@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// The calls in flight on one server that want progress, by token.
 #[derive(Default)]
 pub(crate) struct ProgressRoutes {
-    sinks: Mutex<HashMap<String, ProgressSink>>,
+    /// Each call's sink and the highest progress value it was given.
+    sinks: Mutex<HashMap<String, (ProgressSink, Option<f64>)>>,
 }
 
 /// A token routed to a call's sink until it is dropped (the call ended,
@@ -32,16 +33,24 @@ impl ProgressRoutes {
     /// Sends the notifications for `token` to `sink` until the route is dropped.
     pub(crate) fn route(self: &Arc<Self>, token: ProgressToken, sink: ProgressSink) -> Route {
         let key = key(&token);
-        self.sinks.lock().unwrap_or_else(PoisonError::into_inner).insert(key.clone(), sink);
+        self.sinks.lock().unwrap_or_else(PoisonError::into_inner).insert(key.clone(), (sink, None));
         Route { routes: self.clone(), key }
     }
 
-    /// Delivers one notification to its call, if the token is one of ours.
+    /// Delivers one notification to its call, if the token is one of ours
+    /// and its progress is past the last one delivered. The protocol says
+    /// progress increases; rmcp hands each notification to a task of its
+    /// own, so two sent together may arrive swapped, and the late one is
+    /// dropped rather than shown going backwards. The check and the send
+    /// happen under one lock, so events leave in the order they were judged.
     pub(crate) fn deliver(&self, note: &ProgressNotificationParam) {
-        let sink = self.sinks.lock().unwrap_or_else(PoisonError::into_inner).get(&key(&note.progress_token)).cloned();
-        if let Some(sink) = sink {
-            sink(&message(note));
+        let mut sinks = self.sinks.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((sink, last)) = sinks.get_mut(&key(&note.progress_token)) else { return };
+        if last.is_some_and(|last| note.progress <= last) {
+            return;
         }
+        *last = Some(note.progress);
+        sink(&message(note));
     }
 }
 
@@ -77,21 +86,24 @@ mod tests {
         };
         let token = ProgressToken(NumberOrString::Number(1));
         let route = routes.route(token.clone(), sink);
-        let note = |m: Option<&str>, total| {
-            let mut n = ProgressNotificationParam::new(token.clone(), 2.0);
+        let note = |progress: f64, m: Option<&str>, total| {
+            let mut n = ProgressNotificationParam::new(token.clone(), progress);
             n.total = total;
             n.message = m.map(str::to_owned);
             n
         };
-        routes.deliver(&note(Some("copying"), None));
-        routes.deliver(&note(None, Some(4.0)));
-        routes.deliver(&note(None, None));
+        routes.deliver(&note(1.0, Some("copying"), None));
+        routes.deliver(&note(2.0, None, Some(4.0)));
+        // Arrived after a later one (rmcp's tasks): dropped, not shown going back.
+        routes.deliver(&note(1.5, Some("late"), None));
+        routes.deliver(&note(2.0, Some("again"), None));
+        routes.deliver(&note(3.0, None, None));
         let other = ProgressNotificationParam::new(ProgressToken(NumberOrString::Number(7)), 1.0);
         routes.deliver(&other);
         let same_digits = ProgressNotificationParam::new(ProgressToken(NumberOrString::String("1".into())), 1.0);
         routes.deliver(&same_digits);
         drop(route);
-        routes.deliver(&ProgressNotificationParam::new(token, 3.0));
-        assert_eq!(*seen.lock().expect("lock"), ["copying", "2/4", "2"]);
+        routes.deliver(&ProgressNotificationParam::new(token, 4.0));
+        assert_eq!(*seen.lock().expect("lock"), ["copying", "2/4", "3"]);
     }
 }
