@@ -120,10 +120,11 @@ impl Workspace {
         if workspace.session.shell_default().is_some() {
             match workspace.unavailable_reason() {
                 Some(reason) => tracing::warn!(root = %root.display(), "workspace shell not offered: {reason}"),
-                None => tracing::warn!(
+                None if workspace.session.shell_sandbox == ShellSandbox::Off => tracing::warn!(
                     root = %root.display(),
                     "workspace shell runs without kernel confinement (shell_sandbox = \"off\")"
                 ),
+                None => {}
             }
         }
         Ok(workspace)
