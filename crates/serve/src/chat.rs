@@ -527,6 +527,14 @@ impl Service {
                         .collect();
                     Some(open)
                 }
+                Err(e @ super::workspace::WorkspaceError::Full { .. }) => {
+                    return Err(ApiError(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        format!(
+                            "{e}; delete files in existing sessions' workspaces or wait for idle ones to be removed"
+                        ),
+                    ));
+                }
                 Err(e) => {
                     tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot open the session's workspace");
                     return Err(ApiError(

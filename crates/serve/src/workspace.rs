@@ -52,6 +52,12 @@ pub(crate) enum WorkspaceError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A new session's workspace would pass the tenant's file bound.
+    #[error("the tenant's workspaces hold {files} files and directories, the most allowed")]
+    Full {
+        /// The bound.
+        files: u64,
+    },
     /// The session's workspace could not be opened.
     #[error("cannot open the workspace of session {session}: {source}")]
     Open {
@@ -104,6 +110,11 @@ impl TenantWorkspaces {
     pub(crate) fn open(self: &Arc<Self>, session: &str) -> Result<OpenWorkspace, WorkspaceError> {
         let name = Self::name(session);
         let root = self.dir.join(&name);
+        // A new session's directory counts against the tenant's file bound
+        // too: new session ids cannot make directories without end.
+        if !root.exists() && self.bounds.usage().files >= self.config.max_files {
+            return Err(WorkspaceError::Full { files: self.config.max_files });
+        }
         private_dir(&root)?;
         touch(&root);
         let mode = match self.config.mode {

@@ -133,3 +133,26 @@ fn a_workspace_table_needs_workspaces_dir() {
     .expect_err("unknown mode");
     assert!(bad.to_string().contains("readonly") && bad.to_string().contains("trusted"), "{bad}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_sessions_cannot_make_workspace_directories_past_the_file_bound() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replies = json!([
+        calls(&[("w", "write_file", json!({"path": "notes.txt", "content": "hi\n"}))]),
+        {"content": "Done."}
+    ]);
+    let mut acme = scripted(dir.path(), "acme", &replies);
+    let mut workspace = TenantWorkspace::default();
+    workspace.max_files = 2;
+    acme.workspace = Some(workspace);
+    let mut config = ServeConfig::new(vec![acme]);
+    config.workspaces_dir = Some(dir.path().join("workspaces"));
+    let addr = start_with(config).await;
+    assert_eq!(chat(addr, "acme-key", "s1").await["w"], "created notes.txt (3 bytes)");
+    // s-s1 and its file are the two entries allowed: a new session is refused, an old one is not.
+    let body = json!({"session_id": "s2", "input": "go"}).to_string();
+    let (status, text) = super::request(addr, "POST", "/api/chat", Some("acme-key"), &body).await;
+    assert_eq!(status, 429, "{text}");
+    assert!(text.contains("the tenant's workspaces hold 2 files and directories, the most allowed"), "{text}");
+    assert!(!dir.path().join("workspaces/acme/s-s2").exists());
+}
