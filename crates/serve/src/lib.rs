@@ -429,7 +429,7 @@ impl Service {
             let workspaces = match (&t.workspace, &config.workspaces_dir) {
                 (Some(w), Some(dir)) => {
                     // The workspace's tools join each chat's table after the plugins'.
-                    if let Some(name) = workspace::TOOL_NAMES.iter().find(|n| executor.tools().get(n).is_some()) {
+                    if let Some(name) = lovia_workspace::TOOL_NAMES.iter().find(|n| executor.tools().get(n).is_some()) {
                         return Err(ServeError::Conflict {
                             tenant: t.name.clone(),
                             reason: format!(

@@ -12,20 +12,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-/// The workspace's tools, which no plugin or MCP server of a tenant with
-/// a workspace may also declare.
-pub(crate) const TOOL_NAMES: [&str; 9] = [
-    "read_file",
-    "view_image",
-    "list_files",
-    "grep_files",
-    "write_file",
-    "edit_file",
-    "shell",
-    "read_process_output",
-    "kill_process",
-];
-
 /// How often the retention sweep runs, at most.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 

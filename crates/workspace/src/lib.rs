@@ -30,6 +30,20 @@ pub use config::{
 pub use shell::ShellError;
 pub use text::no_workspace;
 
+/// Every tool the bundle can offer, in its order: a host that adds the
+/// bundle beside other tools checks their names against these.
+pub const TOOL_NAMES: [&str; 9] = [
+    "read_file",
+    "view_image",
+    "list_files",
+    "grep_files",
+    "write_file",
+    "edit_file",
+    "shell",
+    "read_process_output",
+    "kill_process",
+];
+
 use policy::PathPolicy;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -209,5 +223,22 @@ impl Workspace {
     pub fn close(&self) {
         self.session.closed.store(true, Ordering::SeqCst);
         self.session.processes.kill_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_full_bundle_is_tool_names_in_order() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let workspace = Workspace::builder(root.path())
+            .mode(Mode::Trusted)
+            .shell_sandbox(ShellSandbox::Off)
+            .build()
+            .expect("build");
+        let names: Vec<String> = workspace.tools().iter().map(|t| t.name().to_owned()).collect();
+        assert_eq!(names, TOOL_NAMES);
     }
 }
