@@ -3,8 +3,9 @@
 //! `## Workspace` section, a plugin's instructions) and a reminder shown on
 //! every turn but never stored (the workspace's background processes).
 
-use super::agent::Agent;
 use super::provider::Message;
+use lovia_host::Tool;
+use std::sync::Arc;
 
 /// A bundle's text for the model. The runner asks it on every model turn,
 /// so what it says may change during a run.
@@ -52,11 +53,17 @@ impl PromptContext for lovia_workspace::Workspace {
 /// context's text in order (a workspace first), then the instructions of
 /// each plugin whose tools the agent has, once per plugin, in tool order;
 /// joined by a blank line. `None` when all are absent.
-pub(crate) fn system_message(agent: &Agent) -> Option<Message> {
-    let mut parts: Vec<String> = agent.instructions.iter().cloned().collect();
-    parts.extend(agent.context.iter().filter_map(|c| c.instructions()));
+/// Takes the agent's parts rather than the agent, so that this module stays
+/// below `agent` in the module graph.
+pub(crate) fn system_message(
+    instructions: Option<&str>,
+    context: &[Arc<dyn PromptContext>],
+    plugin_tools: &[Tool],
+) -> Option<Message> {
+    let mut parts: Vec<String> = instructions.map(str::to_owned).into_iter().collect();
+    parts.extend(context.iter().filter_map(|c| c.instructions()));
     let mut seen: Vec<&str> = Vec::new();
-    for plugin in agent.plugin_tools.iter().filter_map(lovia_host::Tool::plugin) {
+    for plugin in plugin_tools.iter().filter_map(Tool::plugin) {
         if seen.contains(&plugin.digest()) {
             continue;
         }
@@ -68,6 +75,6 @@ pub(crate) fn system_message(agent: &Agent) -> Option<Message> {
 }
 
 /// The reminders of this turn, one user message each.
-pub(crate) fn reminders(agent: &Agent) -> impl Iterator<Item = Message> + '_ {
-    agent.context.iter().filter_map(|c| c.reminder()).map(|content| Message::User { content })
+pub(crate) fn reminders(context: &[Arc<dyn PromptContext>]) -> impl Iterator<Item = Message> + '_ {
+    context.iter().filter_map(|c| c.reminder()).map(|content| Message::User { content })
 }

@@ -369,10 +369,14 @@ impl Runner {
             }
             emit(RunEvent::TurnStarted { agent: agent.name.clone(), turn: turns });
             let mut request_messages = Vec::with_capacity(messages.len() + 2);
-            request_messages.extend(context::system_message(agent));
+            request_messages.extend(context::system_message(
+                agent.instructions.as_deref(),
+                &agent.context,
+                &agent.plugin_tools,
+            ));
             request_messages.extend(messages);
             // Shown on this turn only: the checkpoint above holds the transcript without it.
-            request_messages.extend(context::reminders(agent));
+            request_messages.extend(context::reminders(&agent.context));
             let request = ModelRequest {
                 model: agent.model.clone(),
                 messages: request_messages,
