@@ -142,6 +142,14 @@ async fn bad_input_is_one_clear_line_with_a_hint() {
     assert_usage_error(&lovia(&["call", fixtures::DOCS, "search_docs", "{query: x}"]), "ARGS_JSON is not valid JSON");
     assert_eq!(lovia(&["call"]).status.code(), Some(2), "missing arguments are a usage error");
     assert_eq!(lovia(&["call", fixtures::DOCS, "search_docs", "{}", "--memory-mib", "0"]).status.code(), Some(2));
+    // A shell grant means nothing unconfined, and a grant must name a path.
+    let root = dir.path().to_str().expect("utf8");
+    let o = lovia(&["mcp", "--workspace", root, "--shell-sandbox", "off", "--shell-network"]);
+    assert_usage_error(&o, "--shell-network, --shell-read and --shell-write grant a confined shell more");
+    assert_usage_error(
+        &lovia(&["mcp", "--workspace", root, "--shell-read", "/no/such/dir"]),
+        "--shell-read /no/such/dir",
+    );
 }
 
 #[tokio::test]

@@ -28,17 +28,8 @@ pub(crate) struct Args {
     /// message (docs/workspace.md) [default: no workspace].
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
-    /// The workspace's mode: readonly (reads inside DIR), coding (writes
-    /// inside DIR; reads outside and commands ask), trusted (reads outside
-    /// and commands allowed; writes outside ask).
-    #[arg(long, value_name = "MODE", value_parser = ["readonly", "coding", "trusted"], default_value = "coding", requires = "workspace")]
-    mode: String,
-    /// Whether the workspace shell must run under kernel confinement:
-    /// `required` confines every command and leaves the shell tools out
-    /// where the kernel cannot (the reason goes to stderr); `off` runs
-    /// commands unconfined (the policy still applies).
-    #[arg(long, value_name = "SANDBOX", value_parser = ["required", "off"], default_value = "required", requires = "workspace")]
-    shell_sandbox: String,
+    #[command(flatten)]
+    workspace_options: crate::workspace::WorkspaceOptions,
     /// MCP servers whose tools join the plugins' (`[[mcp_servers]]` tables;
     /// docs/mcp.md, "MCP servers as tool sources") [default: none].
     #[arg(long, value_name = "SERVERS.toml")]
@@ -369,7 +360,7 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     // The workspace's tools follow the plugins' (a clash names its source).
     let workspace = match &args.workspace {
         Some(dir) => {
-            let workspace = crate::workspace::open(dir, &args.mode, &args.shell_sandbox)?;
+            let workspace = crate::workspace::open(dir, &args.workspace_options)?;
             if let Some(reason) = workspace.unavailable_reason() {
                 eprintln!("lovia run: the workspace's shell tools are not offered: {reason}");
             }

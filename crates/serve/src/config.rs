@@ -41,6 +41,7 @@
 //! [tenants.workspace]                 # docs/workspace.md; default: no workspace tools
 //! mode = "coding"                      # default; readonly, coding or trusted
 //! shell_sandbox = "required"           # default; or "off"
+//! shell_network = false                # default: confined commands open no TCP or UDP socket
 //! max_bytes = 268435456                # default (256 MiB) in all its sessions' workspaces
 //!
 //! [[tenants.plugins]]
@@ -341,6 +342,15 @@ pub struct TenantWorkspace {
     /// commands run unconfined. Default: `required`.
     #[serde(default)]
     pub shell_sandbox: ShellSandboxChoice,
+    /// Whether a confined command may open TCP and UDP sockets (any
+    /// address) and read the resolver's configuration. Default: false.
+    #[serde(default)]
+    pub shell_network: bool,
+    /// Paths of the service's machine a confined command may read and
+    /// execute, such as a toolchain outside the system directories; each
+    /// must exist when the service starts. Default: none.
+    #[serde(default)]
+    pub shell_read_only: Vec<std::path::PathBuf>,
     /// Bytes of disk all the tenant's session workspaces may use; a write
     /// or command past it fails with a tool error. A confined command's
     /// largest file is bounded by it too. Default: 268,435,456 (256 MiB).
@@ -367,6 +377,8 @@ impl Default for TenantWorkspace {
         Self {
             mode: WorkspaceMode::default(),
             shell_sandbox: ShellSandboxChoice::default(),
+            shell_network: false,
+            shell_read_only: Vec::new(),
             max_bytes: default_workspace_bytes(),
             max_files: default_workspace_files(),
             max_running_commands: default_workspace_commands(),
@@ -721,14 +733,24 @@ impl ServeConfig {
                 tenant.name
             ));
         }
-        for tenant in &self.tenants {
-            if let Some(w) = &tenant.workspace
-                && (w.max_bytes == 0 || w.max_files == 0 || w.max_running_commands == 0 || w.retention_secs == 0)
-            {
+        for tenant in &mut self.tenants {
+            let Some(w) = &mut tenant.workspace else { continue };
+            if w.max_bytes == 0 || w.max_files == 0 || w.max_running_commands == 0 || w.retention_secs == 0 {
                 return Err(format!(
                     "tenant {:?}: workspace max_bytes, max_files, max_running_commands and retention_secs must be at least 1",
                     tenant.name
                 ));
+            }
+            if w.shell_sandbox == ShellSandboxChoice::Off && (w.shell_network || !w.shell_read_only.is_empty()) {
+                return Err(format!(
+                    "tenant {:?}: workspace shell_network and shell_read_only grant a confined shell more, and shell_sandbox = \"off\" confines nothing; drop them or confine the shell",
+                    tenant.name
+                ));
+            }
+            for path in &mut w.shell_read_only {
+                if path.is_relative() {
+                    *path = base.join(&*path);
+                }
             }
         }
         let mut names = std::collections::HashSet::new();

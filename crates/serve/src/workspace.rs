@@ -5,7 +5,7 @@
 //! once no run has used it for the tenant's `retention_secs`.
 
 use crate::config::{ShellSandboxChoice, TenantWorkspace, WorkspaceMode};
-use lovia_workspace::{Limits, Mode, SharedBounds, ShellSandbox, Workspace};
+use lovia_workspace::{Limits, Mode, SharedBounds, ShellGrants, ShellSandbox, Workspace};
 use std::collections::HashMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -21,6 +21,8 @@ pub(crate) struct TenantWorkspaces {
     tenant: String,
     dir: PathBuf,
     config: TenantWorkspace,
+    /// What a confined command may reach beyond its root, from the config.
+    grants: ShellGrants,
     bounds: SharedBounds,
     /// Runs using each session's workspace now, by directory name.
     in_use: Mutex<HashMap<String, usize>>,
@@ -36,6 +38,14 @@ pub(crate) enum WorkspaceError {
         /// The directory.
         path: PathBuf,
         /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A path of `shell_read_only` cannot be granted.
+    #[error("cannot grant the workspace shell {path}: {source}")]
+    Grant {
+        /// The path configured.
+        path: PathBuf,
+        /// Why it cannot be resolved.
         source: std::io::Error,
     },
     /// A new session's workspace would pass the tenant's file bound.
@@ -68,9 +78,21 @@ impl TenantWorkspaces {
     pub(crate) fn new(root: &Path, tenant: &str, config: &TenantWorkspace) -> Result<Arc<Self>, WorkspaceError> {
         let dir = root.join(tenant);
         private_dir(&dir)?;
+        let mut grants = ShellGrants::default().network(config.shell_network);
+        for path in &config.shell_read_only {
+            let resolved =
+                path.canonicalize().map_err(|source| WorkspaceError::Grant { path: path.clone(), source })?;
+            grants = grants.read_only(resolved);
+        }
         let bounds = SharedBounds::new(&dir, config.max_bytes, config.max_files, config.max_running_commands);
-        let workspaces =
-            Arc::new(Self { tenant: tenant.to_owned(), dir, config: config.clone(), bounds, in_use: Mutex::default() });
+        let workspaces = Arc::new(Self {
+            tenant: tenant.to_owned(),
+            dir,
+            config: config.clone(),
+            grants,
+            bounds,
+            in_use: Mutex::default(),
+        });
         if let Some(reason) = workspaces.unavailable_shell() {
             tracing::warn!(tenant, "the tenant's workspace shell tools are not offered: {reason}");
         }
@@ -118,6 +140,7 @@ impl TenantWorkspaces {
             .name(session)
             .mode(mode)
             .shell_sandbox(sandbox)
+            .shell_grants(self.grants.clone())
             .limits(limits)
             .shared_bounds(self.bounds.clone())
             .build()

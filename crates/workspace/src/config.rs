@@ -175,6 +175,48 @@ pub enum ShellSandbox {
     Off,
 }
 
+/// What a confined shell command may reach beyond the root, its private
+/// temporary directory and the system's read-only directories. Only the
+/// shell is granted: the file tools stay under the path policy. Under
+/// [`ShellSandbox::Off`] nothing is enforced, so grants mean nothing there.
+/// Default: no network, no other directory.
+///
+/// ```
+/// use lovia_workspace::ShellGrants;
+/// // A build that fetches dependencies and reads a shared toolchain.
+/// let grants = ShellGrants::default().network(true).read_only("/opt/toolchain");
+/// # let _ = grants;
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShellGrants {
+    /// TCP and UDP over IPv4 and IPv6, to any address, and the resolver's
+    /// configuration. Default: false (only unix sockets).
+    pub network: bool,
+    /// Directories (or files) commands may read and execute. Default: none.
+    pub read_only: Vec<PathBuf>,
+    /// Directories (or files) commands may read, write and execute. Default: none.
+    pub read_write: Vec<PathBuf>,
+}
+
+impl ShellGrants {
+    /// Whether commands may use the network. Default: false.
+    pub fn network(mut self, allowed: bool) -> Self {
+        self.network = allowed;
+        self
+    }
+    /// Adds a path commands may read. Default: none.
+    pub fn read_only(mut self, path: impl Into<PathBuf>) -> Self {
+        self.read_only.push(path.into());
+        self
+    }
+    /// Adds a path commands may read and write. Default: none.
+    pub fn read_write(mut self, path: impl Into<PathBuf>) -> Self {
+        self.read_write.push(path.into());
+        self
+    }
+}
+
 /// The workspace's limits. Each default is the documented one (docs/workspace.md, "Limits").
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -264,6 +306,7 @@ pub struct WorkspaceBuilder {
     pub(crate) writable: Vec<String>,
     pub(crate) decider: Option<CommandDecider>,
     pub(crate) shell_sandbox: ShellSandbox,
+    pub(crate) shell_grants: ShellGrants,
     pub(crate) limits: Limits,
     pub(crate) bounds: Option<crate::SharedBounds>,
     pub(crate) vision: bool,
@@ -287,6 +330,7 @@ impl WorkspaceBuilder {
             writable: Vec::new(),
             decider: None,
             shell_sandbox: ShellSandbox::default(),
+            shell_grants: ShellGrants::default(),
             limits: Limits::default(),
             bounds: None,
             vision: true,
@@ -357,6 +401,13 @@ impl WorkspaceBuilder {
     /// Whether the shell needs kernel confinement. Default: [`ShellSandbox::Required`].
     pub fn shell_sandbox(mut self, sandbox: ShellSandbox) -> Self {
         self.shell_sandbox = sandbox;
+        self
+    }
+
+    /// What a confined command may reach beyond the root (network, other
+    /// directories). Default: [`ShellGrants::default`], nothing.
+    pub fn shell_grants(mut self, grants: ShellGrants) -> Self {
+        self.shell_grants = grants;
         self
     }
 

@@ -12,6 +12,12 @@
 //! # }
 //! ```
 
+/// docs/workspace.md, whose Rust snippets rustdoc compiles as this crate's
+/// doctests, so a snippet that drifts from the API fails the build.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/workspace.md")]
+mod workspace_docs {}
+
 mod bounds;
 mod config;
 mod fs;
@@ -24,8 +30,8 @@ mod tools;
 
 pub use bounds::{SharedBounds, Usage};
 pub use config::{
-    CommandDecider, CommandRule, ConfigError, Decision, Limits, Mode, Op, PathRule, ShellSandbox, WorkspaceBuilder,
-    WorkspacePolicy,
+    CommandDecider, CommandRule, ConfigError, Decision, Limits, Mode, Op, PathRule, ShellGrants, ShellSandbox,
+    WorkspaceBuilder, WorkspacePolicy,
 };
 pub use shell::ShellError;
 pub use text::no_workspace;
@@ -77,6 +83,7 @@ pub(crate) struct Session {
     pub(crate) rules: WorkspacePolicy,
     pub(crate) decider: Option<CommandDecider>,
     pub(crate) shell_sandbox: ShellSandbox,
+    pub(crate) shell_grants: ShellGrants,
     pub(crate) limits: Limits,
     /// Bounds shared with other workspaces (a tenant's), if any.
     pub(crate) bounds: Option<SharedBounds>,
@@ -123,6 +130,7 @@ impl Workspace {
             rules,
             decider: builder.decider,
             shell_sandbox: builder.shell_sandbox,
+            shell_grants: builder.shell_grants,
             limits: builder.limits,
             bounds: builder.bounds,
             vision: builder.vision,

@@ -62,7 +62,8 @@ impl Confined {
 /// and unavailable. The one place a command's confinement is decided:
 /// under [`ShellSandbox::Required`] the command may write only the root and
 /// a private temporary directory of its own, read the system's directories
-/// and the root, open no network socket, and stays within
+/// and the root, open no network socket (each beyond that only as
+/// [`crate::ShellGrants`] grants), and stays within
 /// `lovia_confine::Limits`' defaults, in a session of its own. Under
 /// [`ShellSandbox::Off`] it runs as the host's own process, in a process
 /// group of its own.
@@ -86,11 +87,19 @@ pub(crate) fn confine(cmd: &mut Command, ws: &Session) -> Result<Option<Confined
             if let Some(bounds) = &ws.bounds {
                 limits = limits.file_size_bytes(limits.file_size_bytes.min(bounds.max_bytes()));
             }
-            let prepared = lovia_confine::Confinement::new()
+            let grants = &ws.shell_grants;
+            let mut confinement = lovia_confine::Confinement::new()
                 .read_write(ws.paths.root())
                 .private_tmp(tmp.path())
-                .network(false)
-                .limits(limits)
+                .network(grants.network)
+                .limits(limits);
+            for path in &grants.read_only {
+                confinement = confinement.read_only(path);
+            }
+            for path in &grants.read_write {
+                confinement = confinement.read_write(path);
+            }
+            let prepared = confinement
                 .apply(cmd)
                 .map_err(|e| ShellError::Unconfined(format!("the command cannot be confined: {e}")))?;
             Ok(Some(Confined { prepared, _tmp: tmp }))

@@ -132,6 +132,16 @@ fn a_workspace_table_needs_workspaces_dir() {
     )
     .expect_err("unknown mode");
     assert!(bad.to_string().contains("readonly") && bad.to_string().contains("trusted"), "{bad}");
+    // Grants widen a confined shell; with the shell unconfined they would
+    // promise what nothing enforces.
+    let mut config = toml::from_str::<ServeConfig>(
+        "workspaces_dir = \"w\"\n[[tenants]]\nname = \"a\"\napi_keys = [\"%KEY%\"]\n[tenants.workspace]\nshell_sandbox = \"off\"\nshell_network = true\n"
+            .replace("%KEY%", &lovia_serve::hash_key("k"))
+            .as_str(),
+    )
+    .expect("parses");
+    let err = config.resolve(Path::new(".")).expect_err("refused");
+    assert!(err.contains("shell_network") && err.contains("\"off\""), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

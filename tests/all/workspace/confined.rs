@@ -7,7 +7,7 @@
 
 use super::shell::{gone, started};
 use super::{dirs, executor, out};
-use lovia_workspace::{Mode, ShellSandbox, Workspace};
+use lovia_workspace::{Mode, ShellGrants, ShellSandbox, Workspace};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -98,6 +98,43 @@ async fn a_confined_command_opens_no_network_socket() {
     assert!(text.contains("PermissionError") || text.contains("Operation not permitted"), "{text}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(arrived(&tcp, &udp), (false, false), "nothing arrives from the confined command: {text}");
+}
+
+/// Granted the network, the same confined command reaches both listeners;
+/// granted a directory read-only, it reads there and still writes nothing.
+#[tokio::test]
+async fn a_confined_command_reaches_what_its_grants_name_and_no_more() {
+    let d = dirs();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp");
+    tcp.set_nonblocking(true).expect("nonblocking");
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+    udp.set_nonblocking(true).expect("nonblocking");
+    let line = format!(
+        "python3 -c \"import socket; u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); \
+         u.sendto(b'x', ('127.0.0.1', {udp})); socket.create_connection(('127.0.0.1', {tcp}), 2)\"",
+        tcp = tcp.local_addr().expect("addr").port(),
+        udp = udp.local_addr().expect("addr").port(),
+    );
+    let secret = d.outside.join("toolchain.txt");
+    std::fs::write(&secret, "the granted file").expect("write");
+    let granted = Workspace::builder(&d.root)
+        .mode(Mode::Trusted)
+        .shell_grants(ShellGrants::default().network(true).read_only(&d.outside))
+        .build()
+        .expect("workspace");
+    let exec = executor(&granted);
+    let text = out(&exec, "shell", json!({"command": line})).await;
+    assert!(text.starts_with("exit code: 0"), "{text}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut buf = [0u8; 8];
+    assert!(tcp.accept().is_ok(), "the TCP connect arrives: {text}");
+    assert!(udp.recv(&mut buf).is_ok(), "the datagram arrives: {text}");
+
+    let line = format!("cat {s}; echo changed > {s}", s = secret.display());
+    let text = out(&exec, "shell", json!({"command": line})).await;
+    assert!(text.contains("the granted file"), "read through the grant: {text}");
+    assert!(text.starts_with("exit code: 1\n") || text.starts_with("exit code: 2\n"), "{text}");
+    assert_eq!(std::fs::read_to_string(&secret).expect("secret"), "the granted file", "{text}");
 }
 
 #[tokio::test]

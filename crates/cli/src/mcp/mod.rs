@@ -38,17 +38,8 @@ pub(crate) struct Args {
     /// (docs/workspace.md). Not with --watch.
     #[arg(long, value_name = "DIR", conflicts_with = "watch")]
     workspace: Option<PathBuf>,
-    /// The workspace's mode: readonly (reads inside DIR), coding (writes
-    /// inside DIR; reads outside and commands ask), trusted (reads outside
-    /// and commands allowed; writes outside ask).
-    #[arg(long, value_name = "MODE", value_parser = ["readonly", "coding", "trusted"], default_value = "coding")]
-    mode: String,
-    /// Whether the workspace shell must run under kernel confinement:
-    /// `required` confines every command (Landlock, seccomp, rlimits, a pids
-    /// cgroup; docs/confinement.md) and leaves the shell tools out where the
-    /// kernel cannot; `off` runs commands unconfined (the policy still applies).
-    #[arg(long, value_name = "SANDBOX", value_parser = ["required", "off"], default_value = "required")]
-    shell_sandbox: String,
+    #[command(flatten)]
+    workspace_options: crate::workspace::WorkspaceOptions,
     /// A plugin config (TOML: grants, limits) used for every plugin listed,
     /// instead of the one beside each.
     #[arg(long, value_name = "FILE")]
@@ -155,7 +146,7 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     }
     let (mut tools, plugin_names) = toolset(&served.iter().collect::<Vec<_>>())?;
     if let Some(dir) = &args.workspace {
-        let workspace = crate::workspace::open(dir, &args.mode, &args.shell_sandbox)?;
+        let workspace = crate::workspace::open(dir, &args.workspace_options)?;
         if let Some(reason) = workspace.unavailable_reason() {
             eprintln!("lovia mcp: the workspace's shell tools are not served: {reason}");
         }
