@@ -279,10 +279,29 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
         out
     };
     let config = tmp.path().join("serve.toml");
+    // umbrella: no plugin, the workspace tools in coding mode, whose
+    // command asks; the console approves it and the confined command runs.
+    let workspace_script = tmp.path().join("workspace.json");
+    std::fs::write(
+        &workspace_script,
+        serde_json::json!([
+            {"tool_calls": [{"id": "call_write", "name": "write_file",
+                "arguments": "{\"path\": \"hello.py\", \"content\": \"print('hi from the workspace')\\n\"}"}]},
+            {"tool_calls": [{"id": "call_shell", "name": "shell", "arguments": "{\"command\": \"python3 hello.py\"}"}]},
+            {"content": "Ran hello.py."}
+        ])
+        .to_string(),
+    )
+    .expect("script");
+    let umbrella = format!(
+        "{}[tenants.workspace]\nmode = \"coding\"\n",
+        tenant_toml("umbrella", "umbrella-key", &workspace_script, &[], &[])
+    );
     std::fs::write(
         &config,
         format!(
-            "approval_timeout_secs = 300\n{}{}{}{}",
+            "approval_timeout_secs = 300\nworkspaces_dir = {:?}\n{}{}{}{}{umbrella}",
+            tmp.path().join("workspaces").display().to_string(),
             tenant_toml("acme", "acme-key", &refund_script(), &[fixtures::ORDERS, fixtures::DIAGNOSTICS], &[]),
             tenant_toml(
                 "globex",
@@ -313,6 +332,7 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
         .env("GLOBEX_KEY", "globex-key")
         .env("INITECH_KEY", "initech-key")
         .env("HOOLI_KEY", "hooli-key")
+        .env("UMBRELLA_KEY", "umbrella-key")
         .env("CHROMIUM", &chromium)
         .env("SCREENSHOTS", &shots)
         .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
@@ -339,6 +359,7 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
         "exact_arguments_are_shown",
         "retries_and_images",
         "nested_form",
+        "approve_a_workspace_command",
         "sign_out",
         "no_incidents",
     ] {

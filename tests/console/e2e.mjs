@@ -10,7 +10,9 @@
 // returns HTML, whose image is not what it says, and which then sleeps;
 // initech a refund of a number past what a double holds; hooli a call that
 // fails once and is retried, a chart image, a lookup and a refund, and tools
-// with nested schemas); CHROMIUM (the browser executable); SCREENSHOTS (a
+// with nested schemas; UMBRELLA_KEY, a tenant with no plugin but the
+// workspace tools, whose script writes hello.py and then runs it, a command
+// its coding mode asks about); CHROMIUM (the browser executable); SCREENSHOTS (a
 // directory).
 
 import { chromium } from 'playwright-core';
@@ -22,6 +24,7 @@ const ACME = process.env.ACME_KEY;
 const GLOBEX = process.env.GLOBEX_KEY;
 const INITECH = process.env.INITECH_KEY;
 const HOOLI = process.env.HOOLI_KEY;
+const UMBRELLA = process.env.UMBRELLA_KEY;
 const shots = process.env.SCREENSHOTS;
 mkdirSync(shots, { recursive: true });
 
@@ -392,6 +395,29 @@ await scenario('nested_form', hooli, async () => {
   await nested.scrollIntoViewIfNeeded();
 });
 await hooli.context().close();
+
+// umbrella: a workspace command asks, the console shows it like any
+// other approval, and once approved it runs (confined) in the session's root.
+const umbrella = await newPage('umbrella');
+await scenario('approve_a_workspace_command', umbrella, async () => {
+  await signIn(umbrella, UMBRELLA);
+  await startRun(umbrella, 'ws-1', 'Write hello.py and run it');
+  await umbrella.locator('#run-events').getByText('created hello.py (31 bytes)').waitFor({ timeout: WAIT });
+  await umbrella.getByRole('tab', { name: /Approvals/ }).click();
+  const card = umbrella.locator('li.approval[data-session="ws-1"]');
+  await card.waitFor({ timeout: WAIT });
+  const text = await card.innerText();
+  check(text.includes('"command": "python3 hello.py"'), `the command is not shown: ${text}`);
+  check(text.includes('(host tool)'), `a workspace tool shown as a plugin's: ${text}`);
+  await card.getByRole('button', { name: /^Approve shell/ }).click();
+  await card.waitFor({ state: 'detached', timeout: WAIT });
+  await umbrella.getByRole('tab', { name: 'Runs' }).click();
+  // The result exactly as the model gets it: the exit code, then stdout.
+  await umbrella.locator('#run-events').getByText(/^exit code: 0\s+hi from the workspace$/).waitFor({ timeout: WAIT });
+  await umbrella.locator('#run-status').filter({ hasText: 'completed' }).waitFor({ timeout: WAIT });
+  check(await umbrella.locator('#run-events .decision').filter({ hasText: 'approved' }).count() === 1, 'the inline approval is not settled');
+});
+await umbrella.context().close();
 
 await scenario('sign_out', acme, async () => {
   await acme.getByRole('button', { name: 'Sign out' }).click();
