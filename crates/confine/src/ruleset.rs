@@ -60,30 +60,12 @@ const RESOLVER: &str = "/run/systemd/resolve";
 /// The ruleset of `confinement`, as the descriptor `landlock_restrict_self`
 /// takes (close-on-exec, so the confined program does not inherit it).
 pub(crate) fn build(confinement: &Confinement) -> Result<OwnedFd, ConfineError> {
-    let abi = LANDLOCK_ABI;
     let mut ruleset = handled(confinement.network).map_err(unsupported)?.create().map_err(unsupported)?;
-
-    let read = AccessFs::from_read(abi);
-    let read_write = AccessFs::from_all(abi);
-    for path in SYSTEM_READ {
-        ruleset = grant_if_present(ruleset, Path::new(path), read)?;
+    for rule in system_rules(confinement.network)? {
+        ruleset = rule.add_to(ruleset)?;
     }
-    for path in world_readable(Path::new(ETC)) {
-        ruleset = grant_if_present(ruleset, path, read)?;
-    }
-    for path in PROC_READ {
-        ruleset = grant_if_present(ruleset, Path::new(path), AccessFs::ReadFile.into())?;
-    }
-    for path in DEVICES_READ {
-        ruleset = grant_if_present(ruleset, Path::new(path), AccessFs::ReadFile.into())?;
-    }
-    for path in DEVICES_READ_WRITE {
-        ruleset =
-            grant_if_present(ruleset, Path::new(path), AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate)?;
-    }
-    if confinement.network {
-        ruleset = grant_if_present(ruleset, Path::new(RESOLVER), read)?;
-    }
+    let read = AccessFs::from_read(LANDLOCK_ABI);
+    let read_write = AccessFs::from_all(LANDLOCK_ABI);
     for path in &confinement.read_only {
         ruleset = grant(ruleset, path, read)?;
     }
@@ -94,6 +76,71 @@ pub(crate) fn build(confinement: &Confinement) -> Result<OwnedFd, ConfineError> 
     // HardRequirement makes an unsupported kernel an error before this point;
     // no descriptor here would mean no confinement, so it is refused too.
     fd.ok_or(ConfineError::LandlockMissing { needed: LANDLOCK_ABI as u32 })
+}
+
+/// A rule on a system path, its `O_PATH` descriptor opened once.
+#[derive(Debug)]
+struct SystemRule {
+    file: File,
+    access: BitFlags<AccessFs>,
+}
+
+impl SystemRule {
+    fn add_to(&self, ruleset: RulesetCreated) -> Result<RulesetCreated, ConfineError> {
+        ruleset.add_rule(PathBeneath::new(&self.file, self.access)).map_err(|source| ConfineError::Landlock { source })
+    }
+}
+
+/// The rules every confined process gets (the system directories, the
+/// world-readable parts of `/etc`, a few `/proc` files and devices; the
+/// resolver's directory with the network), opened once per process.
+///
+/// Why cached: `/etc` alone is some 150 subtrees here, and opening each
+/// path for every command was most of the confinement's cost (about 1.1 ms
+/// of 2.3 ms in release, measured with a throwaway timing test of
+/// `build`; docs/performance.md, "The workspace tools"). A descriptor names
+/// the inode it was opened on: should a system directory be replaced while
+/// the host runs, commands lose access to the new one (they fail closed) until
+/// the host restarts, exactly as the `/etc` list is computed once already.
+/// A failure is not cached: the next command tries again.
+fn system_rules(network: bool) -> Result<&'static [SystemRule], ConfineError> {
+    static WITHOUT_NETWORK: OnceLock<Vec<SystemRule>> = OnceLock::new();
+    static WITH_NETWORK: OnceLock<Vec<SystemRule>> = OnceLock::new();
+    let cache = if network { &WITH_NETWORK } else { &WITHOUT_NETWORK };
+    if let Some(rules) = cache.get() {
+        return Ok(rules);
+    }
+    let rules = open_system_rules(network)?;
+    Ok(cache.get_or_init(|| rules))
+}
+
+fn open_system_rules(network: bool) -> Result<Vec<SystemRule>, ConfineError> {
+    let abi = LANDLOCK_ABI;
+    let read = AccessFs::from_read(abi);
+    let mut wanted: Vec<(PathBuf, BitFlags<AccessFs>)> = Vec::new();
+    wanted.extend(SYSTEM_READ.iter().map(|p| (PathBuf::from(p), read)));
+    wanted.extend(world_readable(Path::new(ETC)).iter().map(|p| (p.clone(), read)));
+    wanted.extend(PROC_READ.iter().chain(DEVICES_READ).map(|p| (PathBuf::from(p), AccessFs::ReadFile.into())));
+    wanted.extend(
+        DEVICES_READ_WRITE
+            .iter()
+            .map(|p| (PathBuf::from(p), AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate)),
+    );
+    if network {
+        wanted.push((PathBuf::from(RESOLVER), read));
+    }
+    let mut rules = Vec::with_capacity(wanted.len());
+    for (path, access) in wanted {
+        // A system path this machine lacks is left out.
+        let file = match open_path(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => return Err(ConfineError::GrantedPath { path, source }),
+        };
+        let access = for_file_type(&path, &file, access)?;
+        rules.push(SystemRule { file, access });
+    }
+    Ok(rules)
 }
 
 /// Whether this kernel enforces every right [`build`] asks for.
@@ -131,19 +178,6 @@ fn grant(ruleset: RulesetCreated, path: &Path, access: BitFlags<AccessFs>) -> Re
     add(ruleset, path, file, access)
 }
 
-/// Adds a rule for a system path if this machine has it.
-fn grant_if_present(
-    ruleset: RulesetCreated,
-    path: &Path,
-    access: BitFlags<AccessFs>,
-) -> Result<RulesetCreated, ConfineError> {
-    match open_path(path) {
-        Ok(file) => add(ruleset, path, file, access),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ruleset),
-        Err(source) => Err(ConfineError::GrantedPath { path: path.to_path_buf(), source }),
-    }
-}
-
 /// Opens `path` with `O_PATH` (no read right needed, nothing happens to a
 /// device): the rule is on what the path names now, symlinks resolved.
 fn open_path(path: &Path) -> std::io::Result<File> {
@@ -156,11 +190,16 @@ fn add(
     file: File,
     access: BitFlags<AccessFs>,
 ) -> Result<RulesetCreated, ConfineError> {
-    let meta = file.metadata().map_err(|source| ConfineError::GrantedPath { path: path.to_path_buf(), source })?;
-    // A rule on a file may only carry the rights that apply to a file; the
-    // type is read from the descriptor the rule is made of.
-    let access = if meta.is_dir() { access } else { access & AccessFs::from_file(LANDLOCK_ABI) };
+    let access = for_file_type(path, &file, access)?;
     ruleset.add_rule(PathBeneath::new(file, access)).map_err(|source| ConfineError::Landlock { source })
+}
+
+/// `access` as a rule on `file` may carry it: a rule on a file may only
+/// carry the rights that apply to a file; the type is read from the
+/// descriptor the rule is made of.
+fn for_file_type(path: &Path, file: &File, access: BitFlags<AccessFs>) -> Result<BitFlags<AccessFs>, ConfineError> {
+    let meta = file.metadata().map_err(|source| ConfineError::GrantedPath { path: path.to_path_buf(), source })?;
+    Ok(if meta.is_dir() { access } else { access & AccessFs::from_file(LANDLOCK_ABI) })
 }
 
 /// The largest subtrees of `root` in which every file and directory is
