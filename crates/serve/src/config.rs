@@ -12,6 +12,7 @@
 //! metrics_public = false             # … this is true (it is false by default)
 //! max_connections = 1024             # default: connections held at once, in all
 //! max_connections_per_ip = 64        # default: from one peer address (raise it behind a proxy)
+//! max_connections_per_ipv6_48 = 128  # default: from one IPv6 /48, whatever its /64s
 //! idle_connection_secs = 60          # default: a connection silent this long is closed
 //! first_byte_secs = 10               # default: a new connection's first byte must come within this
 //! request_head_secs = 10             # default: a request head must be whole this long after its first byte
@@ -120,6 +121,11 @@ pub struct ServeConfig {
     /// the proxy.
     #[serde(default = "default_max_connections_per_ip")]
     pub max_connections_per_ip: usize,
+    /// Connections held at once from one IPv6 /48, whatever /64s inside it
+    /// they come from (an IPv6 peer is otherwise counted by its /64).
+    /// Default: 128.
+    #[serde(default = "default_max_connections_per_ipv6_48")]
+    pub max_connections_per_ipv6_48: usize,
     /// Seconds a connection may pass without a byte either way before it is
     /// closed (a streamed SSE response, with its keep-alive comments, is
     /// traffic; the time a request is being answered does not count).
@@ -193,6 +199,10 @@ fn default_max_connections() -> usize {
 
 fn default_max_connections_per_ip() -> usize {
     64
+}
+
+fn default_max_connections_per_ipv6_48() -> usize {
+    128
 }
 
 fn default_idle_connection() -> u64 {
@@ -635,6 +645,7 @@ impl ServeConfig {
             metrics_public: false,
             max_connections: default_max_connections(),
             max_connections_per_ip: default_max_connections_per_ip(),
+            max_connections_per_ipv6_48: default_max_connections_per_ipv6_48(),
             idle_connection_secs: default_idle_connection(),
             first_byte_secs: default_head_secs(),
             request_head_secs: default_head_secs(),
@@ -667,8 +678,10 @@ impl ServeConfig {
         if self.sse_keep_alive_secs == 0 {
             return Err("sse_keep_alive_secs must be at least 1".into());
         }
-        if self.max_connections == 0 || self.max_connections_per_ip == 0 {
-            return Err("max_connections and max_connections_per_ip must be at least 1".into());
+        if self.max_connections == 0 || self.max_connections_per_ip == 0 || self.max_connections_per_ipv6_48 == 0 {
+            return Err(
+                "max_connections, max_connections_per_ip and max_connections_per_ipv6_48 must be at least 1".into()
+            );
         }
         if self.idle_connection_secs <= self.sse_keep_alive_secs {
             return Err(format!(

@@ -494,6 +494,7 @@ impl Service {
                 connections: ConnectionLimits {
                     max_connections: config.max_connections,
                     max_connections_per_ip: config.max_connections_per_ip,
+                    max_connections_per_ipv6_48: config.max_connections_per_ipv6_48,
                     idle_timeout: Duration::from_secs(config.idle_connection_secs.max(1)),
                     first_byte_timeout: Duration::from_secs(config.first_byte_secs.max(1)),
                     head_timeout: Duration::from_secs(config.request_head_secs.max(1)),

@@ -60,6 +60,11 @@ pub struct ConnectionLimits {
     /// a reverse proxy every client shares the proxy's address: raise it to
     /// `max_connections` there and bound clients at the proxy.
     pub max_connections_per_ip: usize,
+    /// Connections held at once from one IPv6 /48, whatever /64s they come
+    /// from: a client given a /48 (or a /56, which lies inside one) could
+    /// otherwise hold `max_connections_per_ip` from each of its 65,536 /64s.
+    /// Default: 128 (two /64s' worth).
+    pub max_connections_per_ipv6_48: usize,
     /// A connection that neither sends nor receives a byte for this long is
     /// closed (a response being streamed, such as SSE with its keep-alive
     /// comments, is activity, and so is a request being answered). Default: 60 s.
@@ -82,6 +87,7 @@ impl Default for ConnectionLimits {
         Self {
             max_connections: 1024,
             max_connections_per_ip: 64,
+            max_connections_per_ipv6_48: 128,
             idle_timeout: Duration::from_secs(60),
             first_byte_timeout: Duration::from_secs(10),
             head_timeout: Duration::from_secs(10),
@@ -167,7 +173,7 @@ pub struct LimitedListener {
     inner: TcpListener,
     limits: ConnectionLimits,
     all: Arc<Semaphore>,
-    per_ip: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    per_ip: Arc<Mutex<HashMap<Peer, usize>>>,
     unauthenticated: Arc<Unauthenticated>,
     next_id: AtomicU64,
     metrics: Arc<Metrics>,
@@ -188,13 +194,7 @@ impl LimitedListener {
 
     /// One of the peer's connection places, if it has one left.
     fn claim(&self, ip: IpAddr) -> Option<PeerSlot> {
-        let mut peers = self.per_ip.lock().unwrap_or_else(|p| p.into_inner());
-        let held = peers.entry(ip).or_insert(0);
-        if *held >= self.limits.max_connections_per_ip.max(1) {
-            return None;
-        }
-        *held += 1;
-        Some(PeerSlot { ip, peers: self.per_ip.clone() })
+        claim(&self.per_ip, ip, &self.limits)
     }
 
     /// Makes room for one more unauthenticated connection by closing the
@@ -209,29 +209,67 @@ impl LimitedListener {
     }
 }
 
-/// Who a connection counts against: its IPv4 address (an IPv4-mapped IPv6
-/// address is its IPv4 form), or the /64 of an IPv6 address, as one client
-/// is commonly given a whole /64.
-fn peer_key(ip: IpAddr) -> IpAddr {
+/// What connections are counted against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Peer {
+    /// An IPv4 address, or an IPv6 /64 (its address with the low 64 bits cleared).
+    Address(IpAddr),
+    /// An IPv6 /48 (the address with the low 80 bits cleared).
+    Ipv6Slash48(Ipv6Addr),
+}
+
+/// Whom a connection counts against: its IPv4 address (an IPv4-mapped IPv6
+/// address is its IPv4 form); or the /64 of an IPv6 address, as one client
+/// is commonly given a whole /64, and its /48, as one may be given that.
+fn peer_keys(ip: IpAddr) -> [Option<Peer>; 2] {
     match ip.to_canonical() {
-        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !(u64::MAX as u128))),
-        v4 => v4,
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6);
+            [
+                Some(Peer::Address(IpAddr::V6(Ipv6Addr::from(bits & !(u128::from(u64::MAX)))))),
+                Some(Peer::Ipv6Slash48(Ipv6Addr::from(bits & !((1u128 << 80) - 1)))),
+            ]
+        }
+        v4 => [Some(Peer::Address(v4)), None],
     }
 }
 
-/// A peer's place, given back when its connection closes.
+/// One of the peer's connection places in `held`, if it has one left:
+/// under its address's (or /64's) bound and, for IPv6, its /48's.
+fn claim(held: &Arc<Mutex<HashMap<Peer, usize>>>, ip: IpAddr, limits: &ConnectionLimits) -> Option<PeerSlot> {
+    let keys = peer_keys(ip);
+    let mut peers = held.lock().unwrap_or_else(|p| p.into_inner());
+    let full = keys.iter().flatten().any(|key| {
+        let bound = match key {
+            Peer::Address(_) => limits.max_connections_per_ip,
+            Peer::Ipv6Slash48(_) => limits.max_connections_per_ipv6_48,
+        };
+        peers.get(key).copied().unwrap_or(0) >= bound.max(1)
+    });
+    if full {
+        return None;
+    }
+    for key in keys.iter().flatten() {
+        *peers.entry(*key).or_insert(0) += 1;
+    }
+    Some(PeerSlot { keys, peers: held.clone() })
+}
+
+/// A peer's places, given back when its connection closes.
 struct PeerSlot {
-    ip: IpAddr,
-    peers: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    keys: [Option<Peer>; 2],
+    peers: Arc<Mutex<HashMap<Peer, usize>>>,
 }
 
 impl Drop for PeerSlot {
     fn drop(&mut self) {
         let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(held) = peers.get_mut(&self.ip) {
-            *held -= 1;
-            if *held == 0 {
-                peers.remove(&self.ip);
+        for key in self.keys.iter().flatten() {
+            if let Some(held) = peers.get_mut(key) {
+                *held -= 1;
+                if *held == 0 {
+                    peers.remove(key);
+                }
             }
         }
     }
@@ -259,7 +297,7 @@ impl Listener for LimitedListener {
                     continue;
                 }
             };
-            let Some(peer) = self.claim(peer_key(addr.ip())) else {
+            let Some(peer) = self.claim(addr.ip()) else {
                 self.metrics.refuse("-", "connections");
                 tracing::debug!(peer = %addr.ip(), "connection refused: too many from this address");
                 drop(stream);
@@ -535,11 +573,38 @@ mod tests {
     }
 
     #[test]
-    fn a_peer_is_its_ipv4_address_or_its_ipv6_slash_64() {
-        let key = |s: &str| peer_key(s.parse().expect("ip"));
+    fn a_peer_is_its_ipv4_address_or_its_ipv6_slash_64_and_slash_48() {
+        let key = |s: &str| peer_keys(s.parse().expect("ip"));
         assert_eq!(key("192.0.2.7"), key("::ffff:192.0.2.7"), "mapped is the IPv4 form");
+        assert_eq!(key("192.0.2.7")[1], None, "IPv4 has no /48");
         assert_eq!(key("2001:db8:1:2::1"), key("2001:db8:1:2:ffff::9"), "one /64");
-        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
-        assert_eq!(key("2001:db8:1:2::1"), "2001:db8:1:2::".parse::<IpAddr>().expect("ip"));
+        assert_ne!(key("2001:db8:1:2::1")[0], key("2001:db8:1:3::1")[0]);
+        assert_eq!(key("2001:db8:1:2::1")[1], key("2001:db8:1:3::1")[1], "one /48");
+        assert_ne!(key("2001:db8:1:2::1")[1], key("2001:db8:2:2::1")[1]);
+        assert_eq!(key("2001:db8:1:2::1")[0], Some(Peer::Address("2001:db8:1:2::".parse().expect("ip"))));
+        assert_eq!(key("2001:db8:1:2::1")[1], Some(Peer::Ipv6Slash48("2001:db8:1::".parse().expect("ip"))));
+        // A /64 and a /48 with the same bits are different peers.
+        assert_ne!(key("2001:db8:1::1")[0], key("2001:db8:1::1")[1]);
+    }
+
+    /// A client rotating /64s inside one /48 is held to the /48's bound,
+    /// and each place comes back when its connection closes.
+    #[test]
+    fn rotating_ipv6_slash_64s_meets_the_slash_48_bound() {
+        let limits = ConnectionLimits {
+            max_connections_per_ip: 2,
+            max_connections_per_ipv6_48: 3,
+            ..ConnectionLimits::default()
+        };
+        let per_ip: Arc<Mutex<HashMap<Peer, usize>>> = Arc::default();
+        let claim = |ip: &str| claim(&per_ip, ip.parse().expect("ip"), &limits);
+        let a = claim("2001:db8:1:1::1").expect("first");
+        let _b = claim("2001:db8:1:1::2").expect("second of the /64");
+        assert!(claim("2001:db8:1:1::3").is_none(), "the /64 is full");
+        let _c = claim("2001:db8:1:2::1").expect("another /64, third of the /48");
+        assert!(claim("2001:db8:1:3::1").is_none(), "the /48 is full");
+        assert!(claim("2001:db8:2:3::1").is_some(), "another /48");
+        drop(a);
+        assert!(claim("2001:db8:1:3::1").is_some(), "a place came back");
     }
 }
