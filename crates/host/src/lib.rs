@@ -32,8 +32,8 @@ pub use args::{ArgumentError, ArgumentValidator, SchemaError};
 pub use bindings::ContractVersion;
 pub use call::{
     ApprovalMode, BoxFuture, CallContext, CallOutcome, ContentPart, DEFAULT_MAX_OUTPUT_CHARS, ErrorKind, FENCE_ENDED,
-    Failure, Fence, LogLevel, LogSink, ProgressSink, Rendered, Renderer, ToolHints, ToolOutput, ToolSpec, render_json,
-    render_parts, truncate,
+    Failure, Fence, LeaseToken, LogLevel, LogSink, ProgressSink, Rendered, Renderer, ToolHints, ToolOutput, ToolSpec,
+    render_json, render_parts, truncate,
 };
 pub use engine::{Host, HostConfig};
 pub use error::{CacheProblem, HostError, LoadError};

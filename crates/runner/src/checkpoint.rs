@@ -302,6 +302,22 @@ pub trait RunStore: Send + Sync {
     fn load(&self, tenant: &str, session: &str) -> Result<Option<Checkpoint>, StoreError>;
     /// Replaces the session's checkpoint.
     fn save(&self, tenant: &str, session: &str, checkpoint: &Checkpoint) -> Result<(), StoreError>;
+    /// Replaces the session's checkpoint only while the run's lease is the
+    /// one `lease` names, checked in the same transaction as the write;
+    /// otherwise [`StoreError::Fenced`] and nothing is written. A store that
+    /// replicas share must check (the PostgreSQL one reads `lovia serve`'s
+    /// `lovia_run_leases`). Default: [`RunStore::save`], for a store that
+    /// one process owns, where no other replica can hold the run.
+    fn save_fenced(
+        &self,
+        tenant: &str,
+        session: &str,
+        checkpoint: &Checkpoint,
+        lease: &lovia_host::LeaseToken,
+    ) -> Result<(), StoreError> {
+        let _ = lease;
+        self.save(tenant, session, checkpoint)
+    }
     /// Every (tenant, session) whose run is unfinished, oldest first.
     fn unfinished(&self) -> Result<Vec<(String, String)>, StoreError>;
     /// Forgets the session; false when there was none.

@@ -171,7 +171,12 @@ impl Saver {
             Some((_, _, session)) if self.fence.as_ref().is_some_and(|f| !f.holds()) => {
                 Err(StoreError::Fenced { session: session.clone() })
             }
-            Some((store, tenant, session)) => without_stalling(|| store.save(tenant, session, &cp)),
+            // With a lease, the database checks it too: a write that passed
+            // the clock's check just before a stall is refused there.
+            Some((store, tenant, session)) => match self.fence.as_ref().and_then(lovia_host::Fence::lease) {
+                Some(lease) => without_stalling(|| store.save_fenced(tenant, session, &cp, lease)),
+                None => without_stalling(|| store.save(tenant, session, &cp)),
+            },
             None => Ok(()),
         }
     }

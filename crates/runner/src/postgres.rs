@@ -91,29 +91,16 @@ impl PostgresRunStore {
     }
 }
 
-impl RunStore for PostgresRunStore {
-    fn load(&self, tenant: &str, session: &str) -> Result<Option<Checkpoint>, StoreError> {
-        let (t, s) = (tenant.to_owned(), session.to_owned());
-        let found: Option<(String, Vec<String>)> = self.run(move |c| {
-            let Some(row) =
-                c.query_opt("SELECT checkpoint FROM lovia_runs WHERE tenant = $1 AND session = $2", &[&t, &s])?
-            else {
-                return Ok(None);
-            };
-            let messages = c.query(
-                "SELECT message FROM lovia_run_messages WHERE tenant = $1 AND session = $2 ORDER BY seq",
-                &[&t, &s],
-            )?;
-            Ok(Some((row.get(0), messages.iter().map(|r| r.get(0)).collect())))
-        })?;
-        let Some((head, rows)) = found else { return Ok(None) };
-        let corrupt =
-            |e: serde_json::Error| StoreError::Corrupt { session: session.to_owned(), message: e.to_string() };
-        let messages = rows.iter().map(|m| serde_json::from_str(m)).collect::<Result<Vec<_>, _>>().map_err(corrupt)?;
-        Checkpoint::from_parts(&head, messages).map(Some).map_err(corrupt)
-    }
-
-    fn save(&self, tenant: &str, session: &str, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+impl PostgresRunStore {
+    /// [`RunStore::save`], and with `lease` only while the lease row of
+    /// `lovia serve` (`lovia_run_leases`) still names its owner and epoch.
+    fn write(
+        &self,
+        tenant: &str,
+        session: &str,
+        checkpoint: &Checkpoint,
+        lease: Option<lovia_host::LeaseToken>,
+    ) -> Result<(), StoreError> {
         let fail =
             |e: serde_json::Error| StoreError::Database { location: self.location.to_string(), message: e.to_string() };
         let head = checkpoint.head_json().map_err(fail)?;
@@ -127,8 +114,21 @@ impl RunStore for PostgresRunStore {
         let messages =
             checkpoint.messages.iter().map(serde_json::to_string).collect::<Result<Vec<_>, _>>().map_err(fail)?;
         let (t, s) = (tenant.to_owned(), session.to_owned());
-        self.run(move |c| {
+        let written = self.run(move |c| {
             let mut tx = c.transaction()?;
+            // The lease row is locked until the commit, so a takeover that
+            // comes now waits for this write, and one that came before makes
+            // this write find another owner or epoch, and write nothing.
+            if let Some(lease) = &lease {
+                let held = tx.query_opt(
+                    "SELECT 1 FROM lovia_run_leases
+                      WHERE tenant = $1 AND session = $2 AND owner = $3 AND epoch = $4 FOR SHARE",
+                    &[&t, &s, &lease.owner, &lease.epoch],
+                )?;
+                if held.is_none() {
+                    return Ok(false);
+                }
+            }
             let stored: i64 = tx
                 .query_one(
                     "SELECT COALESCE(MAX(seq) + 1, 0) FROM lovia_run_messages WHERE tenant = $1 AND session = $2",
@@ -153,8 +153,47 @@ impl RunStore for PostgresRunStore {
                  ON CONFLICT (tenant, session) DO UPDATE SET status = $3, checkpoint = $4, updated = now()",
                 &[&t, &s, &status, &head],
             )?;
-            tx.commit()
-        })
+            tx.commit()?;
+            Ok(true)
+        });
+        if written? { Ok(()) } else { Err(StoreError::Fenced { session: session.to_owned() }) }
+    }
+}
+
+impl RunStore for PostgresRunStore {
+    fn load(&self, tenant: &str, session: &str) -> Result<Option<Checkpoint>, StoreError> {
+        let (t, s) = (tenant.to_owned(), session.to_owned());
+        let found: Option<(String, Vec<String>)> = self.run(move |c| {
+            let Some(row) =
+                c.query_opt("SELECT checkpoint FROM lovia_runs WHERE tenant = $1 AND session = $2", &[&t, &s])?
+            else {
+                return Ok(None);
+            };
+            let messages = c.query(
+                "SELECT message FROM lovia_run_messages WHERE tenant = $1 AND session = $2 ORDER BY seq",
+                &[&t, &s],
+            )?;
+            Ok(Some((row.get(0), messages.iter().map(|r| r.get(0)).collect())))
+        })?;
+        let Some((head, rows)) = found else { return Ok(None) };
+        let corrupt =
+            |e: serde_json::Error| StoreError::Corrupt { session: session.to_owned(), message: e.to_string() };
+        let messages = rows.iter().map(|m| serde_json::from_str(m)).collect::<Result<Vec<_>, _>>().map_err(corrupt)?;
+        Checkpoint::from_parts(&head, messages).map(Some).map_err(corrupt)
+    }
+
+    fn save(&self, tenant: &str, session: &str, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        self.write(tenant, session, checkpoint, None)
+    }
+
+    fn save_fenced(
+        &self,
+        tenant: &str,
+        session: &str,
+        checkpoint: &Checkpoint,
+        lease: &lovia_host::LeaseToken,
+    ) -> Result<(), StoreError> {
+        self.write(tenant, session, checkpoint, Some(lease.clone()))
     }
 
     fn unfinished(&self) -> Result<Vec<(String, String)>, StoreError> {

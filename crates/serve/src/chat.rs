@@ -557,8 +557,8 @@ impl Service {
         // With several replicas, the run is this one's only with its lease,
         // and the tenant's leases are its runs on every replica.
         let taking = Instant::now();
-        match without_stalling(|| self.inner.leases.take(&tenant.name, session, tenant.max_runs)) {
-            Ok(Taken::Yes) => {}
+        let lease = match without_stalling(|| self.inner.leases.take(&tenant.name, session, tenant.max_runs)) {
+            Ok(Taken::Yes(lease)) => lease,
             Ok(Taken::HeldElsewhere) => {
                 return Err(ApiError(
                     StatusCode::CONFLICT,
@@ -573,7 +573,7 @@ impl Service {
                     "the run store is unreachable; retry later".into(),
                 ));
             }
-        }
+        };
         // A resume decided on before the lease was taken (a takeover poll, an
         // attach) may find the run finished meanwhile by the replica that held
         // it, which saves the end before it lets the lease go: now that the
@@ -617,7 +617,12 @@ impl Service {
         // Every effect of the run (a call, an outbound request, a store or
         // checkpoint write) checks the fence through the run's cancel token.
         let fence = self.inner.leases.is_shared().then(|| {
-            lovia_host::Fence::until(super::lease::fence_end(taking, self.inner.lease, self.inner.lease_renew))
+            let fence =
+                lovia_host::Fence::until(super::lease::fence_end(taking, self.inner.lease, self.inner.lease_renew));
+            match lease {
+                Some(lease) => fence.for_lease(lease),
+                None => fence,
+            }
         });
         if let Some(fence) = &fence {
             state.cancel = state.cancel.clone().with_fence(fence.clone());

@@ -59,10 +59,11 @@ pub(crate) fn fence_end(began: Instant, lease: Duration, renew: Duration) -> Ins
 const RUN_START_LOCK: i32 = 7_420_612;
 
 /// What [`RunLeases::take`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Taken {
-    /// The lease is this replica's now.
-    Yes,
+    /// The lease is this replica's now; with shared leases, the token the
+    /// run's checkpoint writes must match (`None`: local, nothing to match).
+    Yes(Option<lovia_host::LeaseToken>),
     /// Another replica holds an unexpired lease of the run.
     HeldElsewhere,
     /// The tenant has `max_concurrent_runs` other runs with unexpired leases.
@@ -105,6 +106,10 @@ CREATE TABLE IF NOT EXISTS lovia_run_leases (
     expires TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (tenant, session)
 );
+-- Each taking of a lease gets the next epoch; a checkpoint write matches
+-- its owner and epoch (lovia_host::LeaseToken). Added to tables made before it.
+CREATE SEQUENCE IF NOT EXISTS lovia_run_lease_epochs;
+ALTER TABLE lovia_run_leases ADD COLUMN IF NOT EXISTS epoch BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX IF NOT EXISTS lovia_run_leases_by_owner ON lovia_run_leases (owner);
 CREATE TABLE IF NOT EXISTS lovia_run_orders (
     id BIGSERIAL PRIMARY KEY,
@@ -161,7 +166,7 @@ impl RunLeases {
     /// with unexpired leases (its `max_concurrent_runs`, across replicas).
     /// Blocks on the database: call it through `without_stalling`.
     pub(crate) fn take(&self, tenant: &str, session: &str, max_runs: u32) -> Result<Taken, LeaseError> {
-        let RunLeases::Postgres(pg) = self else { return Ok(Taken::Yes) };
+        let RunLeases::Postgres(pg) = self else { return Ok(Taken::Yes(None)) };
         let (t, s, owner, ms) = (tenant.to_owned(), session.to_owned(), pg.owner.clone(), pg.lease_ms());
         pg.run(move |c| {
             let mut tx = c.transaction()?;
@@ -185,14 +190,20 @@ impl RunLeases {
             if others >= i64::from(max_runs) {
                 return Ok(Taken::TooMany);
             }
-            tx.execute(
-                "INSERT INTO lovia_run_leases (tenant, session, owner, expires)
-                 VALUES ($1, $2, $3, now() + $4::bigint * interval '1 millisecond')
-                 ON CONFLICT (tenant, session) DO UPDATE SET owner = EXCLUDED.owner, expires = EXCLUDED.expires",
-                &[&t, &s, &owner, &ms],
-            )?;
+            // A sequence, not a counter in the row: a released lease's row is
+            // deleted, and a later taking must not reuse an earlier epoch.
+            let epoch: i64 = tx
+                .query_one(
+                    "INSERT INTO lovia_run_leases (tenant, session, owner, expires, epoch)
+                     VALUES ($1, $2, $3, now() + $4::bigint * interval '1 millisecond', nextval('lovia_run_lease_epochs'))
+                     ON CONFLICT (tenant, session) DO UPDATE
+                        SET owner = EXCLUDED.owner, expires = EXCLUDED.expires, epoch = EXCLUDED.epoch
+                     RETURNING epoch",
+                    &[&t, &s, &owner, &ms],
+                )?
+                .get(0);
             tx.commit()?;
-            Ok(Taken::Yes)
+            Ok(Taken::Yes(Some(lovia_host::LeaseToken::new(owner, epoch))))
         })
     }
 

@@ -108,3 +108,72 @@ async fn a_replica_resumed_after_its_lease_has_no_effect_and_writes_nothing() {
     assert_eq!(answers, ["200 effect 1"], "{body}");
     kill_all(vec![r1, r2]).await;
 }
+
+/// The database checks the lease as well as the clock: a checkpoint write
+/// made with a lease token that is no longer the run's (another replica
+/// took the run over, or the lease was released and taken again later,
+/// even by the same replica) writes nothing and is `StoreError::Fenced`.
+/// This closes the gap between the clock's check and the write, which the
+/// SIGSTOP test above cannot hit on purpose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_write_with_a_lost_lease_is_refused_by_the_database() {
+    use lovia_host::LeaseToken;
+    use lovia_runner::{Checkpoint, PostgresRunStore, RunStore, StoreError};
+    let Some(url) = fresh_database("epoch") else { return };
+    // A real replica makes the schema: the run store's and the leases'.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        format!("[[tenants]]\nname = \"t\"\napi_keys = [\"{}\"]\n", lovia_serve::hash_key("t-key")),
+    )
+    .expect("config");
+    let replica = spawn_serve_with(&config, Path::new(&url), &[("RUST_LOG", "warn")], &[]).await;
+    kill_all(vec![replica]).await;
+
+    // The leases as a replica takes them (lovia serve's `take`), by SQL.
+    let sql = url.clone();
+    let lease = move |statement: String| -> i64 {
+        let sql = sql.clone();
+        std::thread::spawn(move || {
+            let mut client = postgres::Client::connect(&sql, postgres::NoTls).expect("connect");
+            client.query_opt(&statement, &[]).expect("the lease statement").map_or(0, |row| row.get(0))
+        })
+        .join()
+        .expect("sql thread")
+    };
+    let take_as = |owner: &str| -> String {
+        format!(
+            "INSERT INTO lovia_run_leases (tenant, session, owner, expires, epoch)
+             VALUES ('t', 's', '{owner}', now() + interval '1 minute', nextval('lovia_run_lease_epochs'))
+             ON CONFLICT (tenant, session) DO UPDATE SET owner = EXCLUDED.owner, epoch = EXCLUDED.epoch
+             RETURNING epoch"
+        )
+    };
+    let store = PostgresRunStore::open(&url).expect("store");
+    let saved = |run: &str| Checkpoint::new(run, "agent");
+    let run_id = || store.load("t", "s").expect("load").expect("a checkpoint").run_id;
+
+    let r1_first = LeaseToken::new("r1", lease(take_as("r1")));
+    store.save_fenced("t", "s", &saved("r1-run"), &r1_first).expect("the holder writes");
+    assert_eq!(run_id(), "r1-run");
+
+    // R2 takes the run over: R1's write, stale, is refused and changes nothing.
+    let r2 = LeaseToken::new("r2", lease(take_as("r2")));
+    let stale = store.save_fenced("t", "s", &saved("r1-late"), &r1_first);
+    assert!(matches!(stale, Err(StoreError::Fenced { .. })), "{stale:?}");
+    assert_eq!(run_id(), "r1-run");
+    store.save_fenced("t", "s", &saved("r2-run"), &r2).expect("the new holder writes");
+    assert_eq!(run_id(), "r2-run");
+
+    // R2 releases; R1 takes the run again later: its first taking's token
+    // is still stale (a new epoch), only the new one writes.
+    lease("DELETE FROM lovia_run_leases WHERE tenant = 't' AND session = 's' RETURNING 0::bigint".to_owned());
+    let r1_again = LeaseToken::new("r1", lease(take_as("r1")));
+    assert_ne!(r1_again, r1_first);
+    let stale = store.save_fenced("t", "s", &saved("r1-late"), &r1_first);
+    assert!(matches!(stale, Err(StoreError::Fenced { .. })), "{stale:?}");
+    assert_eq!(run_id(), "r2-run");
+    store.save_fenced("t", "s", &saved("r1-again"), &r1_again).expect("the new taking writes");
+    assert_eq!(run_id(), "r1-again");
+}

@@ -37,6 +37,30 @@ fn nanos(at: Instant) -> u64 {
 #[derive(Debug, Clone)]
 pub struct Fence {
     inner: Arc<Deadline>,
+    /// The lease the fence stands for, when a shared store holds it.
+    lease: Option<Arc<LeaseToken>>,
+}
+
+/// Which lease a run holds: the replica that took it and the epoch of that
+/// taking (a number that grows with every taking of any run's lease). A
+/// store shared between replicas writes the run's checkpoint only while its
+/// lease row still names both, in the same transaction, so a write of a
+/// replica that stalled past the check of the fence's clock is refused by
+/// the database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaseToken {
+    /// The replica's id.
+    pub owner: String,
+    /// The epoch of its taking.
+    pub epoch: i64,
+}
+
+impl LeaseToken {
+    /// The token of `owner`'s taking at `epoch`.
+    pub fn new(owner: impl Into<String>, epoch: i64) -> Self {
+        Self { owner: owner.into(), epoch }
+    }
 }
 
 #[derive(Debug)]
@@ -51,7 +75,22 @@ impl Fence {
     /// A fence that holds until `deadline`.
     pub fn until(deadline: Instant) -> Self {
         let _ = origin();
-        Self { inner: Arc::new(Deadline { until: AtomicU64::new(nanos(deadline)), revoked: AtomicBool::new(false) }) }
+        Self {
+            inner: Arc::new(Deadline { until: AtomicU64::new(nanos(deadline)), revoked: AtomicBool::new(false) }),
+            lease: None,
+        }
+    }
+
+    /// The fence of the lease `token` names (see [`LeaseToken`]).
+    #[must_use]
+    pub fn for_lease(mut self, token: LeaseToken) -> Self {
+        self.lease = Some(Arc::new(token));
+        self
+    }
+
+    /// The lease the fence stands for, if one was given.
+    pub fn lease(&self) -> Option<&LeaseToken> {
+        self.lease.as_deref()
     }
 
     /// Moves the deadline to `deadline` if that is later: a renewal that

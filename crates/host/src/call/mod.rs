@@ -20,7 +20,7 @@ pub use content::{
     looks_like, render_parts,
 };
 pub use context::{CallContext, LogLevel, LogSink, ProgressSink};
-pub use fence::Fence;
+pub use fence::{Fence, LeaseToken};
 pub use kind::ErrorKind;
 pub use outcome::{CallOutcome, Failure, is_valid_error_kind};
 pub use output::{BoxFuture, ToolOutput};
