@@ -138,3 +138,53 @@ impl Confinement {
         Ok(Prepared { cgroup, process_limit })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::cgroup::{self, ProcessLimit};
+    use std::time::{Duration, Instant};
+
+    /// Where a confined command's time goes, step by step, beside a plain
+    /// spawn of the same program (docs/performance.md, "The workspace
+    /// tools"): `cargo test -p lovia-confine --release --lib --
+    /// --ignored where_a_confined_spawn_spends_its_time --nocapture`.
+    #[test]
+    #[ignore = "a measurement: prints microseconds per step over 200 commands"]
+    fn where_a_confined_spawn_spends_its_time() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let confinement = super::Confinement::new().read_write(dir.path());
+        let rounds: u32 = 200;
+        let mut steps = [Duration::ZERO; 5];
+        let mut time = |step: usize, f: &mut dyn FnMut()| {
+            let start = Instant::now();
+            f();
+            steps[step] += start.elapsed();
+        };
+        for _ in 0..rounds {
+            time(0, &mut || drop(crate::ruleset::build(&confinement).expect("ruleset")));
+            time(1, &mut || drop(crate::seccomp::compile(false).expect("filters")));
+            time(2, &mut || {
+                if let ProcessLimit::Cgroup { parent } = cgroup::process_limit() {
+                    drop(cgroup::create(parent, 64).expect("cgroup"));
+                }
+            });
+            time(3, &mut || {
+                let mut cmd = std::process::Command::new("true");
+                let prepared = confinement.apply_std(&mut cmd).expect("confined");
+                assert!(cmd.status().expect("spawn").success());
+                drop(prepared);
+            });
+            time(4, &mut || assert!(std::process::Command::new("true").status().expect("spawn").success()));
+        }
+        let names = [
+            "Landlock ruleset",
+            "seccomp filters",
+            "pids cgroup (create, remove)",
+            "confined spawn and wait (all steps)",
+            "plain spawn and wait",
+        ];
+        for (name, total) in names.iter().zip(steps) {
+            println!("{name:40} {:8.0} µs", total.as_secs_f64() * 1e6 / f64::from(rounds));
+        }
+    }
+}
