@@ -192,7 +192,7 @@ impl LoadError {
             LoadError::Invalid { .. } => "the file may be truncated or corrupt: rebuild it",
             LoadError::UnknownImport { .. } => {
                 "a plugin may import lovia:tools/context, lovia:tools/store and WASI 0.2 (wasi:cli, wasi:io, \
-                 wasi:clocks, wasi:random, wasi:filesystem, wasi:sockets); rebuild against wit/lovia.wit"
+                 wasi:clocks, wasi:random, wasi:filesystem, wasi:sockets, wasi:http); rebuild against wit/lovia.wit"
             }
             LoadError::WrongExports { .. } => {
                 "export the lovia:tools/plugin@0.2.0 interface (or @0.1.0), e.g. with the `lovia` guest SDK's `export!` macro"

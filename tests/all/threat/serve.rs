@@ -555,10 +555,10 @@ async fn trickled_request_heads_are_cut_at_their_deadline_while_tenants_are_serv
     assert!(last < Duration::from_millis(4500), "a trickler outlived its head deadline: {closed:?}");
 }
 
-/// A valid component that is no plugin: it imports an interface lovia does
-/// not provide (`acme:nope/thing`, an empty instance) and exports nothing,
-/// so it compiles and is then refused.
-fn component_that_is_no_plugin() -> Vec<u8> {
+/// A component that imports an interface lovia does not provide
+/// (`acme:nope/thing`, an empty instance) and exports nothing: refused on
+/// its import list, before the compile.
+fn component_with_a_foreign_import() -> Vec<u8> {
     let name = b"acme:nope/thing";
     let mut bytes = vec![0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
     // Type section: one instance type with no declarations.
@@ -571,6 +571,12 @@ fn component_that_is_no_plugin() -> Vec<u8> {
     bytes.push(import.len() as u8);
     bytes.extend_from_slice(&import);
     bytes
+}
+
+/// A valid component that is no plugin: it imports and exports nothing,
+/// so it compiles and is then refused.
+fn component_that_is_no_plugin() -> Vec<u8> {
+    vec![0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00]
 }
 
 /// Issue 26 item 3: an upload the host refuses after compiling it (it
@@ -610,8 +616,14 @@ async fn a_refused_upload_leaves_no_artifact_and_is_counted_against_its_tenant()
         "{body}"
     );
     assert_eq!(artifacts(), 0, "a refused upload left a compiled artifact");
+    // An import lovia lacks is refused on the component's import list,
+    // before any compile, and counted the same way.
+    let (status, body) = post_bytes(addr, "/api/plugins", "up-key", &component_with_a_foreign_import()).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"], "upload by up imports acme:nope/thing, which lovia does not provide", "{body}");
+    assert_eq!(artifacts(), 0, "a refused upload left a compiled artifact");
     let (_, metrics) = request(addr, "GET", "/metrics", None, "").await;
-    let line = "lovia_refused_total{tenant=\"up\",reason=\"upload_rejected\"} 1";
+    let line = "lovia_refused_total{tenant=\"up\",reason=\"upload_rejected\"} 2";
     assert!(metrics.lines().any(|l| l == line), "{line} not in\n{metrics}");
 
     let orders = std::fs::read(fixtures::ORDERS).expect("orders.wasm");

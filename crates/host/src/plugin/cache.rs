@@ -20,25 +20,7 @@ pub(crate) fn artifact_path(dir: &Path, engine: &Engine, digest: &str) -> PathBu
     dir.join(format!("{digest}-{:016x}.cwasm", hasher.finish()))
 }
 
-/// Compiles `bytes`, or loads the cached artifact when one exists and its
-/// tag verifies; true when it was compiled here. A fresh compile is not
-/// cached yet: [`store_artifact`] keeps it once the plugin has loaded, so a
-/// component that is refused (an unknown import, a bad manifest) leaves
-/// nothing on disk.
-pub(crate) fn compile(
-    engine: &Engine,
-    bytes: &[u8],
-    digest: &str,
-    origin: &str,
-    cache: Option<&ArtifactCache>,
-) -> Result<(Component, bool), LoadError> {
-    if let Some(component) = cache.and_then(|cache| load_cached(engine, cache, digest)) {
-        return Ok((component, false));
-    }
-    Ok((compile_fresh(engine, bytes, origin)?, true))
-}
-
-/// Writes the artifact of a `component` compiled by [`compile`], for the
+/// Writes the artifact of a `component` compiled by [`compile_fresh`], for the
 /// next load of `digest`.
 pub(crate) fn store_artifact(
     engine: &Engine,
@@ -72,7 +54,10 @@ pub(crate) fn load_cached(engine: &Engine, cache: &ArtifactCache, digest: &str) 
     }
 }
 
-fn compile_fresh(engine: &Engine, bytes: &[u8], origin: &str) -> Result<Component, LoadError> {
+/// Compiles `bytes`. A fresh compile is not cached yet: [`store_artifact`]
+/// keeps it once the plugin has loaded, so a component that is refused (an
+/// unknown import, a bad manifest) leaves nothing on disk.
+pub(crate) fn compile_fresh(engine: &Engine, bytes: &[u8], origin: &str) -> Result<Component, LoadError> {
     Component::new(engine, bytes).map_err(|e| LoadError::Invalid { origin: origin.into(), reason: root_cause(&e) })
 }
 

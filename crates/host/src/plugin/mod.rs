@@ -3,6 +3,7 @@
 
 mod cache;
 pub mod config;
+mod imports;
 pub mod manifest;
 mod request;
 mod warm;
@@ -193,20 +194,31 @@ impl Host {
         check_header(bytes, origin)?;
         check_store_namespace(&config, origin)?;
         let digest = hex::encode(Sha256::digest(bytes));
-        let (component, fresh) = cache::compile(&self.engine, bytes, &digest, origin, self.cache.as_deref())?;
+        let read_imports = || -> Result<Vec<String>, LoadError> {
+            Ok(manifest::read_static(bytes)
+                .map_err(|reason| LoadError::Invalid { origin: origin.into(), reason })?
+                .imports)
+        };
+        let cache_dir = self.cache.as_deref();
+        let (component, fresh, imports_read) =
+            match cache_dir.and_then(|cache| cache::load_cached(&self.engine, cache, &digest)) {
+                Some(component) => (component, false, None),
+                None => {
+                    // Read before the compile, which may take seconds of CPU
+                    // for a large component: an import the host certainly
+                    // lacks is refused for the cost of a parse.
+                    let imports = read_imports()?;
+                    imports::check(&imports, origin)?;
+                    (cache::compile_fresh(&self.engine, bytes, origin)?, true, Some(imports))
+                }
+            };
         // What `info()` and `tools()` said, checked, and the imports are
         // cached beside the artifact: a cached load runs none of the
         // plugin's code and parses none of its bytes.
-        let cache_dir = self.cache.as_deref();
         let cached = cache_dir.and_then(|cache| cache::load_described(cache, &self.engine, &digest));
         let (cached, imports) = match cached {
             Some(described) => (Some(described.manifest), described.imports),
-            None => {
-                let imports = manifest::read_static(bytes)
-                    .map_err(|reason| LoadError::Invalid { origin: origin.into(), reason })?
-                    .imports;
-                (None, imports)
-            }
+            None => (None, imports_read.map_or_else(read_imports, Ok)?),
         };
         let plugin = self.assemble(component.clone(), digest, cached, imports, origin, config).await?;
         // Only a component that loaded is kept: a refused one (an import
