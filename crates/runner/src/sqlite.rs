@@ -133,7 +133,12 @@ impl RunStore for SqliteRunStore {
         let status = serde_json::to_value(checkpoint.status).map_err(|e| self.err(e))?;
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        // IMMEDIATE: the write lock is taken at BEGIN, waiting out another
+        // connection's write under the busy timeout. A deferred transaction
+        // reads first and then upgrades, and in WAL mode an upgrade after
+        // another connection wrote fails at once (SQLITE_BUSY_SNAPSHOT), with
+        // no wait: a checkpoint lost that way failed its run.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(|e| self.err(e))?;
         let stored: i64 = tx
             .query_row(
                 "SELECT COALESCE(MAX(seq) + 1, 0) FROM run_messages WHERE tenant = ?1 AND session = ?2",

@@ -177,3 +177,28 @@ fn a_sqlite_file_without_creation_times_is_migrated() {
     drop(store);
     SqliteRunStore::open(&path).expect("a second open finds the column and adds nothing");
 }
+
+/// Two stores (two connections) on one SQLite file, as a service and a
+/// second reader or writer of the same file have, save their own sessions at
+/// once: every save waits its turn under the busy timeout, and none fails
+/// with "database is locked" (a deferred transaction that read before
+/// another connection wrote could not upgrade to a write, and failed at once).
+#[test]
+fn two_connections_saving_to_one_sqlite_file_never_fail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("runs.db");
+    let stores: Vec<SqliteRunStore> = (0..2).map(|_| SqliteRunStore::open(&path).expect("store")).collect();
+    std::thread::scope(|scope| {
+        for (n, store) in stores.iter().enumerate() {
+            scope.spawn(move || {
+                let session = format!("s-{n}");
+                let mut checkpoint = Checkpoint::new("run_1", "support");
+                for i in 0..300 {
+                    checkpoint.messages.push(message(i));
+                    store.save("acme", &session, &checkpoint).unwrap_or_else(|e| panic!("save {i} of {session}: {e}"));
+                    assert!(store.load("acme", &session).expect("load").is_some());
+                }
+            });
+        }
+    });
+}
