@@ -70,34 +70,52 @@ async fn a_confined_command_writes_and_reads_nothing_outside_its_root() {
     assert_eq!(std::fs::read_to_string(&secret).expect("secret"), "the outside secret");
 }
 
+/// A loopback TCP listener and UDP socket of the test, and a command line
+/// that connects to the one and sends a datagram to the other.
+struct Listeners {
+    tcp: std::net::TcpListener,
+    udp: std::net::UdpSocket,
+    line: String,
+}
+
+impl Listeners {
+    fn new() -> Self {
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp");
+        tcp.set_nonblocking(true).expect("nonblocking");
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+        udp.set_nonblocking(true).expect("nonblocking");
+        let line = format!(
+            "python3 -c \"import socket; u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); \
+             u.sendto(b'x', ('127.0.0.1', {udp})); socket.create_connection(('127.0.0.1', {tcp}), 2)\"",
+            tcp = tcp.local_addr().expect("addr").port(),
+            udp = udp.local_addr().expect("addr").port(),
+        );
+        Listeners { tcp, udp, line }
+    }
+
+    /// Whether a connection and a datagram arrived since the last look.
+    fn arrived(&self) -> (bool, bool) {
+        let mut buf = [0u8; 8];
+        (self.tcp.accept().is_ok(), self.udp.recv(&mut buf).is_ok())
+    }
+}
+
 /// A loopback TCP listener and UDP socket; a confined command can reach
 /// neither, an unconfined one reaches both.
 #[tokio::test]
 async fn a_confined_command_opens_no_network_socket() {
     let d = dirs();
-    let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp");
-    tcp.set_nonblocking(true).expect("nonblocking");
-    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
-    udp.set_nonblocking(true).expect("nonblocking");
-    let line = format!(
-        "python3 -c \"import socket; u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); \
-         u.sendto(b'x', ('127.0.0.1', {udp})); socket.create_connection(('127.0.0.1', {tcp}), 2)\"",
-        tcp = tcp.local_addr().expect("addr").port(),
-        udp = udp.local_addr().expect("addr").port(),
-    );
-    let arrived = |tcp: &std::net::TcpListener, udp: &std::net::UdpSocket| {
-        let mut buf = [0u8; 8];
-        (tcp.accept().is_ok(), udp.recv(&mut buf).is_ok())
-    };
+    let net = Listeners::new();
+    let line = net.line.clone();
     let free = executor(&workspace(&d.root, ShellSandbox::Off));
     let unconfined = out(&free, "shell", json!({"command": line})).await;
-    assert_eq!(arrived(&tcp, &udp), (true, true), "unconfined, both arrive: {unconfined}");
+    assert_eq!(net.arrived(), (true, true), "unconfined, both arrive: {unconfined}");
 
     let confined = executor(&workspace(&d.root, ShellSandbox::Required));
     let text = out(&confined, "shell", json!({"command": line})).await;
     assert!(text.contains("PermissionError") || text.contains("Operation not permitted"), "{text}");
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(arrived(&tcp, &udp), (false, false), "nothing arrives from the confined command: {text}");
+    assert_eq!(net.arrived(), (false, false), "nothing arrives from the confined command: {text}");
 }
 
 /// Granted the network, the same confined command reaches both listeners;
@@ -105,16 +123,8 @@ async fn a_confined_command_opens_no_network_socket() {
 #[tokio::test]
 async fn a_confined_command_reaches_what_its_grants_name_and_no_more() {
     let d = dirs();
-    let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp");
-    tcp.set_nonblocking(true).expect("nonblocking");
-    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
-    udp.set_nonblocking(true).expect("nonblocking");
-    let line = format!(
-        "python3 -c \"import socket; u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); \
-         u.sendto(b'x', ('127.0.0.1', {udp})); socket.create_connection(('127.0.0.1', {tcp}), 2)\"",
-        tcp = tcp.local_addr().expect("addr").port(),
-        udp = udp.local_addr().expect("addr").port(),
-    );
+    let net = Listeners::new();
+    let line = net.line.clone();
     let secret = d.outside.join("toolchain.txt");
     std::fs::write(&secret, "the granted file").expect("write");
     let granted = Workspace::builder(&d.root)
@@ -126,9 +136,7 @@ async fn a_confined_command_reaches_what_its_grants_name_and_no_more() {
     let text = out(&exec, "shell", json!({"command": line})).await;
     assert!(text.starts_with("exit code: 0"), "{text}");
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut buf = [0u8; 8];
-    assert!(tcp.accept().is_ok(), "the TCP connect arrives: {text}");
-    assert!(udp.recv(&mut buf).is_ok(), "the datagram arrives: {text}");
+    assert_eq!(net.arrived(), (true, true), "the TCP connect and the datagram arrive: {text}");
 
     let line = format!("cat {s}; echo changed > {s}", s = secret.display());
     let text = out(&exec, "shell", json!({"command": line})).await;
