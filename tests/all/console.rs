@@ -297,10 +297,39 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
         "{}[tenants.workspace]\nmode = \"coding\"\n",
         tenant_toml("umbrella", "umbrella-key", &workspace_script, &[], &[])
     );
+    // vandelay: the agent asks a question with options; the console's
+    // question card answers it and the run completes.
+    let question_script = tmp.path().join("question.json");
+    std::fs::write(
+        &question_script,
+        serde_json::json!([
+            {"tool_calls": [{"id": "call_ask", "name": "ask_human", "arguments": serde_json::json!({
+                "question": "Tea or coffee?",
+                "options": [{"label": "Tea", "description": "green"}, {"label": "Coffee"}]
+            }).to_string()}]},
+            {"content": "Tea it is."}
+        ])
+        .to_string(),
+    )
+    .expect("script");
+    // wayne: two refunds; "always allow" on the first approves the second.
+    let always_script = tmp.path().join("always.json");
+    let refund = |id: &str| {
+        serde_json::json!({"tool_calls": [{"id": id, "name": "refund",
+        "arguments": "{\"order_id\": \"A-1002\", \"amount_cents\": 9000}"}]})
+    };
+    std::fs::write(
+        &always_script,
+        serde_json::json!([refund("call_first"), refund("call_second"), {"content": "Both refunded."}]).to_string(),
+    )
+    .expect("script");
+    let wayne = tenant_toml("wayne", "wayne-key", &always_script, &[fixtures::ORDERS], &[]);
+    let vandelay = tenant_toml("vandelay", "vandelay-key", &question_script, &[], &[])
+        .replace("agent = { name = \"support\" }", "agent = { name = \"support\", ask_human = true }");
     std::fs::write(
         &config,
         format!(
-            "approval_timeout_secs = 300\nworkspaces_dir = {:?}\n{}{}{}{}{umbrella}",
+            "approval_timeout_secs = 300\nworkspaces_dir = {:?}\n{}{}{}{}{umbrella}{vandelay}{wayne}",
             tmp.path().join("workspaces").display().to_string(),
             tenant_toml("acme", "acme-key", &refund_script(), &[fixtures::ORDERS, fixtures::DIAGNOSTICS], &[]),
             tenant_toml(
@@ -333,6 +362,8 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
         .env("INITECH_KEY", "initech-key")
         .env("HOOLI_KEY", "hooli-key")
         .env("UMBRELLA_KEY", "umbrella-key")
+        .env("VANDELAY_KEY", "vandelay-key")
+        .env("WAYNE_KEY", "wayne-key")
         .env("CHROMIUM", &chromium)
         .env("SCREENSHOTS", &shots)
         .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")

@@ -18,4 +18,5 @@ mod sandbox;
 mod schemas;
 mod serve;
 mod threat;
+mod web;
 mod workspace;

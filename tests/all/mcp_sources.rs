@@ -74,10 +74,21 @@ impl Case {
         plugins: &[&str],
         env: &[(&str, &str)],
     ) -> (Output, Vec<Value>) {
+        self.run_script(servers, &json!({"turns": turns}), plugins, env)
+    }
+
+    /// As [`Case::run_with_env`], with the whole script (agent settings too).
+    fn run_script(
+        &self,
+        servers: &str,
+        script: &Value,
+        plugins: &[&str],
+        env: &[(&str, &str)],
+    ) -> (Output, Vec<Value>) {
         let servers_path = self.dir.path().join("servers.toml");
         std::fs::write(&servers_path, servers).expect("write servers");
         let script_path = self.dir.path().join("script.json");
-        std::fs::write(&script_path, json!({"turns": turns}).to_string()).expect("write script");
+        std::fs::write(&script_path, script.to_string()).expect("write script");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_lovia"));
         cmd.args(["--no-cache", "run"]).arg("--mcp-servers").arg(&servers_path).arg("--script").arg(&script_path);
         for p in plugins {
@@ -340,4 +351,102 @@ fn a_servers_progress_becomes_tool_progress_events_of_its_call() {
     let at: Vec<usize> =
         progress.iter().map(|m| steps.iter().position(|s| s == m).unwrap_or_else(|| panic!("{m}"))).collect();
     assert!(at.windows(2).all(|w| w[0] < w[1]), "progress went back: {progress:?}");
+}
+
+/// `needs_approval` as rules over the tool and its arguments: only the
+/// calls a rule matches ask (and, with the handler denying, never reach
+/// the server); the others run. A rule with an unknown key is refused,
+/// naming it and the allowed keys.
+#[test]
+fn approval_rules_ask_only_for_the_calls_they_match() {
+    let Some(case) = Case::new() else { return };
+    let rules = r#"needs_approval = [{ tool = "write_file", pointer = "/path", prefix = "/etc" }, { pointer = "/a", equals = 13 }]"#;
+    let servers = case.server("src", rules);
+    let turns = json!([
+        calls(&[
+            ("etc", "src__write_file", json!({"path": "/etc/passwd"})),
+            ("notes", "src__write_file", json!({"path": "notes.txt"})),
+            ("thirteen", "src__add", json!({"a": 13, "b": 1})),
+            ("sum", "src__add", json!({"a": 1, "b": 2})),
+        ]),
+        {"text": "Done."}
+    ]);
+    let script = json!({"agent": {"approval_handler": "deny"}, "turns": turns});
+    let (o, events) = case.run_script(&servers, &script, &[], &[]);
+    completed(&o, &events);
+    let asked: Vec<&str> =
+        events.iter().filter(|e| e["event"] == "approval_required").filter_map(|e| e["call_id"].as_str()).collect();
+    assert_eq!(asked, ["etc", "thirteen"], "{events:#?}");
+    assert_eq!(output(&events, "etc"), "Tool src__write_file was not approved.");
+    assert_eq!(output(&events, "sum"), "3");
+    let reached: Vec<String> = case.calls().into_iter().map(|(_, tool, args)| format!("{tool} {args}")).collect();
+    assert_eq!(reached.len(), 2, "only the unasked calls reach the server: {reached:?}");
+
+    let bad = case.server("src", r#"needs_approval = [{ tool = "add", when = "always" }]"#);
+    let (o, _) = case.run(&bad, json!([{"text": "Done."}]), &[]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("unknown field `when`") && err.contains("`tool`, `pointer`, `equals`, `prefix`"), "{err}");
+}
+
+/// `defer = true`: the server's tools are not in the table; the model finds
+/// them with `search_mcp_tools` and runs them with `call_mcp_tool`, under
+/// their own approval rules; the exact misses; and the prompt section.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferred_server_is_searched_and_called_through_two_tools() {
+    let Some(case) = Case::new() else { return };
+    let servers =
+        case.server("src", "defer = true\nneeds_approval = [{ tool = \"add\", pointer = \"/a\", equals = 13 }]");
+    let turns = json!([
+        calls(&[
+            ("search", "search_mcp_tools", json!({"query": "adds integers", "max_results": 1})),
+            ("none", "search_mcp_tools", json!({"query": "zzzz"})),
+            ("direct", "src__add", json!({"a": 2, "b": 3})),
+        ]),
+        calls(&[
+            ("sum", "call_mcp_tool", json!({"tool": "src__add", "arguments": {"a": 2, "b": 3}})),
+            ("thirteen", "call_mcp_tool", json!({"tool": "src__add", "arguments": {"a": 13, "b": 1}})),
+            ("typo", "call_mcp_tool", json!({"tool": "src__ad", "arguments": {}})),
+        ]),
+        {"text": "Done."}
+    ]);
+    let script = json!({"agent": {"approval_handler": "deny"}, "turns": turns});
+    // Blocking on lovia here is fine: the server it starts is its own child.
+    let (o, events) = tokio::task::block_in_place(|| case.run_script(&servers, &script, &[], &[]));
+    completed(&o, &events);
+    let search = output(&events, "search");
+    assert!(
+        search.starts_with(r#"[{"name": "src__add", "description": "Adds two integers.", "parameters": {"#),
+        "{search}"
+    );
+    assert!(search.contains("more matches not shown; refine the query or raise max_results.)"), "{search}");
+    let available = output(&events, "none").to_owned();
+    assert!(
+        available.starts_with("No deferred MCP tool matched 'zzzz' (")
+            && available.ends_with(" available — the full name list is in your instructions; try other keywords)."),
+        "{available}"
+    );
+    assert_eq!(output(&events, "direct"), "Tool 'src__add' is not available.");
+    assert_eq!(output(&events, "sum"), "5");
+    assert_eq!(output(&events, "thirteen"), "Tool call_mcp_tool was not approved.");
+    let typo = output(&events, "typo");
+    assert!(
+        typo.starts_with("Tool error: unknown deferred MCP tool: 'src__ad'\n  hint: Did you mean: src__add"),
+        "{typo}"
+    );
+    assert_eq!(case.calls().len(), 1, "only the approved call reached the server");
+
+    // The section the system message gets.
+    #[derive(serde::Deserialize)]
+    struct File {
+        mcp_servers: Vec<lovia_mcp::source::McpServerConfig>,
+    }
+    let file: File = toml::from_str(&servers).expect("servers");
+    let config = file.mcp_servers.into_iter().next().expect("one");
+    let source = lovia_mcp::source::McpSource::start(config).await.expect("started");
+    let section = lovia_mcp::source::DeferredMcpTools::new(vec![std::sync::Arc::new(source)]).prompt_section();
+    let section = section.expect("a section");
+    assert!(section.starts_with("## Deferred MCP tools\n"), "{section}");
+    assert!(section.contains("\n- src__ ("), "{section}");
+    assert!(section.contains("src__add, src__bare"), "sorted names: {section}");
 }

@@ -400,5 +400,6 @@ async fn calls_per_minute_holds_across_three_replicas() {
 mod events;
 mod fencing;
 mod load;
+mod questions;
 mod quotas;
 mod takeover;

@@ -25,6 +25,8 @@ const GLOBEX = process.env.GLOBEX_KEY;
 const INITECH = process.env.INITECH_KEY;
 const HOOLI = process.env.HOOLI_KEY;
 const UMBRELLA = process.env.UMBRELLA_KEY;
+const VANDELAY = process.env.VANDELAY_KEY;
+const WAYNE = process.env.WAYNE_KEY;
 const shots = process.env.SCREENSHOTS;
 mkdirSync(shots, { recursive: true });
 
@@ -134,8 +136,12 @@ await scenario('approve_in_the_console', acme, async () => {
   check(/Denied in\s*\d+/.test(text), 'no deadline');
   check(await card.locator('.inexact').count() === 0, 'faithful arguments flagged as inexact');
   await acme.screenshot({ path: join(shots, 'approval-view.png'), fullPage: true });
-  // From the keyboard: Tab from the arguments to Approve, then Enter.
+  // From the keyboard: Tab from the arguments to the "always allow" box,
+  // then to Approve, then Enter.
   await card.locator('pre.arguments').focus();
+  await acme.keyboard.press('Tab');
+  const box = await acme.evaluate(() => document.activeElement && document.activeElement.getAttribute('aria-label'));
+  check(box && box.startsWith('Always allow refund in this chat'), `Tab reached ${box}`);
   await acme.keyboard.press('Tab');
   const focused = await acme.evaluate(() => document.activeElement && document.activeElement.getAttribute('aria-label'));
   check(focused && focused.startsWith('Approve refund'), `Tab reached ${focused}`);
@@ -418,6 +424,44 @@ await scenario('approve_a_workspace_command', umbrella, async () => {
   check(await umbrella.locator('#run-events .decision').filter({ hasText: 'approved' }).count() === 1, 'the inline approval is not settled');
 });
 await umbrella.context().close();
+
+// vandelay: the agent asks a question; the console shows it as a card with
+// a button per option, and the answer reaches the model.
+const vandelay = await newPage('vandelay');
+await scenario('answer_a_question', vandelay, async () => {
+  await signIn(vandelay, VANDELAY);
+  await startRun(vandelay, 'ask-1', 'Make me a drink');
+  await vandelay.locator('#run-events').getByText('Tea or coffee? (call_ask)').waitFor({ timeout: WAIT });
+  await vandelay.getByRole('tab', { name: /Approvals/ }).click();
+  const card = vandelay.locator('li.question[data-session="ask-1"]');
+  await card.waitFor({ timeout: WAIT });
+  check((await card.innerText()).includes('Tea or coffee?'), 'the question is not shown');
+  await card.getByRole('button', { name: 'Answer Tea' }).click();
+  await card.waitFor({ state: 'detached', timeout: WAIT });
+  await vandelay.getByRole('tab', { name: 'Runs' }).click();
+  await vandelay.locator('#run-status').filter({ hasText: 'completed' }).waitFor({ timeout: WAIT });
+  await vandelay.locator('#run-events').getByText(/^Tea$/).waitFor({ timeout: WAIT });
+});
+await vandelay.context().close();
+
+// wayne: "Always allow refund in this chat" on the first refund's card
+// approves the second without a card, and the run view says so.
+const wayne = await newPage('wayne');
+await scenario('always_allow_a_tool_in_a_chat', wayne, async () => {
+  await signIn(wayne, WAYNE);
+  await startRun(wayne, 'always-1', 'Refund twice');
+  await wayne.getByRole('tab', { name: /Approvals/ }).click();
+  const card = wayne.locator('li.approval[data-session="always-1"]');
+  await card.waitFor({ timeout: WAIT });
+  await card.getByLabel('Always allow refund in this chat').check();
+  await card.getByRole('button', { name: /^Approve refund/ }).click();
+  await card.waitFor({ state: 'detached', timeout: WAIT });
+  await wayne.getByRole('tab', { name: 'Runs' }).click();
+  await wayne.locator('#run-status').filter({ hasText: 'completed' }).waitFor({ timeout: WAIT });
+  await wayne.locator('#run-events').getByText('✓ refund auto-approved (allowed for this chat)').waitFor({ timeout: WAIT });
+  check(await wayne.locator('li.approval').count() === 0, 'the second refund was shown for approval');
+});
+await wayne.context().close();
 
 await scenario('sign_out', acme, async () => {
   await acme.getByRole('button', { name: 'Sign out' }).click();

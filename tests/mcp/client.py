@@ -405,6 +405,7 @@ async def workspace_session(mode, server):
     asked = []
     async with Client(server, mode=mode, elicitation_callback=answering("accept", 0.0, asked)) as client:
         out["protocol"] = client.protocol_version
+        out["instructions"] = client.instructions
         out["tools"] = [t.name for t in (await client.list_tools()).tools]
         for name, tool, args in [
             ("write", "write_file", {"path": "src/app.py", "content": "def main():\n    return 1\n"}),

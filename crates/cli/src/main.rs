@@ -11,6 +11,7 @@ mod new;
 mod pack;
 mod run;
 mod serve;
+mod web;
 mod workspace;
 
 use clap::{Parser, Subcommand};

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// A plugin whose tools the scripted model may call (repeatable).
-    #[arg(long = "plugin", value_name = "PLUGIN.wasm", required_unless_present_any = ["mcp_servers", "workspace"])]
+    #[arg(long = "plugin", value_name = "PLUGIN.wasm", required_unless_present_any = ["mcp_servers", "workspace", "read_page", "searxng", "brave_search"])]
     plugins: Vec<PathBuf>,
     /// Give the agent the workspace tools (read_file, list_files,
     /// grep_files, write_file, edit_file, shell, ...) over DIR, after the
@@ -30,6 +30,8 @@ pub(crate) struct Args {
     workspace: Option<PathBuf>,
     #[command(flatten)]
     workspace_options: crate::workspace::WorkspaceOptions,
+    #[command(flatten)]
+    web: crate::web::WebOptions,
     /// MCP servers whose tools join the plugins' (`[[mcp_servers]]` tables;
     /// docs/mcp.md, "MCP servers as tool sources") [default: none].
     #[arg(long, value_name = "SERVERS.toml")]
@@ -90,6 +92,9 @@ struct AgentScript {
     /// Settings over what a tool declared, by tool name.
     #[serde(default)]
     tools: HashMap<String, ToolOverride>,
+    /// The model's window in tokens: compacts each request to fit it and
+    /// offers `recall_tool_result`. Absent: no compaction.
+    context_window_tokens: Option<usize>,
 }
 
 /// What the application may set over a tool's declaration.
@@ -372,11 +377,23 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         }
         None => None,
     };
+    // The web tools come first in the table, as the application's own.
+    let web_tools = crate::web::tools(&args.web)?
+        .into_iter()
+        .map(|t| match script.agent.tools.get(t.name()) {
+            Some(o) => o.apply(t),
+            None => Ok(t),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    tools.add(ToolSource::AgentTools, web_tools.iter().cloned()).map_err(|e| {
+        CliError::new(e.to_string().replace("\n  hint: ", " — "))
+            .hint("a plugin's tool has a web tool's name; rename it or leave the web tool out")
+    })?;
     let mut configured: Vec<&String> = script.agent.tools.keys().collect();
     configured.sort();
     if let Some(name) = configured.into_iter().find(|n| tools.get(n).is_none()) {
         return Err(CliError::new(format!(
-            "the script configures tool `{name}`, which no plugin or workspace provides"
+            "the script configures tool `{name}`, which no plugin, workspace or web option provides"
         ))
         .hint(format!("available tools: {}", tools.iter().map(Tool::name).collect::<Vec<_>>().join(", "))));
     }
@@ -386,8 +403,16 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         Some(path) => crate::mcp_sources::start(path).await?,
         None => Vec::new(),
     };
+    // Servers with `defer = true` stand behind search_mcp_tools and call_mcp_tool.
+    let (deferred, sources): (Vec<_>, Vec<_>) = sources.into_iter().partition(|s| s.deferred());
+    let deferred = lovia_mcp::source::DeferredMcpTools::new(deferred);
+    let mut sources: Vec<Arc<dyn lovia_host::DynamicTools>> =
+        sources.into_iter().map(|s| s as Arc<dyn lovia_host::DynamicTools>).collect();
+    if !lovia_host::DynamicTools::tools(&deferred).is_empty() {
+        sources.push(Arc::new(deferred.clone()));
+    }
     for source in &sources {
-        tools.add(lovia_host::DynamicTools::source(&**source), source.tools()).map_err(|e| {
+        tools.add(source.source(), source.tools()).map_err(|e| {
             CliError::new(e.to_string().replace("\n  hint: ", " — "))
                 .hint("set `prefix` on a server, or `exclude` one of the tools")
         })?;
@@ -395,6 +420,7 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     let name = script.agent.name.clone().unwrap_or_else(|| "assistant".into());
     let mut agent = Agent::new(name.clone());
     agent.plugin_tools = plugin_tools;
+    agent.tools = web_tools;
     if let Some(workspace) = &workspace {
         agent = agent.with_workspace(workspace);
         // The script's settings hold over workspace tools as over plugin tools.
@@ -406,7 +432,14 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
             })
             .collect::<Result<Vec<_>, _>>()?;
     }
-    agent.tool_sources = sources.into_iter().map(|s| s as Arc<dyn lovia_host::DynamicTools>).collect();
+    if let Some(n) = script.agent.context_window_tokens.filter(|n| *n < lovia_runner::MIN_CONTEXT_WINDOW) {
+        return Err(CliError::new(format!("`agent.context_window_tokens` is {n}; it must be at least 1024"))
+            .hint("give the model's context window in tokens, such as 128000"));
+    }
+    agent.context_policy = script.agent.context_window_tokens.map(lovia_runner::ContextPolicy::for_window);
+    agent.tool_sources = sources;
+    // The deferred servers' `## Deferred MCP tools` section, asked each turn.
+    agent.context.push(Arc::new(crate::mcp_sources::DeferredSection(deferred)));
     agent.tool_settings = ExecSettings {
         agent: name,
         default_retries: script.agent.default_tool_retries,
@@ -468,6 +501,9 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
                     printer.print(json!({"event": "tool_messages", "turn": n, "messages": messages}));
                 }
                 printer.print(json!({"event": "turn_ended", "turn": n}));
+            }
+            RunEvent::ContextCompacted { reason, tokens_before, tokens_after } => {
+                printer.print(json!({"event": "context_compacted", "reason": reason, "tokens_before": tokens_before, "tokens_after": tokens_after}));
             }
             RunEvent::HandoffOccurred { from_agent, to_agent } => {
                 // A script has no handoff tools; printed for completeness.
@@ -582,6 +618,7 @@ impl Printer {
                 }
                 v
             }
+            ToolEvent::AutoApproved { .. } => base("auto_approved"),
             ToolEvent::ToolCallStarted { .. } => {
                 let mut v = base("tool_call_started");
                 v["arguments"] = json!(call.arguments);

@@ -142,15 +142,26 @@ pub(crate) struct ChildCgroup {
 /// Makes a child's cgroup with `pids.max = processes`, and opens its
 /// `cgroup.procs` for the child to write itself into.
 pub(crate) fn create(parent: &Path, processes: u64) -> Result<(ChildCgroup, File), ConfineError> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
+    static SWEPT: OnceLock<()> = OnceLock::new();
+    SWEPT.get_or_init(|| sweep(parent));
     retry_pending();
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let dir = parent.join(format!("lovia-confine-{}-{n}", std::process::id()));
     let error = |path: &Path| {
         let path = path.to_path_buf();
         move |source| ConfineError::Cgroup { path, source }
     };
-    std::fs::create_dir(&dir).map_err(error(&dir))?;
+    // A name may be taken by a cgroup an earlier process with this pid
+    // left behind (it was killed, or exited with a child still in it):
+    // the next number is free.
+    let mut taken = 0;
+    let dir = loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = parent.join(format!("lovia-confine-{}-{n}", std::process::id()));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => break dir,
+            Err(e) if e.kind() == ErrorKind::AlreadyExists && taken < MAX_TAKEN_NAMES => taken += 1,
+            Err(e) => return Err(error(&dir)(e)),
+        }
+    };
     let cgroup = ChildCgroup { dir };
     let max = cgroup.dir.join("pids.max");
     std::fs::write(&max, processes.to_string()).map_err(error(&max))?;
@@ -212,6 +223,32 @@ impl Drop for ChildCgroup {
     }
 }
 
+/// The number of the next child cgroup of this process.
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// Names skipped because a leftover cgroup holds them, before giving up.
+const MAX_TAKEN_NAMES: u32 = 1024;
+
+/// Removes the empty cgroups that processes no longer running left under
+/// `parent` (one killed before it could remove them). The cgroup of a live
+/// process is never touched (it may be empty only because its child has
+/// not joined yet), and one with a process still in it cannot be removed.
+fn sweep(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(owner) = name.to_str().and_then(|n| n.strip_prefix("lovia-confine-")) else { continue };
+        // `<pid>-<n>`, or `probe-<pid>`.
+        let pid = owner.strip_prefix("probe-").unwrap_or(owner).split('-').next().and_then(|p| p.parse::<u32>().ok());
+        let Some(pid) = pid else { continue };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        // EBUSY while processes are in it: kept, as said above.
+        let _ = std::fs::remove_dir(entry.path());
+    }
+}
+
 /// Cgroups whose removal failed because processes were still in them.
 fn pending() -> &'static Mutex<Vec<PathBuf>> {
     static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
@@ -235,6 +272,49 @@ mod tests {
 39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
 41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
 ";
+
+    /// The parent of this machine's child cgroups; the machines lovia is
+    /// tested on have one (CI runs as root with a pids hierarchy).
+    fn parent() -> PathBuf {
+        match process_limit() {
+            ProcessLimit::Cgroup { parent } => parent.clone(),
+            other => panic!("no pids cgroup to test with: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_name_a_leftover_cgroup_holds_is_skipped() {
+        let parent = parent();
+        let next = NEXT.load(Ordering::SeqCst);
+        // Leftovers of an earlier process with this pid, on the next names.
+        let leftovers: Vec<PathBuf> = (next..next + 8)
+            .map(|n| parent.join(format!("lovia-confine-{}-{n}", std::process::id())))
+            .filter(|d| std::fs::create_dir(d).is_ok())
+            .collect();
+        assert!(!leftovers.is_empty());
+        let (cgroup, _procs) = create(&parent, 8).expect("a free name");
+        assert!(!leftovers.contains(&cgroup.dir), "{}", cgroup.dir.display());
+        drop(cgroup);
+        for dir in leftovers {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+
+    #[test]
+    fn the_sweep_removes_what_a_dead_process_left_and_nothing_of_a_live_one() {
+        let parent = parent();
+        // pid_max is at most 4,194,304: this pid runs nowhere.
+        let dead = parent.join("lovia-confine-4194305-0");
+        let dead_probe = parent.join("lovia-confine-probe-4194305");
+        let live = parent.join(format!("lovia-confine-{}-0", std::os::unix::process::parent_id()));
+        for dir in [&dead, &dead_probe, &live] {
+            let _ = std::fs::create_dir(dir);
+        }
+        sweep(&parent);
+        assert!(!dead.exists() && !dead_probe.exists());
+        assert!(live.exists(), "the cgroup of a running process stays");
+        let _ = std::fs::remove_dir(live);
+    }
 
     #[test]
     fn the_v1_pids_hierarchy_and_this_process_path_make_the_parent() {

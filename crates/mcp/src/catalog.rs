@@ -25,6 +25,28 @@ pub(crate) const WRAPPED_RESULT_KEY: &str = "result";
 
 /// The MCP descriptions of every tool, in the toolset's insertion order, so
 /// that two listings of the same plugins are byte-identical.
+/// The first line of the server's `instructions`.
+const INTRODUCTION: &str = "Tools running as sandboxed WebAssembly components under lovia.";
+
+/// The server's `instructions`, where MCP puts text for the model: the
+/// introduction, then `context` (a workspace's section), then the
+/// instructions of each plugin with a tool here, once per plugin in tool
+/// order; joined by a blank line, as the runner joins its system message.
+pub(crate) fn instructions(tools: &Toolset, context: Option<&str>) -> String {
+    let mut parts: Vec<&str> = vec![INTRODUCTION];
+    parts.extend(context);
+    let mut seen: Vec<&str> = Vec::new();
+    for plugin in tools.iter().filter_map(lovia_host::Tool::plugin) {
+        if seen.contains(&plugin.digest()) {
+            continue;
+        }
+        seen.push(plugin.digest());
+        parts.extend(plugin.info().instructions.as_deref());
+    }
+    parts.retain(|p| !p.trim().is_empty());
+    parts.join("\n\n")
+}
+
 pub(crate) fn describe(tools: &Toolset) -> Result<Vec<Tool>, CatalogError> {
     tools.iter().map(|t| describe_one(t.spec())).collect()
 }

@@ -134,6 +134,10 @@ pub struct McpOptions {
     /// that share [`state_key`](Self::state_key). Default: this server's
     /// memory, at most [`MAX_REDEEMED_IN_MEMORY`] at once.
     pub redeemed: Option<Arc<dyn RedeemedStates>>,
+    /// Text the server's `instructions` carry after lovia's one-line
+    /// introduction and before each plugin's instructions, such as a
+    /// workspace's `## Workspace` section. Default: none.
+    pub instructions: Option<String>,
 }
 
 impl std::fmt::Debug for McpOptions {
@@ -162,6 +166,7 @@ impl Default for McpOptions {
             hook: None,
             state_key: None,
             redeemed: None,
+            instructions: None,
         }
     }
 }
@@ -324,7 +329,10 @@ impl ServerHandler for McpServer {
             if self.options.list_changed { tools.enable_tool_list_changed().build() } else { tools.build() };
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("lovia", env!("CARGO_PKG_VERSION")))
-            .with_instructions("Tools running as sandboxed WebAssembly components under lovia.")
+            .with_instructions(catalog::instructions(
+                self.live.current().exec.tools(),
+                self.options.instructions.as_deref(),
+            ))
     }
 
     async fn list_tools(

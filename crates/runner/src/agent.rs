@@ -68,6 +68,11 @@ pub struct Agent {
     pub budget: Budget,
     /// Model turns before the run fails. Default: 50.
     pub max_turns: u32,
+    /// Keeps each request within the model's window, changing only what
+    /// the request sends, and adds `recall_tool_result` (unless a tool of
+    /// that name exists). Default: none, every request sends the whole
+    /// transcript.
+    pub context_policy: Option<crate::ContextPolicy>,
 }
 
 impl Agent {
@@ -88,6 +93,7 @@ impl Agent {
             handoffs: Vec::new(),
             budget: Budget::default(),
             max_turns: DEFAULT_MAX_TURNS,
+            context_policy: None,
         }
     }
 

@@ -65,6 +65,11 @@ pub struct Checkpoint {
     /// The error a failed run ended with.
     #[serde(default)]
     pub error: Option<String>,
+    /// Tools a person allowed for the rest of the session ("always allow"):
+    /// their calls are approved without asking, in this run and the
+    /// session's later ones. Never another session's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_tools: Vec<String>,
 }
 
 impl Checkpoint {
@@ -81,6 +86,7 @@ impl Checkpoint {
             pending_calls: Vec::new(),
             cut_off: false,
             pending_approvals: Vec::new(),
+            allowed_tools: Vec::new(),
             error: None,
         }
     }
@@ -100,6 +106,8 @@ impl Checkpoint {
             cut_off: bool,
             pending_approvals: &'a [PendingApproval],
             error: &'a Option<String>,
+            #[serde(skip_serializing_if = "<[String]>::is_empty")]
+            allowed_tools: &'a [String],
         }
         serde_json::to_string(&Head {
             run_id: &self.run_id,
@@ -112,6 +120,7 @@ impl Checkpoint {
             cut_off: self.cut_off,
             pending_approvals: &self.pending_approvals,
             error: &self.error,
+            allowed_tools: &self.allowed_tools,
         })
     }
 

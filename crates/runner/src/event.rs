@@ -50,6 +50,17 @@ pub enum RunEvent {
         /// The agent now active.
         to_agent: String,
     },
+    /// The request of this turn was compacted to fit the model's window
+    /// ([`ContextPolicy`](crate::ContextPolicy)); the stored transcript is
+    /// unchanged. Comes after `TurnStarted`.
+    ContextCompacted {
+        /// The last stage that ran: `offload`, `clear` or `summary`.
+        reason: String,
+        /// The request's estimated tokens before.
+        tokens_before: u64,
+        /// And after.
+        tokens_after: u64,
+    },
     /// The run ended with the model's text.
     RunCompleted {
         /// The output.

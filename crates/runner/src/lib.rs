@@ -6,8 +6,10 @@
 
 mod agent;
 mod checkpoint;
+mod compaction;
 mod context;
 mod event;
+mod human;
 mod memory;
 #[cfg(feature = "postgres")]
 mod pg_thread;
@@ -26,8 +28,12 @@ pub use checkpoint::{
     BadCursor, Checkpoint, PendingApproval, RunStatus, RunStore, SESSION_INPUT_PREVIEW_CHARS, SESSION_PAGE_DEFAULT,
     SESSION_PAGE_MAX, SessionCursor, SessionInfo, SessionPage, StoreError, without_stalling,
 };
+pub use compaction::{ContextPolicy, MIN_CONTEXT_WINDOW, RECALL_TOOL};
 pub use context::PromptContext;
 pub use event::RunEvent;
+pub use human::{
+    ASK_HUMAN, HumanChannel, HumanError, MAX_ANSWER_CHARS, MAX_QUESTION_CHARS, Question, QuestionOption, ask_human,
+};
 pub use memory::MemoryRunStore;
 #[cfg(feature = "postgres")]
 pub use pg_thread::{PgThread, pg_message};
@@ -153,6 +159,8 @@ impl std::fmt::Debug for Runner {
 
 /// The persisted state of the run in progress and where it is saved.
 struct Saver {
+    /// The run's approvals, whose session-wide allowances the checkpoint keeps.
+    approvals: lovia_host::ApprovalChannel,
     store: Option<(Arc<dyn RunStore>, String, String)>,
     /// Past its end nothing is saved (the run's `CancelToken` fence).
     fence: Option<lovia_host::Fence>,
@@ -164,6 +172,8 @@ impl Saver {
     fn update(&self, f: impl FnOnce(&mut Checkpoint)) -> Result<(), StoreError> {
         let mut cp = self.checkpoint.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut cp);
+        // An "always allow" given since the last save is saved with this one.
+        cp.allowed_tools = self.approvals.allowed_tools();
         match &self.store {
             // Checked on the clock right before the write: a process that
             // stalled past its lease must not overwrite the next owner's
@@ -185,6 +195,19 @@ impl Saver {
     fn messages(&self) -> Vec<Message> {
         self.checkpoint.lock().unwrap_or_else(|p| p.into_inner()).messages.clone()
     }
+}
+
+/// The executor of a run led by `agent`: its tool table, and
+/// `recall_tool_result` over the run's transcript when the agent compacts
+/// its context and has no tool of that name already.
+fn run_executor(agent: &Agent, saver: &Arc<Saver>) -> Result<Executor, RunError> {
+    let mut tools = agent.toolset()?;
+    if agent.context_policy.is_some() && tools.get(RECALL_TOOL).is_none() {
+        let weak = Arc::downgrade(saver);
+        let transcript = Arc::new(move || weak.upgrade().map(|s| s.messages()).unwrap_or_default());
+        tools.add(lovia_host::ToolSource::AgentTools, [compaction::recall_tool(transcript)])?;
+    }
+    Ok(Executor::new(tools, agent.tool_settings.clone()))
 }
 
 impl Runner {
@@ -256,7 +279,11 @@ impl Runner {
             Some(mut cp) => {
                 if !resuming {
                     // A new run continues the session's transcript.
-                    cp = Checkpoint { messages: cp.messages, ..Checkpoint::new(&state.run_id, &self.agent.name) };
+                    cp = Checkpoint {
+                        messages: cp.messages,
+                        allowed_tools: cp.allowed_tools,
+                        ..Checkpoint::new(&state.run_id, &self.agent.name)
+                    };
                 }
                 cp
             }
@@ -266,22 +293,27 @@ impl Runner {
             .agent
             .find(&checkpoint.agent)
             .ok_or_else(|| RunError::UnknownAgent { agent: checkpoint.agent.clone(), root: self.agent.name.clone() })?;
-        // A name clash stops the run before any event (docs/semantics.md §15).
-        let mut executor = Executor::new(agent.toolset()?, agent.tool_settings.clone());
         state.meter = Arc::new(BudgetMeter::new(agent.budget));
         if resuming {
             state.meter.add(checkpoint.usage);
             state.tool_calls.store(checkpoint.tool_calls, Ordering::SeqCst);
         }
+        // What a person allowed for the session holds in this run too.
+        for tool in &checkpoint.allowed_tools {
+            state.approvals.allow_tool(tool);
+        }
         checkpoint.status = crate::RunStatus::Running;
         checkpoint.error = None;
         checkpoint.pending_approvals.clear();
         let saver = Arc::new(Saver {
+            approvals: state.approvals.clone(),
             store: stored,
             fence: state.cancel.fence().cloned(),
             checkpoint: Mutex::new(checkpoint),
             failed: Mutex::new(None),
         });
+        // A name clash stops the run before any event (docs/semantics.md §15).
+        let mut executor = run_executor(&agent, &saver)?;
         emit(RunEvent::RunStarted { agent: agent.name.clone(), run_id: state.run_id.clone() });
         let outcome = self.run_loop(input, &mut state, &mut agent, &mut executor, &saver, &emit).await;
         // Record how the run ended; a store failure is the run's error.
@@ -323,6 +355,7 @@ impl Runner {
         emit: &Emit,
     ) -> Result<RunResult, RunError> {
         let mut turns = 0;
+        let mut summary = compaction::SummaryCache::default();
         let pending = {
             let cp = saver.checkpoint.lock().unwrap_or_else(|p| p.into_inner());
             (state.turn, state.cut_off) = (cp.turn, cp.cut_off);
@@ -370,7 +403,7 @@ impl Runner {
                 changed |= source.refresh().await;
             }
             if changed {
-                *executor = Executor::new(agent.toolset()?, agent.tool_settings.clone());
+                *executor = run_executor(agent, saver)?;
             }
             emit(RunEvent::TurnStarted { agent: agent.name.clone(), turn: turns });
             let mut request_messages = Vec::with_capacity(messages.len() + 2);
@@ -379,7 +412,34 @@ impl Runner {
                 &agent.context,
                 &agent.plugin_tools,
             ));
-            request_messages.extend(messages);
+            let mut view = messages;
+            if let Some(policy) = &agent.context_policy {
+                // View-only: the checkpoint keeps every result whole.
+                let specs: usize = executor
+                    .tools()
+                    .iter()
+                    .map(|t| t.spec().parameters.to_string().len() + t.spec().description.len())
+                    .sum();
+                let fixed = compaction::estimate(&request_messages) + specs / 4;
+                let model = agent.model.clone();
+                // The summary stage asks the model: a cancel does not wait for it.
+                let compacted = tokio::select! {
+                    biased;
+                    () = state.cancel.cancelled() => {
+                        let messages = saver.messages();
+                        return Err(RunError::Cancelled { reason: state.cancel.reason(), messages });
+                    }
+                    done = compaction::compact(policy, &mut view, fixed, &mut summary, &*self.provider, model, &state.meter) => done,
+                };
+                if let Some(done) = compacted {
+                    emit(RunEvent::ContextCompacted {
+                        reason: done.reason.to_owned(),
+                        tokens_before: done.tokens_before,
+                        tokens_after: done.tokens_after,
+                    });
+                }
+            }
+            request_messages.extend(view);
             // Shown on this turn only: the checkpoint above holds the transcript without it.
             request_messages.extend(context::reminders(&agent.context));
             let request = ModelRequest {
@@ -519,7 +579,7 @@ impl Runner {
         if let Some(to) = target
             && let Some(next) = agent.handoffs.iter().find(|a| a.name == to).cloned()
         {
-            *executor = Executor::new(next.toolset()?, next.tool_settings.clone());
+            *executor = run_executor(&next, saver)?;
             emit(RunEvent::HandoffOccurred { from_agent: agent.name.clone(), to_agent: next.name.clone() });
             saver.update(|cp| cp.agent = next.name.clone())?;
             *agent = next;

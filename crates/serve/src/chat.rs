@@ -4,6 +4,7 @@
 //! leaving, and is persisted so that it survives the process too.
 
 use super::lease::Taken;
+use super::question::Questions;
 use super::remote::{Order, Posted};
 use super::sse::{READER_QUEUE, Reader, frame};
 use super::{Service, Tenant, error, unauthorized};
@@ -87,6 +88,8 @@ pub(crate) struct LiveRun {
     /// With a shared store, where its events go for readers on other
     /// replicas (`relay`); taken away when the run ends or is handed over.
     relay: Mutex<Option<mpsc::Sender<super::relay::Relayed>>>,
+    /// The run's open `ask_human` question, when the agent has the tool.
+    pub(crate) questions: Option<Arc<Questions>>,
 }
 
 /// Takes `n` bytes of `budget` if they fit under `limit`.
@@ -177,6 +180,12 @@ impl LiveRun {
                     &json!({"id": r.call_id, "name": r.tool, "arguments": r.arguments}),
                 ));
             }
+            // The open question, whose event may be gone too.
+            if let Some(questions) = &self.questions
+                && let Some((question, asked)) = questions.open()
+            {
+                replay.push(frame("question", &questions.event(&question, asked)));
+            }
         }
         replay.extend(feed.kept.iter().filter(|k| k.id >= from).map(|k| k.event.clone()));
         // The queue holds a whole replay (RUN_REPLAY_EVENTS is half of it);
@@ -191,7 +200,11 @@ impl LiveRun {
     /// store, another's); whether it matched.
     pub(crate) fn apply(&self, order: &Order) -> bool {
         match order {
-            Order::Decide { call_id, decision } => self.approvals.resolve(call_id, *decision),
+            Order::Decide { call_id, decision: ApprovalDecision::Approve, always: true } => {
+                self.approvals.approve_always(call_id).is_some()
+            }
+            Order::Decide { call_id, decision, .. } => self.approvals.resolve(call_id, *decision),
+            Order::Answer { answer } => self.questions.as_ref().is_some_and(|q| q.answer(answer.clone())),
             Order::Cancel => {
                 self.cancel.cancel(Some("cancelled by the client"));
                 self.approvals.release(ApprovalDecision::Deny);
@@ -248,6 +261,9 @@ pub(crate) struct ApproveRequest {
     session_id: String,
     call_id: String,
     decision: Decision,
+    /// With `approve`: allow the call's tool for the rest of the session.
+    #[serde(default)]
+    always: bool,
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -361,7 +377,10 @@ pub(crate) async fn approve(State(service): State<Service>, headers: HeaderMap, 
         Decision::Approve => ApprovalDecision::Approve,
         Decision::Deny => ApprovalDecision::Deny,
     };
-    let order = Order::Decide { call_id: request.call_id, decision };
+    if request.always && decision != ApprovalDecision::Approve {
+        return error(StatusCode::BAD_REQUEST, "always is for approve only");
+    }
+    let order = Order::Decide { call_id: request.call_id, decision, always: request.always };
     let decided = match deliver(&service, tenant, &request.session_id, &order).await {
         Ok(decided) => decided,
         Err(answer) => return answer,
@@ -374,12 +393,55 @@ pub(crate) async fn approve(State(service): State<Service>, headers: HeaderMap, 
     }
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AnswerRequest {
+    session_id: String,
+    answer: AnswerText,
+}
+
+/// A free answer, or the labels chosen (joined by a newline for the model).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AnswerText {
+    Text(String),
+    Labels(Vec<String>),
+}
+
+/// The longest answer accepted, in bytes: 32 KiB (the model reads at most
+/// [`lovia_runner::MAX_ANSWER_CHARS`] characters of it).
+const MAX_ANSWER_BYTES: usize = 32 * 1024;
+
+pub(crate) async fn answer(State(service): State<Service>, headers: HeaderMap, body: String) -> Response {
+    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+    let request: AnswerRequest = match parse(&body) {
+        Ok(r) => r,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let not_found = |message: &str| (StatusCode::NOT_FOUND, Json(json!({"error": message, "detail": message})));
+    if !tenant.agent.ask_human {
+        return not_found("no question channel").into_response();
+    }
+    let answer = match request.answer {
+        AnswerText::Text(text) => text,
+        AnswerText::Labels(labels) => labels.join("\n"),
+    };
+    if answer.len() > MAX_ANSWER_BYTES {
+        return error(StatusCode::BAD_REQUEST, &format!("answer is over {MAX_ANSWER_BYTES} bytes"));
+    }
+    match deliver(&service, tenant, &request.session_id, &Order::Answer { answer }).await {
+        Ok(true) => Json(json!({"ok": true})).into_response(),
+        Ok(false) => not_found("no pending question matches").into_response(),
+        Err(answer) => answer,
+    }
+}
+
 /// Applies `order` to the session's run: here when this replica runs it,
 /// else through the store to the replica that does. `Ok(false)` when nothing
 /// matched; `Err` is the answer to send as it is (queued, too many, no store).
 async fn deliver(service: &Service, tenant: &Tenant, session: &str, order: &Order) -> Result<bool, Response> {
     // An `/mcp` call waiting for approval (its run id is the session).
-    if let Order::Decide { call_id, decision } = order
+    if let Order::Decide { call_id, decision, .. } = order
         && let Some(decided) = tenant.mcp.decide(session, call_id, *decision)
     {
         return Ok(decided);
@@ -442,6 +504,7 @@ pub(crate) async fn transcript(
             "agent": cp.agent,
             "messages": cp.messages,
             "pending_approvals": cp.pending_approvals,
+            "allowed_tools": cp.allowed_tools,
             "error": cp.error,
         }))
         .into_response(),
@@ -497,6 +560,7 @@ impl Service {
         let mut agent = Agent::new(config.name.clone());
         agent.instructions = config.instructions.clone();
         agent.max_turns = config.max_turns;
+        agent.context_policy = config.context_window_tokens.map(lovia_runner::ContextPolicy::for_window);
         agent.budget = config.budget;
         agent.settings.parallel_tool_calls = config.parallel_tool_calls;
         // The tenant's call quotas hold inside chats too: a refused call is an error result.
@@ -515,6 +579,8 @@ impl Service {
         let unfuelled: Arc<dyn lovia_host::policy::Policy> =
             Arc::new(super::quota::QuotaPolicy(tenant.quota.clone(), super::quota::fuel_cap_of(None)));
         agent.tool_sources = tenant.mcp_servers.for_chat(&unfuelled);
+        // The tenant's web tools, under its call quotas like any other.
+        agent.tools.extend(tenant.web_tools.iter().map(|t| t.clone().with_policy(unfuelled.clone())));
         // The session's workspace, open until the run's task ends; its tools
         // count against the tenant's call quotas like any other.
         let workspace = match &tenant.workspaces {
@@ -545,6 +611,11 @@ impl Service {
             },
             None => None,
         };
+        // ask_human: its question goes to the run's stream once the run exists.
+        let questions = config.ask_human.then(|| Arc::new(Questions::new(self.inner.question_timeout)));
+        if let Some(questions) = &questions {
+            agent.tools.push(lovia_runner::ask_human(questions.clone()));
+        }
         agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.approval_timeout)));
         let runner = Runner::new(agent, provider).with_store(self.inner.store.clone());
         let mut state =
@@ -638,7 +709,16 @@ impl Service {
             leased_at: Instant::now(),
             fence,
             relay: Mutex::new(relay),
+            questions: questions.clone(),
         });
+        if let Some(questions) = &questions {
+            let run = Arc::downgrade(&live);
+            questions.bind(Box::new(move |name, data| {
+                if let Some(run) = run.upgrade() {
+                    run.publish(name, data);
+                }
+            }));
+        }
         {
             let mut map = self.inner.live.lock().unwrap_or_else(|p| p.into_inner());
             if map.contains_key(&key) {
@@ -747,9 +827,17 @@ impl Service {
                             json!({"id": call.id, "name": call.name, "arguments": call.arguments}),
                         ))
                     }
+                    RunEvent::Tool(ToolEvent::AutoApproved { call }) => Some((
+                        "approval_auto",
+                        json!({"id": call.id, "name": call.name, "reason": "allowed for this chat"}),
+                    )),
                     RunEvent::Tool(ToolEvent::ToolCallFailed { call, error }) => {
                         Some(("error", json!({"type": "ToolCallFailed", "message": error, "call_id": call.id})))
                     }
+                    RunEvent::ContextCompacted { reason, tokens_before, tokens_after } => Some((
+                        "context_compacted",
+                        json!({"reason": reason, "tokens_before": tokens_before, "tokens_after": tokens_after}),
+                    )),
                     RunEvent::HandoffOccurred { from_agent, to_agent } => {
                         Some(("handoff", json!({"from_agent": from_agent, "to_agent": to_agent})))
                     }
@@ -836,6 +924,7 @@ mod tests {
             leased_at: Instant::now(),
             fence: None,
             relay: Mutex::default(),
+            questions: None,
         })
     }
 

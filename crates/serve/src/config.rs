@@ -4,6 +4,7 @@
 //! listen = "127.0.0.1:8700"          # default
 //! store = "lovia.db"                 # default: ./lovia.db (sessions, checkpoints)
 //! approval_timeout_secs = 600        # default; an undecided approval is then denied
+//! question_timeout_secs = 600        # default; an unanswered ask_human question is then withdrawn
 //! sse_keep_alive_secs = 15           # default; a keep-alive comment after this much silence
 //! max_plugin_bytes = 33554432        # default (32 MiB) for POST /api/plugins
 //! max_body_bytes_in_flight = 134217728  # default (128 MiB): request bodies held at once, all tenants
@@ -38,6 +39,10 @@
 //! guest_log_level = "info"             # default: its plugins' lines below this level are dropped
 //! provider = { kind = "env" }          # default: OPENAI_API_KEY / ANTHROPIC_API_KEY …
 //! agent = { name = "assistant", instructions = "Be brief.", max_turns = 50 }
+//!
+//! [tenants.web]                       # docs/web.md; default: no web tools
+//! read_page = true
+//! searxng_url = "http://127.0.0.1:8888"
 //!
 //! [tenants.workspace]                 # docs/workspace.md; default: no workspace tools
 //! mode = "coding"                      # default; readonly, coding or trusted
@@ -82,6 +87,11 @@ pub struct ServeConfig {
     /// denied. Default: 600.
     #[serde(default = "default_approval_timeout")]
     pub approval_timeout_secs: u64,
+    /// Seconds an `ask_human` question waits for `POST /api/chat/answer`;
+    /// then the model reads `Tool error: no answer within <N>s — continue
+    /// without one`. Default: 600; at least 1.
+    #[serde(default = "default_approval_timeout")]
+    pub question_timeout_secs: u64,
     /// Seconds of silence on a chat's SSE stream before a keep-alive comment
     /// (`:`) is sent, so that proxies do not cut a stream that waits.
     /// Default: 15; at least 1.
@@ -336,6 +346,47 @@ pub struct TenantConfig {
     /// Default: none (no file or shell tools).
     #[serde(default)]
     pub workspace: Option<TenantWorkspace>,
+    /// The web tools in the tenant's chats (`[tenants.web]`; docs/web.md).
+    /// Default: none.
+    #[serde(default)]
+    pub web: Option<TenantWeb>,
+}
+
+/// A tenant's web tools: `read_page` and `web_search`, with one page
+/// reader per tenant, so its reads in flight and its cache are the
+/// tenant's alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct TenantWeb {
+    /// Offer `read_page` (public http(s) pages under the egress rules).
+    /// Default: false.
+    #[serde(default)]
+    pub read_page: bool,
+    /// Origins `read_page` may also reach though their address is loopback
+    /// or private, each naming its host exactly (`http://10.0.0.5:8080`).
+    /// Default: none.
+    #[serde(default)]
+    pub allow: Vec<lovia_host::HttpOrigin>,
+    /// `read_page` reads in flight at once for the tenant; more wait.
+    /// Default: 4.
+    #[serde(default = "default_web_reads")]
+    pub max_concurrent_reads: usize,
+    /// Offer `web_search` over the SearXNG instance at this URL. Default: none.
+    #[serde(default)]
+    pub searxng_url: Option<String>,
+    /// The environment variable holding a bearer key for `searxng_url`.
+    /// Default: none (no key).
+    #[serde(default)]
+    pub searxng_key_env: Option<String>,
+    /// Offer `web_search` over the Brave Search API with the key in this
+    /// environment variable. Default: none.
+    #[serde(default)]
+    pub brave_key_env: Option<String>,
+}
+
+fn default_web_reads() -> usize {
+    lovia_web::DEFAULT_MAX_CONCURRENT
 }
 
 /// A tenant's chat workspaces (docs/workspace.md, "In lovia serve").
@@ -524,6 +575,16 @@ pub struct AgentConfig {
     /// Whether the model may ask for several calls at once. Default: true.
     #[serde(default = "default_true")]
     pub parallel_tool_calls: bool,
+    /// The model's window in tokens: each request is compacted to fit it
+    /// (the stored transcript never is) and the agent gets
+    /// `recall_tool_result`. Default: none, no compaction.
+    #[serde(default)]
+    pub context_window_tokens: Option<usize>,
+    /// Whether the agent has `ask_human`: its question reaches the chat's
+    /// stream as a `question` event and the console, and
+    /// `POST /api/chat/answer` answers it. Default: false.
+    #[serde(default)]
+    pub ask_human: bool,
 }
 
 impl Default for AgentConfig {
@@ -534,6 +595,8 @@ impl Default for AgentConfig {
             max_turns: default_max_turns(),
             budget: lovia_host::exec::Budget::default(),
             parallel_tool_calls: true,
+            context_window_tokens: None,
+            ask_human: false,
         }
     }
 }
@@ -621,6 +684,7 @@ impl TenantConfig {
             plugins: Vec::new(),
             mcp_servers: Vec::new(),
             workspace: None,
+            web: None,
         }
     }
 }
@@ -637,6 +701,7 @@ impl ServeConfig {
             listen: default_listen(),
             store: None,
             approval_timeout_secs: default_approval_timeout(),
+            question_timeout_secs: default_approval_timeout(),
             sse_keep_alive_secs: default_sse_keep_alive(),
             max_plugin_bytes: default_max_plugin_bytes(),
             max_body_bytes_in_flight: default_service_body_bytes(),
@@ -674,6 +739,9 @@ impl ServeConfig {
     pub fn resolve(&mut self, base: &Path) -> Result<(), String> {
         if let Some(store) = self.store.take() {
             self.store = Some(store.relative_to(base));
+        }
+        if self.question_timeout_secs == 0 {
+            return Err("question_timeout_secs must be at least 1".into());
         }
         if self.sse_keep_alive_secs == 0 {
             return Err("sse_keep_alive_secs must be at least 1".into());
@@ -737,6 +805,40 @@ impl ServeConfig {
             && dir.is_relative()
         {
             *dir = base.join(&*dir);
+        }
+        if let Some(tenant) = self
+            .tenants
+            .iter()
+            .find(|t| t.agent.context_window_tokens.is_some_and(|n| n < lovia_runner::MIN_CONTEXT_WINDOW))
+        {
+            return Err(format!(
+                "tenant {}: agent.context_window_tokens must be at least {}",
+                tenant.name,
+                lovia_runner::MIN_CONTEXT_WINDOW
+            ));
+        }
+        for tenant in &self.tenants {
+            let Some(web) = &tenant.web else { continue };
+            let name = &tenant.name;
+            if let Some(origin) = web.allow.iter().find(|o| !o.is_exact()) {
+                return Err(format!(
+                    "tenant {name}: web.allow {origin} has a wildcard; public hosts are reachable already, and allow names one loopback or private host exactly, such as http://10.0.0.5:8080"
+                ));
+            }
+            if !web.allow.is_empty() && !web.read_page {
+                return Err(format!("tenant {name}: web.allow is for read_page; set read_page = true or remove it"));
+            }
+            if web.max_concurrent_reads == 0 {
+                return Err(format!("tenant {name}: web.max_concurrent_reads must be at least 1"));
+            }
+            if web.searxng_url.is_some() && web.brave_key_env.is_some() {
+                return Err(format!(
+                    "tenant {name}: web.searxng_url and web.brave_key_env both give web_search; keep one"
+                ));
+            }
+            if web.searxng_key_env.is_some() && web.searxng_url.is_none() {
+                return Err(format!("tenant {name}: web.searxng_key_env needs web.searxng_url"));
+            }
         }
         if let Some(tenant) = self.tenants.iter().find(|t| t.workspace.is_some())
             && self.workspaces_dir.is_none()
@@ -808,6 +910,12 @@ impl ServeConfig {
                 ));
             }
             lovia_mcp::source::check_all(&tenant.mcp_servers).map_err(|e| format!("tenant {:?}: {e}", tenant.name))?;
+            if let Some(server) = tenant.mcp_servers.iter().find(|s| s.defer) {
+                return Err(format!(
+                    "tenant {:?}: mcp server {:?} sets defer = true, which lovia serve does not support yet (lovia run does); remove it",
+                    tenant.name, server.name
+                ));
+            }
             for plugin in &mut tenant.plugins {
                 if plugin.path.is_relative() {
                     plugin.path = base.join(&plugin.path);

@@ -209,6 +209,28 @@ pub(crate) async fn approvals(State(service): State<Service>, headers: HeaderMap
     Json(json!({"approvals": list, "now_ms": super::sse::unix_ms(SystemTime::now())})).into_response()
 }
 
+/// `GET /api/questions`: the open `ask_human` questions of the tenant's
+/// runs on this replica, oldest first.
+pub(crate) async fn questions(State(service): State<Service>, headers: HeaderMap) -> Response {
+    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+    let runs: Vec<(String, std::sync::Arc<super::chat::LiveRun>)> = {
+        let live = service.inner.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.iter().filter(|((i, _), _)| *i == tenant.index).map(|((_, s), r)| (s.clone(), r.clone())).collect()
+    };
+    let mut list: Vec<Value> = runs
+        .iter()
+        .filter_map(|(session, run)| {
+            let questions = run.questions.as_ref()?;
+            let (question, asked) = questions.open()?;
+            let mut entry = questions.event(&question, asked);
+            entry["session_id"] = json!(session);
+            Some(entry)
+        })
+        .collect();
+    list.sort_by_key(|q| q["asked_ms"].as_u64());
+    Json(json!({"questions": list, "now_ms": super::sse::unix_ms(SystemTime::now())})).into_response()
+}
+
 /// `GET /api/tools/detailed`: each tool with its schema, hints, limits,
 /// grants and plugin.
 pub(crate) async fn tools(State(service): State<Service>, headers: HeaderMap) -> Response {

@@ -120,6 +120,8 @@ CREATE TABLE IF NOT EXISTS lovia_run_orders (
     outcome TEXT,
     created TIMESTAMPTZ NOT NULL DEFAULT now()
 );
+-- An ask_human answer; added after the table first shipped.
+ALTER TABLE lovia_run_orders ADD COLUMN IF NOT EXISTS answer TEXT;
 CREATE TABLE IF NOT EXISTS lovia_run_events (
     tenant TEXT NOT NULL,
     session TEXT NOT NULL,

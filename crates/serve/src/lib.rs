@@ -19,11 +19,15 @@
 //!
 //! - `POST /api/chat`, body `{session_id?, input, agent?}` → an SSE stream
 //!   of the run: `run_started`, `text_delta`, `tool_call`, `tool_result`,
-//!   `tool_progress`, `approval_required`, `handoff`, `error`,
-//!   `run_completed`. Without `input`, it attaches to the session's run in
+//!   `tool_progress`, `approval_required`, `question`, `context_compacted`,
+//!   `handoff`, `error`, `run_completed`. Without `input`, it attaches to the session's run in
 //!   progress (re-emitting pending approvals) or resumes an interrupted one.
 //! - `POST /api/chat/approve`, `{session_id, call_id, decision}` →
 //!   `{"ok": true}` or 404 `no pending approval matches`.
+//! - `POST /api/chat/answer`, `{session_id, answer}` (a string, or the
+//!   chosen labels) → `{"ok": true}`, or 404 `no question channel` (the
+//!   agent has no `ask_human`) / `no pending question matches`;
+//!   `GET /api/questions` → the tenant's open questions.
 //! - `POST /api/chat/cancel`, `{session_id}` → cancels the session's run.
 //! - `GET /api/chat/{session_id}` → the session's transcript and status.
 //! - `GET /api/chat?limit=&before=` → a page of the tenant's sessions from the run store, newest first;
@@ -52,6 +56,7 @@ mod mcp;
 mod mcp_sources;
 mod metrics;
 mod model;
+mod question;
 mod quota;
 mod relay;
 mod remote;
@@ -76,7 +81,7 @@ mod embedder_docs {
 pub use auth::hash_key;
 pub use config::{
     AgentConfig, PluginEntry, ProviderChoice, ProviderConfig, ServeConfig, ServeConfigError, ShellSandboxChoice,
-    TenantConfig, TenantWorkspace, WorkspaceMode,
+    TenantConfig, TenantWeb, TenantWorkspace, WorkspaceMode,
 };
 pub use lease::LeaseError;
 pub use listener::{Connection, ConnectionLimits, LimitedListener, LimitedStream};
@@ -121,6 +126,8 @@ struct Inner {
     /// Runs in progress by (tenant index, session id).
     live: Mutex<HashMap<(usize, String), Arc<chat::LiveRun>>>,
     approval_timeout: Duration,
+    /// How long an `ask_human` question waits for its answer.
+    question_timeout: Duration,
     /// Shared by every tenant's uploads ([`COMPILE_SLOTS`]).
     compile_slots: Arc<Semaphore>,
     /// Silence on an SSE stream before a keep-alive comment.
@@ -191,6 +198,9 @@ struct Tenant {
     mcp: mcp::TenantMcp,
     /// Its chat workspaces, with a `[tenants.workspace]` table.
     workspaces: Option<Arc<workspace::TenantWorkspaces>>,
+    /// Its web tools, with a `[tenants.web]` table: one page reader for all
+    /// its chats.
+    web_tools: Vec<lovia_host::Tool>,
 }
 
 /// Uploads compiling at once across all tenants: one per core of the
@@ -223,6 +233,15 @@ pub enum ServeError {
         /// The tenant.
         tenant: String,
         /// Which name.
+        reason: String,
+    },
+    /// A tenant's `[tenants.web]` table cannot be set up (a key variable
+    /// that is not set, an endpoint that is not a URL).
+    #[error("tenant {tenant}: [tenants.web]: {reason}")]
+    Web {
+        /// The tenant.
+        tenant: String,
+        /// What is wrong.
         reason: String,
     },
     /// A tenant's workspace directory could not be created.
@@ -450,6 +469,19 @@ impl Service {
                 }
                 _ => None,
             };
+            let web_tools = match &t.web {
+                Some(web) => web_tools(web).map_err(|reason| ServeError::Web { tenant: t.name.clone(), reason })?,
+                None => Vec::new(),
+            };
+            if let Some(tool) = web_tools.iter().find(|w| executor.tools().get(w.name()).is_some()) {
+                return Err(ServeError::Conflict {
+                    tenant: t.name.clone(),
+                    reason: format!(
+                        "the tool {} of a plugin or MCP server clashes with the web tool of that name",
+                        tool.name()
+                    ),
+                });
+            }
             tenants.push(Tenant {
                 index,
                 name: t.name.clone(),
@@ -469,6 +501,7 @@ impl Service {
                 replay_bytes: Arc::default(),
                 mcp,
                 workspaces,
+                web_tools,
             });
         }
         // Idle session workspaces go after their tenant's retention; the sweep
@@ -484,6 +517,7 @@ impl Service {
                 store,
                 live: Mutex::default(),
                 approval_timeout: Duration::from_secs(config.approval_timeout_secs),
+                question_timeout: Duration::from_secs(config.question_timeout_secs.max(1)),
                 compile_slots: Arc::new(Semaphore::new(COMPILE_SLOTS)),
                 sse_keep_alive: Duration::from_secs(config.sse_keep_alive_secs.max(1)),
                 max_plugin_bytes: config.max_plugin_bytes,
@@ -549,6 +583,8 @@ impl Service {
             .route("/api/metrics", get(console::metrics))
             .route("/api/status", get(status))
             .route("/api/chat/approve", post(chat::approve))
+            .route("/api/chat/answer", post(chat::answer))
+            .route("/api/questions", get(console::questions))
             .route("/api/chat/cancel", post(chat::cancel))
             .route("/api/chat/{session_id}", get(chat::transcript))
             .route("/mcp", any(mcp::serve))
@@ -841,4 +877,30 @@ impl Tenant {
     fn executor(&self) -> Executor {
         self.executor.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
+}
+
+/// The web tools of a `[tenants.web]` table: `read_page` over one reader
+/// (so the tenant's reads in flight and its cache are its own), then
+/// `web_search`. A key variable that is not set is an error.
+fn web_tools(web: &TenantWeb) -> Result<Vec<lovia_host::Tool>, String> {
+    let mut tools = Vec::new();
+    if web.read_page {
+        tools.push(lovia_web::read_page_allowing(&web.allow, web.max_concurrent_reads).map_err(|e| e.to_string())?);
+    }
+    let key = |var: &str| std::env::var(var).map_err(|_| format!("the environment variable {var} is not set"));
+    let search: Option<Arc<dyn lovia_web::WebSearch>> = match (&web.searxng_url, &web.brave_key_env) {
+        (Some(url), _) => {
+            let mut search = lovia_web::SearxngSearch::new(url).map_err(|e| e.to_string())?;
+            if let Some(var) = &web.searxng_key_env {
+                search = search.with_key(key(var)?);
+            }
+            Some(Arc::new(search))
+        }
+        (None, Some(var)) => Some(Arc::new(lovia_web::BraveSearch::new(key(var)?).map_err(|e| e.to_string())?)),
+        (None, None) => None,
+    };
+    if let Some(search) = search {
+        tools.push(lovia_web::web_search(search, lovia_web::DEFAULT_SEARCH_NAME).map_err(|e| e.to_string())?);
+    }
+    Ok(tools)
 }

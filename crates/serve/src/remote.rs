@@ -1,4 +1,4 @@
-//! Approvals, denials and cancels posted to a replica that does not run
+//! Approvals, denials, cancels and answers posted to a replica that does not run
 //! the run (docs/replicas.md, "Run ownership"). The replica that gets one
 //! writes it as a row of `lovia_run_orders` (the truth) in a transaction
 //! that notifies [`RUNS_CHANNEL`]; the owner, woken by the notification or
@@ -30,9 +30,16 @@ pub(crate) enum Order {
         call_id: String,
         /// Its decision.
         decision: ApprovalDecision,
+        /// With an approval: allow the tool for the rest of the session.
+        always: bool,
     },
     /// Cancel the run.
     Cancel,
+    /// Answer the run's open `ask_human` question.
+    Answer {
+        /// The answer.
+        answer: String,
+    },
 }
 
 /// What became of an order posted for another replica's run.
@@ -52,19 +59,34 @@ pub(crate) enum Posted {
 }
 
 impl Order {
-    fn columns(&self) -> (Option<String>, &'static str) {
+    /// Its columns in `lovia_run_orders`: the call, the decision, the answer.
+    fn columns(&self) -> (Option<String>, &'static str, Option<String>) {
         match self {
-            Order::Decide { call_id, decision: ApprovalDecision::Approve } => (Some(call_id.clone()), "approve"),
-            Order::Decide { call_id, .. } => (Some(call_id.clone()), "deny"),
-            Order::Cancel => (None, "cancel"),
+            Order::Decide { call_id, decision: ApprovalDecision::Approve, always: true } => {
+                (Some(call_id.clone()), "approve-always", None)
+            }
+            Order::Decide { call_id, decision: ApprovalDecision::Approve, .. } => {
+                (Some(call_id.clone()), "approve", None)
+            }
+            Order::Decide { call_id, .. } => (Some(call_id.clone()), "deny", None),
+            Order::Cancel => (None, "cancel", None),
+            Order::Answer { answer } => (None, "answer", Some(answer.clone())),
         }
     }
 
-    fn from_columns(call_id: Option<String>, decision: &str) -> Option<Order> {
-        match (call_id, decision) {
-            (Some(call_id), "approve") => Some(Order::Decide { call_id, decision: ApprovalDecision::Approve }),
-            (Some(call_id), "deny") => Some(Order::Decide { call_id, decision: ApprovalDecision::Deny }),
-            (None, "cancel") => Some(Order::Cancel),
+    fn from_columns(call_id: Option<String>, decision: &str, answer: Option<String>) -> Option<Order> {
+        match (call_id, decision, answer) {
+            (Some(call_id), "approve", _) => {
+                Some(Order::Decide { call_id, decision: ApprovalDecision::Approve, always: false })
+            }
+            (Some(call_id), "approve-always", _) => {
+                Some(Order::Decide { call_id, decision: ApprovalDecision::Approve, always: true })
+            }
+            (Some(call_id), "deny", _) => {
+                Some(Order::Decide { call_id, decision: ApprovalDecision::Deny, always: false })
+            }
+            (None, "cancel", _) => Some(Order::Cancel),
+            (None, "answer", Some(answer)) => Some(Order::Answer { answer }),
             _ => None,
         }
     }
@@ -75,7 +97,7 @@ impl Service {
     /// only) and waits up to [`ORDER_WAIT`] for what became of it.
     pub(crate) async fn post_order(&self, tenant: &str, session: &str, order: &Order) -> Result<Posted, LeaseError> {
         let leases = self.inner.leases.clone();
-        let (t, s, (call_id, decision)) = (tenant.to_owned(), session.to_owned(), order.columns());
+        let (t, s, (call_id, decision, answer)) = (tenant.to_owned(), session.to_owned(), order.columns());
         let posted = blocking(move || {
             let Some(pg) = leases.shared() else { return Ok(Err(Posted::NoOwner)) };
             pg.run(move |c| {
@@ -98,9 +120,9 @@ impl Service {
                 }
                 let id: i64 = tx
                     .query_one(
-                        "INSERT INTO lovia_run_orders (tenant, session, call_id, decision) VALUES ($1, $2, $3, $4)
-                         RETURNING id",
-                        &[&t, &s, &call_id, &decision],
+                        "INSERT INTO lovia_run_orders (tenant, session, call_id, decision, answer)
+                         VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                        &[&t, &s, &call_id, &decision, &answer],
                     )?
                     .get(0);
                 // Delivered at commit, to every replica; the owner acts on it.
@@ -150,7 +172,7 @@ impl Service {
                     &[],
                 )?;
                 let rows = c.query(
-                    "SELECT o.id, o.tenant, o.session, o.call_id, o.decision FROM lovia_run_orders o
+                    "SELECT o.id, o.tenant, o.session, o.call_id, o.decision, o.answer FROM lovia_run_orders o
                      JOIN lovia_run_leases l ON l.tenant = o.tenant AND l.session = o.session
                      WHERE l.owner = $1 AND o.outcome IS NULL ORDER BY o.id LIMIT 256",
                     &[&owner],
@@ -159,7 +181,14 @@ impl Service {
                     .iter()
                     .map(|r| {
                         let (id, tenant, session): (i64, String, String) = (r.get(0), r.get(1), r.get(2));
-                        (id, tenant, session, r.get::<_, Option<String>>(3), r.get::<_, String>(4))
+                        (
+                            id,
+                            tenant,
+                            session,
+                            r.get::<_, Option<String>>(3),
+                            r.get::<_, String>(4),
+                            r.get::<_, Option<String>>(5),
+                        )
                     })
                     .collect::<Vec<_>>())
             })
@@ -172,9 +201,9 @@ impl Service {
                 return;
             }
         };
-        for (id, tenant, session, call_id, decision) in open {
+        for (id, tenant, session, call_id, decision, answer) in open {
             let live = self.inner.tenants.iter().find(|t| t.name == tenant).and_then(|t| self.live(t, &session));
-            let matched = match (live, Order::from_columns(call_id, &decision)) {
+            let matched = match (live, Order::from_columns(call_id, &decision, answer)) {
                 (Some(live), Some(order)) => live.apply(&order),
                 _ => false,
             };

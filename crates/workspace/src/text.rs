@@ -64,18 +64,8 @@ pub(crate) fn clip_notice(limit: usize, len: usize, hint: &str) -> String {
     format!("\n[... truncated: showing {limit} of {len} chars. {hint}]")
 }
 
-/// `1,234,567`.
-pub(crate) fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+/// `1,234,567`: the host's grouping, which the executor's truncation notice uses too.
+pub(crate) use lovia_host::call::text::thousands;
 
 /// The first `n` characters of `s`.
 pub(crate) fn first_chars(s: &str, n: usize) -> &str {

@@ -2,6 +2,7 @@
 //! limits, handoffs and agents as tools, the event stream with approvals
 //! and cancel, and resuming a run killed mid-turn from its SQLite file.
 
+mod compaction;
 mod handoffs;
 mod resume;
 mod store;

@@ -2,10 +2,13 @@
 //! `oneshot`). Every `/api` route needs a tenant's key, and a tenant sees
 //! and touches only its own tools, sessions and approvals.
 
+mod always;
 mod chat;
 mod mcp;
 mod mcp_sources;
+mod questions;
 mod tools;
+mod web;
 mod workspace;
 
 use lovia_host::plugin::config::LimitOverrides;

@@ -15,10 +15,26 @@ fn a_coding_session_over_lovia_mcp() {
     let Some(py) = python() else { return };
     let d = dirs();
     let root = d.root.to_string_lossy().into_owned();
-    let args = ["mcp", "--workspace", &root, "--mode", "coding", "--shell-sandbox", "off"].map(String::from).to_vec();
+    let args =
+        ["mcp", lovia_tests::fixtures::ORDERS, "--workspace", &root, "--mode", "coding", "--shell-sandbox", "off"]
+            .map(String::from)
+            .to_vec();
     let (out, log) = against(&py, "auto", "workspace", "stdio", args);
+    // Where MCP puts text for the model: the workspace's section, then the
+    // plugin's instructions, as in the runner's system message.
+    let instructions = out["instructions"].as_str().unwrap_or_else(|| panic!("instructions: {log}"));
+    assert!(
+        instructions.starts_with("Tools running as sandboxed WebAssembly components under lovia.\n\n## Workspace\n"),
+        "{instructions}"
+    );
+    assert!(
+        instructions.ends_with("\n\nAmounts are in cents. Look an order up before refunding it."),
+        "{instructions}"
+    );
+    let tools: Vec<&Value> = out["tools"].as_array().expect("tools").iter().collect();
+    assert!(tools.iter().any(|t| *t == "lookup_order"), "{tools:?}");
     assert_eq!(
-        out["tools"],
+        serde_json::json!(tools[tools.len() - 9..]),
         serde_json::json!([
             "read_file",
             "view_image",

@@ -145,6 +145,7 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         served.push(load(&host, path, shared.as_ref().map(|(p, c)| (*p, c))).await?);
     }
     let (mut tools, plugin_names) = toolset(&served.iter().collect::<Vec<_>>())?;
+    let mut context = None;
     if let Some(dir) = &args.workspace {
         let workspace = crate::workspace::open(dir, &args.workspace_options)?;
         if let Some(reason) = workspace.unavailable_reason() {
@@ -153,8 +154,11 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         tools
             .add(ToolSource::Workspace, workspace.tools())
             .map_err(|e| CliError::new(format!("--workspace: {}", e.to_string().replace("\n  hint: ", " — "))))?;
+        // Its `## Workspace` section goes where MCP puts text for the model.
+        context = Some(workspace.prompt_fragment());
     }
     let mut options = McpOptions::default();
+    options.instructions = context;
     options.approval_timeout = std::time::Duration::from_secs(args.approval_timeout_secs);
     options.plugin_names = plugin_names;
     options.list_changed = args.watch;

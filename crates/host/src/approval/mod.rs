@@ -122,6 +122,9 @@ struct Pending {
 #[derive(Clone, Default)]
 pub struct ApprovalChannel {
     pending: Arc<Mutex<HashMap<String, Pending>>>,
+    /// Tools a person allowed for the rest of the session ("always allow
+    /// this tool in this chat"): their calls are approved without asking.
+    allowed: Arc<Mutex<std::collections::BTreeSet<String>>>,
 }
 
 impl std::fmt::Debug for ApprovalChannel {
@@ -163,6 +166,34 @@ impl ApprovalChannel {
         }
         let entry = pending.remove(&request.call_id);
         entry.is_some_and(|p| p.respond.send(decision).is_ok())
+    }
+
+    /// Approves the pending call `call_id` and allows its tool for the rest
+    /// of the session: later calls of it are approved without asking (and
+    /// show as `AutoApproved`). Returns the tool's name; `None` when no call
+    /// with that id is pending.
+    pub fn approve_always(&self, call_id: &str) -> Option<String> {
+        let entry = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(call_id)?;
+        let tool = entry.request.tool.clone();
+        self.allow_tool(&tool);
+        entry.respond.send(ApprovalDecision::Approve).ok()?;
+        Some(tool)
+    }
+
+    /// Allows `tool` for the rest of the session (a runner restores what a
+    /// session's checkpoint holds).
+    pub fn allow_tool(&self, tool: &str) {
+        self.allowed.lock().unwrap_or_else(|p| p.into_inner()).insert(tool.to_owned());
+    }
+
+    /// Whether `tool` is allowed for the session.
+    pub fn is_allowed(&self, tool: &str) -> bool {
+        self.allowed.lock().unwrap_or_else(|p| p.into_inner()).contains(tool)
+    }
+
+    /// The tools allowed for the session, sorted.
+    pub fn allowed_tools(&self) -> Vec<String> {
+        self.allowed.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
     }
 
     /// Approves `call_id`; see [`ApprovalChannel::resolve`].

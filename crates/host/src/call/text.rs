@@ -2,6 +2,24 @@
 //! (docs/semantics.md §5, §7, §13 and D8). Each one is pinned by a test in
 //! `tests/all/outcomes.rs`; change one only together with the docs.
 
+/// `n` with its digits grouped by commas, as the reference prints counts:
+/// `1,234,567`.
+///
+/// ```
+/// assert_eq!(lovia_host::call::text::thousands(5_242_880), "5,242,880");
+/// ```
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The prefix of every execution error: `Tool error: <detail>`.
 pub const TOOL_ERROR_PREFIX: &str = "Tool error: ";
 

@@ -32,16 +32,9 @@ pub fn truncate(text: &str, limit: u64) -> Option<String> {
     ))
 }
 
+/// [`super::text::thousands`] of a character count.
 fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    super::text::thousands(n as u64)
 }
 
 #[cfg(test)]

@@ -21,6 +21,12 @@ pub enum ToolEvent {
         /// The decision handle.
         ticket: ApprovalTicket,
     },
+    /// A gated call approved without asking: a person allowed its tool for
+    /// the rest of the session ([`ApprovalChannel::approve_always`](crate::ApprovalChannel::approve_always)).
+    AutoApproved {
+        /// The call.
+        call: ToolCall,
+    },
     /// The call passed preflight and runs.
     ToolCallStarted {
         /// The call.
@@ -87,6 +93,7 @@ impl ToolEvent {
     pub fn call(&self) -> &ToolCall {
         match self {
             ToolEvent::ApprovalRequired { call, .. }
+            | ToolEvent::AutoApproved { call }
             | ToolEvent::ToolCallStarted { call }
             | ToolEvent::ToolCallFailed { call, .. }
             | ToolEvent::ToolCallCompleted { call, .. }

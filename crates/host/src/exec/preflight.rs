@@ -156,6 +156,11 @@ async fn decide(
             Body::Native(_) => None,
         },
     };
+    // A person allowed this tool for the session: approved without asking.
+    if run.approvals.is_allowed(&call.name) {
+        events.emit(ToolEvent::AutoApproved { call: call.clone() });
+        return Some(ApprovalDecision::Approve);
+    }
     let mut decision = run.approvals.register(request.clone());
     let (held, released) = oneshot::channel::<()>();
     let ticket = ApprovalTicket { request: request.clone(), channel: run.approvals.clone(), _held: held };

@@ -165,10 +165,39 @@ impl HttpOrigin {
             }
     }
 
-    /// Whether the host is written out exactly, which is what lets it reach
-    /// special addresses.
-    fn is_exact(&self) -> bool {
+    /// Whether a request to `scheme://host:port` falls under this origin.
+    /// `host` is compared in lower case, an IPv6 literal without brackets.
+    ///
+    /// ```
+    /// use lovia_host::HttpOrigin;
+    /// let origin: HttpOrigin = "https://*.example.com".parse().unwrap();
+    /// assert!(origin.permits("https", "docs.example.com", 443));
+    /// assert!(!origin.permits("https", "example.com", 443));
+    /// assert!(!origin.permits("http", "docs.example.com", 80));
+    /// ```
+    pub fn permits(&self, scheme: &str, host: &str, port: u16) -> bool {
+        let https = match scheme {
+            "https" => true,
+            "http" => false,
+            _ => return false,
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+        self.matches(&Target { https, host, port })
+    }
+
+    /// Whether the host is written out exactly (no `*`), which is what
+    /// lets it reach loopback, private and other special addresses.
+    pub fn is_exact(&self) -> bool {
         matches!(self.host, HostPattern::Exact(_))
+    }
+
+    /// The host, when written out exactly: lower case, an IPv6 literal
+    /// without brackets.
+    pub fn exact_host(&self) -> Option<&str> {
+        match &self.host {
+            HostPattern::Exact(h) => Some(h),
+            _ => None,
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! settings (timeout, retries, approval, output cap) on it, and a body that
 //! calls the server (docs/semantics.md §20).
 
+use super::approval::ApprovalNeed;
 use super::config::{MAX_SCHEMA_BYTES, McpServerConfig};
 use super::content::result_output;
 use super::supervisor::Supervisor;
@@ -118,8 +119,16 @@ pub(crate) fn adapt(server: &Arc<Supervisor>, raw: &Value) -> Result<Tool, Refus
         })
         .map_err(|e| refuse(e.to_string()))?;
     let mut tool = tool.with_timeout(config.timeout()).with_retries(config.retries);
-    if config.needs_approval {
-        tool = tool.with_approval(NeedsApproval::Always);
+    match &config.needs_approval {
+        ApprovalNeed::Never => {}
+        ApprovalNeed::Always => tool = tool.with_approval(NeedsApproval::Always),
+        need => {
+            // Judged on the arguments as the model sent them, by the raw name.
+            let (need, raw) = (need.clone(), raw_name.to_owned());
+            tool = tool.with_approval(NeedsApproval::Predicate(Arc::new(
+                move |args: &Value, _ctx: &lovia_host::CallContext| Ok(need.asks(&raw, args)),
+            )));
+        }
     }
     if let Some(chars) = config.max_output_chars {
         tool = tool.with_max_output_chars(chars);

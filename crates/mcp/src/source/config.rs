@@ -91,10 +91,18 @@ pub struct McpServerConfig {
     /// an `isError` result is a result). Default: 0.
     #[serde(default)]
     pub retries: u32,
-    /// Every call of this server's tools asks for approval first. Default:
-    /// false, as a plugin tool that declares nothing.
+    /// Which calls of this server's tools ask for approval first: `true`
+    /// (every one), `false`, or rules over the tool and its arguments
+    /// ([`ApprovalNeed`](super::ApprovalNeed)). Default: false, as a plugin tool that declares
+    /// nothing.
     #[serde(default)]
-    pub needs_approval: bool,
+    pub needs_approval: super::approval::ApprovalNeed,
+    /// Keeps the server's tools out of the model's tool list: the model
+    /// finds them with `search_mcp_tools` and runs them with
+    /// `call_mcp_tool` ([`DeferredMcpTools`](super::DeferredMcpTools)).
+    /// Default: false.
+    #[serde(default)]
+    pub defer: bool,
     /// Output cap in characters. Default: the agent's
     /// (`max_tool_output_chars`, 200,000).
     #[serde(default)]

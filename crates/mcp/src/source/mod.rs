@@ -11,10 +11,12 @@
 //! operator trusts. lovia bounds what reaches the model from either.
 
 mod adapter;
+mod approval;
 mod bounded;
 mod config;
 mod connection;
 mod content;
+mod deferred;
 mod http_client;
 mod process;
 mod progress;
@@ -23,11 +25,13 @@ mod supervisor;
 mod task_support;
 
 pub use adapter::Refused;
+pub use approval::{ApprovalNeed, ApprovalRule};
 pub use config::{
     ConfigError, DEFAULT_TIMEOUT, MAX_LIST_PAGES, MAX_MESSAGE_BYTES, MAX_SCHEMA_BYTES, MAX_SERVER_NAME,
     MAX_TOOLS_PER_SERVER, McpServerConfig, START_TIMEOUT, check_all,
 };
 pub use connection::StartError;
+pub use deferred::{CALL_MCP_TOOL, DeferredMcpTools, SEARCH_MCP_TOOLS};
 pub use sandbox::{SandboxConfig, SandboxMode};
 pub use supervisor::{RESTART_BACKOFF_FIRST, RESTART_BACKOFF_MAX};
 
@@ -97,6 +101,28 @@ impl McpSource {
     /// The server's name.
     pub fn server(&self) -> &str {
         &self.supervisor.config.name
+    }
+
+    /// Whether the server is configured with `defer = true`.
+    pub fn deferred(&self) -> bool {
+        self.supervisor.config.defer
+    }
+
+    /// The prefix of its tools' names.
+    pub(crate) fn prefix(&self) -> String {
+        self.supervisor.config.prefix()
+    }
+
+    /// The server's own name of `name` (a listed tool's name).
+    pub(crate) fn raw_name(&self, name: &str) -> String {
+        name.strip_prefix(self.prefix().as_str()).unwrap_or(name).to_owned()
+    }
+
+    /// Whether a call of the listed tool `name` with `arguments` asks for
+    /// approval; false for a name it does not list.
+    pub(crate) fn asks(&self, name: &str, arguments: &serde_json::Value) -> bool {
+        let listed = self.listed.lock().unwrap_or_else(|p| p.into_inner()).tools.iter().any(|t| t.name() == name);
+        listed && self.supervisor.config.needs_approval.asks(&self.raw_name(name), arguments)
     }
 
     /// The tools as last listed, in the server's order.

@@ -162,6 +162,7 @@ function showSignedIn(tenantNote) {
   $('who').textContent = tenantNote;
   api('/api/metrics').then((m) => { $('who').textContent = `Signed in as ${m.tenant} (${tenantNote})`; }).catch(() => {});
   every(1000, refreshApprovals);
+  every(1000, refreshQuestions);
   every(2000, refreshSessions);
   every(2000, refreshMetrics);
   loadTools();
@@ -174,9 +175,10 @@ function signOut(message = '') {
   timers = [];
   for (const s of streams) s.abort();
   streams = [];
-  for (const id of ['approvals', 'sessions', 'run-events', 'waterfall', 'tools', 'metrics-totals', 'metrics-tools',
+  for (const id of ['approvals', 'questions', 'sessions', 'run-events', 'waterfall', 'tools', 'metrics-totals', 'metrics-tools',
     'chart-rate', 'chart-errors', 'chart-latency']) $(id).replaceChildren();
   shown.clear();
+  asked.clear();
   revoke(run.images);
   for (const images of formImages.splice(0)) revoke(images);
   run.session = null;
@@ -230,14 +232,20 @@ $('app').querySelector('[role=tablist]').addEventListener('keydown', (event) => 
 // clocks in place and never moves the keyboard focus off a button.
 const shown = new Map();
 
-async function decide(sessionId, callId, decision) {
-  await api('/api/chat/approve', { method: 'POST', body: { session_id: sessionId, call_id: callId, decision } });
+async function decide(sessionId, callId, decision, always = false) {
+  const body = { session_id: sessionId, call_id: callId, decision };
+  if (always) body.always = true;
+  await api('/api/chat/approve', { method: 'POST', body });
 }
 
 function approvalCard(a) {
   const waited = el('dd', { class: 'waited' });
   const deadline = el('dd', { class: 'deadline' });
   const error = el('p', { class: 'error', role: 'alert' });
+  // A chat's approval may hold for the rest of the chat; an /mcp call's
+  // (its session is the call's run, mcp-<n>) is one call.
+  const always = a.session_id.startsWith('mcp-') ? null : el('input', { type: 'checkbox',
+    'aria-label': `Always allow ${a.tool} in this chat (${a.call_id}, session ${a.session_id})` });
   const buttons = ['approve', 'deny'].map((decision) => {
     const label = `${decision === 'approve' ? 'Approve' : 'Deny'} ${a.tool} (${a.call_id}, session ${a.session_id})`;
     const button = el('button', { type: 'button', class: decision, 'aria-label': label },
@@ -245,7 +253,7 @@ function approvalCard(a) {
     button.addEventListener('click', async () => {
       for (const b of buttons) b.disabled = true;
       try {
-        await decide(a.session_id, a.call_id, decision);
+        await decide(a.session_id, a.call_id, decision, decision === 'approve' && always?.checked);
         card.dataset.decided = decision;
         error.textContent = decision === 'approve' ? 'Approved.' : 'Denied.';
       } catch (e) {
@@ -268,6 +276,7 @@ function approvalCard(a) {
     el('dt', {}, 'Denied in'), deadline),
   el('h4', {}, 'Arguments'),
   argumentsView(a.arguments, `Arguments of ${a.call_id}`),
+  always ? el('label', { class: 'always' }, always, ` Always allow ${a.tool} in this chat`) : '',
   el('div', { class: 'actions' }, buttons),
   error);
   return { card, waited, deadline, data: a };
@@ -302,6 +311,97 @@ async function refreshApprovals() {
   $('approvals-empty').hidden = shown.size > 0;
   $('approval-count').textContent = shown.size ? String(shown.size) : '';
   $('approvals-error').textContent = '';
+}
+
+// ---------------------------------------------------------------- questions
+
+// Rendered questions by "session/call", as the approvals.
+const asked = new Map();
+
+async function answer(sessionId, text) {
+  await api('/api/chat/answer', { method: 'POST', body: { session_id: sessionId, answer: text } });
+}
+
+// A question card: a button per option, checkboxes and "Answer" when
+// several may be chosen, a text box and "Answer" when there are no options.
+function questionCard(q) {
+  const error = el('p', { class: 'error', role: 'alert' });
+  const deadline = el('dd', { class: 'deadline' });
+  const controls = [];
+  const send = async (text) => {
+    for (const c of controls) c.disabled = true;
+    try {
+      await answer(q.session_id, text);
+      card.dataset.answered = 'true';
+      error.textContent = 'Answered.';
+    } catch (e) {
+      error.textContent = `Not answered: ${e.message}`;
+      for (const c of controls) c.disabled = false;
+    }
+  };
+  let body;
+  if (Array.isArray(q.options) && !q.multi_select) {
+    body = el('div', { class: 'actions' }, q.options.map((o) => {
+      const b = el('button', { type: 'button', class: 'approve', 'aria-label': `Answer ${o.label}`, title: o.description || '' }, o.label);
+      b.addEventListener('click', () => send(o.label));
+      controls.push(b);
+      return b;
+    }));
+  } else if (Array.isArray(q.options)) {
+    const boxes = q.options.map((o) => {
+      const box = el('input', { type: 'checkbox', value: o.label });
+      controls.push(box);
+      return el('label', { class: 'option' }, box, ` ${o.label}`, o.description ? el('span', { class: 'note' }, ` — ${o.description}`) : '');
+    });
+    const submit = el('button', { type: 'button', class: 'approve' }, 'Answer');
+    submit.addEventListener('click', () => {
+      const chosen = boxes.map((l) => l.querySelector('input')).filter((b) => b.checked).map((b) => b.value);
+      if (chosen.length) send(chosen); else error.textContent = 'Choose at least one option.';
+    });
+    controls.push(submit);
+    body = el('div', {}, el('fieldset', {}, el('legend', {}, 'Choose any'), boxes), el('div', { class: 'actions' }, submit));
+  } else {
+    const text = el('textarea', { rows: '3', 'aria-label': `Your answer (${q.call_id})` });
+    const submit = el('button', { type: 'button', class: 'approve' }, 'Answer');
+    submit.addEventListener('click', () => {
+      if (text.value.trim()) send(text.value); else error.textContent = 'Write an answer first.';
+    });
+    controls.push(text, submit);
+    body = el('div', {}, text, el('div', { class: 'actions' }, submit));
+  }
+  const card = el('li', { class: 'card question', 'data-call': q.call_id, 'data-session': q.session_id,
+    'aria-label': `Question from session ${q.session_id}` },
+  el('h3', {}, q.question),
+  el('dl', { class: 'meta' },
+    el('dt', {}, 'Session'), el('dd', {}, q.session_id),
+    el('dt', {}, 'Call'), el('dd', {}, q.call_id),
+    el('dt', {}, 'Withdrawn in'), deadline),
+  body,
+  error);
+  return { card, deadline };
+}
+
+async function refreshQuestions() {
+  const { questions, now_ms: now } = await api('/api/questions');
+  const list = $('questions');
+  const seen = new Set();
+  for (const q of questions) {
+    const id = `${q.session_id}/${q.call_id}`;
+    seen.add(id);
+    if (!asked.has(id)) {
+      const item = questionCard(q);
+      asked.set(id, item);
+      list.append(item.card);
+    }
+    asked.get(id).deadline.textContent = seconds(q.cancel_at_ms - now);
+  }
+  for (const [id, item] of asked) {
+    if (!seen.has(id)) {
+      item.card.remove();
+      asked.delete(id);
+    }
+  }
+  $('questions-empty').hidden = asked.size > 0;
 }
 
 // ---------------------------------------------------------------- runs
@@ -466,6 +566,16 @@ function onRunEvent(epoch, name, data) {
       break;
     case 'handoff':
       addEvent('handoff', `${data.from_agent} → ${data.to_agent}`);
+      break;
+    case 'approval_auto':
+      addEvent('approval', `✓ ${data.name} auto-approved (allowed for this chat)`);
+      break;
+    case 'question':
+      // Answered from the Approvals tab's question card.
+      addEvent('question', `${data.question} (${data.call_id})`);
+      break;
+    case 'context_compacted':
+      addEvent('context compacted', `${data.reason}: ${data.tokens_before} → ${data.tokens_after} tokens`);
       break;
     case 'error':
       addEvent('error', el('pre', {}, `${data.type}: ${data.message}`)).classList.add('is-error');

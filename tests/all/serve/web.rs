@@ -1,0 +1,67 @@
+//! `[tenants.web]`: a tenant's chats get `read_page` and `web_search`
+//! (docs/web.md), reaching a real loopback server only through the origin
+//! the table grants exactly; a wildcard grant is refused at start.
+
+use super::{Sse, start_with, tenant};
+use crate::web::{Reply, Site};
+use lovia_serve::{ProviderChoice, ProviderConfig, ServeConfig, TenantWeb};
+use serde_json::json as j;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_chats_read_pages_and_search_through_its_web_table() {
+    let site = Site::start(|_, path, _| {
+        if path.starts_with("/search?") {
+            let answer = j!({"results": [{"title": "Found", "url": "https://example.org/", "content": "a snippet"}]});
+            Reply::Page(200, "application/json", answer.to_string())
+        } else {
+            Reply::Page(200, "text/html", "<title>Intranet</title><p>Quarterly numbers.</p>".into())
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("script.json");
+    let page = j!({"url": format!("{}/report", site.origin())}).to_string();
+    let replies = j!([
+        {"tool_calls": [
+            {"id": "p", "name": "read_page", "arguments": page},
+            {"id": "s", "name": "web_search", "arguments": r#"{"query": "numbers"}"#}
+        ]},
+        {"content": "Read."}
+    ]);
+    std::fs::write(&script, replies.to_string()).expect("script");
+    let mut acme = tenant("acme", "acme-key", &[]);
+    acme.provider =
+        ProviderConfig { kind: ProviderChoice::Scripted, script: Some(script), ..ProviderConfig::default() };
+    let mut web = TenantWeb::default();
+    web.read_page = true;
+    web.allow = vec![site.origin().parse().expect("origin")];
+    web.max_concurrent_reads = 2;
+    web.searxng_url = Some(site.origin());
+    acme.web = Some(web);
+    let addr = start_with(ServeConfig::new(vec![acme])).await;
+    let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "w1", "input": "numbers?"}"#).await;
+    let events = sse.rest().await;
+    let result = |id: &str| {
+        events
+            .iter()
+            .find(|(n, d)| n == "tool_result" && d["id"] == id)
+            .and_then(|(_, d)| d["result"].as_str())
+            .unwrap_or_else(|| panic!("no result for {id}: {events:?}"))
+            .to_owned()
+    };
+    assert!(result("p").contains("Title: Intranet\n") && result("p").contains("Quarterly numbers."), "{}", result("p"));
+    assert!(result("s").contains("1. Found\nhttps://example.org/\na snippet"), "{}", result("s"));
+    assert_eq!(events.last().expect("end").0, "run_completed");
+}
+
+#[test]
+fn a_wildcard_web_grant_is_refused_at_start() {
+    let mut acme = tenant("acme", "acme-key", &[]);
+    let mut web = TenantWeb::default();
+    web.read_page = true;
+    web.allow = vec!["http://*:*".parse().expect("origin")];
+    acme.web = Some(web);
+    let mut config = ServeConfig::new(vec![acme]);
+    let err = config.resolve(std::path::Path::new(".")).expect_err("refused");
+    assert!(err.contains("web.allow http://*:* has a wildcard"), "{err}");
+}
