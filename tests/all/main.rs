@@ -17,6 +17,7 @@ mod runner;
 mod sandbox;
 mod schemas;
 mod serve;
+mod supply;
 mod threat;
 mod web;
 mod workspace;

@@ -4,6 +4,7 @@
 //! what it saw; these tests assert on it.
 
 mod changes;
+mod questions;
 
 use lovia_host::Tool;
 use lovia_host::call::text;

@@ -266,6 +266,11 @@ await scenario('metrics', acme, async () => {
   check(shownRate > 0 && Math.abs(shownRate - rate.calls_per_minute.last_minute) <= 2, `shown ${shownRate}, service ${rate.calls_per_minute.last_minute}`);
   const tools = await acme.locator('#metrics-tools').innerText();
   check(tools.includes('refund') && !tools.includes('echo') && !tools.includes('sleep_ms'), `by tool: ${tools}`);
+  // The tenant's audit trail: its configured plugins' loads at start, and no other tenant's.
+  await acme.locator('#audit tr').first().waitFor({ timeout: WAIT });
+  const audit = await acme.locator('#audit').innerText();
+  check(audit.includes('orders.wasm') && audit.includes('sha256:') && /\bok\b/.test(audit), `audit: ${audit}`);
+  check(!audit.includes('hostile'), `another tenant's plugin in acme's audit: ${audit}`);
 });
 
 await scenario('exact_arguments_are_shown', globex, async () => {

@@ -12,6 +12,8 @@ Usage:
   client.py MODE progress SERVER          # 1,000 progress messages in a tight loop
   client.py MODE watch FILE NEW SERVER    # FILE (watched) replaced by NEW, then by garbage
   client.py MODE workspace SERVER         # a coding session with the workspace tools (lovia mcp --workspace)
+  client.py MODE questions SERVER         # ask_human answered in every way (lovia mcp --ask-human)
+  client.py MODE always SERVER            # an approval with "always allow" ticked, then the same tool again
   client.py MODE watch_call FILE NEW TOOL ARGS SERVER
                                           # TOOL called, FILE replaced by NEW, TOOL called again
 
@@ -428,8 +430,85 @@ async def workspace_session(mode, server):
     return out
 
 
+def schema_of(params):
+    """The requested schema as plain JSON, whatever type the client gives it."""
+    schema = params.requested_schema
+    if hasattr(schema, "model_dump"):
+        return schema.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return schema
+
+
+def replying(action, answer=None, asked=None):
+    """An elicitation callback that records each request (message and
+    schema) and answers `action` with `answer` in the form's field."""
+
+    async def callback(context, params):
+        if asked is not None:
+            asked.append({"message": params.message, "schema": schema_of(params)})
+        if action != "accept":
+            return ElicitResult(action=action)
+        return ElicitResult(action="accept", content={"answer": answer})
+
+    return callback
+
+
+async def questions(mode, server):
+    """ask_human: a free answer, one option, several options, a decline, an
+    answer outside the options (a hostile client), bad options (never asked),
+    and a client that declared no elicitation; each on its own client."""
+    out = {}
+    options = [{"label": "Rust", "description": "the host's language"}, {"label": "Go"}, {"label": "Zig"}]
+    for name, args, action, answer in [
+        ("free", {"question": "What colour should the button be?"}, "accept", "teal, like the logo"),
+        ("one", {"question": "Which language?", "options": options}, "accept", "Go"),
+        ("several", {"question": "Which ones?", "options": options, "multi_select": True}, "accept", ["Zig", "Rust"]),
+        ("declined", {"question": "May I?"}, "decline", None),
+        ("outside", {"question": "Which language?", "options": options}, "accept", "rm -rf /"),
+        ("bad_options", {"question": "Which?", "options": [{"label": "only one"}]}, "accept", "only one"),
+        ("unable", {"question": "Anyone there?"}, None, None),
+    ]:
+        asked = []
+        kwargs = {} if action is None else {"elicitation_callback": replying(action, answer, asked)}
+        async with Client(server, mode=mode, **kwargs) as client:
+            out["protocol"] = client.protocol_version
+            out["tools"] = [t.name for t in (await client.list_tools()).tools]
+            try:
+                out[name] = block(await client.call_tool("ask_human", args))
+            except Exception as e:  # noqa: BLE001 - what the client raised is what we record
+                out[name] = rpc_error(e)
+        out[name + "_asked"] = asked
+    return out
+
+
+async def always(mode, server):
+    """`launch` approved with "always allow" ticked, then called again in the
+    same session (not asked), then in a new session (asked again)."""
+    out = {}
+    asked = []
+
+    async def ticking(context, params):
+        asked.append({"message": params.message, "schema": schema_of(params)})
+        return ElicitResult(action="accept", content={"always": True})
+
+    async with Client(server, mode=mode, elicitation_callback=ticking) as client:
+        out["protocol"] = client.protocol_version
+        out["first"] = block(await client.call_tool("launch", {"target": "first"}))
+        out["second"] = block(await client.call_tool("launch", {"target": "second"}))
+    out["asked_in_first_session"] = len(asked)
+    async with Client(server, mode=mode, elicitation_callback=answering("accept", 0.0, asked)) as client:
+        out["third"] = block(await client.call_tool("launch", {"target": "third"}))
+    out["asked"] = asked
+    return out
+
+
 async def main():
     mode, transport = sys.argv[1], sys.argv[2]
+    if transport == "questions":
+        print(json.dumps(await questions(mode, server_of(sys.argv[3:]))))
+        return
+    if transport == "always":
+        print(json.dumps(await always(mode, server_of(sys.argv[3:]))))
+        return
     if transport == "workspace":
         print(json.dumps(await workspace_session(mode, server_of(sys.argv[3:]))))
         return

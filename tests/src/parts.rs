@@ -25,11 +25,15 @@ pub enum Part {
     /// (tests/mcp-fs/node_modules), the third-party MCP server the
     /// confinement of command-started servers is tested with.
     McpFs,
+    /// An OCI registry binary (Debian's `docker-registry`), which the OCI
+    /// tests start on loopback.
+    Registry,
 }
 
 impl Part {
     /// Every part, in the order `scripts/test` provides them.
-    pub const ALL: [Part; 5] = [Part::Postgres, Part::McpClient, Part::Python, Part::Browser, Part::McpFs];
+    pub const ALL: [Part; 6] =
+        [Part::Postgres, Part::McpClient, Part::Python, Part::Browser, Part::McpFs, Part::Registry];
 
     /// The name `LOVIA_SKIP` uses.
     pub fn name(self) -> &'static str {
@@ -39,6 +43,7 @@ impl Part {
             Part::Python => "python",
             Part::Browser => "browser",
             Part::McpFs => "mcp-fs",
+            Part::Registry => "registry",
         }
     }
 
@@ -50,6 +55,7 @@ impl Part {
             Part::Python => "componentize-py 0.25.1 (in target/py-venv) and Python 3",
             Part::Browser => "headless Chromium, node and Playwright (tests/console/node_modules)",
             Part::McpFs => "node and npm's @modelcontextprotocol/server-filesystem (tests/mcp-fs/node_modules)",
+            Part::Registry => "an OCI registry binary (docker-registry, or LOVIA_REGISTRY_BIN)",
         }
     }
 
@@ -75,6 +81,9 @@ impl Part {
             }
             Part::McpFs => {
                 "as root: apt-get install nodejs npm; scripts/test then installs the server (npm ci in tests/mcp-fs)"
+            }
+            Part::Registry => {
+                "as root: apt-get install docker-registry (or set LOVIA_REGISTRY_BIN to a registry binary)"
             }
         }
     }
@@ -122,6 +131,20 @@ pub fn missing(part: Part, why: &str) -> ! {
         part.how(),
         part.name()
     )
+}
+
+/// The OCI registry binary (`LOVIA_REGISTRY_BIN`, else `docker-registry`
+/// on `PATH`), `None` when the `registry` part is opted out.
+pub fn registry_bin() -> Option<std::path::PathBuf> {
+    require(Part::Registry, || {
+        let bin = std::env::var_os("LOVIA_REGISTRY_BIN")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| "docker-registry".into());
+        match std::process::Command::new(&bin).arg("--version").output() {
+            Ok(o) if o.status.success() => Ok(bin),
+            _ => Err(format!("{} --version does not run", bin.display())),
+        }
+    })
 }
 
 /// The test PostgreSQL server's URL (`LOVIA_TEST_POSTGRES_URL`), `None`

@@ -90,7 +90,7 @@ fn parse_dir_grant(spec: &str) -> Result<DirGrant, String> {
     Ok(DirGrant { host, guest: guest.into(), mode })
 }
 
-pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
+pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) -> Result<ExitCode, CliError> {
     let arguments = args.arguments.unwrap_or_default();
     if !arguments.is_empty()
         && let Err(e) = serde_json::from_str::<serde_json::Value>(&arguments)
@@ -110,7 +110,7 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     if let Some(mib) = args.memory_mib {
         config.limits.memory_mib = Some(mib);
     }
-    let plugin = host.load_file_with(&args.plugin, config).await?;
+    let plugin = supply.load(&host, &args.plugin, config).await?;
     let session_store: Option<Arc<dyn SessionStore>> = match &args.store {
         Some(path) => Some(Arc::new(
             SqliteStore::open(path)

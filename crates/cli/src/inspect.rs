@@ -70,7 +70,16 @@ pub(crate) async fn run(args: Args, host: impl Fn() -> Result<Host, CliError>) -
     }
     let grants = lovia_host::plugin::config::PluginConfig::load_beside(&args.plugin)?.unwrap_or_default().grants;
     let out = match args.format {
-        Format::Table => table(&manifest, &view.imports, &grants),
+        Format::Table => {
+            let signed = if lovia_supply::signature::is_signed(&bytes) {
+                "embedded (check it with `lovia verify`)"
+            } else if lovia_supply::signature::read_detached(&args.plugin)?.is_some() {
+                "detached, beside it (check it with `lovia verify`)"
+            } else {
+                "no"
+            };
+            table(&manifest, &lovia_host::plugin::sha256_hex(&bytes), signed, &view.imports, &grants)
+        }
         Format::Json => pretty(&json!(manifest.tools)),
         Format::Openai => pretty(&Value::Array(manifest.tools.iter().map(ToolSpec::openai_function).collect())),
         Format::Anthropic => pretty(&Value::Array(manifest.tools.iter().map(ToolSpec::anthropic_tool).collect())),
@@ -83,8 +92,9 @@ fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default()
 }
 
-fn table(m: &Manifest, imports: &[String], grants: &lovia_host::sandbox::Grants) -> String {
+fn table(m: &Manifest, digest: &str, signed: &str, imports: &[String], grants: &lovia_host::sandbox::Grants) -> String {
     let mut out = format!("{} {}\n", m.info.name, m.info.version);
+    out += &format!("digest: sha256:{digest}\nsigned: {signed}\n");
     if let Some(i) = &m.info.instructions {
         out += &format!("instructions: {i}\n");
     }

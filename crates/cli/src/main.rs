@@ -1,6 +1,7 @@
 //! `lovia`: build, inspect, pack, call, run, serve (over HTTP and MCP) and
 //! bench tool plugins from the command line.
 
+mod audit;
 mod bench;
 mod build;
 mod call;
@@ -11,6 +12,8 @@ mod new;
 mod pack;
 mod run;
 mod serve;
+mod sign;
+mod supply;
 mod web;
 mod workspace;
 
@@ -30,6 +33,8 @@ struct Cli {
     /// else $XDG_CACHE_HOME/lovia, else ~/.cache/lovia].
     #[arg(long, global = true, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    supply: supply::SupplyOptions,
     #[command(subcommand)]
     command: Command,
 }
@@ -77,6 +82,20 @@ enum Command {
     /// call runs through the executor, sandboxed, with the plugin's grants
     /// and limits.
     Mcp(mcp::Args),
+    /// Make a signing key pair: NAME.key (secret) and NAME.pub (public).
+    Keygen(sign::KeygenArgs),
+    /// Sign a packed plugin (embedded, or --detached beside it), in the
+    /// WebAssembly signature format (wasmsign2, Ed25519).
+    Sign(sign::SignArgs),
+    /// Check a plugin's signature against public keys. Exit status: 0 when
+    /// one of them signed it, 1 when none did, 2 for usage errors.
+    Verify(sign::VerifyArgs),
+    /// Publish a packed, signed plugin to an OCI registry
+    /// (oci://registry/repository:tag), in the Wasm OCI artifact layout.
+    Push(supply::PushArgs),
+    /// Print the audit trail of a `lovia serve` store: every plugin load,
+    /// pull, upload and refusal, with its tenant, digest and signer.
+    Audit(audit::Args),
 }
 
 /// A failure of the CLI itself: printed as one line plus a hint, exit status 2.
@@ -118,13 +137,23 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return report(&CliError::new(format!("cannot start the async runtime: {e}"))),
     };
+    // Pulled components are kept beside the compiled ones, also with
+    // --no-cache (which is about compiled artifacts): a pulled component
+    // must load while its registry is down.
+    let oci_cache = cli.cache_dir.clone().or_else(default_cache_dir).map(|d| d.join("oci"));
+    let supply = || cli.supply.supply(oci_cache.clone());
     let result = runtime.block_on(async {
         match cli.command {
             Command::Inspect(args) => inspect::run(args, || host(cli.no_cache, cli.cache_dir.clone())).await,
-            Command::Call(args) => call::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
+            Command::Call(args) => call::run(args, host(cli.no_cache, cli.cache_dir.clone())?, &supply()?).await,
             Command::Pack(args) => pack::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
-            Command::Run(args) => run::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
-            Command::Mcp(args) => mcp::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
+            Command::Run(args) => run::run(args, host(cli.no_cache, cli.cache_dir.clone())?, &supply()?).await,
+            Command::Mcp(args) => mcp::run(args, host(cli.no_cache, cli.cache_dir.clone())?, supply()?).await,
+            Command::Push(args) => supply::push(args, &supply()?).await,
+            Command::Audit(args) => audit::run(args).await,
+            Command::Keygen(args) => sign::keygen(args),
+            Command::Sign(args) => sign::sign(args),
+            Command::Verify(args) => sign::verify(args),
             Command::Bench(args) => bench::run(args).await,
             Command::Build(args) => build::run(args).await,
             Command::New(args) => new::run(args),

@@ -18,6 +18,12 @@ pub(crate) struct Args {
 pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     let origin = args.plugin.display().to_string();
     let bytes = std::fs::read(&args.plugin).map_err(|source| LoadError::Read { path: args.plugin.clone(), source })?;
+    // The signature covers every section; the manifest is one more.
+    if lovia_supply::signature::is_signed(&bytes) {
+        return Err(CliError::new(format!("{origin} is signed; packing it would break the signature")).hint(
+            "pack the unsigned build, then sign it: lovia pack PLUGIN.wasm && lovia sign --key KEY PLUGIN.wasm",
+        ));
+    }
     let (packed, manifest) = pack_bytes(&host, &bytes, &origin).await?;
     let out = args.output.unwrap_or(args.plugin);
     std::fs::write(&out, packed).map_err(|e| CliError::new(format!("cannot write {}: {e}", out.display())))?;

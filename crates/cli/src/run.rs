@@ -311,7 +311,7 @@ fn check_turns(turns: &[Turn]) -> Result<(), String> {
     Ok(())
 }
 
-pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
+pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) -> Result<ExitCode, CliError> {
     let text = std::fs::read_to_string(&args.script)
         .map_err(|e| CliError::new(format!("cannot read {}: {e}", args.script.display())))?;
     let invalid = |e: &dyn std::fmt::Display| {
@@ -349,7 +349,7 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     let mut tools = Toolset::new();
     let mut plugin_tools = Vec::new();
     for path in &args.plugins {
-        let plugin = host.load_file(path).await?;
+        let plugin = supply.load(&host, path, crate::supply::Supply::config_beside(path)?).await?;
         let these = Tool::from_plugin_with_store(&plugin, store.clone())
             .into_iter()
             .map(|t| match script.agent.tools.get(t.name()) {

@@ -167,6 +167,24 @@ pub enum LoadError {
         /// The namespace given.
         namespace: String,
     },
+    /// The config pins a digest the component does not have.
+    #[error("{origin} has digest sha256:{actual}, but its config pins {expected}")]
+    DigestMismatch {
+        /// Where the bytes came from.
+        origin: String,
+        /// The pin, as written (`sha256:<64 hex>`).
+        expected: String,
+        /// The component's SHA-256, hex.
+        actual: String,
+    },
+    /// The config's `digest` is not a SHA-256 digest.
+    #[error("{origin}: digest {digest:?} must be sha256: followed by 64 hex digits")]
+    BadDigest {
+        /// Where the bytes came from.
+        origin: String,
+        /// The pin given.
+        digest: String,
+    },
     /// The compiled-artifact cache failed while writing.
     #[error("cannot write the compiled artifact {path}: {source}")]
     Cache {
@@ -204,11 +222,16 @@ impl LoadError {
             }
             LoadError::Manifest { .. } => "run `lovia pack PLUGIN.wasm` to embed the manifest",
             LoadError::Cache { .. } => "set a writable cache directory, or disable the cache",
+            LoadError::DigestMismatch { .. } => {
+                "the file is not the component that was pinned: get the pinned one, or pin the new digest \
+                 (`lovia inspect` prints it) once you trust it"
+            }
+            LoadError::BadDigest { .. } => "write the pin as `lovia inspect` prints it: sha256:<64 hex digits>",
             LoadError::StoreNamespace { .. } => {
                 "give plugins that should share session data the same store_namespace, such as \"notes\""
             }
             LoadError::Config { .. } => {
-                "the config has [grants] (dirs, env, secrets) and [limits] (memory_mib, max_wall_clock_ms, fuel, \
+                "the config has digest, instance, store_namespace, [grants] (dirs, env, secrets) and [limits] (memory_mib, max_wall_clock_ms, fuel, \
                  result_bytes); see docs/tool-authors.md, section \"What a plugin can be granted\""
             }
         })

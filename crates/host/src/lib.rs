@@ -23,6 +23,7 @@ pub mod call;
 pub mod engine;
 pub mod error;
 pub mod exec;
+pub mod human;
 pub mod plugin;
 pub mod policy;
 pub mod sandbox;

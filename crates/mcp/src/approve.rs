@@ -13,11 +13,13 @@
 use crate::NewServerError;
 use crate::redeemed::{InMemory, RedeemedStates, StateKey};
 use lovia_host::ApprovalRequest;
+use rmcp::RoleServer;
 use rmcp::model::{
-    ClientCapabilities, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
-    InputRequest, InputRequests, InputRequiredResult, InputResponses, RequestStateCodec, RequestStateError,
-    SealOptions,
+    BooleanSchema, ClientCapabilities, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationSchema, InputRequest, InputRequests, InputRequiredResult, InputResponses, PrimitiveSchemaDefinition,
+    RequestStateCodec, RequestStateError, SealOptions,
 };
+use rmcp::service::Peer;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -40,13 +42,50 @@ pub(crate) fn prompt(request: &ApprovalRequest, plugin_name: Option<&str>) -> St
     )
 }
 
-/// The form elicitation lovia sends: no fields, only accept, decline or
-/// cancel, so nothing the user types can change the call.
-pub(crate) fn elicitation(message: String) -> ElicitRequestParams {
-    ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message,
-        requested_schema: ElicitationSchema::new(BTreeMap::new()),
+/// The form elicitation lovia sends. Without `always`: no fields, only
+/// accept, decline or cancel, so nothing the user types can change the call.
+/// With `always` (a tool name, on a session that can remember it): one
+/// optional checkbox, "Always allow <tool> in this MCP session", which
+/// changes nothing of this call either.
+pub(crate) fn elicitation(message: String, always: Option<&str>) -> ElicitRequestParams {
+    let mut fields = BTreeMap::new();
+    if let Some(tool) = always {
+        fields.insert(
+            ALWAYS_FIELD.to_owned(),
+            PrimitiveSchemaDefinition::Boolean(
+                BooleanSchema::new().title(format!("Always allow {tool} in this MCP session")).with_default(false),
+            ),
+        );
+    }
+    ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema: ElicitationSchema::new(fields) }
+}
+
+/// The checkbox of [`elicitation`] that allows a tool for the session.
+pub(crate) const ALWAYS_FIELD: &str = "always";
+
+/// Whether an accepted answer also ticked "always allow".
+pub(crate) fn always(result: &ElicitResult) -> bool {
+    accepted(result)
+        && result.content.as_ref().and_then(|c| c.get(ALWAYS_FIELD)).and_then(serde_json::Value::as_bool) == Some(true)
+}
+
+/// The tools one MCP session's person allowed for the rest of the session
+/// (2025-11-25 and older, which have sessions), each with the plugin digest
+/// it was allowed for: a replaced plugin is asked about again. Never shared
+/// between sessions or servers.
+#[derive(Debug, Default)]
+pub(crate) struct SessionAllowed(std::sync::Mutex<std::collections::HashSet<(String, Option<String>)>>);
+
+impl SessionAllowed {
+    pub(crate) fn allows(&self, request: &ApprovalRequest) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&(request.tool.clone(), request.plugin_digest.clone()))
+    }
+
+    pub(crate) fn allow(&self, request: &ApprovalRequest) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert((request.tool.clone(), request.plugin_digest.clone()));
     }
 }
 
@@ -61,6 +100,33 @@ pub(crate) fn can_elicit(capabilities: Option<&ClientCapabilities>) -> bool {
 /// Only an explicit accept approves; decline, cancel or anything unreadable denies.
 pub(crate) fn accepted(result: &ElicitResult) -> bool {
     matches!(result.action, ElicitationAction::Accept)
+}
+
+/// How this request's client can be asked: to approve a call, and the
+/// question of an `ask_human` call (question.rs).
+pub(crate) enum Approval {
+    /// 2025-11-25 and older: an `elicitation/create` request in the middle of
+    /// the call, while the executor holds the call before it runs.
+    Elicit {
+        /// The client's session.
+        peer: Peer<RoleServer>,
+        /// Whether it declared form elicitation.
+        able: bool,
+        /// How long to wait for its answer.
+        timeout: Duration,
+        /// The tools this session's person allowed for the session.
+        allowed: Arc<SessionAllowed>,
+    },
+    /// 2026-07-28: the first `tools/call` answers `input_required`; the
+    /// retry brings the answer and the sealed request state back.
+    RoundTrip {
+        /// Seals and redeems the states.
+        states: Arc<States>,
+        /// Whether the client declared form elicitation.
+        able: bool,
+        /// On a retry: the request state and the client's responses.
+        retry: Option<(String, Option<InputResponses>)>,
+    },
 }
 
 /// Why a returned request state was refused.
@@ -137,11 +203,10 @@ impl States {
         request: &ApprovalRequest,
         message: String,
     ) -> Result<InputRequiredResult, getrandom::Error> {
-        let nonce = hex::encode(random_bytes::<16>()?);
-        let ad = binding(self.tenant.as_deref(), request);
-        let state = self.codec.seal_with(nonce.as_bytes(), &SealOptions::new().associated_data(&ad).ttl(self.ttl));
+        let state = self.seal(&binding(self.tenant.as_deref(), request))?;
         let mut requests = InputRequests::new();
-        requests.insert(INPUT_KEY.to_owned(), InputRequest::Elicitation(ElicitRequest::new(elicitation(message))));
+        requests
+            .insert(INPUT_KEY.to_owned(), InputRequest::Elicitation(ElicitRequest::new(elicitation(message, None))));
         Ok(InputRequiredResult::new(Some(requests), Some(state)))
     }
 
@@ -153,19 +218,37 @@ impl States {
         responses: Option<&InputResponses>,
         request: &ApprovalRequest,
     ) -> Result<bool, StateRefused> {
-        let nonce = self.codec.open_with(state, &binding(self.tenant.as_deref(), request))?;
-        let nonce = String::from_utf8(nonce).map_err(|_| StateRefused::Payload)?;
-        // Remembered for a whole TTL from now: the state expires sooner.
-        let expires = SystemTime::now() + self.ttl;
-        match self.redeemed.redeem(&nonce, expires).await {
-            Ok(true) => {}
-            Ok(false) => return Err(StateRefused::Replayed),
-            Err(reason) => return Err(StateRefused::Unchecked(reason)),
-        }
+        self.open(state, &binding(self.tenant.as_deref(), request)).await?;
         let answer = responses
             .and_then(|r| r.get(INPUT_KEY))
             .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
         Ok(answer.as_ref().is_some_and(accepted))
+    }
+
+    /// The tenant every state of this server is bound to.
+    pub(crate) fn tenant(&self) -> Option<&str> {
+        self.tenant.as_deref()
+    }
+
+    /// A fresh state: a random nonce sealed under `binding` (associated
+    /// data) with this server's time to live.
+    pub(crate) fn seal(&self, binding: &[u8]) -> Result<String, getrandom::Error> {
+        let nonce = hex::encode(random_bytes::<16>()?);
+        Ok(self.codec.seal_with(nonce.as_bytes(), &SealOptions::new().associated_data(binding).ttl(self.ttl)))
+    }
+
+    /// Opens `state` under `binding` and redeems its nonce: a state opens
+    /// once, for the call it was sealed for.
+    pub(crate) async fn open(&self, state: &str, binding: &[u8]) -> Result<(), StateRefused> {
+        let nonce = self.codec.open_with(state, binding)?;
+        let nonce = String::from_utf8(nonce).map_err(|_| StateRefused::Payload)?;
+        // Remembered for a whole TTL from now: the state expires sooner.
+        let expires = SystemTime::now() + self.ttl;
+        match self.redeemed.redeem(&nonce, expires).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(StateRefused::Replayed),
+            Err(reason) => Err(StateRefused::Unchecked(reason)),
+        }
     }
 }
 

@@ -2,11 +2,12 @@
 //! so validation, timeouts, retries, policies, truncation and rendering are
 //! lovia's, and the client reads the exact string any model would.
 
-use crate::approve::{self, StateRefused, States};
+use crate::approve::{self, Approval, StateRefused};
 use crate::catalog::WRAPPED_RESULT_KEY;
 use crate::hook::{CallOutcome, CallPermit};
 use crate::logging;
 use crate::progress::{Step, Throttle};
+use crate::question::{QuestionCall, RoundOutcome};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use lovia_host::approval::ApprovalChannel;
@@ -15,7 +16,7 @@ use lovia_host::{ContentPart, EventSink, Executor, RunState, ToolCall, ToolEvent
 use rmcp::RoleServer;
 use rmcp::model::{
     CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock, ElicitationCapability, ErrorData,
-    FormElicitationCapability, InputResponses, ProgressNotificationParam, ProgressToken, Resource,
+    FormElicitationCapability, ProgressNotificationParam, ProgressToken, Resource,
 };
 use rmcp::service::Peer;
 use serde_json::{Map, Value};
@@ -47,36 +48,16 @@ pub(crate) struct Request {
     /// Where progress goes, when the request carried a progress token, and
     /// the least time between two notifications.
     pub(crate) progress: Option<(Peer<RoleServer>, ProgressToken, Duration)>,
-    /// How a call that needs approval is asked about.
-    pub(crate) approval: Approval,
+    /// How a call that needs approval is asked about (shared with the
+    /// question of an `ask_human` call, which asks the same client).
+    pub(crate) approval: Arc<Approval>,
+    /// Set for a call of `ask_human` served over this server's questions:
+    /// what its round answers instead of a result.
+    pub(crate) question: Option<Arc<QuestionCall>>,
     /// The plugin names the prompt shows, by digest.
     pub(crate) plugin_names: Arc<HashMap<String, String>>,
     /// Where the tool's log lines go, and the least level the client wants.
     pub(crate) log: Option<(Peer<RoleServer>, logging::Threshold)>,
-}
-
-/// How this request's client can be asked to approve a call.
-pub(crate) enum Approval {
-    /// 2025-11-25 and older: an `elicitation/create` request in the middle of
-    /// the call, while the executor holds the call before it runs.
-    Elicit {
-        /// The client's session.
-        peer: Peer<RoleServer>,
-        /// Whether it declared form elicitation.
-        able: bool,
-        /// How long to wait for its answer.
-        timeout: Duration,
-    },
-    /// 2026-07-28: the first `tools/call` answers `input_required`; the
-    /// retry brings the answer and the sealed request state back.
-    RoundTrip {
-        /// Seals and redeems the states.
-        states: Arc<States>,
-        /// Whether the client declared form elicitation.
-        able: bool,
-        /// On a retry: the request state and the client's responses.
-        retry: Option<(String, Option<InputResponses>)>,
-    },
 }
 
 /// Why a 2026-07-28 call is answered with a JSON-RPC error rather than a
@@ -109,7 +90,7 @@ impl Refusal {
 /// and one that cannot be asked is a JSON-RPC error (see [`Refusal`]). In
 /// every case a call that needs approval and was not approved never runs.
 pub(crate) async fn run(exec: &Executor, request: Request) -> Result<CallToolResponse, ErrorData> {
-    let Request { call, state, permit, cancelled, progress, approval, plugin_names, log } = request;
+    let Request { call, state, permit, cancelled, progress, approval, question, plugin_names, log } = request;
     let started = Instant::now();
     let client_gone = cancelled.clone();
     // Set when this round asks the client instead of deciding.
@@ -145,20 +126,29 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> Result<CallToolRes
                     let request = ticket.request();
                     let name = request.plugin_digest.as_ref().and_then(|d| plugin_names.get(d));
                     let message = approve::prompt(request, name.map(String::as_str));
-                    let approved = match &approval {
+                    let approved = match approval.as_ref() {
                         Approval::Elicit { able: false, .. } => false,
                         Approval::RoundTrip { able: false, retry: None, .. } => {
                             refusal = Some(Refusal::NoElicitation);
                             false
                         }
-                        Approval::Elicit { peer, timeout, .. } => {
+                        Approval::Elicit { allowed, .. } if allowed.allows(request) => {
+                            tracing::info!(tool = %request.tool, "auto-approved (allowed for this MCP session)");
+                            true
+                        }
+                        Approval::Elicit { peer, timeout, allowed, .. } => {
                             // The call now waits for a person: the host may list it.
                             permit.approval_asked();
-                            let ask =
-                                peer.create_elicitation_with_timeout(approve::elicitation(message), Some(*timeout));
+                            let form = approve::elicitation(message, Some(&request.tool));
+                            let ask = peer.create_elicitation_with_timeout(form, Some(*timeout));
                             tokio::select! {
                                 answer = ask => match answer {
-                                    Ok(result) => approve::accepted(&result),
+                                    Ok(result) => {
+                                        if approve::always(&result) {
+                                            allowed.allow(request);
+                                        }
+                                        approve::accepted(&result)
+                                    }
                                     Err(e) => {
                                         tracing::warn!(tool = %request.tool, error = %e, "approval not answered; not approved");
                                         false
@@ -232,6 +222,13 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> Result<CallToolRes
         }
         Err(_) => None,
     };
+    // A question's round may answer instead of the tool (2026-07-28).
+    match question.as_ref().and_then(|q| q.take()) {
+        Some(RoundOutcome::Asked(input_required)) => asked = Some(input_required),
+        Some(RoundOutcome::NoElicitation) => refusal = Some(Refusal::NoElicitation),
+        Some(RoundOutcome::State(e)) => refusal = Some(Refusal::State(e)),
+        None => {}
+    }
     permit.finished(&CallOutcome {
         tool: &call.name,
         elapsed: started.elapsed(),

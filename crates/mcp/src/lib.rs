@@ -22,6 +22,7 @@ mod live;
 mod logging;
 mod loose;
 mod progress;
+mod question;
 mod redeemed;
 mod sessions;
 pub mod source;
@@ -30,6 +31,7 @@ pub use catalog::CatalogError;
 pub use hook::{CallHook, CallOutcome, CallPermit, CallStart};
 pub use http::{DEFAULT_MAX_SESSIONS, DEFAULT_SSE_KEEP_ALIVE, Guarded, HttpOptions, McpHttpService};
 pub use progress::PROGRESS_INTERVAL;
+pub use question::{DEFAULT_QUESTION_TIMEOUT, McpQuestions};
 pub use redeemed::{MAX_REDEEMED_IN_MEMORY, RedeemedStates, StateKey};
 pub use sessions::{BoundedSessions, IDLE_SESSION, SessionLimitReached, SessionsError};
 
@@ -138,6 +140,11 @@ pub struct McpOptions {
     /// introduction and before each plugin's instructions, such as a
     /// workspace's `## Workspace` section. Default: none.
     pub instructions: Option<String>,
+    /// The questions of the `ask_human` tool this server serves
+    /// ([`McpQuestions::tool`], in the executor's toolset): each is asked of
+    /// the client whose call asks it (docs/mcp.md, "Questions"). Default:
+    /// none (a served `ask_human` of another channel asks that channel).
+    pub questions: Option<Arc<McpQuestions>>,
 }
 
 impl std::fmt::Debug for McpOptions {
@@ -151,6 +158,7 @@ impl std::fmt::Debug for McpOptions {
             .field("hook", &self.hook.is_some())
             .field("state_key", &self.state_key)
             .field("redeemed", &self.redeemed.is_some())
+            .field("questions", &self.questions)
             .finish()
     }
 }
@@ -167,6 +175,7 @@ impl Default for McpOptions {
             state_key: None,
             redeemed: None,
             instructions: None,
+            questions: None,
         }
     }
 }
@@ -186,6 +195,9 @@ pub struct McpServer {
     /// The level of tool log lines this session's client asked for
     /// (`logging/setLevel`); each HTTP session gets its own.
     log_level: logging::SessionLevel,
+    /// The tools this session's person allowed for the session; each HTTP
+    /// session gets its own.
+    allowed: Arc<approve::SessionAllowed>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -222,6 +234,7 @@ impl McpServer {
             states: Arc::new(states),
             options: Arc::new(options),
             log_level: logging::SessionLevel::default(),
+            allowed: Arc::default(),
         })
     }
 
@@ -255,7 +268,7 @@ impl McpServer {
 impl McpServer {
     /// A clone for a new session: the same tools and keys, a level of its own.
     pub(crate) fn for_session(&self) -> Self {
-        Self { log_level: logging::SessionLevel::default(), ..self.clone() }
+        Self { log_level: logging::SessionLevel::default(), allowed: Arc::default(), ..self.clone() }
     }
 
     /// One `tools/call` with its argument text as the client sent it.
@@ -290,15 +303,34 @@ impl McpServer {
         let able = approve::can_elicit(context.client_capabilities().as_ref());
         // 2026-07-28 forbids server-to-client requests: approval is a round
         // trip the client drives. Older revisions ask in the middle of the call.
-        let approval = if stateless(&context) {
-            call::Approval::RoundTrip {
+        let approval = Arc::new(if stateless(&context) {
+            approve::Approval::RoundTrip {
                 states: self.states.clone(),
                 able,
                 retry: request.request_state.map(|state| (state, request.input_responses)),
             }
         } else {
-            call::Approval::Elicit { peer: context.peer.clone(), able, timeout: self.options.approval_timeout }
+            approve::Approval::Elicit {
+                peer: context.peer.clone(),
+                able,
+                timeout: self.options.approval_timeout,
+                allowed: self.allowed.clone(),
+            }
+        });
+        // A call of `ask_human` asks its question of this same client.
+        let question = match &self.options.questions {
+            Some(questions) if call.name == lovia_host::human::ASK_HUMAN => {
+                let asking = Arc::new(question::QuestionCall {
+                    approval: approval.clone(),
+                    tool: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    outcome: std::sync::Mutex::new(None),
+                });
+                Some((questions.register(&call.id, asking.clone()), asking))
+            }
+            _ => None,
         };
+        let (_registered, question) = question.unzip();
         // A 2026-07-28 request names its level in `_meta`; a session keeps the one it set.
         let log = context.meta.log_level().map(logging::Threshold::of).or_else(|| self.log_level.get());
         let call = call::Request {
@@ -309,6 +341,7 @@ impl McpServer {
             cancelled: context.ct.clone(),
             progress: token.map(|t| (context.peer.clone(), t, self.options.progress_interval)),
             approval,
+            question,
             plugin_names: catalog.plugin_names.clone(),
         };
         call::run(&catalog.exec, call).await

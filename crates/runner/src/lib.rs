@@ -9,7 +9,6 @@ mod checkpoint;
 mod compaction;
 mod context;
 mod event;
-mod human;
 mod memory;
 #[cfg(feature = "postgres")]
 mod pg_thread;
@@ -31,7 +30,9 @@ pub use checkpoint::{
 pub use compaction::{ContextPolicy, MIN_CONTEXT_WINDOW, RECALL_TOOL};
 pub use context::PromptContext;
 pub use event::RunEvent;
-pub use human::{
+// Re-exported from lovia-host, where the factory lives beside the approval
+// channel: the MCP server serves it too.
+pub use lovia_host::human::{
     ASK_HUMAN, HumanChannel, HumanError, MAX_ANSWER_CHARS, MAX_QUESTION_CHARS, Question, QuestionOption, ask_human,
 };
 pub use memory::MemoryRunStore;

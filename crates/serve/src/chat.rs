@@ -578,7 +578,11 @@ impl Service {
             .collect();
         let unfuelled: Arc<dyn lovia_host::policy::Policy> =
             Arc::new(super::quota::QuotaPolicy(tenant.quota.clone(), super::quota::fuel_cap_of(None)));
-        agent.tool_sources = tenant.mcp_servers.for_chat(&unfuelled);
+        let (sources, deferred) = tenant.mcp_servers.for_chat(&unfuelled);
+        agent.tool_sources = sources;
+        if let Some(section) = deferred {
+            agent.context.push(Arc::new(section));
+        }
         // The tenant's web tools, under its call quotas like any other.
         agent.tools.extend(tenant.web_tools.iter().map(|t| t.clone().with_policy(unfuelled.clone())));
         // The session's workspace, open until the run's task ends; its tools

@@ -87,6 +87,16 @@ pub struct ServeConfig {
     /// denied. Default: 600.
     #[serde(default = "default_approval_timeout")]
     pub approval_timeout_secs: u64,
+    /// The signatures of the configured plugins (`[[tenants.plugins]]`):
+    /// `[signatures] mode = "require"`, `trusted_keys = ["keys/acme.pub"]`.
+    /// Default: mode `off` (said at start), no key.
+    #[serde(default)]
+    pub signatures: SignaturesConfig,
+    /// Plugins given as `oci://` references: `[oci] cache_dir`,
+    /// `insecure_registries`. Default: the cache `lovia-oci` beside this
+    /// file, every registry over HTTPS.
+    #[serde(default)]
+    pub oci: OciConfig,
     /// Seconds an `ask_human` question waits for `POST /api/chat/answer`;
     /// then the model reads `Tool error: no answer within <N>s — continue
     /// without one`. Default: 600; at least 1.
@@ -306,6 +316,18 @@ pub struct TenantConfig {
     /// compiled. Default: 64 MiB.
     #[serde(default = "default_max_uploaded_bytes")]
     pub max_uploaded_bytes: u64,
+    /// The components the tenant may upload, by digest (`sha256:<64 hex>`,
+    /// as `lovia inspect` prints it); any other upload is refused (403)
+    /// before it is compiled. Default: empty, any component (within the
+    /// other bounds).
+    #[serde(default)]
+    pub upload_digests: Vec<String>,
+    /// Public keys (from `lovia keygen`, or OpenSSH ed25519; relative to
+    /// this file) one of which must have signed an upload (an embedded
+    /// signature: `lovia sign`); any other upload is refused (403) before it
+    /// is compiled. Default: empty, unsigned uploads too.
+    #[serde(default)]
+    pub upload_signers: Vec<PathBuf>,
     /// MCP sessions (2025-11-25 clients of `/mcp`) the tenant may hold open
     /// at once; each is kept in this replica's memory until the client
     /// closes it or it is idle for 5 minutes. An `initialize` past it gets
@@ -629,6 +651,10 @@ fn default_per_minute() -> u32 {
 pub struct PluginEntry {
     /// The `.wasm` component (relative to the config file).
     pub path: PathBuf,
+    /// The component's pinned SHA-256, `sha256:<64 hex digits>`: another
+    /// component at `path` is refused at start. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
     /// Fresh instance per call (default) or one per session.
     #[serde(default)]
     pub instance: InstanceMode,
@@ -638,6 +664,36 @@ pub struct PluginEntry {
     /// Limits over the host's.
     #[serde(default)]
     pub limits: LimitOverrides,
+}
+
+/// `[signatures]`: whether the configured plugins must be signed, and by whom.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct SignaturesConfig {
+    /// `require` (a plugin no trusted key signed stops the start), `warn`
+    /// (it loads, with a warning), or `off`. Default: `off`.
+    #[serde(default)]
+    pub mode: lovia_supply::SignatureMode,
+    /// The publishers' public keys (relative to this file). Default: none;
+    /// `require` needs one.
+    #[serde(default)]
+    pub trusted_keys: Vec<PathBuf>,
+}
+
+/// `[oci]`: where pulled plugins are kept and which registries speak HTTP.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct OciConfig {
+    /// Where pulled components are kept by digest, so that they load while
+    /// their registry is down (relative to this file). Default:
+    /// `lovia-oci` beside this file.
+    #[serde(default)]
+    pub cache_dir: Option<PathBuf>,
+    /// Registries (`host:port`) reached over plain HTTP. Default: none.
+    #[serde(default)]
+    pub insecure_registries: Vec<String>,
 }
 
 /// Why a config was refused.
@@ -675,6 +731,8 @@ impl TenantConfig {
             max_body_bytes_in_flight: default_tenant_body_bytes(),
             max_plugins: default_max_plugins(),
             max_uploaded_bytes: default_max_uploaded_bytes(),
+            upload_digests: Vec::new(),
+            upload_signers: Vec::new(),
             max_mcp_sessions: default_max_mcp_sessions(),
             guest_log_bytes_per_minute: default_guest_log_bytes(),
             guest_log_level: lovia_host::LogLevel::default(),
@@ -701,6 +759,8 @@ impl ServeConfig {
             listen: default_listen(),
             store: None,
             approval_timeout_secs: default_approval_timeout(),
+            signatures: SignaturesConfig::default(),
+            oci: OciConfig::default(),
             question_timeout_secs: default_approval_timeout(),
             sse_keep_alive_secs: default_sse_keep_alive(),
             max_plugin_bytes: default_max_plugin_bytes(),
@@ -739,6 +799,16 @@ impl ServeConfig {
     pub fn resolve(&mut self, base: &Path) -> Result<(), String> {
         if let Some(store) = self.store.take() {
             self.store = Some(store.relative_to(base));
+        }
+        let cache = self.oci.cache_dir.take().unwrap_or_else(|| PathBuf::from("lovia-oci"));
+        self.oci.cache_dir = Some(if cache.is_relative() { base.join(cache) } else { cache });
+        for key in &mut self.signatures.trusted_keys {
+            if key.is_relative() {
+                *key = base.join(&*key);
+            }
+        }
+        if self.signatures.mode == lovia_supply::SignatureMode::Require && self.signatures.trusted_keys.is_empty() {
+            return Err("[signatures] mode = \"require\" needs trusted_keys".into());
         }
         if self.question_timeout_secs == 0 {
             return Err("question_timeout_secs must be at least 1".into());
@@ -910,14 +980,22 @@ impl ServeConfig {
                 ));
             }
             lovia_mcp::source::check_all(&tenant.mcp_servers).map_err(|e| format!("tenant {:?}: {e}", tenant.name))?;
-            if let Some(server) = tenant.mcp_servers.iter().find(|s| s.defer) {
+            for key in &mut tenant.upload_signers {
+                if key.is_relative() {
+                    *key = base.join(&*key);
+                }
+            }
+            if let Some(bad) =
+                tenant.upload_digests.iter().find(|d| lovia_host::plugin::config::pinned_sha256(d).is_none())
+            {
                 return Err(format!(
-                    "tenant {:?}: mcp server {:?} sets defer = true, which lovia serve does not support yet (lovia run does); remove it",
-                    tenant.name, server.name
+                    "tenant {:?}: upload_digests: {bad:?} must be sha256: followed by 64 hex digits",
+                    tenant.name
                 ));
             }
             for plugin in &mut tenant.plugins {
-                if plugin.path.is_relative() {
+                let reference = lovia_supply::oci::is_reference(&plugin.path.display().to_string());
+                if plugin.path.is_relative() && !reference {
                     plugin.path = base.join(&plugin.path);
                 }
                 let mut config = plugin.plugin_config();
@@ -933,6 +1011,7 @@ impl PluginEntry {
     /// The plugin config this entry describes.
     pub fn plugin_config(&self) -> PluginConfig {
         PluginConfig {
+            digest: self.digest.clone(),
             instance: self.instance,
             grants: self.grants.clone(),
             limits: self.limits.clone(),

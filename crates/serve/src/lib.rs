@@ -44,6 +44,7 @@
 //!
 //! Sessions are the tenant's own: another tenant's session id is a 404.
 
+mod audit;
 mod auth;
 mod call_rate;
 mod chat;
@@ -78,6 +79,7 @@ mod embedder_docs {
     mod mcp {}
 }
 
+pub use audit::{AuditAction, AuditEntry, KEEP_PER_TENANT, MAX_READ, read_trail};
 pub use auth::hash_key;
 pub use config::{
     AgentConfig, PluginEntry, ProviderChoice, ProviderConfig, ServeConfig, ServeConfigError, ShellSandboxChoice,
@@ -190,6 +192,8 @@ struct Tenant {
     /// The upload bounds, checked against the store.
     max_plugins: u32,
     max_uploaded_bytes: u64,
+    /// Which components it may upload (`upload_digests`, `upload_signers`).
+    upload_policy: upload::UploadPolicy,
     /// How the runs this process ended ended, for `GET /api/chat`.
     outcomes: console::Outcomes,
     /// Bytes of its runs' events kept for replay (`chat::TENANT_REPLAY_BYTES`).
@@ -253,6 +257,16 @@ pub enum ServeError {
         path: std::path::PathBuf,
         /// The I/O error.
         source: std::io::Error,
+    },
+    /// A configured plugin could not be pulled (`oci://`) or was refused
+    /// by `[signatures]`, or a key of `[signatures]` or of a tenant's
+    /// `upload_signers` cannot be read.
+    #[error("tenant {tenant}: {source}")]
+    Supply {
+        /// The tenant (`*` for the service's `[signatures]`).
+        tenant: String,
+        /// Why.
+        source: lovia_supply::SupplyError,
     },
     /// A tenant sets `fuel_per_minute` on a host that does not meter fuel.
     #[error("tenant {tenant}: fuel_per_minute needs a host with fuel metering (HostConfig::fuel_metering)")]
@@ -390,7 +404,19 @@ impl Service {
         let mut tenants = Vec::new();
         let metrics = Arc::new(metrics::Metrics::default());
         let mut keys = HashMap::new();
+        let signatures = lovia_supply::SignaturePolicy::new(config.signatures.mode, &config.signatures.trusted_keys)
+            .map_err(|source| ServeError::Supply { tenant: "*".into(), source })?;
+        let mut oci = lovia_supply::oci::OciOptions::default();
+        oci.cache_dir = config.oci.cache_dir.clone();
+        oci.insecure_registries = config.oci.insecure_registries.clone();
+        if signatures.mode == lovia_supply::SignatureMode::Off {
+            tracing::warn!(
+                "the configured plugins' signatures are not checked ([signatures] mode = \"off\", the default)"
+            );
+        }
         for (index, t) in config.tenants.iter().enumerate() {
+            let upload_policy = upload::UploadPolicy::new(&t.upload_digests, &t.upload_signers)
+                .map_err(|source| ServeError::Supply { tenant: t.name.clone(), source })?;
             if let Some(fuel) = t.fuel_per_minute {
                 if !host.config().fuel_metering {
                     return Err(ServeError::FuelMetering { tenant: t.name.clone() });
@@ -412,10 +438,9 @@ impl Service {
                 if plugin_config.limits.fuel.is_none() {
                     plugin_config.limits.fuel = fuel_cap;
                 }
-                let plugin = host
-                    .load_file_with(&entry.path, plugin_config)
-                    .await
-                    .map_err(|source| ServeError::Load { tenant: t.name.clone(), source })?;
+                let plugin =
+                    upload::load_configured(host, &entry.path, plugin_config, (&signatures, &oci), &plugins, &t.name)
+                        .await?;
                 tools
                     .add(ToolSource::Plugin, Tool::from_plugin(&plugin))
                     .map_err(|e| ServeError::Conflict { tenant: t.name.clone(), reason: e.to_string() })?;
@@ -497,6 +522,7 @@ impl Service {
                 bodies: door::budget(t.max_body_bytes_in_flight),
                 max_plugins: t.max_plugins,
                 max_uploaded_bytes: t.max_uploaded_bytes,
+                upload_policy,
                 outcomes: console::Outcomes::default(),
                 replay_bytes: Arc::default(),
                 mcp,
@@ -582,6 +608,7 @@ impl Service {
             .route("/api/approvals", get(console::approvals))
             .route("/api/metrics", get(console::metrics))
             .route("/api/status", get(status))
+            .route("/api/audit", get(tenant_audit))
             .route("/api/chat/approve", post(chat::approve))
             .route("/api/chat/answer", post(chat::answer))
             .route("/api/questions", get(console::questions))
@@ -600,6 +627,7 @@ impl Service {
             .route("/healthz", get(|| async { "ok\n" }))
             .route("/readyz", get(readyz))
             .route("/metrics", get(metrics_text))
+            .route("/audit", get(operator_audit))
             .route("/console", get(console::index))
             .route("/console/", get(console::index))
             .route("/console/app.js", get(console::app_js))
@@ -628,6 +656,12 @@ impl Service {
             let tenant = self.inner.tenants.iter().find(|t| t.name == row.tenant);
             if let (false, Some(tenant)) = (known, tenant) {
                 if let Some(bytes) = self.inner.plugins.bytes(row.id).await? {
+                    // The policy of now holds for what was stored under an older one.
+                    if let Err(reason) = tenant.upload_policy.admit(&bytes) {
+                        tracing::warn!(tenant = %row.tenant, plugin = %row.name, id = row.id, error = %reason, "stored upload skipped");
+                        self.inner.uploads_read.fetch_max(row.id, Ordering::AcqRel);
+                        continue;
+                    }
                     let origin = format!("upload by {}", tenant.name);
                     let host = self.inner.host.clone();
                     let (compiled, _) = upload::compile_on_the_blocking_pool(
@@ -730,6 +764,18 @@ impl Service {
         self.inner.draining.store(true, Ordering::Release);
     }
 
+    /// Writes `entry` to the audit trail and the log; a store that fails
+    /// loses the entry (a warning says so), never the request.
+    async fn audit(&self, entry: audit::AuditEntry) {
+        tracing::info!(
+            tenant = %entry.tenant, action = ?entry.action, source = %entry.source, digest = ?entry.digest,
+            signer = ?entry.signer, outcome = %entry.outcome, "audit"
+        );
+        if let Err(e) = self.inner.plugins.record(entry).await {
+            tracing::warn!(error = %e, "the audit trail could not be written");
+        }
+    }
+
     /// The tenant a request's key belongs to.
     fn tenant(&self, headers: &HeaderMap) -> Option<&Tenant> {
         let key = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(auth::bearer)?;
@@ -765,6 +811,59 @@ async fn readyz(State(service): State<Service>) -> Response {
 /// `{"ready": bool, "mcp_servers": [{"name", "ready", "error"?}]}`. An MCP
 /// server that did not start is not ready (with its last error) while the
 /// service retries it; the rest of the tenant is served meanwhile.
+/// `?limit=N` of the audit routes: at most [`audit::MAX_READ`], default 100.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditQuery {
+    #[serde(default = "default_audit_limit")]
+    limit: usize,
+}
+
+fn default_audit_limit() -> usize {
+    100
+}
+
+/// `GET /api/audit`: the tenant's own audit trail, newest first.
+async fn tenant_audit(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    query: Result<axum::extract::Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+    let Ok(axum::extract::Query(query)) = query else {
+        return error(StatusCode::BAD_REQUEST, "the only query parameter is limit, a number");
+    };
+    match service.inner.plugins.trail(Some(&tenant.name), query.limit).await {
+        Ok(entries) => Json(json!({ "entries": entries })).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "the audit trail could not be read");
+            error(StatusCode::SERVICE_UNAVAILABLE, "the store is unreachable; retry later")
+        }
+    }
+}
+
+/// `GET /audit`: every tenant's audit trail, for the operator (the metrics
+/// token, as `/metrics`).
+async fn operator_audit(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    query: Result<axum::extract::Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    if let Some(refused) = operator_refused(&service, &headers, "the operator's audit route is") {
+        return refused;
+    }
+    let Ok(axum::extract::Query(query)) = query else {
+        return error(StatusCode::BAD_REQUEST, "the only query parameter is limit, a number");
+    };
+    match service.inner.plugins.trail(None, query.limit).await {
+        Ok(entries) => Json(json!({ "entries": entries })).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "the audit trail could not be read");
+            error(StatusCode::SERVICE_UNAVAILABLE, "the store is unreachable; retry later")
+        }
+    }
+}
+
 async fn status(State(service): State<Service>, headers: HeaderMap) -> Response {
     let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
     let servers = tenant.mcp_servers.status();
@@ -782,24 +881,32 @@ fn error(status: StatusCode, message: &str) -> Response {
     (status, Json(json!({ "error": message }))).into_response()
 }
 
-async fn metrics_text(State(service): State<Service>, headers: HeaderMap) -> Response {
-    // The metrics name every tenant and its tools: never served by default.
+/// Whether the request may read what only the operator may (every tenant's
+/// metrics and audit trail): the `metrics_token`, or anyone with
+/// `metrics_public`. `Some` of the refusal otherwise.
+fn operator_refused(service: &Service, headers: &HeaderMap, what: &str) -> Option<Response> {
     match &service.inner.metrics_token {
         Some(hash) => {
             let token = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(auth::bearer);
             if token.is_none_or(|t| hash_key(t) != *hash) {
                 let mut response = error(StatusCode::UNAUTHORIZED, "missing or wrong metrics token");
                 response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
-                return response;
+                return Some(response);
             }
+            None
         }
-        None if service.inner.metrics_public => {}
-        None => {
-            return error(
-                StatusCode::FORBIDDEN,
-                "metrics are not enabled: set metrics_token (or metrics_public = true) in the service config",
-            );
-        }
+        None if service.inner.metrics_public => None,
+        None => Some(error(
+            StatusCode::FORBIDDEN,
+            &format!("{what} not enabled: set metrics_token (or metrics_public = true) in the service config"),
+        )),
+    }
+}
+
+async fn metrics_text(State(service): State<Service>, headers: HeaderMap) -> Response {
+    // The metrics name every tenant and its tools: never served by default.
+    if let Some(refused) = operator_refused(&service, &headers, "metrics are") {
+        return refused;
     }
     let in_flight: Vec<(String, usize)> =
         service.inner.tenants.iter().map(|t| (t.name.clone(), t.quota.in_flight())).collect();

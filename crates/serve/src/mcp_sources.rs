@@ -6,7 +6,9 @@
 //! changes the chat's tools before its next model turn; the toolset of
 //! the direct routes keeps the list taken when the server started
 //! (docs/operators.md). A server that dies is started again for the next
-//! call by its tools.
+//! call by its tools. A server with `defer = true` is not in the toolset: a
+//! chat reaches its tools through `search_mcp_tools` and `call_mcp_tool`,
+//! and its system message names them (docs/mcp.md, "Deferred servers").
 //!
 //! A server that does not start is one tenant's problem: the service starts
 //! without its tools, logs it, reports it in the tenant's `GET /api/status`,
@@ -18,7 +20,7 @@
 use crate::ServeError;
 use lovia_host::policy::Policy;
 use lovia_host::{BoxFuture, DynamicTools, Tool, ToolSource, Toolset};
-use lovia_mcp::source::{McpServerConfig, McpSource};
+use lovia_mcp::source::{DeferredMcpTools, McpServerConfig, McpSource};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -38,6 +40,8 @@ pub(crate) struct TenantSources {
 #[derive(Debug, Default)]
 struct Sources {
     started: Vec<Arc<McpSource>>,
+    /// The servers with `defer = true` that started: in no toolset.
+    deferred: Vec<Arc<McpSource>>,
     /// The names their tools had when they started: those in the tenant's toolset.
     listed_at_start: HashSet<String>,
     /// The servers that did not start, by name: their config and the last failure.
@@ -58,21 +62,35 @@ impl TenantSources {
         self.read().listed_at_start.contains(name)
     }
 
-    /// The servers as a chat's tool sources, each call under `quota`.
-    pub(crate) fn for_chat(&self, quota: &Arc<dyn Policy>) -> Vec<Arc<dyn DynamicTools>> {
-        self.read()
+    /// The servers as a chat's tool sources, each call under `quota`: the
+    /// listed ones, then the deferred ones behind their two tools; and the
+    /// deferred ones' section of the system message.
+    pub(crate) fn for_chat(&self, quota: &Arc<dyn Policy>) -> (Vec<Arc<dyn DynamicTools>>, Option<DeferredSection>) {
+        let sources = self.read();
+        let mut chat: Vec<Arc<dyn DynamicTools>> = sources
             .started
             .iter()
             .map(|source| {
-                Arc::new(UnderQuota { source: source.clone(), quota: quota.clone() }) as Arc<dyn DynamicTools>
+                Arc::new(UnderQuota { source: source.clone() as Arc<dyn DynamicTools>, quota: quota.clone() })
+                    as Arc<dyn DynamicTools>
             })
-            .collect()
+            .collect();
+        if sources.deferred.is_empty() {
+            return (chat, None);
+        }
+        let deferred = DeferredMcpTools::new(sources.deferred.clone());
+        chat.push(Arc::new(UnderQuota { source: Arc::new(deferred.clone()), quota: quota.clone() }));
+        (chat, Some(DeferredSection(deferred)))
     }
 
     /// Each server's name, whether it is up, and why not.
     pub(crate) fn status(&self) -> Vec<serde_json::Value> {
         let sources = self.read();
-        let up = sources.started.iter().map(|s| serde_json::json!({"name": s.server(), "ready": true}));
+        let up = sources
+            .started
+            .iter()
+            .chain(&sources.deferred)
+            .map(|s| serde_json::json!({"name": s.server(), "ready": true}));
         let down = sources
             .waiting
             .iter()
@@ -96,6 +114,12 @@ impl TenantSources {
     /// now) and to the chats' sources; a name another source of the tenant
     /// has is an error, and the server then stays out (and waiting).
     pub(crate) fn started(&self, source: McpSource, tools: &mut Toolset) -> Result<(), String> {
+        if source.deferred() {
+            let mut sources = self.write();
+            sources.waiting.remove(source.server());
+            sources.deferred.push(Arc::new(source));
+            return Ok(());
+        }
         // The tools it refused are logged by `McpSource` with their reasons.
         let listed = source.tools();
         let names: Vec<String> = listed.iter().map(|t| t.name().to_owned()).collect();
@@ -135,22 +159,32 @@ pub(crate) async fn add(
     Ok(sources)
 }
 
+/// The `## Deferred MCP tools` section of a chat's system message.
+#[derive(Debug)]
+pub(crate) struct DeferredSection(DeferredMcpTools);
+
+impl lovia_runner::PromptContext for DeferredSection {
+    fn instructions(&self) -> Option<String> {
+        self.0.prompt_section()
+    }
+}
+
 /// A server's tools with the tenant's quota policy on each, as a chat's
 /// plugin tools have it.
 struct UnderQuota {
-    source: Arc<McpSource>,
+    source: Arc<dyn DynamicTools>,
     quota: Arc<dyn Policy>,
 }
 
 impl std::fmt::Debug for UnderQuota {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UnderQuota").field("source", &self.source).finish_non_exhaustive()
+        f.debug_struct("UnderQuota").field("source", &self.source.source()).finish_non_exhaustive()
     }
 }
 
 impl DynamicTools for UnderQuota {
     fn source(&self) -> ToolSource {
-        DynamicTools::source(&*self.source)
+        self.source.source()
     }
 
     fn tools(&self) -> Vec<Tool> {
@@ -158,6 +192,6 @@ impl DynamicTools for UnderQuota {
     }
 
     fn refresh(&self) -> BoxFuture<'_, bool> {
-        DynamicTools::refresh(&*self.source)
+        self.source.refresh()
     }
 }

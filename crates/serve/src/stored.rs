@@ -109,7 +109,19 @@ CREATE TABLE IF NOT EXISTS uploaded_plugin_tools (
     tool TEXT NOT NULL,
     plugin INTEGER NOT NULL,
     PRIMARY KEY (tenant, tool)
-) WITHOUT ROWID;";
+) WITHOUT ROWID;
+-- The audit trail (audit.rs).
+CREATE TABLE IF NOT EXISTS audit_log (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at_ms INTEGER NOT NULL,
+    tenant TEXT NOT NULL,
+    action TEXT NOT NULL,
+    source TEXT NOT NULL,
+    digest TEXT,
+    signer TEXT,
+    outcome TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_log_tenant ON audit_log (tenant, id);";
 
 // The advisory lock serialises the creation, as the run store's does.
 const POSTGRES_SCHEMA: &str = "BEGIN;
@@ -136,6 +148,18 @@ CREATE TABLE IF NOT EXISTS lovia_call_minutes (
     PRIMARY KEY (tenant, minute)
 );
 ALTER TABLE lovia_call_minutes ADD COLUMN IF NOT EXISTS fuel BIGINT NOT NULL DEFAULT 0;
+-- The audit trail (audit.rs).
+CREATE TABLE IF NOT EXISTS lovia_audit (
+    id BIGSERIAL PRIMARY KEY,
+    at_ms BIGINT NOT NULL,
+    tenant TEXT NOT NULL,
+    action TEXT NOT NULL,
+    source TEXT NOT NULL,
+    digest TEXT,
+    signer TEXT,
+    outcome TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS lovia_audit_tenant ON lovia_audit (tenant, id);
 COMMIT;";
 
 /// What the shared count said of one call.
@@ -588,7 +612,7 @@ impl PluginStore {
 }
 
 /// A rusqlite call on the blocking pool.
-async fn sqlite<T: Send + 'static>(
+pub(crate) async fn sqlite<T: Send + 'static>(
     path: &std::path::Path,
     f: impl FnOnce() -> Result<T, rusqlite::Error> + Send + 'static,
 ) -> Result<T, PluginStoreError> {
@@ -622,7 +646,7 @@ impl Pg {
         Ok(Pg { connection, config, location })
     }
 
-    async fn run<T: Send + 'static>(
+    pub(crate) async fn run<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
     ) -> Result<T, PluginStoreError> {

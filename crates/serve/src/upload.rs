@@ -7,15 +7,18 @@
 //! and again in the store's transaction, so that one tenant cannot fill the
 //! store or the service's memory with compiled code.
 
+use super::audit::{AuditAction, AuditEntry};
 use super::stored::{NewPlugin, PluginStoreError, UploadLimits};
-use super::{Service, error, unauthorized};
+use super::{ServeError, Service, error, unauthorized};
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use lovia_host::{Tool, ToolSource};
+use lovia_supply::signature::{self, SignatureMode, SignaturePolicy, TrustedKey, Verdict};
 use serde_json::json;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -28,22 +31,38 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
     if body.is_empty() {
         return error(StatusCode::BAD_REQUEST, "the body must be a .wasm component");
     }
+    // Every upload that got this far is in the audit trail, accepted or not.
+    let entry = AuditEntry::now(&tenant.name, AuditAction::Upload, "POST /api/plugins")
+        .digest(Some(lovia_host::plugin::sha256_hex(&body)))
+        .signer(tenant.upload_policy.signer(&body));
+    match accept(&service, tenant, body).await {
+        Ok(response) => {
+            service.audit(entry).await;
+            response
+        }
+        Err((status, message)) => {
+            service.audit(entry.refused(&message)).await;
+            error(status, &message)
+        }
+    }
+}
+
+/// The checks, the compile and the store of one upload: the response, or
+/// the status and message of its refusal.
+async fn accept(service: &Service, tenant: &super::Tenant, body: Bytes) -> Result<Response, (StatusCode, String)> {
     // One upload compiles at a time per tenant, so a tenant cannot queue up
     // the compile slots that every tenant shares.
     let Ok(compiling) = tenant.uploads.clone().try_acquire_owned() else {
-        return error(
+        return Err((
             StatusCode::TOO_MANY_REQUESTS,
-            "an upload of this tenant is already compiling; retry when it is done",
-        );
+            "an upload of this tenant is already compiling; retry when it is done".into(),
+        ));
     };
     let limits = UploadLimits { max_plugins: tenant.max_plugins, max_bytes: tenant.max_uploaded_bytes };
     // Checked before the compile, so that an upload over the bounds costs no
     // CPU; checked again when it is stored, where another replica's upload
     // of the same moment is seen.
-    let (count, bytes) = match service.inner.plugins.usage(&tenant.name).await {
-        Ok(usage) => usage,
-        Err(e) => return store_failed(&e),
-    };
+    let (count, bytes) = service.inner.plugins.usage(&tenant.name).await.map_err(|e| store_failed(&e))?;
     let refused = if count >= u64::from(limits.max_plugins) {
         Some(PluginStoreError::TooMany { count, limit: limits.max_plugins })
     } else if bytes.saturating_add(body.len() as u64) > limits.max_bytes {
@@ -52,7 +71,14 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
         None
     };
     if let Some(refusal) = refused {
-        return refuse(&service, &tenant.name, &refusal);
+        return Err(refuse(service, &tenant.name, &refusal));
+    }
+    // Which components the tenant may add at all: decided on the bytes, for
+    // the cost of a hash and a signature check, before any compile.
+    if let Err(message) = tenant.upload_policy.admit(&body) {
+        service.inner.metrics.refuse(&tenant.name, "upload_policy");
+        tracing::info!(tenant = %tenant.name, error = %message, "upload refused by the tenant's policy");
+        return Err((StatusCode::FORBIDDEN, message));
     }
     let origin = format!("upload by {}", tenant.name);
     let host = service.inner.host.clone();
@@ -68,20 +94,17 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
     // A refused upload is counted against the tenant: it cost the service
     // a compile, and it leaves nothing behind (the host keeps the compiled
     // artifact only of a component that loaded).
-    let rejected = |status: StatusCode, message: &str| {
+    let rejected = |status: StatusCode, message: String| {
         service.inner.metrics.refuse(&tenant.name, "upload_rejected");
         tracing::info!(tenant = %tenant.name, %status, error = %message, "upload refused");
-        error(status, message)
+        (status, message)
     };
-    let plugin = match compiled {
-        Ok(p) => p,
-        Err(message) => return rejected(StatusCode::BAD_REQUEST, &message),
-    };
+    let plugin = compiled.map_err(|message| rejected(StatusCode::BAD_REQUEST, message))?;
     let names: Vec<String> = Tool::from_plugin(&plugin).iter().map(|t| t.name().to_owned()).collect();
     // A clash with the configured plugins (the same on every replica) is
     // found here; one with another upload is found by the store.
     if let Err(e) = tenant.executor().tools().clone().add(ToolSource::Plugin, Tool::from_plugin(&plugin)) {
-        return rejected(StatusCode::CONFLICT, &e.to_string());
+        return Err(rejected(StatusCode::CONFLICT, e.to_string()));
     }
     let new = NewPlugin {
         tenant: tenant.name.clone(),
@@ -90,33 +113,28 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
         bytes: body,
         tools: names.clone(),
     };
-    let id = match service.inner.plugins.insert(new, limits).await {
-        Ok(id) => id,
-        Err(e) => return refuse(&service, &tenant.name, &e),
-    };
-    if let Err(e) = service.install(tenant, id, &plugin) {
-        return error(StatusCode::CONFLICT, &e.to_string());
-    }
+    let id = service.inner.plugins.insert(new, limits).await.map_err(|e| refuse(service, &tenant.name, &e))?;
+    service.install(tenant, id, &plugin).map_err(|e| (StatusCode::CONFLICT, e.to_string()))?;
     tracing::info!(tenant = %tenant.name, plugin = ?plugin.info().name, digest = %plugin.digest(), id, "plugin uploaded");
-    (StatusCode::CREATED, Json(json!({"plugin": plugin.info().name, "digest": plugin.digest(), "tools": names})))
-        .into_response()
+    Ok((StatusCode::CREATED, Json(json!({"plugin": plugin.info().name, "digest": plugin.digest(), "tools": names})))
+        .into_response())
 }
 
 /// The answer to a refusal of the store: 403 for the tenant's bounds (and
 /// the metric), 409 for a tool-name clash, 503 when the store failed.
-fn refuse(service: &Service, tenant: &str, refusal: &PluginStoreError) -> Response {
+fn refuse(service: &Service, tenant: &str, refusal: &PluginStoreError) -> (StatusCode, String) {
     match refusal {
         PluginStoreError::TooMany { .. } => service.inner.metrics.refuse(tenant, "max_plugins"),
         PluginStoreError::TooLarge { .. } => service.inner.metrics.refuse(tenant, "max_uploaded_bytes"),
-        PluginStoreError::Conflict { .. } => return error(StatusCode::CONFLICT, &refusal.to_string()),
+        PluginStoreError::Conflict { .. } => return (StatusCode::CONFLICT, refusal.to_string()),
         _ => return store_failed(refusal),
     }
-    error(StatusCode::FORBIDDEN, &refusal.to_string())
+    (StatusCode::FORBIDDEN, refusal.to_string())
 }
 
-fn store_failed(e: &PluginStoreError) -> Response {
+fn store_failed(e: &PluginStoreError) -> (StatusCode, String) {
     tracing::error!(error = %e, "the plugin store failed");
-    error(StatusCode::SERVICE_UNAVAILABLE, "the plugin store is unreachable; retry later")
+    (StatusCode::SERVICE_UNAVAILABLE, "the plugin store is unreachable; retry later".into())
 }
 
 /// Compiling a component takes from milliseconds to seconds of CPU. It runs
@@ -155,4 +173,108 @@ pub(crate) async fn compile_on_the_blocking_pool(
         Ok((result, compiling)) => (result, compiling),
         Err(e) => (Err(format!("the compile task failed: {e}")), None),
     }
+}
+
+/// Which components a tenant may upload: by digest (`upload_digests`) and
+/// by signer (`upload_signers`); each list empty means any.
+#[derive(Debug, Default)]
+pub(crate) struct UploadPolicy {
+    /// Lower-case hex digests.
+    digests: Vec<String>,
+    signers: Vec<TrustedKey>,
+}
+
+impl UploadPolicy {
+    pub(crate) fn new(digests: &[String], signers: &[PathBuf]) -> Result<Self, lovia_supply::SupplyError> {
+        Ok(Self {
+            digests: digests.iter().filter_map(|d| lovia_host::plugin::config::pinned_sha256(d)).collect(),
+            signers: signers.iter().map(|p| TrustedKey::from_file(p)).collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// The listed signer whose embedded signature `bytes` carry, if any
+    /// signer is listed and one signed it.
+    pub(crate) fn signer(&self, bytes: &[u8]) -> Option<String> {
+        if self.signers.is_empty() {
+            return None;
+        }
+        signature::verify(bytes, None, &self.signers).ok().map(TrustedKey::label)
+    }
+
+    /// Refuses `bytes` whose digest is not listed, or that no listed
+    /// signer signed (an embedded signature), naming why.
+    pub(crate) fn admit(&self, bytes: &[u8]) -> Result<(), String> {
+        if !self.digests.is_empty() {
+            let digest = lovia_host::plugin::sha256_hex(bytes);
+            if !self.digests.contains(&digest) {
+                return Err(format!("upload refused: sha256:{digest} is not one of this tenant's upload_digests"));
+            }
+        }
+        if !self.signers.is_empty() {
+            signature::verify(bytes, None, &self.signers).map_err(|reason| {
+                format!("upload refused: {reason} (this tenant's uploads must be signed by one of its upload_signers)")
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// Loads a configured plugin of `tenant`: with `[signatures]` on, after its
+/// signature (embedded, or detached in `path.sig`) passed, before the host
+/// compiles it; a reference is pulled first. The load, or its refusal, goes
+/// in the audit `trail`.
+pub(crate) async fn load_configured(
+    host: &lovia_host::Host,
+    path: &Path,
+    config: lovia_host::plugin::config::PluginConfig,
+    supply: (&SignaturePolicy, &lovia_supply::oci::OciOptions),
+    trail: &super::stored::PluginStore,
+    tenant: &str,
+) -> Result<lovia_host::Plugin, ServeError> {
+    let origin = path.display().to_string();
+    let action = if lovia_supply::oci::is_reference(&origin) { AuditAction::Pull } else { AuditAction::Load };
+    let mut entry = AuditEntry::now(tenant, action, origin.clone());
+    let loaded = load_checked(host, path, config, supply, tenant, &mut entry).await;
+    let entry = match &loaded {
+        Ok(plugin) => entry.digest(Some(plugin.digest().to_owned())),
+        Err(e) => entry.refused(&e.to_string()),
+    };
+    if let Err(e) = trail.record(entry).await {
+        tracing::warn!(%tenant, error = %e, "the audit trail could not be written");
+    }
+    loaded
+}
+
+async fn load_checked(
+    host: &lovia_host::Host,
+    path: &Path,
+    config: lovia_host::plugin::config::PluginConfig,
+    (policy, oci): (&SignaturePolicy, &lovia_supply::oci::OciOptions),
+    tenant: &str,
+    entry: &mut AuditEntry,
+) -> Result<lovia_host::Plugin, ServeError> {
+    let load_error = |source| ServeError::Load { tenant: tenant.to_owned(), source };
+    let supply_error = |source| ServeError::Supply { tenant: tenant.to_owned(), source };
+    let origin = path.display().to_string();
+    // A reference: pulled (or read from the cache while the registry is
+    // down), checked against its manifest's digests, then as a file is.
+    let (bytes, detached) = if lovia_supply::oci::is_reference(&origin) {
+        let pulled = lovia_supply::oci::pull(&origin, oci).await.map_err(supply_error)?;
+        if pulled.from_cache {
+            tracing::warn!(%tenant, plugin = %origin, digest = %pulled.digest, "the registry cannot be reached; loading the cached component");
+        }
+        (pulled.bytes, None)
+    } else if policy.mode == SignatureMode::Off {
+        return host.load_file_with(path, config).await.map_err(load_error);
+    } else {
+        let bytes = std::fs::read(path)
+            .map_err(|source| load_error(lovia_host::LoadError::Read { path: path.to_owned(), source }))?;
+        (bytes, signature::read_detached(path).map_err(supply_error)?)
+    };
+    entry.digest = Some(lovia_host::plugin::sha256_hex(&bytes));
+    if let Verdict::Signed(signer) = policy.check(&bytes, detached.as_deref(), &origin).map_err(supply_error)? {
+        tracing::info!(%tenant, plugin = %origin, %signer, "signature verified");
+        entry.signer = Some(signer);
+    }
+    host.load_bytes_with(&bytes, &origin, config).await.map_err(load_error)
 }

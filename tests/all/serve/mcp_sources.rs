@@ -250,3 +250,50 @@ async fn an_mcp_server_that_does_not_start_leaves_only_its_tools_out_until_it_do
         request(addr, "POST", "/api/tools/late__echo/call", Some("acme-key"), r#"{"text": "up"}"#).await;
     assert_eq!((status, json(&body)), (200, serde_json::json!({"output": "up", "is_error": false})));
 }
+
+/// `defer = true` in `lovia serve`: the server's tools are in no list (the
+/// direct routes do not see them), and a chat reaches them through
+/// `search_mcp_tools` and `call_mcp_tool`, under the tenant's quotas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_reaches_a_deferred_servers_tools_through_two_tools() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let call = |id: &str, name: &str, arguments: serde_json::Value| serde_json::json!({"id": id, "name": name, "arguments": arguments.to_string()});
+    let replies = serde_json::json!([
+        {"tool_calls": [
+            call("search", "search_mcp_tools", serde_json::json!({"query": "echo"})),
+            call("direct", "src__echo", serde_json::json!({"text": "x"}))
+        ]},
+        {"tool_calls": [call("run", "call_mcp_tool", serde_json::json!({"tool": "src__echo", "arguments": {"text": "deferred hi"}}))]},
+        {"content": "done"}
+    ]);
+    let script = dir.path().join("script.json");
+    std::fs::write(&script, replies.to_string()).expect("write the script");
+    let mut acme = tenant("acme", "acme-key", &[]);
+    acme.provider =
+        ProviderConfig { kind: ProviderChoice::Scripted, script: Some(script), ..ProviderConfig::default() };
+    let mut server = stdio_server(&py, &["echo", "add"]);
+    server.defer = true;
+    acme.mcp_servers = vec![server];
+    let addr = start(vec![acme]).await;
+
+    let (_, body) = request(addr, "GET", "/api/tools", Some("acme-key"), "").await;
+    assert_eq!(json(&body), serde_json::json!([]), "a deferred server's tools are in no list");
+    let (_, body) = request(addr, "GET", "/api/status", Some("acme-key"), "").await;
+    assert_eq!(json(&body)["mcp_servers"], serde_json::json!([{"name": "src", "ready": true}]), "{body}");
+
+    let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "s1", "input": "echo"}"#).await;
+    assert_eq!(sse.status, 200);
+    let events = sse.rest().await;
+    let result = |id: &str| {
+        events
+            .iter()
+            .find(|(n, d)| n == "tool_result" && d["id"] == id)
+            .map(|(_, d)| d["result"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_else(|| panic!("no result for {id}: {events:?}"))
+    };
+    assert!(result("search").starts_with(r#"[{"name": "src__echo""#), "{}", result("search"));
+    assert_eq!(result("direct"), "Tool 'src__echo' is not available.");
+    assert_eq!(result("run"), "deferred hi");
+    assert_eq!(events.last().map(|(n, _)| n.as_str()), Some("run_completed"), "{events:?}");
+}

@@ -20,6 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub(crate) fn plugin(path: &str) -> PluginEntry {
     PluginEntry {
         path: path.into(),
+        digest: None,
         instance: Default::default(),
         grants: Default::default(),
         limits: LimitOverrides::default(),
@@ -76,6 +77,30 @@ pub(crate) async fn request(
     );
     stream.write_all(head.as_bytes()).await.expect("write");
     stream.write_all(body.as_bytes()).await.expect("write");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.expect("read");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status line");
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+/// [`request`] with a binary body (an upload).
+pub(crate) async fn request_bytes(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    key: Option<&str>,
+    body: Vec<u8>,
+) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let auth = key.map(|k| format!("Authorization: Bearer {k}\r\n")).unwrap_or_default();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/wasm\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    stream.write_all(&body).await.expect("write");
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).await.expect("read");
     let text = String::from_utf8_lossy(&raw).into_owned();

@@ -7,6 +7,7 @@
 mod load;
 mod mcp;
 mod serve;
+mod web;
 mod workspace;
 
 use crate::CliError;
@@ -74,6 +75,9 @@ enum Bench {
     /// `read_file`, `edit_file` and `shell "true"` of a workspace through
     /// the executor, beside spawning `sh -c true` unconfined.
     Workspace,
+    /// `read_page` and `web_search` against a server on loopback through
+    /// the executor, beside a bare GET of the same URLs.
+    Web,
 }
 
 #[derive(Serialize, Default)]
@@ -99,6 +103,8 @@ struct Report {
     mcp: Option<mcp::McpFigure>,
     #[serde(skip_serializing_if = "Option::is_none")]
     workspace: Option<workspace::WorkspaceFigure>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    web: Option<web::WebFigure>,
 }
 
 /// Single-call latency of the Python plugin's `echo`.
@@ -222,6 +228,9 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     }
     if wants(Bench::Workspace) {
         report.workspace = Some(workspace::workspace().await?);
+    }
+    if wants(Bench::Web) {
+        report.web = Some(web::web().await?);
     }
     if let Some(path) = &args.python
         && (wants(Bench::Latency) || wants(Bench::Overhead))
@@ -578,6 +587,9 @@ fn table(r: &Report) -> String {
     }
     if let Some(w) = &r.workspace {
         out += &workspace::rows(w);
+    }
+    if let Some(w) = &r.web {
+        out += &web::rows(w);
     }
     if let Some(t) = &r.timeout {
         out += &format!(

@@ -3,9 +3,10 @@
 mod watch;
 
 use crate::CliError;
+use crate::supply::Supply;
 use lovia_host::plugin::config::PluginConfig;
 use lovia_host::{ExecSettings, Executor, Host, Plugin, Tool, ToolSource, Toolset};
-use lovia_mcp::{HttpOptions, McpOptions, McpServer};
+use lovia_mcp::{HttpOptions, McpOptions, McpQuestions, McpServer};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,7 @@ Examples:
   lovia mcp orders.wasm --http 127.0.0.1:8765          # streamable HTTP at http://127.0.0.1:8765/mcp
   lovia mcp orders.wasm --watch                        # reload orders.wasm when it or orders.toml changes
   lovia mcp --workspace ~/project --mode coding        # file and shell tools over ~/project
+  lovia mcp orders.wasm --ask-human                    # and ask_human: questions go to the client as forms
 
 Results: a text result is a text block; a JSON result is structuredContent plus
 the same JSON as text; a tool error or invalid arguments is isError with the
@@ -31,7 +33,7 @@ pub(crate) struct Args {
     /// The plugins (.wasm components) whose tools are served, in this order.
     /// Each one's grants and limits come from the .toml beside it, as for
     /// `lovia call` [default: nothing granted, the host's limits].
-    #[arg(value_name = "PLUGIN.wasm", required_unless_present = "workspace")]
+    #[arg(value_name = "PLUGIN.wasm", required_unless_present_any = ["workspace", "ask_human"])]
     plugins: Vec<PathBuf>,
     /// Also serve the workspace tools (read_file, list_files, grep_files,
     /// write_file, edit_file, shell, ...) over DIR, after the plugins' tools
@@ -56,6 +58,17 @@ pub(crate) struct Args {
     /// With --http: also accept this Host header (name or name:port; repeatable).
     #[arg(long, value_name = "HOST", requires = "http")]
     allow_host: Vec<String>,
+    /// Also serve `ask_human`, after the other tools: the model asks the
+    /// person at the client a question (free text, or 2 to 4 options), shown
+    /// as a form (elicitation; input_required on 2026-07-28), and reads the
+    /// answer (docs/mcp.md, "Questions"). Not with --watch.
+    #[arg(long, conflicts_with = "watch")]
+    ask_human: bool,
+    /// How long an `ask_human` question waits for its answer, in seconds
+    /// (1 to 3600); unanswered, the model reads "no answer within Ns —
+    /// continue without one".
+    #[arg(long, value_name = "SECS", default_value_t = 600, requires = "ask_human", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    question_timeout_secs: u64,
     /// How long a call that needs approval waits for the client's answer,
     /// in seconds (1 to 3600); unanswered, it is not approved.
     #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -123,7 +136,12 @@ fn toolset(served: &[&Served]) -> Result<(Toolset, HashMap<String, String>), Cli
     Ok((tools, names))
 }
 
-async fn load(host: &Host, path: &Path, shared: Option<(&Path, &PluginConfig)>) -> Result<Served, CliError> {
+async fn load(
+    host: &Host,
+    path: &Path,
+    shared: Option<(&Path, &PluginConfig)>,
+    supply: &Supply,
+) -> Result<Served, CliError> {
     let (config, config_file) = match shared {
         Some((file, c)) => (c.clone(), ConfigFile::Shared(file.to_owned())),
         None => (
@@ -131,18 +149,18 @@ async fn load(host: &Host, path: &Path, shared: Option<(&Path, &PluginConfig)>) 
             PluginConfig::path_beside(path).map_or(ConfigFile::None, ConfigFile::Beside),
         ),
     };
-    let plugin = host.load_file_with(path, config).await?;
+    let plugin = supply.load(host, path, config).await?;
     Ok(Served { path: path.to_owned(), config_file, plugin })
 }
 
-pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
+pub(crate) async fn run(args: Args, host: Host, supply: Supply) -> Result<ExitCode, CliError> {
     let shared = match &args.config {
         Some(path) => Some((path.as_path(), PluginConfig::load(path)?)),
         None => None,
     };
     let mut served = Vec::with_capacity(args.plugins.len());
     for path in &args.plugins {
-        served.push(load(&host, path, shared.as_ref().map(|(p, c)| (*p, c))).await?);
+        served.push(load(&host, path, shared.as_ref().map(|(p, c)| (*p, c)), &supply).await?);
     }
     let (mut tools, plugin_names) = toolset(&served.iter().collect::<Vec<_>>())?;
     let mut context = None;
@@ -158,6 +176,13 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
         context = Some(workspace.prompt_fragment());
     }
     let mut options = McpOptions::default();
+    if args.ask_human {
+        let questions = McpQuestions::with_timeout(std::time::Duration::from_secs(args.question_timeout_secs));
+        tools
+            .add(ToolSource::AgentTools, [questions.tool()])
+            .map_err(|e| CliError::new(format!("--ask-human: {}", e.to_string().replace("\n  hint: ", " — "))))?;
+        options.questions = Some(questions);
+    }
     options.instructions = context;
     options.approval_timeout = std::time::Duration::from_secs(args.approval_timeout_secs);
     options.plugin_names = plugin_names;
@@ -172,9 +197,12 @@ pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     let server = McpServer::with_options(Executor::new(tools, settings.clone()), options)
         .map_err(|e| CliError::new(e.to_string()))?;
     let count = server.tools().len();
+    if supply.policy.mode == lovia_supply::SignatureMode::Off {
+        eprintln!("lovia mcp: plugin signatures are not checked (--signatures off, the default)");
+    }
     // Polls for as long as the process serves; it only reads files.
     if args.watch {
-        tokio::spawn(watch::watch(host, served, settings, server.clone()));
+        tokio::spawn(watch::watch(host, served, settings, server.clone(), supply));
     }
     match args.http {
         None => {

@@ -58,7 +58,13 @@ struct Watched {
 
 /// Polls until the process ends. Every failure is logged on stderr and
 /// keeps what is served.
-pub(crate) async fn watch(host: Host, served: Vec<Served>, settings: ExecSettings, server: McpServer) {
+pub(crate) async fn watch(
+    host: Host,
+    served: Vec<Served>,
+    settings: ExecSettings,
+    server: McpServer,
+    supply: crate::supply::Supply,
+) {
     let mut files: Vec<Watched> =
         served.into_iter().map(|served| Watched { tried: version(&served), seen: None, served }).collect();
     let mut ticks = tokio::time::interval(POLL);
@@ -83,8 +89,8 @@ pub(crate) async fn watch(host: Host, served: Vec<Served>, settings: ExecSetting
             file.seen = None;
             let path = file.served.path.clone();
             let loaded = match file.served.config_file.read() {
-                Ok(config) => host.load_file_with(&path, config).await,
-                Err(e) => Err(e),
+                Ok(config) => supply.load(&host, &path, config).await.map_err(|e| e.message),
+                Err(e) => Err(e.to_string()),
             };
             match loaded {
                 Ok(plugin) => reloaded.push((path, std::mem::replace(&mut file.served.plugin, plugin))),

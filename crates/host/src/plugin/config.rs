@@ -2,6 +2,7 @@
 //! `.wasm` (`tool.wasm` → `tool.toml`) or from the host application.
 //!
 //! ```toml
+//! digest = "sha256:4f2a…"   # optional: refuse any other component (`lovia inspect` prints it)
 //! instance = "fresh"   # or "session": one warm instance per session
 //! store_namespace = "notes"   # default: the component's SHA-256; shared only when given
 //!
@@ -24,11 +25,23 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The pin's hex digest, lowercased, when `pin` is `sha256:<64 hex>`.
+pub fn pinned_sha256(pin: &str) -> Option<String> {
+    let hex = pin.strip_prefix("sha256:")?;
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| hex.to_ascii_lowercase())
+}
+
 /// Grants and limits of one plugin. Default: nothing granted, the host's
 /// limits, a fresh instance per call.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginConfig {
+    /// The component's SHA-256 as `sha256:<64 hex digits>`: a component
+    /// with another digest is refused before it is compiled
+    /// ([`LoadError::DigestMismatch`], naming both). Default: none, any
+    /// component loads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
     /// Fresh instance per call (the default) or one per session.
     #[serde(default)]
     pub instance: InstanceMode,

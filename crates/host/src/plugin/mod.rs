@@ -163,7 +163,7 @@ impl Host {
         let cache = self.cache.as_deref()?;
         let described = cache::load_described(cache, &self.engine, digest)?;
         let component = cache::load_cached(&self.engine, cache, digest)?;
-        if let Err(e) = check_store_namespace(config, origin) {
+        if let Err(e) = check_store_namespace(config, origin).and_then(|()| check_digest(config, digest, origin)) {
             return Some(Err(e));
         }
         Some(
@@ -193,7 +193,9 @@ impl Host {
     ) -> Result<Plugin, LoadError> {
         check_header(bytes, origin)?;
         check_store_namespace(&config, origin)?;
-        let digest = hex::encode(Sha256::digest(bytes));
+        let digest = sha256_hex(bytes);
+        // Before anything of the component is parsed or compiled.
+        check_digest(&config, &digest, origin)?;
         let read_imports = || -> Result<Vec<String>, LoadError> {
             Ok(manifest::read_static(bytes)
                 .map_err(|reason| LoadError::Invalid { origin: origin.into(), reason })?
@@ -738,6 +740,25 @@ fn call_error(error: wit::CallError) -> CallOutcome {
 }
 
 /// A store namespace the config names must be a valid one.
+/// The SHA-256 of a component's bytes, hex: what [`Plugin::digest`] says
+/// and what a `digest = "sha256:…"` pin names.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Refuses a malformed pin, and a component whose `digest` (hex) is not
+/// the pinned one.
+fn check_digest(config: &config::PluginConfig, digest: &str, origin: &str) -> Result<(), LoadError> {
+    let Some(pin) = &config.digest else { return Ok(()) };
+    match config::pinned_sha256(pin) {
+        None => Err(LoadError::BadDigest { origin: origin.into(), digest: pin.clone() }),
+        Some(expected) if expected == digest => Ok(()),
+        Some(_) => {
+            Err(LoadError::DigestMismatch { origin: origin.into(), expected: pin.clone(), actual: digest.into() })
+        }
+    }
+}
+
 fn check_store_namespace(config: &config::PluginConfig, origin: &str) -> Result<(), LoadError> {
     match &config.store_namespace {
         Some(namespace) if !config::is_valid_store_namespace(namespace) => {

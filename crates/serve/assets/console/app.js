@@ -175,7 +175,7 @@ function signOut(message = '') {
   timers = [];
   for (const s of streams) s.abort();
   streams = [];
-  for (const id of ['approvals', 'questions', 'sessions', 'run-events', 'waterfall', 'tools', 'metrics-totals', 'metrics-tools',
+  for (const id of ['approvals', 'questions', 'sessions', 'run-events', 'waterfall', 'tools', 'metrics-totals', 'metrics-tools', 'audit',
     'chart-rate', 'chart-errors', 'chart-latency']) $(id).replaceChildren();
   shown.clear();
   asked.clear();
@@ -884,6 +884,14 @@ async function refreshMetrics() {
   $('metrics-tools').replaceChildren(...m.tools.map((t) => el('tr', {},
     el('td', {}, t.tool), el('td', {}, String(t.calls)), el('td', {}, String(t.errors)),
     el('td', {}, t.calls ? `${((t.seconds_sum / t.calls) * 1000).toFixed(1)} ms` : '—'))));
+  // The tenant's own audit trail; every field is text from the server,
+  // set as text (a refusal quotes what the tenant sent).
+  const trail = await api('/api/audit?limit=50');
+  $('audit').replaceChildren(...trail.entries.map((e) => el('tr', { 'data-outcome': e.outcome === 'ok' ? 'ok' : 'refused' },
+    el('td', {}, new Date(e.at_ms).toISOString().replace('T', ' ').slice(0, 19)),
+    el('td', {}, e.action), el('td', {}, e.source),
+    el('td', { title: e.digest || '' }, e.digest ? `sha256:${e.digest.slice(0, 12)}…` : '—'),
+    el('td', {}, e.signer || 'unsigned'), el('td', {}, e.outcome))));
 }
 
 // ---------------------------------------------------------------- start

@@ -1,8 +1,8 @@
 //! `ask_human`: the factory of the tool that asks a person a question
 //! through a [`HumanChannel`] (docs/applications.md, "Asking a person").
 
-use lovia_host::call::BoxFuture;
-use lovia_host::{CallContext, Failure, Tool, ToolOutput};
+use crate::call::BoxFuture;
+use crate::{CallContext, Failure, Tool, ToolOutput};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -63,7 +63,7 @@ pub enum HumanError {
 ///
 /// ```
 /// use lovia_host::{CallContext, call::BoxFuture};
-/// use lovia_runner::{HumanChannel, HumanError, Question};
+/// use lovia_host::human::{HumanChannel, HumanError, Question};
 /// #[derive(Debug)]
 /// struct AlwaysYes;
 /// impl HumanChannel for AlwaysYes {
@@ -71,7 +71,7 @@ pub enum HumanError {
 ///         Box::pin(async { Ok("yes".to_owned()) })
 ///     }
 /// }
-/// let tool = lovia_runner::ask_human(std::sync::Arc::new(AlwaysYes));
+/// let tool = lovia_host::human::ask_human(std::sync::Arc::new(AlwaysYes));
 /// assert_eq!(tool.name(), "ask_human");
 /// ```
 pub trait HumanChannel: Send + Sync + std::fmt::Debug {
