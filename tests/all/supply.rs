@@ -321,19 +321,19 @@ fn oci_plugins_are_pushed_pulled_by_tag_and_digest_verified_and_cached() {
     let mallory = s.copy("mallory.wasm");
     assert!(lovia(&["sign", "--key", &s.path("mallory.key"), &mallory]).status.success());
     let cache = s.path("cache");
-    let host = registry.host();
+    let reg = registry.host();
     let with = |args: &[&str]| {
-        let mut all = vec!["--cache-dir", cache.as_str(), "--insecure-registry", host.as_str()];
+        let mut all = vec!["--cache-dir", cache.as_str(), "--insecure-registry", reg.as_str()];
         all.extend_from_slice(args);
         lovia(&all)
     };
-    let docs = format!("oci://{host}/tools/docs:1.0");
-    let evil = format!("oci://{host}/tools/evil:1.0");
+    let docs = format!("oci://{reg}/tools/docs:1.0");
+    let evil = format!("oci://{reg}/tools/evil:1.0");
     let o = with(&["push", &docs, &signed]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let printed = text(&o.stdout);
     let pinned = printed.split("pin it as ").nth(1).map(str::trim).unwrap_or_default().to_owned();
-    assert!(pinned.starts_with(&format!("oci://{host}/tools/docs@sha256:")), "{printed}");
+    assert!(pinned.starts_with(&format!("oci://{reg}/tools/docs@sha256:")), "{printed}");
     assert!(with(&["push", &evil, &mallory]).status.success());
     let o = with(&["push", &docs, &s.path("docs.wasm")]);
     assert_eq!(o.status.code(), Some(0), "an unsigned push is allowed, with a warning");
@@ -358,7 +358,7 @@ fn oci_plugins_are_pushed_pulled_by_tag_and_digest_verified_and_cached() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains(&format!("{evil} is refused: no trusted key signed it")), "{}", text(&o.stderr));
     // A digest that is not the manifest's.
-    let wrong = format!("oci://{host}/tools/docs@sha256:{}", "0".repeat(64));
+    let wrong = format!("oci://{reg}/tools/docs@sha256:{}", "0".repeat(64));
     let o = call(&wrong);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains(&format!("cannot pull {wrong}")), "{}", text(&o.stderr));
@@ -376,9 +376,41 @@ fn oci_plugins_are_pushed_pulled_by_tag_and_digest_verified_and_cached() {
     let err = text(&o.stderr);
     assert!(err.contains(&format!("cannot pull {evil}")) && err.to_lowercase().contains("digest"), "{err}");
 
+    // lovia serve: a configured plugin by reference, pulled at start into
+    // its [oci] cache and in the audit trail.
+    let serve_config = || {
+        let mut acme = crate::serve::tenant("acme", "acme-key", &[]);
+        acme.plugins = vec![crate::serve::plugin(&pinned)];
+        let mut config = lovia_serve::ServeConfig::new(vec![acme]);
+        config.oci.cache_dir = Some(PathBuf::from(s.path("serve-oci")));
+        config.oci.insecure_registries = vec![reg.clone()];
+        config.store = Some(s.dir.path().join("serve.db").into());
+        config.resolve(Path::new(".")).expect("valid");
+        config
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let listed = || {
+        runtime.block_on(async {
+            let addr = crate::serve::start_with(serve_config()).await;
+            crate::serve::request(addr, "GET", "/api/tools", Some("acme-key"), "").await.1
+        })
+    };
+    let tools = listed();
+    assert!(tools.contains("search_docs"), "{tools}");
+
     // The registry is down: what was pulled still loads, by tag and digest.
     registry.child.kill().expect("stop the registry");
     let _ = registry.child.wait();
+    let tools = listed();
+    assert!(tools.contains("search_docs"), "lovia serve starts from its cache: {tools}");
+    let o = lovia(&["audit", "--store", &s.path("serve.db"), "--json"]);
+    let pulls: Vec<serde_json::Value> =
+        text(&o.stdout).lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(pulls.len(), 2, "{pulls:?}");
+    assert!(
+        pulls.iter().all(|e| e["action"] == "pull" && e["outcome"] == "ok" && e["source"] == pinned.as_str()),
+        "{pulls:?}"
+    );
     for plugin in [&docs, &pinned] {
         let o = call(plugin);
         assert_eq!(o.status.code(), Some(0), "{plugin}: {}", text(&o.stderr));
@@ -386,7 +418,7 @@ fn oci_plugins_are_pushed_pulled_by_tag_and_digest_verified_and_cached() {
     }
     assert!(text(&call(&docs).stderr).contains("the registry cannot be reached; loading the cached sha256:"));
     // Never pulled: no cache to fall back on.
-    let o = call(&format!("oci://{host}/tools/never:1.0"));
+    let o = call(&format!("oci://{reg}/tools/never:1.0"));
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("cannot pull"), "{}", text(&o.stderr));
 }
