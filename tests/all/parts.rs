@@ -12,7 +12,10 @@ fn skip_lists_name_parts_and_reject_unknown_names() {
     assert_eq!(parse_skip(" postgres , browser,"), Ok(vec![Part::Postgres, Part::Browser]));
     assert_eq!(parse_skip("mcp-client,python"), Ok(vec![Part::McpClient, Part::Python]));
     let err = parse_skip("postgres,pg").expect_err("pg is no part");
-    assert_eq!(err, r#"unknown part "pg" in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser, mcp-fs"#);
+    assert_eq!(
+        err,
+        r#"unknown part "pg" in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser, mcp-fs, registry"#
+    );
 }
 
 fn text(out: &Output) -> String {
@@ -60,7 +63,7 @@ fn a_test_without_its_part_fails_unless_the_part_is_opted_out() {
     assert!(!out.status.success(), "{all}");
     assert!(
         all.contains(
-            r#"unknown part "pg" in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser, mcp-fs"#
+            r#"unknown part "pg" in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser, mcp-fs, registry"#
         ),
         "{all}"
     );
@@ -79,7 +82,7 @@ fn scripts_test_refuses_an_unknown_part_before_doing_anything() {
     assert_eq!(out.status.code(), Some(2), "{all}");
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "scripts/test: unknown part 'bogus' in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser, mcp-fs\n"
+        "scripts/test: unknown part 'bogus' in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser, mcp-fs, registry\n"
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "", "it provided nothing and ran nothing");
 }

@@ -96,6 +96,13 @@ enum Command {
     /// Print the audit trail of a `lovia serve` store: every plugin load,
     /// pull, upload and refusal, with its tenant, digest and signer.
     Audit(audit::Args),
+    /// The child `lovia serve` compiles components in (reads a component on
+    /// stdin, writes the compiled artifact on stdout); not for people.
+    #[command(hide = true)]
+    CompileWorker {
+        /// The engine settings, as the parent passes them.
+        settings: String,
+    },
 }
 
 /// A failure of the CLI itself: printed as one line plus a hint, exit status 2.
@@ -129,6 +136,10 @@ impl From<lovia_host::HostError> for CliError {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A compile worker compiles and exits: no runtime, no log set-up.
+    if let Command::CompileWorker { settings } = &cli.command {
+        return lovia_host::engine::serve_compile_worker(settings);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LOVIA_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
@@ -151,6 +162,7 @@ fn main() -> ExitCode {
             Command::Mcp(args) => mcp::run(args, host(cli.no_cache, cli.cache_dir.clone())?, supply()?).await,
             Command::Push(args) => supply::push(args, &supply()?).await,
             Command::Audit(args) => audit::run(args).await,
+            Command::CompileWorker { .. } => Ok(ExitCode::SUCCESS),
             Command::Keygen(args) => sign::keygen(args),
             Command::Sign(args) => sign::sign(args),
             Command::Verify(args) => sign::verify(args),
@@ -158,9 +170,17 @@ fn main() -> ExitCode {
             Command::Build(args) => build::run(args).await,
             Command::New(args) => new::run(args),
             Command::Serve(args) => {
-                serve::run(args, |fuel_metering| {
+                serve::run(args, |fuel_metering, compile_timeout| {
                     let mut config = host_config(cli.no_cache, cli.cache_dir.clone());
                     config.fuel_metering = fuel_metering;
+                    // Every compile in a child of this same binary, killed past the timeout.
+                    let program = std::env::current_exe()
+                        .map_err(|e| CliError::new(format!("cannot find this program for its compile worker: {e}")))?;
+                    config.compile_worker = Some(lovia_host::compile_worker::CompileWorker::new(
+                        program,
+                        ["compile-worker"],
+                        compile_timeout,
+                    ));
                     Ok(Host::new(config)?)
                 })
                 .await

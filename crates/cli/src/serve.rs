@@ -49,7 +49,10 @@ pub(crate) struct Args {
     hash_key: bool,
 }
 
-pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliError>) -> Result<ExitCode, CliError> {
+pub(crate) async fn run(
+    args: Args,
+    host: impl FnOnce(bool, std::time::Duration) -> Result<Host, CliError>,
+) -> Result<ExitCode, CliError> {
     if args.hash_key {
         let mut key = String::new();
         std::io::stdin().lock().read_line(&mut key).map_err(|e| CliError::new(format!("reading stdin: {e}")))?;
@@ -82,7 +85,7 @@ pub(crate) async fn run(args: Args, host: impl FnOnce(bool) -> Result<Host, CliE
             .map_err(|e| CliError::new(format!("{}: {e}", overridden.join(", "))))?;
     }
     // Fuel quotas need the engine to count fuel, which costs some speed: only then.
-    let host = host(config.needs_fuel_metering())?;
+    let host = host(config.needs_fuel_metering(), std::time::Duration::from_secs(config.compile_timeout_secs))?;
     let service = Service::new(&host, &config).await.map_err(|e| CliError::new(e.to_string()))?;
     let unconfigured = service.unconfigured_models();
     for (tenant, reason) in &unconfigured {

@@ -68,6 +68,12 @@ pub struct HostConfig {
     /// Default: [`crate::sandbox::GuestLogLimits::default`], 1 MiB a minute
     /// from `info` up.
     pub guest_logs: crate::sandbox::GuestLogLimits,
+    /// Compile components in a child process that is killed past its
+    /// timeout ([`crate::compile_worker`]), so that no component can hold a
+    /// core for longer; `lovia serve` sets it for uploads and configured
+    /// plugins alike. Default: `None`, compiles run in this process without
+    /// a deadline (a cached artifact never compiles).
+    pub compile_worker: Option<crate::compile_worker::CompileWorker>,
 }
 
 impl Default for HostConfig {
@@ -84,6 +90,7 @@ impl Default for HostConfig {
             warm_idle_timeout: Duration::from_secs(300),
             plugin_query_timeout: Duration::from_secs(5),
             guest_logs: crate::sandbox::GuestLogLimits::default(),
+            compile_worker: None,
         }
     }
 }
@@ -180,9 +187,21 @@ impl Host {
     pub fn is_pooled(&self) -> bool {
         self.pooled
     }
+
+    /// What a compile worker needs to build an engine whose artifacts this
+    /// one accepts.
+    pub(crate) fn engine_settings(&self) -> crate::compile_worker::EngineSettings {
+        crate::compile_worker::EngineSettings {
+            fuel_metering: self.config.fuel_metering,
+            max_wasm_stack: self.config.max_wasm_stack,
+            pool_slots: self.config.pool_slots,
+            memory_bytes: self.config.limits.memory_bytes,
+            pooled: self.pooled,
+        }
+    }
 }
 
-fn engine_config(host: &HostConfig, pooled: bool) -> Config {
+pub(crate) fn engine_config(host: &HostConfig, pooled: bool) -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
     config.wasm_component_model(true);
@@ -217,6 +236,36 @@ fn engine_config(host: &HostConfig, pooled: bool) -> Config {
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
     }
     config
+}
+
+/// The compile worker's side ([`crate::compile_worker`]): reads a component on stdin, compiles it for the engine
+/// `settings` (the last argument the parent passed) describe, and writes
+/// the artifact on stdout. A failure is one line on stderr and exit status 1.
+pub fn serve_compile_worker(settings: &str) -> std::process::ExitCode {
+    match compile_stdio(settings) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("{message}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
+fn compile_stdio(settings: &str) -> Result<(), String> {
+    let settings: crate::compile_worker::EngineSettings =
+        serde_json::from_str(settings).map_err(|e| format!("unreadable engine settings: {e}"))?;
+    let mut config = crate::HostConfig {
+        fuel_metering: settings.fuel_metering,
+        max_wasm_stack: settings.max_wasm_stack,
+        pool_slots: settings.pool_slots,
+        ..crate::HostConfig::default()
+    };
+    config.limits.memory_bytes = settings.memory_bytes;
+    let engine = Engine::new(&engine_config(&config, settings.pooled)).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map_err(|e| e.to_string())?;
+    let artifact = engine.precompile_component(&bytes).map_err(|e| crate::error::root_cause(&e))?;
+    std::io::Write::write_all(&mut std::io::stdout(), &artifact).map_err(|e| e.to_string())
 }
 
 /// Bytes of each pooled linear memory kept resident between instances.

@@ -167,6 +167,15 @@ pub enum LoadError {
         /// The namespace given.
         namespace: String,
     },
+    /// Compiling the component took longer than the compile worker's
+    /// timeout; the worker was killed.
+    #[error("{origin}: compiling it took longer than {} s; refused", timeout.as_secs_f64())]
+    CompileTimeout {
+        /// Where the bytes came from.
+        origin: String,
+        /// The worker's timeout.
+        timeout: std::time::Duration,
+    },
     /// The config pins a digest the component does not have.
     #[error("{origin} has digest sha256:{actual}, but its config pins {expected}")]
     DigestMismatch {
@@ -222,6 +231,9 @@ impl LoadError {
             }
             LoadError::Manifest { .. } => "run `lovia pack PLUGIN.wasm` to embed the manifest",
             LoadError::Cache { .. } => "set a writable cache directory, or disable the cache",
+            LoadError::CompileTimeout { .. } => {
+                "a component this large or this complex is refused here; build a smaller one (fewer or smaller functions)"
+            }
             LoadError::DigestMismatch { .. } => {
                 "the file is not the component that was pinned: get the pinned one, or pin the new digest \
                  (`lovia inspect` prints it) once you trust it"
@@ -236,4 +248,11 @@ impl LoadError {
             }
         })
     }
+}
+
+/// A wasmtime error as one line: each cause once, outermost first.
+pub(crate) fn root_cause(err: &wasmtime::Error) -> String {
+    let mut parts: Vec<String> = err.chain().map(|c| c.to_string()).collect();
+    parts.dedup();
+    parts.join(": ")
 }

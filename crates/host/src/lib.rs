@@ -20,6 +20,7 @@ pub mod args;
 mod artifacts;
 mod bindings;
 pub mod call;
+pub mod compile_worker;
 pub mod engine;
 pub mod error;
 pub mod exec;

@@ -97,6 +97,12 @@ pub struct ServeConfig {
     /// file, every registry over HTTPS.
     #[serde(default)]
     pub oci: OciConfig,
+    /// Seconds a component may take to compile (an upload, or a configured
+    /// plugin not in the artifact cache); past it the compile, which runs in
+    /// a child process of `lovia serve`, is killed and the component refused.
+    /// Default: 60; at least 1.
+    #[serde(default = "default_compile_timeout")]
+    pub compile_timeout_secs: u64,
     /// Seconds an `ask_human` question waits for `POST /api/chat/answer`;
     /// then the model reads `Tool error: no answer within <N>s — continue
     /// without one`. Default: 600; at least 1.
@@ -322,6 +328,12 @@ pub struct TenantConfig {
     /// other bounds).
     #[serde(default)]
     pub upload_digests: Vec<String>,
+    /// Uploads of the tenant refused after they cost a compile (invalid,
+    /// too slow to compile, a tool-name clash) that it may make in an hour;
+    /// past it, uploads get 429 before anything is compiled until the
+    /// oldest refusal is an hour old. Per replica. Default: 20; at least 1.
+    #[serde(default = "default_max_rejected_uploads")]
+    pub max_rejected_uploads_per_hour: u32,
     /// Public keys (from `lovia keygen`, or OpenSSH ed25519; relative to
     /// this file) one of which must have signed an upload (an embedded
     /// signature: `lovia sign`); any other upload is refused (403) before it
@@ -666,6 +678,14 @@ pub struct PluginEntry {
     pub limits: LimitOverrides,
 }
 
+fn default_compile_timeout() -> u64 {
+    60
+}
+
+fn default_max_rejected_uploads() -> u32 {
+    20
+}
+
 /// `[signatures]`: whether the configured plugins must be signed, and by whom.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -732,6 +752,7 @@ impl TenantConfig {
             max_plugins: default_max_plugins(),
             max_uploaded_bytes: default_max_uploaded_bytes(),
             upload_digests: Vec::new(),
+            max_rejected_uploads_per_hour: default_max_rejected_uploads(),
             upload_signers: Vec::new(),
             max_mcp_sessions: default_max_mcp_sessions(),
             guest_log_bytes_per_minute: default_guest_log_bytes(),
@@ -761,6 +782,7 @@ impl ServeConfig {
             approval_timeout_secs: default_approval_timeout(),
             signatures: SignaturesConfig::default(),
             oci: OciConfig::default(),
+            compile_timeout_secs: default_compile_timeout(),
             question_timeout_secs: default_approval_timeout(),
             sse_keep_alive_secs: default_sse_keep_alive(),
             max_plugin_bytes: default_max_plugin_bytes(),
@@ -809,6 +831,9 @@ impl ServeConfig {
         }
         if self.signatures.mode == lovia_supply::SignatureMode::Require && self.signatures.trusted_keys.is_empty() {
             return Err("[signatures] mode = \"require\" needs trusted_keys".into());
+        }
+        if self.compile_timeout_secs == 0 {
+            return Err("compile_timeout_secs must be at least 1".into());
         }
         if self.question_timeout_secs == 0 {
             return Err("question_timeout_secs must be at least 1".into());
@@ -969,6 +994,9 @@ impl ServeConfig {
             }
             if tenant.provider.kind == ProviderChoice::Scripted && tenant.provider.script.is_none() {
                 return Err(format!("tenant {:?}: a scripted provider needs `script`", tenant.name));
+            }
+            if tenant.max_rejected_uploads_per_hour == 0 {
+                return Err(format!("tenant {:?}: max_rejected_uploads_per_hour must be at least 1", tenant.name));
             }
             if tenant.max_concurrent_calls == 0 || tenant.calls_per_minute == 0 || tenant.max_concurrent_runs == 0 {
                 return Err(format!("tenant {:?}: quotas must be at least 1", tenant.name));

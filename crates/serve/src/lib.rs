@@ -194,6 +194,8 @@ struct Tenant {
     max_uploaded_bytes: u64,
     /// Which components it may upload (`upload_digests`, `upload_signers`).
     upload_policy: upload::UploadPolicy,
+    /// Its uploads refused after a compile in the last hour.
+    rejected_uploads: upload::RejectedUploads,
     /// How the runs this process ended ended, for `GET /api/chat`.
     outcomes: console::Outcomes,
     /// Bytes of its runs' events kept for replay (`chat::TENANT_REPLAY_BYTES`).
@@ -523,6 +525,7 @@ impl Service {
                 max_plugins: t.max_plugins,
                 max_uploaded_bytes: t.max_uploaded_bytes,
                 upload_policy,
+                rejected_uploads: upload::RejectedUploads::new(t.max_rejected_uploads_per_hour),
                 outcomes: console::Outcomes::default(),
                 replay_bytes: Arc::default(),
                 mcp,

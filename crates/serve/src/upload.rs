@@ -80,6 +80,19 @@ async fn accept(service: &Service, tenant: &super::Tenant, body: Bytes) -> Resul
         tracing::info!(tenant = %tenant.name, error = %message, "upload refused by the tenant's policy");
         return Err((StatusCode::FORBIDDEN, message));
     }
+    // A tenant whose uploads keep failing after a compile stops getting
+    // compiles for a while: each cost the service CPU.
+    if let Some(wait) = tenant.rejected_uploads.full() {
+        service.inner.metrics.refuse(&tenant.name, "max_rejected_uploads_per_hour");
+        return Err((
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "this tenant's uploads were refused {} times in the last hour after a compile (max_rejected_uploads_per_hour); retry in {} s",
+                tenant.rejected_uploads.limit,
+                wait.as_secs().max(1)
+            ),
+        ));
+    }
     let origin = format!("upload by {}", tenant.name);
     let host = service.inner.host.clone();
     let (compiled, _compiling) = compile_on_the_blocking_pool(
@@ -96,6 +109,7 @@ async fn accept(service: &Service, tenant: &super::Tenant, body: Bytes) -> Resul
     // artifact only of a component that loaded).
     let rejected = |status: StatusCode, message: String| {
         service.inner.metrics.refuse(&tenant.name, "upload_rejected");
+        tenant.rejected_uploads.note();
         tracing::info!(tenant = %tenant.name, %status, error = %message, "upload refused");
         (status, message)
     };
@@ -277,4 +291,42 @@ async fn load_checked(
         entry.signer = Some(signer);
     }
     host.load_bytes_with(&bytes, &origin, config).await.map_err(load_error)
+}
+
+/// The uploads of one tenant refused after a compile in the last hour
+/// (`max_rejected_uploads_per_hour`), in this replica.
+#[derive(Debug)]
+pub(crate) struct RejectedUploads {
+    pub(crate) limit: u32,
+    at: std::sync::Mutex<std::collections::VecDeque<std::time::Instant>>,
+}
+
+/// How long a refusal counts.
+const REJECTION_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
+
+impl RejectedUploads {
+    pub(crate) fn new(limit: u32) -> Self {
+        Self { limit, at: std::sync::Mutex::default() }
+    }
+
+    /// `Some` of how long until the oldest refusal stops counting, when
+    /// the tenant has used up its refusals.
+    pub(crate) fn full(&self) -> Option<std::time::Duration> {
+        let mut at = self.at.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        while at.front().is_some_and(|t| now.duration_since(*t) >= REJECTION_WINDOW) {
+            at.pop_front();
+        }
+        (at.len() >= self.limit as usize)
+            .then(|| at.front().map_or(REJECTION_WINDOW, |t| REJECTION_WINDOW - now.duration_since(*t)))
+    }
+
+    pub(crate) fn note(&self) {
+        let mut at = self.at.lock().unwrap_or_else(|p| p.into_inner());
+        at.push_back(std::time::Instant::now());
+        // Never more than the limit is needed to decide.
+        while at.len() > self.limit as usize {
+            at.pop_front();
+        }
+    }
 }

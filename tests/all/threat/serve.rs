@@ -631,3 +631,85 @@ async fn a_refused_upload_leaves_no_artifact_and_is_counted_against_its_tenant()
     assert_eq!(status, 201, "{body}");
     assert_eq!(artifacts(), 1, "an accepted upload's artifact is kept");
 }
+
+/// Issue 26 item 3: with a compile worker, a compile past its timeout is
+/// killed and the component refused (no worker is left behind), a generous
+/// timeout compiles in the worker for the host's own engine, and a tenant
+/// whose uploads keep failing after a compile gets 429 before the next
+/// compile (`max_rejected_uploads_per_hour`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compiles_have_a_deadline_and_failed_uploads_are_bounded() {
+    use lovia_host::compile_worker::CompileWorker;
+    let with_worker = |timeout: Duration| {
+        lovia_host::Host::new(lovia_host::HostConfig {
+            compile_worker: Some(CompileWorker::new(env!("CARGO_BIN_EXE_lovia"), ["compile-worker"], timeout)),
+            ..lovia_host::HostConfig::default()
+        })
+        .expect("host")
+    };
+    let serve = |host: lovia_host::Host, rejections: u32| async move {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut up = tenant("up", "up-key", &[fixtures::DIAGNOSTICS]);
+        up.max_rejected_uploads_per_hour = rejections;
+        let mut config = ServeConfig::new(vec![up]);
+        config.metrics_public = true;
+        config.listen = "127.0.0.1:0".parse().expect("addr");
+        config.store = Some(dir.path().join("sessions.db").into());
+        config.resolve(std::path::Path::new(".")).expect("valid config");
+        let service = lovia_serve::Service::new(&host, &config).await.expect("service");
+        let listener = tokio::net::TcpListener::bind(config.listen).await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let _dir = dir;
+            axum::serve(service.listener(listener), service.app()).await
+        });
+        addr
+    };
+    // This process's children that are compile workers (zombies included).
+    let workers = || {
+        let me = std::process::id().to_string();
+        std::fs::read_dir("/proc")
+            .expect("/proc")
+            .filter_map(Result::ok)
+            .filter(|e| {
+                let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+                let parent = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1));
+                let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+                parent == Some(me.as_str()) && cmdline.windows(15).any(|w| w == b"compile-worker\0")
+            })
+            .count()
+    };
+
+    // A generous timeout: the configured plugin was compiled by the worker
+    // at start, and its artifact runs in this host's engine.
+    let addr = serve(with_worker(Duration::from_secs(120)), 20).await;
+    let (status, body) =
+        request(addr, "POST", "/api/tools/echo/call", Some("up-key"), r#"{"text": "compiled apart"}"#).await;
+    assert_eq!((status, body.as_str()), (200, r#"{"output":"compiled apart","is_error":false}"#));
+
+    // 1 ms: no compile fits; the child is killed and the component refused.
+    let tight = with_worker(Duration::from_millis(1));
+    let err = tight.load_file(fixtures::ORDERS).await.expect_err("refused");
+    assert!(matches!(err, lovia_host::LoadError::CompileTimeout { .. }), "{err}");
+    assert_eq!(err.to_string(), format!("{}: compiling it took longer than 0.001 s; refused", fixtures::ORDERS));
+    assert_eq!(workers(), 0, "a killed worker is reaped");
+
+    // Refusals after a compile, bounded: two, then 429 before the third.
+    let addr = serve(with_worker(Duration::from_secs(120)), 2).await;
+    for _ in 0..2 {
+        let (status, body) = post_bytes(addr, "/api/plugins", "up-key", &component_that_is_no_plugin()).await;
+        assert_eq!(status, 400, "{body}");
+    }
+    let orders = std::fs::read(fixtures::ORDERS).expect("orders.wasm");
+    let (status, body) = post_bytes(addr, "/api/plugins", "up-key", &orders).await;
+    assert_eq!(status, 429, "{body}");
+    assert!(
+        body["error"].as_str().is_some_and(|e| e.starts_with(
+            "this tenant's uploads were refused 2 times in the last hour after a compile (max_rejected_uploads_per_hour); retry in "
+        )),
+        "{body}"
+    );
+    let (_, metrics) = request(addr, "GET", "/metrics", None, "").await;
+    let line = "lovia_refused_total{tenant=\"up\",reason=\"max_rejected_uploads_per_hour\"} 1";
+    assert!(metrics.lines().any(|l| l == line), "{line} not in\n{metrics}");
+}

@@ -142,8 +142,4 @@ pub(crate) fn store_described(
     }
 }
 
-pub(crate) fn root_cause(err: &wasmtime::Error) -> String {
-    let mut parts: Vec<String> = err.chain().map(|c| c.to_string()).collect();
-    parts.dedup();
-    parts.join(": ")
-}
+pub(crate) use crate::error::root_cause;

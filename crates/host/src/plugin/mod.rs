@@ -1,7 +1,7 @@
 //! Loading a component into a [`Plugin`]: checks, compilation (cached),
 //! `InstancePre`, the plugin's info and tool specs, and calls.
 
-mod cache;
+pub(crate) mod cache;
 pub mod config;
 mod imports;
 pub mod manifest;
@@ -179,6 +179,15 @@ impl Host {
         )
     }
 
+    /// Compiles `bytes` here, or in a compile worker with a deadline when
+    /// the host has one ([`crate::HostConfig::compile_worker`]).
+    fn compile(&self, bytes: &[u8], origin: &str) -> Result<wasmtime::component::Component, LoadError> {
+        match &self.config.compile_worker {
+            None => cache::compile_fresh(&self.engine, bytes, origin),
+            Some(worker) => crate::compile_worker::compile(worker, self.engine_settings(), &self.engine, bytes, origin),
+        }
+    }
+
     /// Loads a plugin from `bytes` with nothing granted; `origin` names it in errors.
     pub async fn load_bytes(&self, bytes: &[u8], origin: &str) -> Result<Plugin, LoadError> {
         self.load_bytes_with(bytes, origin, config::PluginConfig::default()).await
@@ -211,7 +220,7 @@ impl Host {
                     // lacks is refused for the cost of a parse.
                     let imports = read_imports()?;
                     imports::check(&imports, origin)?;
-                    (cache::compile_fresh(&self.engine, bytes, origin)?, true, Some(imports))
+                    (self.compile(bytes, origin)?, true, Some(imports))
                 }
             };
         // What `info()` and `tools()` said, checked, and the imports are
