@@ -240,6 +240,20 @@ impl ArgumentValidator {
         value: Value,
         deadline: Option<Instant>,
     ) -> Result<Value, ArgumentError> {
+        self.prepare_value_charged(value, deadline, None).await
+    }
+
+    /// [`ArgumentValidator::prepare_value_async`] whose costly check is
+    /// charged to a tenant's CPU share (`cpu`): it waits while the tenant is
+    /// past its share of the window, and its time counts in the share, so
+    /// a tenant's argument bombs and its spinning calls together take no
+    /// more than its cores.
+    pub(crate) async fn prepare_value_charged(
+        self: &std::sync::Arc<Self>,
+        value: Value,
+        deadline: Option<Instant>,
+        cpu: Option<std::sync::Arc<crate::sandbox::TenantCpu>>,
+    ) -> Result<Value, ArgumentError> {
         // A small value is tried with a small budget (on a copy, kept in
         // case the try runs out of steps); a large one goes straight to the
         // costly checks. Matching a pattern is work that no step can
@@ -260,6 +274,13 @@ impl ArgumentValidator {
                 return done;
             }
         }
+        // A tenant past its CPU share waits for its next window first.
+        while let Some(until) = cpu.as_ref().and_then(|c| c.over()) {
+            if deadline.is_some_and(|d| until >= d) {
+                return Err(ArgumentError::DeadlinePassed);
+            }
+            tokio::time::sleep_until(until.into()).await;
+        }
         // Costly checks run one fewer at a time than there are cores, so that
         // one tenant's argument bombs, each up to its work budget, leave a
         // core to everyone else; the wait counts against the deadline.
@@ -274,8 +295,12 @@ impl ArgumentValidator {
         // The permit goes with the check: a check the caller stopped waiting
         // for still holds its place until it ends.
         let task = tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
             let checked = this.prepare_value_by(value, deadline);
             drop(permit);
+            if let Some(cpu) = cpu {
+                cpu.charge(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+            }
             checked
         });
         until(deadline, task).await?.unwrap_or_else(|_| Err(self.too_large()))

@@ -74,6 +74,13 @@ pub struct HostConfig {
     /// plugins alike. Default: `None`, compiles run in this process without
     /// a deadline (a cached artifact never compiles).
     pub compile_worker: Option<crate::compile_worker::CompileWorker>,
+    /// The cores each tenant's guest code may use at once, measured over
+    /// 20 ms windows: past it, the tenant's running calls pause at their
+    /// next epoch tick until the window ends ([`crate::sandbox::CpuShares`];
+    /// [`Host::cpu_shares`] sets one tenant's own). Calls without a tenant
+    /// are not counted. Default: none, no tenant is held back (`lovia serve`
+    /// gives each tenant all the cores but one).
+    pub tenant_cpu_cores: Option<f64>,
 }
 
 impl Default for HostConfig {
@@ -91,6 +98,7 @@ impl Default for HostConfig {
             plugin_query_timeout: Duration::from_secs(5),
             guest_logs: crate::sandbox::GuestLogLimits::default(),
             compile_worker: None,
+            tenant_cpu_cores: None,
         }
     }
 }
@@ -105,6 +113,7 @@ pub struct Host {
     pub(crate) tenant_fuel: Arc<crate::sandbox::FuelLedger>,
     pub(crate) slots: Arc<crate::sandbox::InstanceSlots>,
     pub(crate) guest_logs: Arc<crate::sandbox::GuestLogs>,
+    pub(crate) cpu: Arc<crate::sandbox::CpuShares>,
     /// The opened artifact cache (`cache_dir`), with its key.
     pub(crate) cache: Option<Arc<ArtifactCache>>,
     pooled: bool,
@@ -143,9 +152,11 @@ impl Host {
         let tenant_fuel = Arc::new(crate::sandbox::FuelLedger::new(config.tenant_fuel));
         let slots = Arc::new(crate::sandbox::InstanceSlots::new(config.pool_slots, config.tenant_instances));
         let guest_logs = Arc::new(crate::sandbox::GuestLogs::new(config.guest_logs));
+        let cpu = Arc::new(crate::sandbox::CpuShares::new(config.tenant_cpu_cores));
         Ok(Host {
             slots,
             guest_logs,
+            cpu,
             engine,
             linker: Arc::new(linker),
             config: Arc::new(config),
@@ -169,6 +180,12 @@ impl Host {
     /// The per-tenant fuel accounts (needs `fuel_metering`).
     pub fn tenant_fuel(&self) -> &crate::sandbox::FuelLedger {
         &self.tenant_fuel
+    }
+
+    /// The tenants' CPU shares: [`crate::sandbox::CpuShares::limit`] sets a
+    /// tenant's own.
+    pub fn cpu_shares(&self) -> &crate::sandbox::CpuShares {
+        &self.cpu
     }
 
     /// The guest log budgets: [`crate::sandbox::GuestLogs::limit`] sets a

@@ -360,6 +360,14 @@ pub struct TenantConfig {
     /// Default: `info`.
     #[serde(default)]
     pub guest_log_level: lovia_host::LogLevel,
+    /// The cores the tenant's plugins may compute on at once, measured
+    /// over 20 ms windows: past it, its running calls pause until the
+    /// window ends, so a tenant spinning many calls at once leaves the other
+    /// cores to the others. Calls that wait (a sleep, an HTTP request) use
+    /// none while they wait. Default: all the machine's cores but one (at
+    /// least 1).
+    #[serde(default)]
+    pub max_cpu_cores: Option<f64>,
     /// The model behind `/api/chat`. Default: from the environment.
     #[serde(default)]
     pub provider: ProviderConfig,
@@ -678,6 +686,12 @@ pub struct PluginEntry {
     pub limits: LimitOverrides,
 }
 
+/// A tenant's default `max_cpu_cores`: every core but one, at least one.
+pub(crate) fn default_tenant_cores() -> f64 {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    cores.saturating_sub(1).max(1) as f64
+}
+
 fn default_compile_timeout() -> u64 {
     60
 }
@@ -752,6 +766,7 @@ impl TenantConfig {
             max_plugins: default_max_plugins(),
             max_uploaded_bytes: default_max_uploaded_bytes(),
             upload_digests: Vec::new(),
+            max_cpu_cores: None,
             max_rejected_uploads_per_hour: default_max_rejected_uploads(),
             upload_signers: Vec::new(),
             max_mcp_sessions: default_max_mcp_sessions(),
@@ -994,6 +1009,14 @@ impl ServeConfig {
             }
             if tenant.provider.kind == ProviderChoice::Scripted && tenant.provider.script.is_none() {
                 return Err(format!("tenant {:?}: a scripted provider needs `script`", tenant.name));
+            }
+            if let Some(cores) = tenant.max_cpu_cores
+                && !(cores > 0.0 && cores.is_finite())
+            {
+                return Err(format!(
+                    "tenant {:?}: max_cpu_cores ({cores}) must be a positive number of cores",
+                    tenant.name
+                ));
             }
             if tenant.max_rejected_uploads_per_hour == 0 {
                 return Err(format!("tenant {:?}: max_rejected_uploads_per_hour must be at least 1", tenant.name));

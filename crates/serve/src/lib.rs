@@ -429,6 +429,7 @@ impl Service {
                 &t.name,
                 lovia_host::sandbox::GuestLogLimits::new(t.guest_log_bytes_per_minute, t.guest_log_level),
             );
+            host.cpu_shares().limit(&t.name, t.max_cpu_cores.unwrap_or_else(config::default_tenant_cores));
             let fuel_cap = t.fuel_per_minute.map(|fuel| (fuel / u64::from(t.max_concurrent_calls.max(1))).max(1));
             let mut tools = Toolset::new();
             for entry in &t.plugins {

@@ -78,7 +78,14 @@ pub(super) async fn preflight(
     let prepared = match &tool.validator {
         // The text was parsed above; the validator takes the value.
         // A costly check moves to the blocking pool (`prepare_value_async`).
-        Some(v) => match v.prepare_value_async(raw_args.clone(), timeout.and_then(|t| started.checked_add(t))).await {
+        Some(v) => match v
+            .prepare_value_charged(
+                raw_args.clone(),
+                timeout.and_then(|t| started.checked_add(t)),
+                tool.plugin().and_then(|p| p.cpu_share(run.tenant.as_deref())),
+            )
+            .await
+        {
             Ok(p) => p,
             Err(ArgumentError::DeadlinePassed) => {
                 let ms = timeout.map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));

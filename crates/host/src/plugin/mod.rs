@@ -406,7 +406,10 @@ impl Plugin {
         };
         let deadline = timeout.and_then(|t| started.checked_add(t));
         let checked = match crate::args::parse_object(&request.arguments) {
-            Ok(value) => tool.validator.prepare_value_async(value, deadline).await,
+            Ok(value) => {
+                let cpu = self.cpu_share(request.context.tenant.as_deref());
+                tool.validator.prepare_value_charged(value, deadline, cpu).await
+            }
             Err(e) => Err(e),
         };
         let args = match checked.map_err(rejection) {
@@ -658,7 +661,9 @@ impl Plugin {
         fuel: Option<u64>,
         session_store: Option<Arc<dyn SessionStore>>,
     ) -> StoreSpec<'a> {
+        let cpu = self.inner.host.cpu.of(call.tenant.as_deref());
         StoreSpec {
+            cpu,
             plugin: self.inner.name.clone(),
             digest: sandbox::short_digest(&self.inner.digest),
             guest_logs: &self.inner.host.guest_logs,
@@ -672,6 +677,11 @@ impl Plugin {
             timeout,
             session_store,
         }
+    }
+
+    /// The CPU share of `tenant`'s calls to this plugin, if it has one.
+    pub(crate) fn cpu_share(&self, tenant: Option<&str>) -> Option<Arc<sandbox::TenantCpu>> {
+        self.inner.host.cpu.of(tenant)
     }
 
     fn loaded(&self, name: &str) -> Option<&LoadedTool> {
@@ -821,6 +831,7 @@ async fn describe(
             grants: &crate::sandbox::Grants::default(),
             ticker: &host.ticker,
             session_store: None,
+            cpu: None,
         },
     );
     let fail = |function: &'static str, err: &wasmtime::Error, store: &wasmtime::Store<sandbox::SandboxState>| {

@@ -164,6 +164,7 @@ mod tests {
             grants: &grants,
             ticker: &host.ticker,
             session_store: None,
+            cpu: None,
         };
         let mut store = new_store(&host.engine, spec);
         match Linker::<SandboxState>::new(&host.engine).instantiate_async(&mut store, component).await {

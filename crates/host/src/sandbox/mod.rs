@@ -3,6 +3,7 @@
 //! the `context` and `store` interfaces.
 
 mod context;
+mod cpu;
 pub(crate) use context::escape_controls;
 mod fuel;
 mod grants;
@@ -18,6 +19,8 @@ mod store;
 mod ticker;
 mod trap;
 
+pub(crate) use cpu::TenantCpu;
+pub use cpu::{CpuShares, WINDOW as CPU_WINDOW};
 pub use fuel::FuelLedger;
 use fuel::Reservation;
 pub use grants::{DirGrant, DirMode, Grants, SecretSource};
@@ -149,6 +152,8 @@ pub(crate) struct StoreSpec<'a> {
     /// The host's epoch ticker, kept running while the call lasts.
     pub(crate) ticker: &'a Ticker,
     pub(crate) session_store: Option<Arc<dyn SessionStore>>,
+    /// The tenant's CPU share, when it has one: its calls pause past it.
+    pub(crate) cpu: Option<Arc<TenantCpu>>,
 }
 
 /// A fresh store for one call, with exactly the plugin's grants (by
@@ -201,7 +206,7 @@ pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxSt
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.store_limits);
-    arm(&mut store, spec.limits, spec.timeout, spec.fuel);
+    arm(&mut store, spec.limits, spec.timeout, spec.fuel, spec.cpu);
     store
 }
 
@@ -221,7 +226,7 @@ pub(crate) fn reuse_store(store: &mut Store<SandboxState>, spec: StoreSpec<'_>) 
     state.ticking = Some(spec.ticker.enter());
     // A panic message must come from this call, not an earlier one.
     state.stderr.clear();
-    arm(store, spec.limits, spec.timeout, spec.fuel);
+    arm(store, spec.limits, spec.timeout, spec.fuel, spec.cpu);
 }
 
 /// Lets go of everything a finished call lent its warm store: its context
@@ -243,7 +248,13 @@ pub(crate) fn short_digest(digest: &str) -> Arc<str> {
 }
 
 /// Sets a call's fuel and wall-clock deadline on `store`.
-fn arm(store: &mut Store<SandboxState>, limits: &CallLimits, timeout: Option<Duration>, fuel: Option<u64>) {
+fn arm(
+    store: &mut Store<SandboxState>,
+    limits: &CallLimits,
+    timeout: Option<Duration>,
+    fuel: Option<u64>,
+    cpu: Option<Arc<TenantCpu>>,
+) {
     // Fails harmlessly on an engine that does not meter fuel.
     let _ = store.set_fuel(fuel.unwrap_or(u64::MAX));
     let DeadlineExceeded { budget, from_timeout } = deadline_of(limits, timeout);
@@ -253,9 +264,16 @@ fn arm(store: &mut Store<SandboxState>, limits: &CallLimits, timeout: Option<Dur
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
         if Instant::now() >= deadline {
-            Err(wasmtime::Error::new(DeadlineExceeded { budget, from_timeout }))
-        } else {
-            Ok(UpdateDeadline::Yield(1))
+            return Err(wasmtime::Error::new(DeadlineExceeded { budget, from_timeout }));
+        }
+        // Past its tenant's CPU share, the call sits out the rest of the
+        // window (never past its own deadline, which the next tick checks).
+        match cpu.as_ref().and_then(|cpu| cpu.tick()) {
+            Some(until) => {
+                let until = tokio::time::Instant::from_std(until.min(deadline));
+                Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::time::sleep_until(until))))
+            }
+            None => Ok(UpdateDeadline::Yield(1)),
         }
     });
 }
