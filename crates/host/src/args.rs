@@ -274,7 +274,7 @@ impl ArgumentValidator {
                 return done;
             }
         }
-        // A tenant past its CPU share waits for its next window first.
+        // A tenant out of its CPU share waits for a token first.
         while let Some(until) = cpu.as_ref().and_then(|c| c.over()) {
             if deadline.is_some_and(|d| until >= d) {
                 return Err(ArgumentError::DeadlinePassed);

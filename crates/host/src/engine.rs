@@ -74,9 +74,10 @@ pub struct HostConfig {
     /// plugins alike. Default: `None`, compiles run in this process without
     /// a deadline (a cached artifact never compiles).
     pub compile_worker: Option<crate::compile_worker::CompileWorker>,
-    /// The cores each tenant's guest code may use at once, measured over
-    /// 20 ms windows: past it, the tenant's running calls pause at their
-    /// next epoch tick until the window ends ([`crate::sandbox::CpuShares`];
+    /// The cores each tenant's guest code (and its costly argument checks)
+    /// may use at once: each epoch tick of a tenant's call takes a token
+    /// from a bucket that fills at this many a millisecond, and a call that
+    /// finds none waits for one ([`crate::sandbox::CpuShares`];
     /// [`Host::cpu_shares`] sets one tenant's own). Calls without a tenant
     /// are not counted. Default: none, no tenant is held back (`lovia serve`
     /// gives each tenant all the cores but one).

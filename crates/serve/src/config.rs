@@ -360,12 +360,13 @@ pub struct TenantConfig {
     /// Default: `info`.
     #[serde(default)]
     pub guest_log_level: lovia_host::LogLevel,
-    /// The cores the tenant's plugins may compute on at once, measured
-    /// over 20 ms windows: past it, its running calls pause until the
-    /// window ends, so a tenant spinning many calls at once leaves the other
-    /// cores to the others. Calls that wait (a sleep, an HTTP request) use
-    /// none while they wait. Default: all the machine's cores but one (at
-    /// least 1).
+    /// The cores the tenant's plugins (and its costly argument checks) may
+    /// compute on at once: each millisecond a call runs takes a token from a
+    /// bucket that fills at this many a millisecond, and a call that finds
+    /// none waits for one, so a tenant spinning many calls at once leaves
+    /// the other cores to the others. Calls that wait (a sleep, an HTTP
+    /// request) take none while they wait. Default: all the machine's cores
+    /// but one (at least 1).
     #[serde(default)]
     pub max_cpu_cores: Option<f64>,
     /// The model behind `/api/chat`. Default: from the environment.

@@ -1,21 +1,25 @@
 //! Each tenant's share of the cores for its guest code
 //! ([`HostConfig::tenant_cpu_cores`](crate::HostConfig::tenant_cpu_cores)).
 //!
-//! Every running call yields at each epoch tick (1 ms). Each tick a call of
-//! a tenant sees is counted as a millisecond of that tenant's CPU, in
-//! windows of [`WINDOW`]; a tenant past `cores` × the window in one window
-//! has its calls pause at their next tick until the window ends, like a
-//! cgroup's CPU quota. So a tenant running many spinning calls at once
-//! takes at most its share of the machine, and the cores left over serve
-//! everyone else at once; a tenant whose calls mostly wait (a sleep, an HTTP
-//! request) ticks only while it computes, and is not held back for waiting.
+//! Every running call yields at each epoch tick (1 ms), and each tick it
+//! sees is a millisecond of its tenant's CPU. A tenant's ticks are drawn
+//! from a token bucket that fills at `cores` tokens a millisecond and holds
+//! at most [`BURST_MS`] milliseconds' worth: a call that finds it empty
+//! pauses before it runs again until a token is there. So a tenant running
+//! many spinning calls at once runs on at most its cores, with no burst
+//! when they wake (a woken call runs only once it has its token), and the
+//! cores left over serve everyone else. A tenant whose calls mostly wait (a
+//! sleep, an HTTP request) ticks only while it computes, and is not held
+//! back for waiting. The host's own work for a tenant (a costly argument
+//! check) is charged to the same bucket after it ran, which may leave it in
+//! debt: the tenant's next ticks wait until it is paid.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The accounting window.
-pub const WINDOW: Duration = Duration::from_millis(20);
+/// The most CPU a tenant can use at once beyond its rate: 2 ms per core.
+pub const BURST_MS: f64 = 2.0;
 
 /// The tenants' CPU shares of one host.
 #[derive(Debug)]
@@ -25,49 +29,99 @@ pub struct CpuShares {
     tenants: Mutex<HashMap<String, Arc<TenantCpu>>>,
 }
 
-/// One tenant's window.
+/// One tenant's bucket: tokens are milliseconds of one core.
 #[derive(Debug)]
 pub(crate) struct TenantCpu {
-    /// Ticks the tenant may use per window (`cores` × window in ms).
-    budget: Mutex<u64>,
-    window: Mutex<(Instant, u64)>,
+    bucket: Mutex<Bucket>,
+}
+
+#[derive(Debug)]
+struct Bucket {
+    /// Tokens added per millisecond: the tenant's cores.
+    rate: f64,
+    /// The most tokens held.
+    capacity: f64,
+    /// Tokens now; below zero after a charge (a debt).
+    tokens: f64,
+    /// When `tokens` was last brought up to date.
+    at: Instant,
+}
+
+impl Bucket {
+    fn new(cores: f64) -> Self {
+        let rate = cores.max(0.01);
+        let capacity = (BURST_MS * rate).max(1.0);
+        Self { rate, capacity, tokens: capacity, at: Instant::now() }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let ms = now.duration_since(self.at).as_secs_f64() * 1e3;
+        self.tokens = (self.tokens + ms * self.rate).min(self.capacity);
+        self.at = now;
+    }
+
+    /// When the bucket will hold `tokens`.
+    fn when(&self, tokens: f64, now: Instant) -> Instant {
+        let missing = (tokens - self.tokens).max(0.0);
+        now + Duration::from_secs_f64(missing / self.rate / 1e3)
+    }
 }
 
 impl TenantCpu {
     fn new(cores: f64) -> Self {
-        Self { budget: Mutex::new(ticks_of(cores)), window: Mutex::new((Instant::now(), 0)) }
+        Self { bucket: Mutex::new(Bucket::new(cores)) }
     }
 
-    /// Counts one tick of the tenant's guest code; `Some` of when its
-    /// window ends when the tenant has used its share of this one.
+    fn bucket(&self) -> std::sync::MutexGuard<'_, Bucket> {
+        self.bucket.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes the token of one tick; `Some` of when the next token will be
+    /// there when there is none now (nothing was taken).
     pub(crate) fn tick(&self) -> Option<Instant> {
-        self.charge(1)
-    }
-
-    /// Counts `ticks` milliseconds of the tenant's CPU spent on the host's
-    /// side for it (an argument check); as [`TenantCpu::tick`].
-    pub(crate) fn charge(&self, ticks: u64) -> Option<Instant> {
-        let budget = *self.budget.lock().unwrap_or_else(|p| p.into_inner());
-        let mut window = self.window.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
-        if now.duration_since(window.0) >= WINDOW {
-            *window = (now, 0);
+        let mut bucket = self.bucket();
+        bucket.refill(now);
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            None
+        } else {
+            Some(bucket.when(1.0, now))
         }
-        window.1 = window.1.saturating_add(ticks);
-        (window.1 > budget).then(|| window.0 + WINDOW)
     }
 
-    /// `Some` of when the window ends when the tenant has already used its
-    /// share of it; nothing is counted.
+    /// Charges `ms` milliseconds of CPU the host spent for the tenant (an
+    /// argument check); the bucket may go into debt.
+    pub(crate) fn charge(&self, ms: u64) {
+        let now = Instant::now();
+        let mut bucket = self.bucket();
+        bucket.refill(now);
+        bucket.tokens -= ms as f64;
+    }
+
+    /// `Some` of when the tenant has a token again, when it has none now;
+    /// nothing is taken.
     pub(crate) fn over(&self) -> Option<Instant> {
-        self.charge(0)
+        let now = Instant::now();
+        let mut bucket = self.bucket();
+        bucket.refill(now);
+        (bucket.tokens < 1.0).then(|| bucket.when(1.0, now))
     }
-}
 
-/// Ticks of `cores` in one window (at least one).
-fn ticks_of(cores: f64) -> u64 {
-    let ms = WINDOW.as_millis() as f64;
-    (cores.max(0.0) * ms).round().max(1.0) as u64
+    /// Waits until a tick's token is taken, or until `deadline`.
+    pub(crate) async fn take(self: Arc<Self>, first: Instant, deadline: Instant) {
+        let mut until = first;
+        loop {
+            tokio::time::sleep_until(until.min(deadline).into()).await;
+            if Instant::now() >= deadline {
+                return;
+            }
+            match self.tick() {
+                None => return,
+                Some(next) => until = next,
+            }
+        }
+    }
 }
 
 impl CpuShares {
@@ -80,7 +134,7 @@ impl CpuShares {
     pub fn limit(&self, tenant: &str, cores: f64) {
         let mut tenants = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
         match tenants.get(tenant) {
-            Some(cpu) => *cpu.budget.lock().unwrap_or_else(|p| p.into_inner()) = ticks_of(cores),
+            Some(cpu) => *cpu.bucket() = Bucket::new(cores),
             None => {
                 tenants.insert(tenant.to_owned(), Arc::new(TenantCpu::new(cores)));
             }
@@ -105,14 +159,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_tenant_past_its_share_of_a_window_waits_for_the_next() {
+    fn a_tenant_draws_its_ticks_from_a_bucket_of_its_cores() {
         let shares = CpuShares::new(None);
         assert!(shares.of(Some("a")).is_none(), "no share, no accounting");
         assert!(shares.of(None).is_none());
         shares.limit("a", 0.5);
         let a = shares.of(Some("a")).unwrap_or_else(|| panic!("a share"));
-        let over: Vec<bool> = (0..12).map(|_| a.tick().is_some()).collect();
-        assert!(over[..10].iter().all(|o| !o) && over[10..].iter().all(|o| *o), "10 ticks of 20 ms, then wait");
+        // 0.5 core: a burst of 1 tick, then one tick every 2 ms.
+        assert!(a.tick().is_none());
+        let next = a.tick().unwrap_or_else(|| panic!("the bucket is empty"));
+        let wait = next.saturating_duration_since(Instant::now());
+        assert!(wait <= Duration::from_millis(2), "{wait:?}");
+        // A charge puts it in debt: 20 ms of work at half a core is 40 ms.
+        a.charge(20);
+        let paid = a.over().unwrap_or_else(|| panic!("in debt"));
+        assert!(paid.saturating_duration_since(Instant::now()) > Duration::from_millis(35), "{paid:?}");
         let defaulted = CpuShares::new(Some(1.0));
         assert!(defaulted.of(Some("b")).is_some());
     }

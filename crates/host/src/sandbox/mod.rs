@@ -20,7 +20,7 @@ mod ticker;
 mod trap;
 
 pub(crate) use cpu::TenantCpu;
-pub use cpu::{CpuShares, WINDOW as CPU_WINDOW};
+pub use cpu::{BURST_MS as CPU_BURST_MS, CpuShares};
 pub use fuel::FuelLedger;
 use fuel::Reservation;
 pub use grants::{DirGrant, DirMode, Grants, SecretSource};
@@ -266,13 +266,11 @@ fn arm(
         if Instant::now() >= deadline {
             return Err(wasmtime::Error::new(DeadlineExceeded { budget, from_timeout }));
         }
-        // Past its tenant's CPU share, the call sits out the rest of the
-        // window (never past its own deadline, which the next tick checks).
-        match cpu.as_ref().and_then(|cpu| cpu.tick()) {
-            Some(until) => {
-                let until = tokio::time::Instant::from_std(until.min(deadline));
-                Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::time::sleep_until(until))))
-            }
+        // Without a token of its tenant's CPU share, the call waits for one
+        // before it runs again (never past its own deadline, which the next
+        // tick checks).
+        match cpu.as_ref().and_then(|cpu| cpu.tick().map(|first| (cpu.clone(), first))) {
+            Some((cpu, first)) => Ok(UpdateDeadline::YieldCustom(1, Box::pin(cpu.take(first, deadline)))),
             None => Ok(UpdateDeadline::Yield(1)),
         }
     });
