@@ -7,7 +7,7 @@ use crate::CliError;
 use lovia_host::plugin::config::PluginConfig;
 use lovia_host::{Host, LoadError, Plugin};
 use lovia_supply::oci::{self, OciOptions};
-use lovia_supply::signature::{self, SignatureMode, SignaturePolicy, Verdict};
+use lovia_supply::signature::{self, SignatureMode, SignaturePolicy};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -53,32 +53,17 @@ impl Supply {
     /// loads any file.
     pub(crate) async fn load(&self, host: &Host, path: &Path, config: PluginConfig) -> Result<Plugin, CliError> {
         let origin = path.display().to_string();
-        if oci::is_reference(&origin) {
-            let pulled = oci::pull(&origin, &self.oci).await?;
-            if pulled.from_cache {
-                eprintln!(
-                    "lovia: {origin}: the registry cannot be reached; loading the cached sha256:{}",
-                    pulled.digest
-                );
-            }
-            self.check(&pulled.bytes, None, &origin)?;
-            return Ok(host.load_bytes_with(&pulled.bytes, &origin, config).await?);
-        }
-        if self.policy.mode == SignatureMode::Off {
+        if self.policy.mode == SignatureMode::Off && !oci::is_reference(&origin) {
             return Ok(host.load_file_with(path, config).await?);
         }
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: path.to_owned(), source })?;
-        let detached = signature::read_detached(path)?;
-        self.check(&bytes, detached.as_deref(), &origin)?;
-        Ok(host.load_bytes_with(&bytes, &origin, config).await?)
-    }
-
-    /// The policy's verdict, before the host parses or compiles anything.
-    fn check(&self, bytes: &[u8], detached: Option<&[u8]>, origin: &str) -> Result<(), CliError> {
-        if let Verdict::Signed(signer) = self.policy.check(bytes, detached, origin)? {
-            tracing::info!(plugin = %origin, %signer, "signature verified");
+        let checked = lovia_supply::checked(path, &self.policy, &self.oci).await?;
+        if checked.from_cache {
+            eprintln!(
+                "lovia: {origin}: the registry cannot be reached; loading the cached sha256:{}",
+                lovia_host::plugin::sha256_hex(&checked.bytes)
+            );
         }
-        Ok(())
+        Ok(host.load_bytes_with(&checked.bytes, &origin, config).await?)
     }
 
     /// The config beside a plugin file; none for a reference.
@@ -114,7 +99,7 @@ pub(crate) async fn push(args: PushArgs, supply: &Supply) -> Result<ExitCode, Cl
         )));
     }
     // What would be refused when pulled is refused before it is published.
-    supply.check(&bytes, None, &origin)?;
+    supply.policy.check(&bytes, None, &origin)?;
     if !signature::is_signed(&bytes) {
         eprintln!("lovia push: {origin} is not signed; hosts that require signatures will refuse it");
     }

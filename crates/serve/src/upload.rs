@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use lovia_host::{Tool, ToolSource};
-use lovia_supply::signature::{self, SignatureMode, SignaturePolicy, TrustedKey, Verdict};
+use lovia_supply::signature::{self, SignatureMode, SignaturePolicy, TrustedKey};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -268,29 +268,16 @@ async fn load_checked(
     entry: &mut AuditEntry,
 ) -> Result<lovia_host::Plugin, ServeError> {
     let load_error = |source| ServeError::Load { tenant: tenant.to_owned(), source };
-    let supply_error = |source| ServeError::Supply { tenant: tenant.to_owned(), source };
     let origin = path.display().to_string();
-    // A reference: pulled (or read from the cache while the registry is
-    // down), checked against its manifest's digests, then as a file is.
-    let (bytes, detached) = if lovia_supply::oci::is_reference(&origin) {
-        let pulled = lovia_supply::oci::pull(&origin, oci).await.map_err(supply_error)?;
-        if pulled.from_cache {
-            tracing::warn!(%tenant, plugin = %origin, digest = %pulled.digest, "the registry cannot be reached; loading the cached component");
-        }
-        (pulled.bytes, None)
-    } else if policy.mode == SignatureMode::Off {
+    if policy.mode == SignatureMode::Off && !lovia_supply::oci::is_reference(&origin) {
         return host.load_file_with(path, config).await.map_err(load_error);
-    } else {
-        let bytes = std::fs::read(path)
-            .map_err(|source| load_error(lovia_host::LoadError::Read { path: path.to_owned(), source }))?;
-        (bytes, signature::read_detached(path).map_err(supply_error)?)
-    };
-    entry.digest = Some(lovia_host::plugin::sha256_hex(&bytes));
-    if let Verdict::Signed(signer) = policy.check(&bytes, detached.as_deref(), &origin).map_err(supply_error)? {
-        tracing::info!(%tenant, plugin = %origin, %signer, "signature verified");
-        entry.signer = Some(signer);
     }
-    host.load_bytes_with(&bytes, &origin, config).await.map_err(load_error)
+    let checked = lovia_supply::checked(path, policy, oci)
+        .await
+        .map_err(|source| ServeError::Supply { tenant: tenant.to_owned(), source })?;
+    entry.digest = Some(lovia_host::plugin::sha256_hex(&checked.bytes));
+    entry.signer = checked.verdict.signer().map(str::to_owned);
+    host.load_bytes_with(&checked.bytes, &origin, config).await.map_err(load_error)
 }
 
 /// The uploads of one tenant refused after a compile in the last hour

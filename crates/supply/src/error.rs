@@ -21,9 +21,9 @@ pub enum Unsigned {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SupplyError {
-    /// A key file could not be read.
+    /// A file (a key, a component, a detached signature) could not be read.
     #[error("cannot read {path}: {source}")]
-    ReadKey {
+    Read {
         /// The file.
         path: PathBuf,
         /// The I/O error.
@@ -115,7 +115,7 @@ impl SupplyError {
     /// What the user can do about it.
     pub fn hint(&self) -> Option<&'static str> {
         Some(match self {
-            SupplyError::ReadKey { .. } => "check the path of the key file",
+            SupplyError::Read { .. } => "check the path and that this user may read it",
             SupplyError::BadKey { .. } | SupplyError::BadSecretKey { .. } => {
                 "use a key from `lovia keygen`, or an OpenSSH ed25519 key (ssh-keygen -t ed25519)"
             }

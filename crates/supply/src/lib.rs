@@ -22,6 +22,8 @@
 pub mod error;
 pub mod oci;
 pub mod signature;
+mod source;
 
 pub use error::SupplyError;
 pub use signature::{SignatureMode, SignaturePolicy, TrustedKey, Verdict};
+pub use source::{Checked, checked};

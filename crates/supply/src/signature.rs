@@ -72,7 +72,7 @@ impl TrustedKey {
     /// Reads a public key file: OpenSSH (`ssh-ed25519 …`), PEM, DER or the
     /// format's raw bytes.
     pub fn from_file(path: &Path) -> Result<Self, SupplyError> {
-        let data = std::fs::read(path).map_err(|source| SupplyError::ReadKey { path: path.to_owned(), source })?;
+        let data = std::fs::read(path).map_err(|source| SupplyError::Read { path: path.to_owned(), source })?;
         let key = PublicKey::from_any(&data)
             .map_err(|e| SupplyError::BadKey { path: path.to_owned(), reason: e.to_string() })?;
         let name = path.file_stem().map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into_owned());
@@ -224,7 +224,7 @@ pub fn read_detached(path: &Path) -> Result<Option<Vec<u8>>, SupplyError> {
     match std::fs::read(&sig) {
         Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(SupplyError::ReadKey { path: sig, source }),
+        Err(source) => Err(SupplyError::Read { path: sig, source }),
     }
 }
 

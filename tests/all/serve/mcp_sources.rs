@@ -106,13 +106,7 @@ async fn a_chat_follows_a_servers_list_change() {
     let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "s1", "input": "grow"}"#).await;
     assert_eq!(sse.status, 200);
     let events = sse.rest().await;
-    let result = |id: &str| {
-        events
-            .iter()
-            .find(|(n, d)| n == "tool_result" && d["id"] == id)
-            .map(|(_, d)| d["result"].as_str().unwrap_or_default().to_owned())
-            .unwrap_or_else(|| panic!("no result for {id}: {events:?}"))
-    };
+    let result = |id: &str| super::tool_result(&events, id);
     assert_eq!(result("before"), "Tool 'src__extra' is not available.");
     assert_eq!(result("grow"), "grown");
     assert_eq!(result("after"), "extra", "the next turn had the new list");
@@ -285,13 +279,7 @@ async fn a_chat_reaches_a_deferred_servers_tools_through_two_tools() {
     let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "s1", "input": "echo"}"#).await;
     assert_eq!(sse.status, 200);
     let events = sse.rest().await;
-    let result = |id: &str| {
-        events
-            .iter()
-            .find(|(n, d)| n == "tool_result" && d["id"] == id)
-            .map(|(_, d)| d["result"].as_str().unwrap_or_default().to_owned())
-            .unwrap_or_else(|| panic!("no result for {id}: {events:?}"))
-    };
+    let result = |id: &str| super::tool_result(&events, id);
     assert!(result("search").starts_with(r#"[{"name": "src__echo""#), "{}", result("search"));
     assert_eq!(result("direct"), "Tool 'src__echo' is not available.");
     assert_eq!(result("run"), "deferred hi");

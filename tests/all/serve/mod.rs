@@ -45,12 +45,17 @@ pub(crate) async fn start(tenants: Vec<TenantConfig>) -> SocketAddr {
 
 /// Starts the service of `config` on a free loopback port; without a store
 /// path, the store goes in a fresh temporary directory.
-pub(crate) async fn start_with(mut config: ServeConfig) -> SocketAddr {
+pub(crate) async fn start_with(config: ServeConfig) -> SocketAddr {
+    start_on(&host(), config).await
+}
+
+/// [`start_with`] on `host` rather than the shared test host.
+pub(crate) async fn start_on(host: &lovia_host::Host, mut config: ServeConfig) -> SocketAddr {
     let dir = tempfile::tempdir().expect("tempdir");
     config.listen = "127.0.0.1:0".parse().expect("addr");
     config.store.get_or_insert_with(|| dir.path().join("sessions.db").into());
     config.resolve(std::path::Path::new(".")).expect("valid config");
-    let service = Service::new(&host(), &config).await.expect("service");
+    let service = Service::new(host, &config).await.expect("service");
     let listener = tokio::net::TcpListener::bind(config.listen).await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
@@ -85,28 +90,14 @@ pub(crate) async fn request(
     (status, body)
 }
 
-/// [`request`] with a binary body (an upload).
-pub(crate) async fn request_bytes(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    key: Option<&str>,
-    body: Vec<u8>,
-) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let auth = key.map(|k| format!("Authorization: Bearer {k}\r\n")).unwrap_or_default();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/wasm\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.expect("write");
-    stream.write_all(&body).await.expect("write");
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.expect("read");
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status line");
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    (status, body)
+/// The result text of the `tool_result` event of call `id` among `events`.
+pub(crate) fn tool_result(events: &[(String, serde_json::Value)], id: &str) -> String {
+    events
+        .iter()
+        .find(|(n, d)| n == "tool_result" && d["id"] == id)
+        .and_then(|(_, d)| d["result"].as_str())
+        .unwrap_or_else(|| panic!("no result for {id}: {events:?}"))
+        .to_owned()
 }
 
 pub(crate) fn json(body: &str) -> serde_json::Value {

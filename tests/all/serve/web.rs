@@ -41,14 +41,7 @@ async fn a_tenants_chats_read_pages_and_search_through_its_web_table() {
     let addr = start_with(ServeConfig::new(vec![acme])).await;
     let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "w1", "input": "numbers?"}"#).await;
     let events = sse.rest().await;
-    let result = |id: &str| {
-        events
-            .iter()
-            .find(|(n, d)| n == "tool_result" && d["id"] == id)
-            .and_then(|(_, d)| d["result"].as_str())
-            .unwrap_or_else(|| panic!("no result for {id}: {events:?}"))
-            .to_owned()
-    };
+    let result = |id: &str| super::tool_result(&events, id);
     assert!(result("p").contains("Title: Intranet\n") && result("p").contains("Quarterly numbers."), "{}", result("p"));
     assert!(result("s").contains("1. Found\nhttps://example.org/\na snippet"), "{}", result("s"));
     assert_eq!(events.last().expect("end").0, "run_completed");

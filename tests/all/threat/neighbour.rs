@@ -12,6 +12,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// A's CPU share in cores (`LOVIA_NEIGHBOUR_A_CORES`; default the
+/// service's, all the cores but one): a large value takes the share away,
+/// for the figure without it (docs/security.md, "The noisy neighbour").
+fn a_cores() -> Option<f64> {
+    std::env::var("LOVIA_NEIGHBOUR_A_CORES").ok().and_then(|n| n.parse().ok())
+}
+
 /// B's calls per phase (`LOVIA_NEIGHBOUR_CALLS`, default 2000).
 fn calls_per_phase() -> usize {
     std::env::var("LOVIA_NEIGHBOUR_CALLS").ok().and_then(|n| n.parse().ok()).unwrap_or(2000)
@@ -60,6 +67,7 @@ async fn tenant_b_keeps_its_latency_while_tenant_a_attacks() {
     // Quotas out of the way: the attack runs at A's full concurrency (the
     // default 16 calls at once) for as long as B's calls last.
     a.calls_per_minute = 1_000_000;
+    a.max_cpu_cores = a_cores();
     let mut b = tenant("b", "b-key", &[fixtures::DIAGNOSTICS]);
     b.calls_per_minute = 1_000_000;
     let addr = start(vec![a, b]).await;

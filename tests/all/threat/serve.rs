@@ -591,16 +591,9 @@ async fn a_refused_upload_leaves_no_artifact_and_is_counted_against_its_tenant()
         ..lovia_host::HostConfig::default()
     })
     .expect("host");
-    let dir = tempfile::tempdir().expect("tempdir");
     let mut config = ServeConfig::new(vec![tenant("up", "up-key", &[])]);
     config.metrics_public = true;
-    config.listen = "127.0.0.1:0".parse().expect("addr");
-    config.store = Some(dir.path().join("sessions.db").into());
-    config.resolve(std::path::Path::new(".")).expect("valid config");
-    let service = lovia_serve::Service::new(&host, &config).await.expect("service");
-    let listener = tokio::net::TcpListener::bind(config.listen).await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(service.listener(listener), service.app()).await });
+    let addr = crate::serve::start_on(&host, config).await;
     let artifacts = || {
         std::fs::read_dir(cache.path())
             .expect("cache dir")
@@ -648,22 +641,11 @@ async fn compiles_have_a_deadline_and_failed_uploads_are_bounded() {
         .expect("host")
     };
     let serve = |host: lovia_host::Host, rejections: u32| async move {
-        let dir = tempfile::tempdir().expect("tempdir");
         let mut up = tenant("up", "up-key", &[fixtures::DIAGNOSTICS]);
         up.max_rejected_uploads_per_hour = rejections;
         let mut config = ServeConfig::new(vec![up]);
         config.metrics_public = true;
-        config.listen = "127.0.0.1:0".parse().expect("addr");
-        config.store = Some(dir.path().join("sessions.db").into());
-        config.resolve(std::path::Path::new(".")).expect("valid config");
-        let service = lovia_serve::Service::new(&host, &config).await.expect("service");
-        let listener = tokio::net::TcpListener::bind(config.listen).await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        tokio::spawn(async move {
-            let _dir = dir;
-            axum::serve(service.listener(listener), service.app()).await
-        });
-        addr
+        crate::serve::start_on(&host, config).await
     };
     // This process's children that are compile workers (zombies included).
     let workers = || {
