@@ -2,6 +2,7 @@
 
 mod args;
 mod cli;
+mod code_mode;
 mod console;
 mod contract;
 mod exec;

@@ -147,6 +147,12 @@ pub mod turn {
             while let Some(event) = rx.recv().await {
                 let t_ms = start.elapsed().as_secs_f64() * 1000.0;
                 let call = event.call().id.clone();
+                // A call made by a running tool (code mode) is recorded like
+                // any other; its id (`parent/n`) says whose it is.
+                let event = match event {
+                    ToolEvent::Nested { event, .. } => *event,
+                    event => event,
+                };
                 let (kind, text, is_error) = match event {
                     ToolEvent::ApprovalRequired { ticket, .. } => {
                         match decide(ticket.request()) {

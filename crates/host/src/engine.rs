@@ -223,6 +223,10 @@ pub(crate) fn engine_config(host: &HostConfig, pooled: bool) -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
     config.wasm_component_model(true);
+    // The workspace builds wasmtime with component-model async for code
+    // mode's engine (lovia-code); plugins use the synchronous ABI, and their
+    // stores skip the concurrent runtime's state.
+    config.concurrency_support(false);
     config.consume_fuel(host.fuel_metering);
     config.max_wasm_stack(host.max_wasm_stack);
     // Wasm-level backtraces and their address maps are for debugging guests;

@@ -55,6 +55,9 @@ pub struct CallContext {
     pub progress: Option<ProgressSink>,
     /// Where the tool's log lines go besides the host's log. Default: nowhere.
     pub log: Option<LogSink>,
+    /// Calls other tools of the run; only a tool built with
+    /// [`crate::ToolBuilder::calls_tools`] gets one. Default: none.
+    pub nested: Option<Arc<dyn super::NestedCalls>>,
 }
 
 impl std::fmt::Debug for CallContext {

@@ -7,6 +7,7 @@ mod content;
 mod context;
 mod fence;
 mod kind;
+mod nested;
 mod outcome;
 mod output;
 mod render;
@@ -22,6 +23,7 @@ pub use content::{
 pub use context::{CallContext, LogLevel, LogSink, ProgressSink};
 pub use fence::{Fence, LeaseToken};
 pub use kind::ErrorKind;
+pub use nested::{NestedCalls, NestedResult, NestedStopped};
 pub use outcome::{CallOutcome, Failure, is_valid_error_kind};
 pub use output::{BoxFuture, ToolOutput};
 pub use render::{Rendered, Renderer, render_default, render_json};

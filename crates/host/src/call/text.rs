@@ -47,6 +47,11 @@ pub fn incomplete_arguments(name: &str) -> String {
     )
 }
 
+/// A tool that calls tools (code mode's `run_code`), called from inside one.
+pub fn nested_not_callable(name: &str) -> String {
+    format!("Tool {name} cannot be called from inside a program.")
+}
+
 /// A call the approver denied.
 pub fn not_approved(name: &str) -> String {
     format!("Tool {name} was not approved.")

@@ -86,6 +86,16 @@ pub enum ToolEvent {
         /// The pause before the next attempt.
         retry_in: std::time::Duration,
     },
+    /// An event of a call that a running tool made (code mode's `run_code`
+    /// calling a tool from its program). It is not a call of the model's: a
+    /// transcript records only the parent's result. An `ApprovalRequired`
+    /// inside is decided like any other, by its ticket or by its call id.
+    Nested {
+        /// The call id of the tool that made the call.
+        parent: String,
+        /// The nested call's event.
+        event: Box<ToolEvent>,
+    },
 }
 
 impl ToolEvent {
@@ -100,6 +110,7 @@ impl ToolEvent {
             | ToolEvent::ToolProgress { call, .. }
             | ToolEvent::ToolLog { call, .. }
             | ToolEvent::AttemptFailed { call, .. } => call,
+            ToolEvent::Nested { event, .. } => event.call(),
         }
     }
 }

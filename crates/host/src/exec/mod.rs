@@ -8,6 +8,7 @@ mod budget;
 mod complete;
 mod dynamic;
 mod event;
+mod nested;
 mod preflight;
 mod schedule;
 mod tool;

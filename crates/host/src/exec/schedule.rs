@@ -44,9 +44,18 @@ pub(super) async fn run_turn(
             while let Some(done) = in_flight.set.try_join_next_with_id() {
                 in_flight.settle(done, run)?;
             }
-            let ctx = call_context(exec, run, call, events);
+            let mut ctx = call_context(exec, run, call, events);
             match preflight(exec, call, &ctx, run, events, &results, &mut handoff).await {
                 Preflight::Ready { tool, raw_args, prepared, checking } => {
+                    if tool.calls_tools {
+                        ctx.nested = Some(Arc::new(super::nested::ExecNested {
+                            exec: exec.clone(),
+                            run: run.clone(),
+                            events: events.clone(),
+                            parent: call.id.clone(),
+                            count: Default::default(),
+                        }));
+                    }
                     let barrier = tool.is_barrier();
                     if barrier {
                         in_flight.drain(run).await?;
@@ -278,6 +287,7 @@ fn call_context(exec: &Executor, run: &RunState, call: &ToolCall, events: &Event
         log: Some(Arc::new(move |level, message: &str| {
             log_sink.emit(ToolEvent::ToolLog { call: log_call.clone(), level, message: message.to_owned() })
         })),
+        nested: None,
     }
 }
 

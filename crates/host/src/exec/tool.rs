@@ -37,6 +37,9 @@ pub struct Tool {
     pub(crate) policies: Vec<Arc<dyn Policy>>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) handoff: Option<String>,
+    /// Whether the body gets [`CallContext::nested`] to call the run's
+    /// other tools (code mode's `run_code`).
+    pub(crate) calls_tools: bool,
 }
 
 impl std::fmt::Debug for Tool {
@@ -79,6 +82,7 @@ impl Tool {
                 hints: ToolHints::default(),
             },
             validate: true,
+            calls_tools: false,
         }
     }
 
@@ -105,6 +109,7 @@ impl Tool {
                 renderer: None,
                 policies: Vec::new(),
                 handoff: None,
+                calls_tools: false,
             })
             .collect()
     }
@@ -141,6 +146,17 @@ impl Tool {
             }
             _ => None,
         }
+    }
+
+    /// Replaces the description the model reads. Unlike
+    /// [`ToolBuilder::description`] it is not held to the 4 KiB cap: it is
+    /// the host application's own text, which the caller bounds (code
+    /// mode's, with the tools' declarations, is at most 60,000 characters by
+    /// default).
+    #[must_use]
+    pub fn with_description(mut self, description: impl Into<String>) -> Self {
+        self.spec.description = description.into();
+        self
     }
 
     /// False makes every call an execution barrier (docs/semantics.md §8).
@@ -207,6 +223,11 @@ impl Tool {
         self.handoff.as_deref()
     }
 
+    /// Whether the tool calls the run's other tools ([`ToolBuilder::calls_tools`]).
+    pub fn calls_tools(&self) -> bool {
+        self.calls_tools
+    }
+
     /// Whether calls of this tool are execution barriers.
     pub fn is_barrier(&self) -> bool {
         !self.spec.parallel || self.handoff.is_some()
@@ -249,6 +270,7 @@ pub enum InvalidTool {
 pub struct ToolBuilder {
     spec: ToolSpec,
     validate: bool,
+    calls_tools: bool,
 }
 
 impl ToolBuilder {
@@ -296,6 +318,16 @@ impl ToolBuilder {
         self
     }
 
+    /// Gives the body [`CallContext::nested`], through which it calls the
+    /// run's other tools, each as a call of its own (validated, approved,
+    /// wrapped in policies, counted against the run's budget). Such a tool
+    /// cannot itself be called that way. Default: false.
+    #[must_use]
+    pub fn calls_tools(mut self, calls_tools: bool) -> Self {
+        self.calls_tools = calls_tools;
+        self
+    }
+
     /// Validates arguments against the schema in preflight. Default: true.
     /// Turn it off for tools whose schema is only advisory (as MCP tools).
     #[must_use]
@@ -335,6 +367,7 @@ impl ToolBuilder {
             policies: Vec::new(),
             timeout: None,
             handoff: None,
+            calls_tools: self.calls_tools,
         })
     }
 }

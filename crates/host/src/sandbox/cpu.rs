@@ -31,7 +31,7 @@ pub struct CpuShares {
 
 /// One tenant's bucket: tokens are milliseconds of one core.
 #[derive(Debug)]
-pub(crate) struct TenantCpu {
+pub struct TenantCpu {
     bucket: Mutex<Bucket>,
 }
 
@@ -78,7 +78,7 @@ impl TenantCpu {
 
     /// Takes the token of one tick; `Some` of when the next token will be
     /// there when there is none now (nothing was taken).
-    pub(crate) fn tick(&self) -> Option<Instant> {
+    pub fn tick(&self) -> Option<Instant> {
         let now = Instant::now();
         let mut bucket = self.bucket();
         bucket.refill(now);
@@ -109,7 +109,7 @@ impl TenantCpu {
     }
 
     /// Waits until a tick's token is taken, or until `deadline`.
-    pub(crate) async fn take(self: Arc<Self>, first: Instant, deadline: Instant) {
+    pub async fn take(self: Arc<Self>, first: Instant, deadline: Instant) {
         let mut until = first;
         loop {
             tokio::time::sleep_until(until.min(deadline).into()).await;
@@ -143,7 +143,7 @@ impl CpuShares {
 
     /// The window of `tenant`'s calls; `None` for calls without a tenant,
     /// and for a tenant without a share when the host sets none.
-    pub(crate) fn of(&self, tenant: Option<&str>) -> Option<Arc<TenantCpu>> {
+    pub fn of(&self, tenant: Option<&str>) -> Option<Arc<TenantCpu>> {
         let tenant = tenant?;
         let mut tenants = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(cpu) = tenants.get(tenant) {

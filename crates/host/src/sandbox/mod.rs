@@ -19,8 +19,7 @@ mod store;
 mod ticker;
 mod trap;
 
-pub(crate) use cpu::TenantCpu;
-pub use cpu::{BURST_MS as CPU_BURST_MS, CpuShares};
+pub use cpu::{BURST_MS as CPU_BURST_MS, CpuShares, TenantCpu};
 pub use fuel::FuelLedger;
 use fuel::Reservation;
 pub use grants::{DirGrant, DirMode, Grants, SecretSource};
@@ -42,7 +41,7 @@ use output::OutputRing;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 pub use ticker::EPOCH_TICK;
-pub(crate) use ticker::{Ticker, Ticking};
+pub use ticker::{Ticker, Ticking};
 use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};

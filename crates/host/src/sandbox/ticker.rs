@@ -13,7 +13,7 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// Advances the engine's epoch every [`EPOCH_TICK`] while any store is
 /// live, and parks 100 ms after the last one ends: an idle host burns no
 /// CPU on ticks.
-pub(crate) struct Ticker {
+pub struct Ticker {
     shared: Arc<TickerShared>,
     thread: Option<std::thread::Thread>,
 }
@@ -27,7 +27,7 @@ struct TickerShared {
 }
 
 /// Keeps the ticker running while alive; one per live store.
-pub(crate) struct Ticking {
+pub struct Ticking {
     shared: Arc<TickerShared>,
 }
 
@@ -42,7 +42,8 @@ impl Drop for Ticking {
 const IDLE_TICKS_BEFORE_PARKING: u32 = 100;
 
 impl Ticker {
-    pub(crate) fn start(engine: Engine) -> Ticker {
+    /// Starts the ticker thread of `engine` (one per engine).
+    pub fn start(engine: Engine) -> Ticker {
         let shared = Arc::new(TickerShared {
             stop: AtomicBool::new(false),
             active: AtomicUsize::new(0),
@@ -84,7 +85,7 @@ impl Ticker {
     }
 
     /// Marks a store live until the guard drops, waking the ticker if it sleeps.
-    pub(crate) fn enter(&self) -> Ticking {
+    pub fn enter(&self) -> Ticking {
         self.shared.active.fetch_add(1, Ordering::SeqCst);
         if self.shared.parked.load(Ordering::SeqCst)
             && let Some(t) = &self.thread

@@ -1,0 +1,74 @@
+//! [`CodeEngine`]: the QuickJS component every program runs in, compiled
+//! once, with the one import it may have.
+
+use crate::error::CodeModeError;
+use crate::program::{self, ProgramState};
+use lovia_host::Host;
+use lovia_host::sandbox::Ticker;
+use std::sync::Arc;
+use wasmtime::component::{Component, InstancePre, Linker};
+use wasmtime::{Config, Engine};
+
+/// The engine component: QuickJS by componentize-qjs from
+/// `engine/engine.js` and `engine/engine.wit` (build.rs says which build).
+pub const ENGINE_BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/engine.wasm"));
+
+/// The import every program may use, and nothing else.
+pub(crate) const HOST_INTERFACE: &str = "lovia:code-mode/host@0.1.0";
+
+/// The compiled engine. Cheap to share (`Arc`); each program gets a fresh
+/// instance of it, so nothing one program does is seen by the next.
+pub struct CodeEngine {
+    pub(crate) engine: Engine,
+    pub(crate) pre: InstancePre<ProgramState>,
+    /// Advances the epoch while programs run (a busy loop is interrupted).
+    pub(crate) ticker: Ticker,
+    /// The host whose tenants' CPU shares programs draw from.
+    pub(crate) host: Host,
+}
+
+impl std::fmt::Debug for CodeEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CodeEngine").field("bytes", &ENGINE_BYTES.len()).finish_non_exhaustive()
+    }
+}
+
+impl CodeEngine {
+    /// Compiles the engine (about a second) for programs whose CPU counts
+    /// against `host`'s tenant shares ([`lovia_host::HostConfig::tenant_cpu_cores`]).
+    pub fn new(host: &Host) -> Result<CodeEngine, CodeModeError> {
+        Self::from_component(host, ENGINE_BYTES)
+    }
+
+    /// Compiles another build of the engine (it must have the same WIT world).
+    pub fn from_component(host: &Host, bytes: &[u8]) -> Result<CodeEngine, CodeModeError> {
+        let engine_error = |e: wasmtime::Error| CodeModeError::Engine { reason: format!("{e:#}") };
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        // The engine's `run` export is an async function: the program's
+        // promises are driven to completion inside the one call.
+        config.wasm_component_model_async(true);
+        config.epoch_interruption(true);
+        config.consume_fuel(true);
+        config.max_wasm_stack(host.config().max_wasm_stack);
+        config.generate_address_map(false);
+        let engine = Engine::new(&config).map_err(engine_error)?;
+        let component = Component::new(&engine, bytes).map_err(engine_error)?;
+        // Whatever else the component imports fails to link here: a build
+        // with a WASI import left in is refused, not given one.
+        let mut linker = Linker::<ProgramState>::new(&engine);
+        program::link(&mut linker).map_err(engine_error)?;
+        let pre = linker.instantiate_pre(&component).map_err(engine_error)?;
+        let ticker = Ticker::start(engine.clone());
+        Ok(CodeEngine { engine, pre, ticker, host: host.clone() })
+    }
+
+    /// The imports of the engine component, by name: exactly
+    /// `lovia:code-mode/host@0.1.0`.
+    pub fn imports(&self) -> Vec<String> {
+        self.pre.component().component_type().imports(&self.engine).map(|(name, _)| name.to_owned()).collect()
+    }
+}
+
+/// Shared by every `run_code` tool made from one engine.
+pub(crate) type SharedEngine = Arc<CodeEngine>;

@@ -1,0 +1,238 @@
+//! One program's run: a fresh store and instance of the engine, the
+//! program's budgets, and the host side of its one import, `call-tool`.
+
+use crate::engine::{CodeEngine, HOST_INTERFACE};
+use crate::tool::CodeLimits;
+use lovia_host::call::{NestedCalls, NestedStopped};
+use lovia_host::sandbox::Ticking;
+use lovia_host::{CallContext, Failure, ToolOutput};
+use serde::Deserialize;
+use serde_json::json;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wasmtime::component::Linker;
+use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
+
+/// What a program's store holds.
+pub(crate) struct ProgramState {
+    memory: MemoryLimit,
+    nested: Arc<dyn NestedCalls>,
+    /// The tools the program was offered; any other name is unknown to it.
+    allowed: Arc<HashSet<String>>,
+    calls: u32,
+    max_calls: u32,
+    /// Wall-clock time spent waiting on tools so far, and its budget.
+    waited: Duration,
+    max_wait: Duration,
+    /// Milliseconds of the program's own CPU (epoch ticks while it runs).
+    cpu_ms: u64,
+    max_cpu_ms: u64,
+    /// Why the host stopped the program, when it did.
+    stop: Option<Stop>,
+    /// Keeps the engine's epoch ticker running while the program lives.
+    _ticking: Ticking,
+}
+
+/// Why the host stopped a program (it traps; the program cannot catch it).
+enum Stop {
+    Calls(u32),
+    Wait(Duration),
+    Cpu(u64),
+    Run(String),
+}
+
+/// The memory and table bounds of one instance: a sum over its memories.
+struct MemoryLimit {
+    bytes: usize,
+    hit: bool,
+}
+
+/// The most table elements a program's instance may have.
+const MAX_TABLE_ELEMENTS: usize = 100_000;
+
+impl ResourceLimiter for MemoryLimit {
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired.saturating_sub(current) > self.bytes.saturating_sub(current) || desired > self.bytes {
+            self.hit = true;
+            return Err(wasmtime::Error::msg("the program's memory limit"));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+/// Defines `call-tool`, the engine's one import.
+pub(crate) fn link(linker: &mut Linker<ProgramState>) -> wasmtime::Result<()> {
+    linker.instance(HOST_INTERFACE)?.func_wrap_async("call-tool", |mut store, (name, arguments): (String, String)| {
+        Box::new(async move { call_tool(store.data_mut(), name, arguments).await.map(|r| (r,)) })
+    })
+}
+
+/// One nested call. `Ok(Err(text))` is an error result the program gets as a
+/// `ToolError`; `Err` stops the program.
+async fn call_tool(
+    state: &mut ProgramState,
+    name: String,
+    arguments: String,
+) -> wasmtime::Result<Result<String, String>> {
+    if state.calls >= state.max_calls {
+        return Err(stop(state, Stop::Calls(state.max_calls)));
+    }
+    state.calls += 1;
+    if !state.allowed.contains(&name) {
+        return Ok(Err(lovia_host::call::text::unknown_tool(&name)));
+    }
+    let left = state.max_wait.saturating_sub(state.waited);
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(left, state.nested.call(&name, arguments)).await;
+    state.waited += started.elapsed();
+    match outcome {
+        Err(_) => Err(stop(state, Stop::Wait(state.max_wait))),
+        Ok(Err(NestedStopped(reason))) => Err(stop(state, Stop::Run(reason))),
+        Ok(Ok(result)) if result.is_error => Ok(Err(result.output)),
+        Ok(Ok(result)) => Ok(Ok(match result.raw {
+            Some(value) if !value.is_string() => json!({"json": value}).to_string(),
+            _ => json!({"text": result.output}).to_string(),
+        })),
+    }
+}
+
+fn stop(state: &mut ProgramState, why: Stop) -> wasmtime::Error {
+    state.stop = Some(why);
+    wasmtime::Error::msg("the host stopped the program")
+}
+
+/// What the engine's `run` returns (engine.wit).
+#[derive(Deserialize)]
+struct Outcome {
+    #[serde(default)]
+    logs: String,
+    #[serde(default)]
+    cut: bool,
+    value: Option<String>,
+    error: Option<String>,
+}
+
+/// Runs `code` with `tools` (identifier, tool name) under `limits`.
+pub(crate) async fn run(
+    engine: &CodeEngine,
+    code: String,
+    tools: Arc<Vec<(String, String)>>,
+    allowed: Arc<HashSet<String>>,
+    limits: &CodeLimits,
+    ctx: &CallContext,
+) -> Result<ToolOutput, Failure> {
+    let Some(nested) = ctx.nested.clone() else {
+        // Only the executor runs this tool, and it always gives one.
+        return Err(Failure::Tool {
+            message: "run_code needs the executor's nested calls".into(),
+            hint: None,
+            kind: None,
+        });
+    };
+    let state = ProgramState {
+        memory: MemoryLimit { bytes: limits.memory_bytes, hit: false },
+        nested,
+        allowed,
+        calls: 0,
+        max_calls: limits.max_calls,
+        waited: Duration::ZERO,
+        max_wait: limits.max_wait,
+        cpu_ms: 0,
+        max_cpu_ms: u64::try_from(limits.max_cpu.as_millis()).unwrap_or(u64::MAX),
+        stop: None,
+        _ticking: engine.ticker.enter(),
+    };
+    let mut store = Store::new(&engine.engine, state);
+    store.limiter(|s| &mut s.memory);
+    store.set_fuel(limits.fuel).map_err(|e| engine_failure(&e))?;
+    let cpu = engine.host.cpu_shares().of(ctx.tenant.as_deref());
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |mut store| {
+        let state = store.data_mut();
+        state.cpu_ms += 1;
+        if state.cpu_ms > state.max_cpu_ms {
+            return Err(stop(state, Stop::Cpu(state.max_cpu_ms)));
+        }
+        // A tick without a token of the tenant's CPU share waits for one,
+        // as a plugin's call does.
+        match cpu.as_ref().and_then(|cpu| cpu.tick().map(|first| (cpu.clone(), first))) {
+            Some((cpu, first)) => {
+                // At most a second per wait: the next tick asks again.
+                let deadline = Instant::now() + Duration::from_secs(1);
+                Ok(UpdateDeadline::YieldCustom(1, Box::pin(cpu.take(first, deadline))))
+            }
+            None => Ok(UpdateDeadline::Yield(1)),
+        }
+    });
+    let max_log = u32::try_from(limits.max_log_chars).unwrap_or(u32::MAX);
+    let outcome = async {
+        let instance = engine.pre.instantiate_async(&mut store).await?;
+        let run = instance.get_typed_func::<(String, Vec<(String, String)>, u32), (String,)>(&mut store, "run")?;
+        let (text,) = run.call_async(&mut store, (code, tools.as_ref().clone(), max_log)).await?;
+        wasmtime::Result::Ok(text)
+    };
+    let text = tokio::select! {
+        biased;
+        () = ctx.cancel.cancelled() => return Err(Failure::Tool { message: ctx.cancel.reason(), hint: None, kind: None }),
+        text = outcome => text,
+    };
+    let state = store.data_mut();
+    let text = match text {
+        Ok(text) => text,
+        Err(error) => return Err(stopped(state, limits, &error)),
+    };
+    let outcome: Outcome = serde_json::from_str(&text).map_err(|e| Failure::Tool {
+        message: format!("the code-mode engine answered with something that is not its outcome: {e}"),
+        hint: None,
+        kind: None,
+    })?;
+    let mut logs = outcome.logs;
+    if outcome.cut {
+        logs.push_str(&format!("\n[console output cut at {} characters]", limits.max_log_chars));
+    }
+    if let Some(error) = outcome.error {
+        let message = if logs.is_empty() { error } else { format!("{error}\nconsole output before it:\n{logs}") };
+        return Err(Failure::Tool { message, hint: None, kind: None });
+    }
+    let mut out = logs;
+    if let Some(value) = outcome.value {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&value);
+    }
+    Ok(ToolOutput::Text(out))
+}
+
+/// The failure of a program that trapped: the host's reason when it stopped
+/// it, else what the trap says.
+fn stopped(state: &mut ProgramState, limits: &CodeLimits, error: &wasmtime::Error) -> Failure {
+    if let Some(why) = state.stop.take() {
+        return match why {
+            Stop::Calls(max) => Failure::BudgetExceeded(format!("the program made more than {max} tool calls")),
+            Stop::Wait(max) => {
+                Failure::BudgetExceeded(format!("the program waited on tools for more than {} s", max.as_secs_f64()))
+            }
+            Stop::Cpu(max) => Failure::BudgetExceeded(format!("the program ran for more than {max} ms of CPU")),
+            Stop::Run(reason) => Failure::Tool { message: reason, hint: None, kind: None },
+        };
+    }
+    if state.memory.hit {
+        return Failure::OutOfMemory { limit_mib: limits.memory_bytes >> 20 };
+    }
+    match error.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::OutOfFuel) => Failure::CpuBudget,
+        Some(wasmtime::Trap::StackOverflow) => Failure::StackOverflow,
+        _ => engine_failure(error),
+    }
+}
+
+fn engine_failure(error: &wasmtime::Error) -> Failure {
+    tracing::warn!(error = %format!("{error:#}"), "code-mode engine failed");
+    Failure::Tool { message: format!("the code-mode engine failed: {error}"), hint: None, kind: None }
+}

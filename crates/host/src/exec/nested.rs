@@ -1,0 +1,59 @@
+//! The executor's [`NestedCalls`]: a call made by a running tool is one
+//! more turn of one call, under the same executor and run state, so it gets
+//! every rule a call of the model's gets (docs/semantics.md §3–§16); its
+//! events reach the run's sink wrapped in [`ToolEvent::Nested`].
+
+use super::{EventSink, Executor, RunState, ToolCall, ToolEvent, TurnError};
+use crate::call::{BoxFuture, NestedCalls, NestedResult, NestedStopped};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The nested calls of one call (`parent`).
+pub(super) struct ExecNested {
+    pub(super) exec: Executor,
+    pub(super) run: RunState,
+    pub(super) events: EventSink,
+    pub(super) parent: String,
+    pub(super) count: AtomicU64,
+}
+
+impl NestedCalls for ExecNested {
+    fn call<'a>(&'a self, name: &'a str, arguments: String) -> BoxFuture<'a, Result<NestedResult, NestedStopped>> {
+        Box::pin(async move {
+            let n = self.count.fetch_add(1, Ordering::Relaxed) + 1;
+            let call = ToolCall::new(format!("{}/{n}", self.parent), name, arguments);
+            // A tool that calls tools is not callable from inside one: a
+            // program could otherwise start programs without end.
+            if self.exec.tools.get(name).is_some_and(|tool| tool.calls_tools) {
+                return Ok(NestedResult {
+                    call_id: call.id,
+                    output: crate::call::text::nested_not_callable(name),
+                    raw: None,
+                    is_error: true,
+                });
+            }
+            let parent = self.parent.clone();
+            let outer = self.events.clone();
+            let events = EventSink::from_fn(move |event| {
+                outer.emit(ToolEvent::Nested { parent: parent.clone(), event: Box::new(event) })
+            });
+            // The argument text of a nested call is whole: never "cut off".
+            let run = RunState { cut_off: false, ..self.run.clone() };
+            match self.exec.run_turn(std::slice::from_ref(&call), &run, &events).await {
+                Ok(results) => {
+                    let Some(entry) = results.into_iter().next() else {
+                        // Every call that is not cancelled records one result (§1).
+                        return Err(NestedStopped(run.cancel.reason()));
+                    };
+                    Ok(NestedResult {
+                        call_id: call.id,
+                        output: entry.output,
+                        raw: entry.raw,
+                        is_error: entry.is_error,
+                    })
+                }
+                Err(TurnError::Cancelled { reason, .. }) => Err(NestedStopped(reason)),
+                Err(TurnError::BudgetExceeded { message, .. }) => Err(NestedStopped(message)),
+            }
+        })
+    }
+}

@@ -1,0 +1,163 @@
+//! Code mode (issue 28; docs/code-mode.md): `run_code` runs a model's
+//! program in a fresh QuickJS component, and every call the program makes
+//! goes through the real executor with the orders plugin's real tools.
+
+use lovia_code::{CodeEngine, CodeLimits, run_code};
+use lovia_host::{ExecSettings, Executor, RunState, Tool, ToolSource, Toolset};
+use lovia_tests::native::sleeper;
+use lovia_tests::turn::{Turn, call, run};
+use lovia_tests::{fixtures, host, load};
+use serde_json::json;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// One compiled engine for the test binary (a compile takes about a second).
+fn engine() -> Arc<CodeEngine> {
+    static ENGINE: OnceLock<Arc<CodeEngine>> = OnceLock::new();
+    ENGINE.get_or_init(|| Arc::new(CodeEngine::new(&host()).expect("the code-mode engine compiles"))).clone()
+}
+
+/// The orders plugin's tools and a sleeper, with `run_code` over them.
+async fn executor(limits: CodeLimits) -> Executor {
+    let plugin = load(fixtures::ORDERS).await;
+    let mut tools = Tool::from_plugin(&plugin);
+    tools.push(sleeper("nap"));
+    let code = run_code(engine(), &tools, limits).expect("run_code builds");
+    let toolset = Toolset::new()
+        .with(ToolSource::Plugin, tools)
+        .and_then(|t| t.with(ToolSource::AgentTools, [code]))
+        .expect("no name conflict");
+    Executor::new(toolset, ExecSettings::default())
+}
+
+/// Runs one program as call `p`; approvals are decided by `decide`.
+async fn program(exec: &Executor, code: &str, decide: impl Fn(&str) -> Option<bool> + Send + 'static) -> Turn {
+    let args = json!({ "code": code }).to_string();
+    run(exec, vec![call("p", "run_code", &args)], &RunState::default(), move |request| decide(&request.tool)).await
+}
+
+fn error_of(turn: &Turn) -> &str {
+    let result = turn.results().iter().find(|r| r.call_id == "p").expect("the program's result");
+    assert!(result.is_error, "expected an error result, got {:?}", result.output);
+    &result.output
+}
+
+#[tokio::test]
+async fn a_program_calls_the_tools_and_returns_only_what_it_computes() {
+    let exec = executor(CodeLimits::default()).await;
+    let code = r#"
+        let total = 0;
+        const big = [];
+        for (const n of [1001, 1002, 1003, 1004, 1005]) {
+          const order = await tools.lookup_order({ order_id: `A-${n}` });
+          if (order.total_cents > 3000) { total += order.total_cents; big.push(order.id); }
+        }
+        console.log("orders over $30:", big.join(", "));
+        return { total };
+    "#;
+    let turn = program(&exec, code, |_| None).await;
+    assert_eq!(turn.output("p"), "orders over $30: A-1001, A-1002, A-1004, A-1005\n{\"total\":24950}");
+    // Each nested call is a call of its own, with its own id under the program's.
+    let nested: Vec<String> = turn.trace().into_iter().filter(|t| t.contains("p/")).collect();
+    assert_eq!(nested.len(), 10, "started and completed for five lookups: {nested:?}");
+    assert_eq!(nested[0], "started:p/1");
+    assert_eq!(nested[9], "completed:p/5");
+    // The turn's results are the model's calls only.
+    assert_eq!(turn.order(), ["p"]);
+}
+
+#[tokio::test]
+async fn the_engine_imports_one_function_and_a_program_reaches_nothing_else() {
+    assert_eq!(engine().imports(), ["lovia:code-mode/host@0.1.0"]);
+    let exec = executor(CodeLimits::default()).await;
+    let code = r#"
+        const probes = {
+          fetch: typeof fetch, require: typeof require, process: typeof process,
+          setTimeout: typeof setTimeout, std: typeof std, os: typeof os, WebAssembly: typeof WebAssembly,
+        };
+        // The host interface itself is the same one door, with the same rules.
+        const host = (await import("lovia:code-mode/host@0.1.0")).default;
+        let direct;
+        try { host.callTool("delete_everything", "{}"); } catch (e) { direct = e.message; }
+        return { probes, direct, keys: Object.keys(tools).sort() };
+    "#;
+    let turn = program(&exec, code, |_| None).await;
+    let out: serde_json::Value = serde_json::from_str(turn.output("p")).expect("JSON");
+    for (name, kind) in out["probes"].as_object().expect("probes") {
+        assert_eq!(kind, "undefined", "{name} is reachable from a program");
+    }
+    assert_eq!(out["direct"], "Tool 'delete_everything' is not available.");
+    assert_eq!(out["keys"], json!(["lookup_order", "nap", "refund", "top_customers"]));
+}
+
+#[tokio::test]
+async fn tool_errors_throw_inside_the_program_with_lovias_strings() {
+    let exec = executor(CodeLimits::default()).await;
+    let code = r#"
+        const seen = [];
+        for (const bad of [{ order_id: "nope" }, { order_id: "A-9999" }, {}]) {
+          try { await tools.lookup_order(bad); } catch (e) { seen.push(`${e.name}: ${e.message}`); }
+        }
+        try { await tools.delete_everything({}); } catch (e) { seen.push(`${e.name}: ${e.message}`); }
+        return seen.join("\n");
+    "#;
+    let turn = program(&exec, code, |_| None).await;
+    let lines: Vec<&str> = turn.output("p").lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "ToolError: Tool error: Invalid arguments for tool 'lookup_order': order_id: String should match pattern '^A-[0-9]{4}$'",
+            "ToolError: Tool error: no order A-9999",
+            "  hint: ids look like A-1001",
+            "ToolError: Tool error: Invalid arguments for tool 'lookup_order': order_id: Field required",
+            "TypeError: not a function",
+        ]
+    );
+    // An uncaught one ends the program as the call's error, with what it logged.
+    let turn = program(&exec, "console.log('before'); await tools.lookup_order({order_id: 'A-9999'});", |_| None).await;
+    let error = error_of(&turn);
+    assert!(error.starts_with("Tool error: Uncaught ToolError: Tool error: no order A-9999"), "{error}");
+    assert!(error.ends_with("console output before it:\nbefore"), "{error}");
+    // A syntax error is the program's error, not the host's.
+    let turn = program(&exec, "return (;", |_| None).await;
+    assert!(error_of(&turn).starts_with("Tool error: Uncaught SyntaxError"), "{}", error_of(&turn));
+}
+
+#[tokio::test]
+async fn an_approval_gated_nested_call_is_asked_and_the_program_goes_on_or_catches_the_denial() {
+    let exec = executor(CodeLimits::default()).await;
+    let code = r#"
+        const small = await tools.refund({ order_id: "A-1003", amount_cents: 500 });
+        let big;
+        try { big = await tools.refund({ order_id: "A-1002", amount_cents: 12000, reason: "damaged" }); }
+        catch (e) { big = `denied: ${e.message}`; }
+        return [small, big].join("\n");
+    "#;
+    // The person sees the nested call (the refund and its arguments), not the program.
+    let approved = program(&exec, code, |name| Some(name == "refund")).await;
+    assert_eq!(approved.output("p"), "Refunded 500 cents on A-1003\nRefunded 12000 cents on A-1002 (damaged)");
+    assert!(approved.trace().contains(&"approval_required:p/2".to_owned()), "{:?}", approved.trace());
+    let denied = program(&exec, code, |_| Some(false)).await;
+    assert_eq!(denied.output("p"), "Refunded 500 cents on A-1003\ndenied: Tool refund was not approved.");
+}
+
+#[tokio::test]
+async fn hostile_programs_are_stopped_with_a_clear_result_and_the_next_one_runs() {
+    let mut limits = CodeLimits::default();
+    limits.max_cpu = Duration::from_millis(300);
+    limits.max_calls = 50;
+    let exec = executor(limits).await;
+    let started = Instant::now();
+    let endless = program(&exec, "while (true) {}", |_| None).await;
+    eprintln!("endless: {} after {:?}", error_of(&endless), started.elapsed());
+    assert_eq!(error_of(&endless), "Tool error: the program ran for more than 300 ms of CPU");
+    assert!(started.elapsed() < Duration::from_secs(10), "the loop ran {:?}", started.elapsed());
+    let bomb = program(&exec, "const a = []; while (true) a.push(new ArrayBuffer(8 << 20));", |_| None).await;
+    assert!(error_of(&bomb).contains("memory"), "{}", error_of(&bomb));
+    let many = program(&exec, "for (let i = 0; i < 10000; i++) await tools.nap({ ms: 0 });", |_| None).await;
+    assert!(error_of(&many).contains("more than 50 tool calls"), "{}", error_of(&many));
+    let deep = program(&exec, "const f = (n) => f(n + 1) + 1; return f(0);", |_| None).await;
+    assert!(error_of(&deep).contains("stack") || error_of(&deep).contains("RangeError"), "{}", error_of(&deep));
+    let fine = program(&exec, "return (await tools.top_customers({ limit: 1 }))[0].customer;", |_| None).await;
+    assert_eq!(fine.output("p"), "grace");
+}
