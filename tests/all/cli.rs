@@ -295,6 +295,31 @@ async fn run_plays_the_example_script() {
 }
 
 #[tokio::test]
+async fn run_plays_the_code_mode_script() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/code-mode.json");
+    let (o, events) = run_script(script, &["--code-mode"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The program's calls are printed with their parent; the approval the
+    // script gives by the nested call's id lets the refund run.
+    let nested: Vec<&serde_json::Value> =
+        events.iter().filter(|e| e["parent"] == "call_program" && e["event"] == "tool_call_completed").collect();
+    assert_eq!(nested.len(), 6, "five lookups and a refund");
+    let approval = events.iter().find(|e| e["event"] == "approval_required").expect("the refund is asked about");
+    assert_eq!(
+        (&approval["call_id"], &approval["decision"]),
+        (&serde_json::json!("call_program/6"), &serde_json::json!("approve"))
+    );
+    let done = events
+        .iter()
+        .find(|e| e["event"] == "tool_call_completed" && e["call_id"] == "call_program")
+        .expect("the program's result");
+    assert_eq!(done["output"], "3 orders over $30, 19350 cents in all\nRefunded 6000 cents on A-1002 (late)");
+    // The model's transcript has the program's one result, not its calls.
+    let turn1 = events.iter().find(|e| e["event"] == "tool_messages" && e["turn"] == 1).expect("turn 1 messages");
+    assert_eq!(turn1["messages"].as_array().map(Vec::len), Some(1));
+}
+
+#[tokio::test]
 async fn run_answers_every_call_id_when_the_budget_trips() {
     let dir = tempfile::tempdir().expect("tempdir");
     let script = dir.path().join("budget.json");

@@ -4,6 +4,7 @@
 //! what it saw; these tests assert on it.
 
 mod changes;
+mod code_mode;
 mod questions;
 
 use lovia_host::Tool;

@@ -501,8 +501,35 @@ async def always(mode, server):
     return out
 
 
+REFUND_PROGRAM = """
+const order = await tools.lookup_order({ order_id: "A-1002" });
+try { return await tools.refund({ order_id: order.id, amount_cents: order.total_cents }); }
+catch (e) { return `not refunded: ${e.message}`; }
+"""
+
+
+async def code_mode(mode, server):
+    """`lovia mcp --code-mode`: run_code is listed with the tools' declarations;
+    a program's gated refund is asked about (accepted), then on a new client declined."""
+    out = {}
+    asked = []
+    async with Client(server, mode=mode, elicitation_callback=answering("accept", 0.0, asked)) as client:
+        out["protocol"] = client.protocol_version
+        tools = (await client.list_tools()).tools
+        out["tools"] = [t.name for t in tools]
+        out["description"] = next(t.description for t in tools if t.name == "run_code")
+        out["accepted"] = block(await client.call_tool("run_code", {"code": REFUND_PROGRAM}))
+    out["asked"] = asked
+    async with Client(server, mode=mode, elicitation_callback=answering("decline")) as client:
+        out["declined"] = block(await client.call_tool("run_code", {"code": REFUND_PROGRAM}))
+    return out
+
+
 async def main():
     mode, transport = sys.argv[1], sys.argv[2]
+    if transport == "code":
+        print(json.dumps(await code_mode(mode, server_of(sys.argv[3:]))))
+        return
     if transport == "questions":
         print(json.dumps(await questions(mode, server_of(sys.argv[3:]))))
         return

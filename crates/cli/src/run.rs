@@ -42,6 +42,12 @@ pub(crate) struct Args {
     /// How events are printed.
     #[arg(long, value_enum, default_value_t = EventFormat::Jsonl)]
     events: EventFormat,
+    /// Also give the agent `run_code` (code mode): the model may send a
+    /// JavaScript program that calls the other tools as async functions;
+    /// each call it makes is printed with `"parent"`, the program's call id
+    /// (docs/code-mode.md) [default: off].
+    #[arg(long)]
+    code_mode: bool,
     /// Grant the plugins an in-memory session store for this run [default: no store].
     #[arg(long, conflicts_with = "store")]
     memory_store: bool,
@@ -330,7 +336,12 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
     // A decision for a call the script never makes is a typo that would silently leave the real call denied.
     let mut decided: Vec<&String> = script.agent.approvals.keys().collect();
     decided.sort();
-    if let Some(id) = decided.into_iter().find(|id| !call_ids.contains(&id.as_str())) {
+    // `<id>/<n>` is the n-th call a program made in call `<id>` (code mode).
+    let known = |id: &str| {
+        call_ids.contains(&id)
+            || id.split_once('/').is_some_and(|(parent, n)| call_ids.contains(&parent) && n.parse::<u32>().is_ok())
+    };
+    if let Some(id) = decided.into_iter().find(|id| !known(id)) {
         return Err(invalid(&format!(
             "`agent.approvals.{id}` names a call no turn makes, expected one of the script's call ids: {}",
             call_ids.join(", ")
@@ -391,7 +402,8 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
     })?;
     let mut configured: Vec<&String> = script.agent.tools.keys().collect();
     configured.sort();
-    if let Some(name) = configured.into_iter().find(|n| tools.get(n).is_none()) {
+    let offered = |n: &str| tools.get(n).is_some() || (args.code_mode && n == lovia_code::RUN_CODE);
+    if let Some(name) = configured.into_iter().find(|n| !offered(n)) {
         return Err(CliError::new(format!(
             "the script configures tool `{name}`, which no plugin, workspace or web option provides"
         ))
@@ -421,6 +433,18 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
     let mut agent = Agent::new(name.clone());
     agent.plugin_tools = plugin_tools;
     agent.tools = web_tools;
+    if args.code_mode {
+        // Over every tool listed now (the MCP servers' lists may change).
+        let listed: Vec<Tool> = tools.iter().cloned().collect();
+        let engine = lovia_code::CodeEngine::new(&host).map_err(|e| CliError::new(format!("--code-mode: {e}")))?;
+        let run_code = lovia_code::run_code(Arc::new(engine), &listed, lovia_code::CodeLimits::default())
+            .map_err(|e| CliError::new(format!("--code-mode: {e}")))?;
+        let run_code = match script.agent.tools.get(run_code.name()) {
+            Some(o) => o.apply(run_code)?,
+            None => run_code,
+        };
+        agent.tools.push(run_code);
+    }
     if let Some(workspace) = &workspace {
         agent = agent.with_workspace(workspace);
         // The script's settings hold over workspace tools as over plugin tools.
@@ -595,8 +619,19 @@ impl Printer {
     }
 
     fn event(&self, event: ToolEvent, decisions: &HashMap<String, Decision>) {
+        // A call a program made (code mode): printed like the model's, with its parent.
+        let (event, parent) = match event {
+            ToolEvent::Nested { parent, event } => (*event, Some(parent)),
+            event => (event, None),
+        };
         let call = event.call().clone();
-        let base = |name: &str| json!({"event": name, "call_id": call.id, "name": call.name});
+        let base = |name: &str| {
+            let mut v = json!({"event": name, "call_id": call.id, "name": call.name});
+            if let Some(parent) = &parent {
+                v["parent"] = json!(parent);
+            }
+            v
+        };
         let value = match event {
             ToolEvent::ApprovalRequired { ticket, .. } => {
                 let mut v = base("approval_required");

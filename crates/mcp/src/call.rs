@@ -118,6 +118,12 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> Result<CallToolRes
                 }
             };
             let Some(event) = event else { break };
+            // A call made by a program (code mode's run_code) is asked about
+            // and reported like the client's own call.
+            let (event, nested) = match event {
+                ToolEvent::Nested { event, .. } => (*event, true),
+                event => (event, false),
+            };
             match event {
                 // The executor holds the call until the ticket is decided.
                 // Only an explicit accept approves; every other path rejects
@@ -127,6 +133,14 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> Result<CallToolRes
                     let name = request.plugin_digest.as_ref().and_then(|d| plugin_names.get(d));
                     let message = approve::prompt(request, name.map(String::as_str));
                     let approved = match approval.as_ref() {
+                        // A 2026-07-28 round trip answers input_required and
+                        // the client retries the whole call: a program would
+                        // run again from its start, repeating the calls before
+                        // this one. Its gated calls are denied instead.
+                        Approval::RoundTrip { .. } if nested => {
+                            tracing::warn!(tool = %request.tool, "a program's gated call needs elicitation (a 2025-11-25 session); not approved");
+                            false
+                        }
                         Approval::Elicit { able: false, .. } => false,
                         Approval::RoundTrip { able: false, retry: None, .. } => {
                             refusal = Some(Refusal::NoElicitation);

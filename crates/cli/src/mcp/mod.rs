@@ -20,6 +20,7 @@ Examples:
   lovia mcp orders.wasm --watch                        # reload orders.wasm when it or orders.toml changes
   lovia mcp --workspace ~/project --mode coding        # file and shell tools over ~/project
   lovia mcp orders.wasm --ask-human                    # and ask_human: questions go to the client as forms
+  lovia mcp orders.wasm --code-mode                    # and run_code: programs that call the tools
 
 Results: a text result is a text block; a JSON result is structuredContent plus
 the same JSON as text; a tool error or invalid arguments is isError with the
@@ -64,6 +65,13 @@ pub(crate) struct Args {
     /// answer (docs/mcp.md, "Questions"). Not with --watch.
     #[arg(long, conflicts_with = "watch")]
     ask_human: bool,
+    /// Also serve `run_code` (code mode): the model sends a JavaScript
+    /// program that calls the plugins' and the workspace's tools as async
+    /// functions, and reads only what it logs and returns; every call it
+    /// makes is checked, approved (elicitation) and limited like a direct one
+    /// (docs/code-mode.md). Not with --watch.
+    #[arg(long, conflicts_with = "watch")]
+    code_mode: bool,
     /// How long an `ask_human` question waits for its answer, in seconds
     /// (1 to 3600); unanswered, the model reads "no answer within Ns —
     /// continue without one".
@@ -174,6 +182,15 @@ pub(crate) async fn run(args: Args, host: Host, supply: Supply) -> Result<ExitCo
             .map_err(|e| CliError::new(format!("--workspace: {}", e.to_string().replace("\n  hint: ", " — "))))?;
         // Its `## Workspace` section goes where MCP puts text for the model.
         context = Some(workspace.prompt_fragment());
+    }
+    if args.code_mode {
+        let listed: Vec<Tool> = tools.iter().cloned().collect();
+        let engine = lovia_code::CodeEngine::new(&host).map_err(|e| CliError::new(format!("--code-mode: {e}")))?;
+        let run_code = lovia_code::run_code(std::sync::Arc::new(engine), &listed, lovia_code::CodeLimits::default())
+            .map_err(|e| CliError::new(format!("--code-mode: {e}")))?;
+        tools
+            .add(ToolSource::AgentTools, [run_code])
+            .map_err(|e| CliError::new(format!("--code-mode: {}", e.to_string().replace("\n  hint: ", " — "))))?;
     }
     let mut options = McpOptions::default();
     if args.ask_human {

@@ -1,0 +1,41 @@
+//! `lovia mcp --code-mode` with the official Python MCP client: `run_code`
+//! is listed with the orders tools declared in TypeScript, and a program's
+//! refund that needs approval is asked about by elicitation (2025-11-25),
+//! runs when accepted, and throws lovia's string inside the program when
+//! declined. On 2026-07-28, where asking means the client retries the whole
+//! call, a program's gated call is denied without asking.
+
+use super::{against, python, result};
+use lovia_tests::fixtures;
+use serde_json::Value;
+
+fn args() -> Vec<String> {
+    ["--no-cache", "mcp", fixtures::ORDERS, "--code-mode"].map(String::from).to_vec()
+}
+
+const DENIED: &str = "not refunded: Tool refund was not approved.";
+
+#[tokio::test]
+async fn a_programs_gated_call_is_asked_by_elicitation_on_2025_11_25() {
+    let Some(py) = python() else { return };
+    let (out, log) = against(&py, "legacy", "code", "http", args());
+    assert_eq!(out["protocol"], "2025-11-25", "{log}");
+    assert_eq!(out["tools"], serde_json::json!(["lookup_order", "refund", "top_customers", "run_code"]));
+    let description = out["description"].as_str().unwrap_or_default();
+    assert!(description.contains("lookup_order(args: {"), "{description}");
+    assert_eq!(out["accepted"], result(false, "Refunded 12000 cents on A-1002", Value::Null), "{log}");
+    let asked = out["asked"].as_array().cloned().unwrap_or_default();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let prompt = asked[0].as_str().unwrap_or_default();
+    assert!(prompt.contains("refund") && prompt.contains("12000"), "the person sees the nested call: {prompt}");
+    assert_eq!(out["declined"], result(false, DENIED, Value::Null), "{log}");
+}
+
+#[tokio::test]
+async fn a_programs_gated_call_is_denied_unasked_on_2026_07_28() {
+    let Some(py) = python() else { return };
+    let (out, log) = against(&py, "auto", "code", "stdio", args());
+    assert_eq!(out["protocol"], "2026-07-28", "{log}");
+    assert_eq!(out["accepted"], result(false, DENIED, Value::Null), "{log}");
+    assert_eq!(out["asked"], serde_json::json!([]));
+}
