@@ -615,6 +615,21 @@ impl Service {
             },
             None => None,
         };
+        // Code mode: run_code over the chat's tools as they are now (an MCP
+        // server's later changes are not declared to the program).
+        if let Some(engine) = &self.inner.code_engine
+            && config.code_mode
+        {
+            let mut listed: Vec<lovia_host::Tool> =
+                agent.plugin_tools.iter().chain(&agent.tools).chain(&agent.workspace_tools).cloned().collect();
+            listed.extend(agent.tool_sources.iter().flat_map(|s| s.tools()));
+            match lovia_code::run_code(engine.clone(), &listed, lovia_code::CodeLimits::default()) {
+                Ok(tool) => agent.tools.push(tool.with_policy(unfuelled.clone())),
+                Err(e) => {
+                    tracing::warn!(tenant = %tenant.name, error = %e, "code mode is off for this chat");
+                }
+            }
+        }
         // ask_human: its question goes to the run's stream once the run exists.
         let questions = config.ask_human.then(|| Arc::new(Questions::new(self.inner.question_timeout)));
         if let Some(questions) = &questions {
@@ -779,7 +794,13 @@ impl Service {
                 };
                 let Some(event) = event else { break };
                 let metrics = &service.inner.metrics;
-                let out = match event {
+                // A call a program made (code mode) streams like the model's
+                // own, with `parent`: the program's call id.
+                let (event, parent) = match event {
+                    RunEvent::Tool(ToolEvent::Nested { parent, event }) => (RunEvent::Tool(*event), Some(parent)),
+                    event => (event, None),
+                };
+                let mut out = match event {
                     RunEvent::RunStarted { agent, run_id } => Some((
                         "run_started",
                         json!({"run_id": run_id, "session_id": session, "agent": agent, "resumed": resumed}),
@@ -859,6 +880,9 @@ impl Service {
                     // runner adds are not part of the SSE stream.
                     _ => None,
                 };
+                if let (Some(parent), Some((_, data))) = (parent, out.as_mut()) {
+                    data["parent"] = json!(parent);
+                }
                 if let Some((name, data)) = out {
                     live.publish(name, data);
                 }

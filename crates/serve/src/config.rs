@@ -628,6 +628,13 @@ pub struct AgentConfig {
     /// `POST /api/chat/answer` answers it. Default: false.
     #[serde(default)]
     pub ask_human: bool,
+    /// Whether the agent has `run_code` (code mode): the model may send a
+    /// JavaScript program that calls the chat's other tools, each call under
+    /// the same quotas, approvals and limits as a direct one; the stream and
+    /// the console show them under their program (docs/code-mode.md).
+    /// Default: false.
+    #[serde(default)]
+    pub code_mode: bool,
 }
 
 impl Default for AgentConfig {
@@ -640,6 +647,7 @@ impl Default for AgentConfig {
             parallel_tool_calls: true,
             context_window_tokens: None,
             ask_human: false,
+            code_mode: false,
         }
     }
 }

@@ -119,6 +119,8 @@ pub struct Service {
 
 struct Inner {
     host: Host,
+    /// Code mode's engine, compiled once when a tenant's agent has `code_mode`.
+    code_engine: Option<Arc<lovia_code::CodeEngine>>,
     tenants: Vec<Tenant>,
     /// Key hash → index into `tenants`.
     keys: HashMap<String, usize>,
@@ -217,6 +219,9 @@ pub(crate) const COMPILE_SLOTS: usize = 2;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServeError {
+    /// Code mode's engine did not compile (a tenant's agent has `code_mode`).
+    #[error("code mode: {0}")]
+    CodeMode(#[from] lovia_code::CodeModeError),
     /// A plugin failed to load.
     #[error("tenant {tenant}: {source}")]
     Load {
@@ -537,9 +542,14 @@ impl Service {
         // Idle session workspaces go after their tenant's retention; the sweep
         // ends with the service (it holds the workspaces weakly).
         workspace::TenantWorkspaces::spawn_sweeper(tenants.iter().filter_map(|t| t.workspaces.clone()).collect());
+        let code_engine = match tenants.iter().any(|t| t.agent.code_mode) {
+            true => Some(Arc::new(lovia_code::CodeEngine::new(host)?)),
+            false => None,
+        };
         Ok(Service {
             inner: Arc::new(Inner {
                 host: host.clone(),
+                code_engine,
                 tenants,
                 keys,
                 metrics,

@@ -4,6 +4,7 @@
 
 mod always;
 mod chat;
+mod code_mode;
 mod mcp;
 mod mcp_sources;
 mod questions;

@@ -428,7 +428,7 @@ async function refreshSessions() {
 // `earlier` holds the transcript of a running session until the replay of
 // its events says how much of it they cover.
 // `images` holds the blob: URLs of the images on screen, revoked when the view is cleared.
-const run = { session: null, calls: new Map(), t0: 0, text: null, epoch: 0, earlier: null, images: [] };
+const run = { session: null, calls: new Map(), t0: 0, text: null, epoch: 0, earlier: null, images: [], parent: null };
 
 function resetRun(sessionId) {
   for (const s of streams) s.abort();
@@ -455,8 +455,20 @@ function setStatus(status) {
 
 function addEvent(kind, ...body) {
   const item = el('li', { class: `event event-${kind}` }, el('span', { class: 'event-kind' }, kind), ...body);
-  $('run-events').append(item);
+  eventList(run.parent).append(item);
   return item;
+}
+
+/** Where an event goes: under the call of the program that made it (code mode), else in the run's list. */
+function eventList(parent) {
+  const owner = parent ? run.calls.get(parent) : null;
+  if (!owner || !owner.item) return $('run-events');
+  let list = owner.item.querySelector(':scope > ul.nested-calls');
+  if (!list) {
+    list = el('ul', { class: 'nested-calls', 'aria-label': `Calls made by the program ${parent}` });
+    owner.item.append(list);
+  }
+  return list;
 }
 
 function message(m) {
@@ -476,6 +488,8 @@ function message(m) {
 function onRunEvent(epoch, name, data) {
   if (epoch !== run.epoch) return; // a stream of a run no longer shown
   if (run.earlier) showEarlier(name, data);
+  // A call a program made (code mode) names its program's call: shown under it.
+  run.parent = typeof data.parent === 'string' ? data.parent : null;
   const now = (typeof data.at_ms === 'number' ? data.at_ms : Date.now()) - run.t0;
   switch (name) {
     case 'run_started':
@@ -587,6 +601,7 @@ function onRunEvent(epoch, name, data) {
     default:
       break;
   }
+  run.parent = null;
   drawWaterfall();
 }
 
