@@ -161,3 +161,26 @@ async fn hostile_programs_are_stopped_with_a_clear_result_and_the_next_one_runs(
     let fine = program(&exec, "return (await tools.top_customers({ limit: 1 }))[0].customer;", |_| None).await;
     assert_eq!(fine.output("p"), "grace");
 }
+
+#[tokio::test]
+async fn a_cancel_stops_a_program_at_once_whether_it_waits_on_a_tool_or_computes() {
+    let exec = executor(CodeLimits::default()).await;
+    for code in ["await tools.nap({ ms: 10000 });", "while (true) {}"] {
+        let state = RunState::default();
+        let cancel = state.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            cancel.cancel(Some("cancelled by the test"));
+        });
+        let started = Instant::now();
+        let args = json!({ "code": code }).to_string();
+        let turn = run(&exec, vec![call("p", "run_code", &args)], &state, |_| None).await;
+        let took = started.elapsed();
+        assert!(
+            matches!(&turn.result, Err(lovia_host::TurnError::Cancelled { reason, .. }) if reason == "cancelled by the test"),
+            "{code}: {:?}",
+            turn.result
+        );
+        assert!(took < Duration::from_millis(1500), "{code}: the program ran on for {took:?}");
+    }
+}

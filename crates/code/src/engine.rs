@@ -2,7 +2,7 @@
 //! once, with the one import it may have.
 
 use crate::error::CodeModeError;
-use crate::program::{self, ProgramState};
+use crate::state::{self, ProgramState};
 use lovia_host::Host;
 use lovia_host::sandbox::Ticker;
 use std::sync::Arc;
@@ -12,9 +12,6 @@ use wasmtime::{Config, Engine};
 /// The engine component: QuickJS by componentize-qjs from
 /// `engine/engine.js` and `engine/engine.wit` (build.rs says which build).
 pub const ENGINE_BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/engine.wasm"));
-
-/// The import every program may use, and nothing else.
-pub(crate) const HOST_INTERFACE: &str = "lovia:code-mode/host@0.1.0";
 
 /// The compiled engine. Cheap to share (`Arc`); each program gets a fresh
 /// instance of it, so nothing one program does is seen by the next.
@@ -57,7 +54,7 @@ impl CodeEngine {
         // Whatever else the component imports fails to link here: a build
         // with a WASI import left in is refused, not given one.
         let mut linker = Linker::<ProgramState>::new(&engine);
-        program::link(&mut linker).map_err(engine_error)?;
+        state::link(&mut linker).map_err(engine_error)?;
         let pre = linker.instantiate_pre(&component).map_err(engine_error)?;
         let ticker = Ticker::start(engine.clone());
         Ok(CodeEngine { engine, pre, ticker, host: host.clone() })

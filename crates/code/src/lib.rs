@@ -26,10 +26,13 @@
 mod declarations;
 mod engine;
 mod error;
+mod limits;
 mod program;
+mod state;
 mod tool;
 
 pub use declarations::{declarations, identifier};
 pub use engine::{CodeEngine, ENGINE_BYTES};
 pub use error::CodeModeError;
-pub use tool::{CodeLimits, RUN_CODE, run_code};
+pub use limits::CodeLimits;
+pub use tool::{RUN_CODE, run_code};
