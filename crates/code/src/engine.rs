@@ -7,11 +7,17 @@ use lovia_host::Host;
 use lovia_host::sandbox::Ticker;
 use std::sync::Arc;
 use wasmtime::component::{Component, InstancePre, Linker};
-use wasmtime::{Config, Engine};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// The engine component: QuickJS by componentize-qjs from
 /// `engine/engine.js` and `engine/engine.wit` (build.rs says which build).
 pub const ENGINE_BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/engine.wasm"));
+
+/// Programs that can run at once in the pool (more wait for a slot).
+const POOL_SLOTS: u32 = 64;
+
+/// The largest memory a program's instance may have, whatever its limits say.
+pub(crate) const MAX_MEMORY_BYTES: usize = 256 << 20;
 
 /// The compiled engine. Cheap to share (`Arc`); each program gets a fresh
 /// instance of it, so nothing one program does is seen by the next.
@@ -22,6 +28,8 @@ pub struct CodeEngine {
     pub(crate) ticker: Ticker,
     /// The host whose tenants' CPU shares programs draw from.
     pub(crate) host: Host,
+    /// One permit per pool slot: a program past them waits for one.
+    pub(crate) slots: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for CodeEngine {
@@ -49,7 +57,24 @@ impl CodeEngine {
         config.consume_fuel(true);
         config.max_wasm_stack(host.config().max_wasm_stack);
         config.generate_address_map(false);
-        let engine = Engine::new(&config).map_err(engine_error)?;
+        // Programs are instantiated often and briefly: a pool of slots keeps
+        // instantiation to resetting a slot instead of mapping fresh memory.
+        let mut pooling = PoolingAllocationConfig::default();
+        pooling.total_component_instances(POOL_SLOTS);
+        pooling.total_core_instances(POOL_SLOTS * 8);
+        pooling.total_memories(POOL_SLOTS * 2);
+        pooling.total_tables(POOL_SLOTS * 8);
+        pooling.total_stacks(POOL_SLOTS);
+        pooling.max_memory_size(MAX_MEMORY_BYTES);
+        pooling.linear_memory_keep_resident(8 << 20);
+        pooling.pagemap_scan(wasmtime::Enabled::Auto);
+        let mut pooled = config.clone();
+        pooled.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+        // Without the address space for the pool, instances are allocated on demand.
+        let engine = match Engine::new(&pooled) {
+            Ok(engine) => engine,
+            Err(_) => Engine::new(&config).map_err(engine_error)?,
+        };
         let component = Component::new(&engine, bytes).map_err(engine_error)?;
         // Whatever else the component imports fails to link here: a build
         // with a WASI import left in is refused, not given one.
@@ -57,7 +82,8 @@ impl CodeEngine {
         state::link(&mut linker).map_err(engine_error)?;
         let pre = linker.instantiate_pre(&component).map_err(engine_error)?;
         let ticker = Ticker::start(engine.clone());
-        Ok(CodeEngine { engine, pre, ticker, host: host.clone() })
+        let slots = tokio::sync::Semaphore::new(POOL_SLOTS as usize);
+        Ok(CodeEngine { engine, pre, ticker, host: host.clone(), slots })
     }
 
     /// The imports of the engine component, by name: exactly

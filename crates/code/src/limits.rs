@@ -19,8 +19,8 @@ pub struct CodeLimits {
     pub max_wait: Duration,
     /// Tool calls one program may make; the next one stops it. Default: 100.
     pub max_calls: u32,
-    /// The engine instance's memory (all of its linear memories). Default:
-    /// 64 MiB.
+    /// The engine instance's memory (all of its linear memories), at most
+    /// 256 MiB. Default: 64 MiB.
     pub memory_bytes: usize,
     /// `console.log` output kept, in characters; the rest is cut with a
     /// note. The result is then truncated like any other. Default: 50,000.

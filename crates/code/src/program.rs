@@ -39,8 +39,15 @@ pub(crate) async fn run(
             kind: None,
         });
     };
+    let cancelled = || Failure::Tool { message: ctx.cancel.reason(), hint: None, kind: None };
+    // A program past the pool's slots waits for one (inside its call's timeout).
+    let _slot = tokio::select! {
+        biased;
+        () = ctx.cancel.cancelled() => return Err(cancelled()),
+        slot = engine.slots.acquire() => slot.map_err(|_| cancelled())?,
+    };
     let state = ProgramState {
-        memory: MemoryLimit { bytes: limits.memory_bytes, hit: false },
+        memory: MemoryLimit { bytes: limits.memory_bytes.min(crate::engine::MAX_MEMORY_BYTES), hit: false },
         nested,
         allowed,
         calls: 0,
@@ -83,7 +90,7 @@ pub(crate) async fn run(
     };
     let text = tokio::select! {
         biased;
-        () = ctx.cancel.cancelled() => return Err(Failure::Tool { message: ctx.cancel.reason(), hint: None, kind: None }),
+        () = ctx.cancel.cancelled() => return Err(cancelled()),
         text = outcome => text,
     };
     let state = store.data_mut();
@@ -128,7 +135,7 @@ fn stopped(state: &mut ProgramState, limits: &CodeLimits, error: &wasmtime::Erro
         };
     }
     if state.memory.hit {
-        return Failure::OutOfMemory { limit_mib: limits.memory_bytes >> 20 };
+        return Failure::OutOfMemory { limit_mib: limits.memory_bytes.min(crate::engine::MAX_MEMORY_BYTES) >> 20 };
     }
     match error.downcast_ref::<wasmtime::Trap>() {
         Some(wasmtime::Trap::OutOfFuel) => Failure::CpuBudget,

@@ -40,7 +40,7 @@ pub fn run_code(engine: SharedEngine, tools: &[Tool], limits: CodeLimits) -> Res
         "{DESCRIPTION}\n- Limits: {} tool calls, {} ms of CPU, {} MiB of memory.\n\nThe tools:\n```ts\n{declared}\n```",
         limits.max_calls,
         limits.max_cpu.as_millis(),
-        limits.memory_bytes >> 20
+        limits.memory_bytes.min(crate::engine::MAX_MEMORY_BYTES) >> 20
     );
     let limits = Arc::new(limits);
     let max_code = limits.max_code_chars;

@@ -4,6 +4,7 @@
 //! `lovia serve` over loopback (serve.rs), and through `lovia mcp` over
 //! stdio and streamable HTTP (mcp.rs).
 
+mod code;
 mod load;
 mod mcp;
 mod serve;
@@ -78,6 +79,9 @@ enum Bench {
     /// `read_page` and `web_search` against a server on loopback through
     /// the executor, beside a bare GET of the same URLs.
     Web,
+    /// Code mode: the engine's size and compile, a program's cost beside
+    /// direct calls, and a support task tool by tool and as one program.
+    Code,
 }
 
 #[derive(Serialize, Default)]
@@ -105,6 +109,8 @@ struct Report {
     workspace: Option<workspace::WorkspaceFigure>,
     #[serde(skip_serializing_if = "Option::is_none")]
     web: Option<web::WebFigure>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<code::CodeFigure>,
 }
 
 /// Single-call latency of the Python plugin's `echo`.
@@ -231,6 +237,9 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     }
     if wants(Bench::Web) {
         report.web = Some(web::web().await?);
+    }
+    if wants(Bench::Code) {
+        report.code = Some(code::code(&host).await?);
     }
     if let Some(path) = &args.python
         && (wants(Bench::Latency) || wants(Bench::Overhead))
@@ -587,6 +596,9 @@ fn table(r: &Report) -> String {
     }
     if let Some(w) = &r.workspace {
         out += &workspace::rows(w);
+    }
+    if let Some(c) = &r.code {
+        out += &code::rows(c);
     }
     if let Some(w) = &r.web {
         out += &web::rows(w);
