@@ -33,6 +33,9 @@ enum Format {
     Openai,
     /// Anthropic tools: `[{name, description, input_schema}]`.
     Anthropic,
+    /// The TypeScript declarations a model reads in code mode's `run_code`
+    /// (docs/code-mode.md).
+    Typescript,
 }
 
 pub(crate) async fn run(args: Args, host: impl Fn() -> Result<Host, CliError>) -> Result<ExitCode, CliError> {
@@ -83,6 +86,7 @@ pub(crate) async fn run(args: Args, host: impl Fn() -> Result<Host, CliError>) -
         Format::Json => pretty(&json!(manifest.tools)),
         Format::Openai => pretty(&Value::Array(manifest.tools.iter().map(ToolSpec::openai_function).collect())),
         Format::Anthropic => pretty(&Value::Array(manifest.tools.iter().map(ToolSpec::anthropic_tool).collect())),
+        Format::Typescript => lovia_code::declarations(&manifest.tools),
     };
     println!("{out}");
     Ok(ExitCode::SUCCESS)

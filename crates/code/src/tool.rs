@@ -25,7 +25,7 @@ const DESCRIPTION: &str = "Run a JavaScript program that calls tools as function
 /// declarations; it never runs in parallel and is never retried.
 pub fn run_code(engine: SharedEngine, tools: &[Tool], limits: CodeLimits) -> Result<Tool, CodeModeError> {
     let offered: Vec<Tool> = tools.iter().filter(|t| !t.calls_tools() && t.name() != RUN_CODE).cloned().collect();
-    let declared = declarations(&offered);
+    let declared = declarations(offered.iter().map(Tool::spec));
     let chars = declared.chars().count();
     if chars > limits.max_declaration_chars {
         return Err(CodeModeError::DeclarationsTooLong {
@@ -34,7 +34,7 @@ pub fn run_code(engine: SharedEngine, tools: &[Tool], limits: CodeLimits) -> Res
             limit: limits.max_declaration_chars,
         });
     }
-    let names = Arc::new(identifiers(&offered));
+    let names = Arc::new(identifiers(offered.iter().map(Tool::name)));
     let allowed: Arc<HashSet<String>> = Arc::new(offered.iter().map(|t| t.name().to_owned()).collect());
     let description = format!(
         "{DESCRIPTION}\n- Limits: {} tool calls, {} ms of CPU, {} MiB of memory.\n\nThe tools:\n```ts\n{declared}\n```",
