@@ -12,7 +12,10 @@ pub struct CodeLimits {
     /// on tools does not count). Default: 2 s.
     pub max_cpu: Duration,
     /// Deterministic fuel for the program's own instructions (the engine's
-    /// included). Default: 2,000,000,000 (a few seconds of QuickJS).
+    /// included): a backstop behind `max_cpu` that does not depend on the
+    /// epoch ticker's timing. Default: 40,000,000,000 (a busy loop burns
+    /// 2,000,000,000 in about 250 ms on the machine of docs/performance.md,
+    /// so about 5 s).
     pub fuel: u64,
     /// The wall-clock time the program may spend waiting on its tool calls,
     /// approvals included. Default: 300 s.
@@ -35,7 +38,7 @@ impl Default for CodeLimits {
         Self {
             max_code_chars: 20_000,
             max_cpu: Duration::from_secs(2),
-            fuel: 2_000_000_000,
+            fuel: 40_000_000_000,
             max_wait: Duration::from_secs(300),
             max_calls: 100,
             memory_bytes: 64 << 20,
