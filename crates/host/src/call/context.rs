@@ -56,7 +56,7 @@ pub struct CallContext {
     /// Where the tool's log lines go besides the host's log. Default: nowhere.
     pub log: Option<LogSink>,
     /// Calls other tools of the run; only a tool built with
-    /// [`crate::ToolBuilder::calls_tools`] gets one. Default: none.
+    /// [`crate::exec::ToolBuilder::calls_tools`] gets one. Default: none.
     pub nested: Option<Arc<dyn super::NestedCalls>>,
 }
 

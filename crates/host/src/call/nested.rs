@@ -1,6 +1,6 @@
 //! [`NestedCalls`]: how a tool that runs other tools (code mode's
 //! `run_code`) calls them. The executor gives it to the tools that ask for
-//! it ([`crate::ToolBuilder::calls_tools`]); each nested call then goes
+//! it ([`crate::exec::ToolBuilder::calls_tools`]); each nested call then goes
 //! through the executor exactly as a call the model made.
 
 use super::BoxFuture;
