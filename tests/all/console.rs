@@ -324,12 +324,27 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
     )
     .expect("script");
     let wayne = tenant_toml("wayne", "wayne-key", &always_script, &[fixtures::ORDERS], &[]);
+    // pied: code mode; its program's refund is approved in the run view.
+    let code_script = tmp.path().join("code.json");
+    let program = "const o = await tools.lookup_order({ order_id: 'A-1002' });\n\
+                   return await tools.refund({ order_id: o.id, amount_cents: 6000 });";
+    std::fs::write(
+        &code_script,
+        serde_json::json!([
+            {"tool_calls": [{"id": "p1", "name": "run_code", "arguments": serde_json::json!({"code": program}).to_string()}]},
+            {"content": "Refunded."}
+        ])
+        .to_string(),
+    )
+    .expect("script");
+    let pied = tenant_toml("pied", "pied-key", &code_script, &[fixtures::ORDERS], &[])
+        .replace("agent = { name = \"support\" }", "agent = { name = \"support\", code_mode = true }");
     let vandelay = tenant_toml("vandelay", "vandelay-key", &question_script, &[], &[])
         .replace("agent = { name = \"support\" }", "agent = { name = \"support\", ask_human = true }");
     std::fs::write(
         &config,
         format!(
-            "approval_timeout_secs = 300\nworkspaces_dir = {:?}\n{}{}{}{}{umbrella}{vandelay}{wayne}",
+            "approval_timeout_secs = 300\nworkspaces_dir = {:?}\n{}{}{}{}{umbrella}{vandelay}{wayne}{pied}",
             tmp.path().join("workspaces").display().to_string(),
             tenant_toml("acme", "acme-key", &refund_script(), &[fixtures::ORDERS, fixtures::DIAGNOSTICS], &[]),
             tenant_toml(
@@ -364,6 +379,7 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
         .env("UMBRELLA_KEY", "umbrella-key")
         .env("VANDELAY_KEY", "vandelay-key")
         .env("WAYNE_KEY", "wayne-key")
+        .env("PIED_KEY", "pied-key")
         .env("CHROMIUM", &chromium)
         .env("SCREENSHOTS", &shots)
         .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
@@ -391,6 +407,7 @@ async fn the_console_works_end_to_end_in_headless_chromium() {
         "retries_and_images",
         "nested_form",
         "approve_a_workspace_command",
+        "code_mode_program",
         "sign_out",
         "no_incidents",
     ] {

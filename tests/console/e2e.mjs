@@ -12,7 +12,8 @@
 // fails once and is retried, a chart image, a lookup and a refund, and tools
 // with nested schemas; UMBRELLA_KEY, a tenant with no plugin but the
 // workspace tools, whose script writes hello.py and then runs it, a command
-// its coding mode asks about); CHROMIUM (the browser executable); SCREENSHOTS (a
+// its coding mode asks about; PIED_KEY, a tenant in code mode whose program
+// looks up an order and refunds it); CHROMIUM (the browser executable); SCREENSHOTS (a
 // directory).
 
 import { chromium } from 'playwright-core';
@@ -27,6 +28,7 @@ const HOOLI = process.env.HOOLI_KEY;
 const UMBRELLA = process.env.UMBRELLA_KEY;
 const VANDELAY = process.env.VANDELAY_KEY;
 const WAYNE = process.env.WAYNE_KEY;
+const PIED = process.env.PIED_KEY;
 const shots = process.env.SCREENSHOTS;
 mkdirSync(shots, { recursive: true });
 
@@ -429,6 +431,28 @@ await scenario('approve_a_workspace_command', umbrella, async () => {
   check(await umbrella.locator('#run-events .decision').filter({ hasText: 'approved' }).count() === 1, 'the inline approval is not settled');
 });
 await umbrella.context().close();
+
+// pied: code mode. The model's program looks up an order and refunds it;
+// the console shows the program's calls under it, the refund's approval
+// among them, approved there, and the program's result.
+const pied = await newPage('pied');
+await scenario('code_mode_program', pied, async () => {
+  await signIn(pied, PIED);
+  await startRun(pied, 'code-1', 'Refund A-1002 in code');
+  const program = pied.locator('#run-events [data-call="p1"]');
+  await program.waitFor({ timeout: WAIT });
+  const approve = pied.getByRole('button', { name: 'Approve refund (p1/2) in this run' });
+  await approve.waitFor({ timeout: WAIT });
+  check(await program.locator('.nested-calls').getByRole('button', { name: 'Approve refund (p1/2) in this run' }).count() === 1,
+    'the approval is not shown under its program');
+  check(await program.locator('.nested-calls [data-call="p1/1"]').count() === 1, 'the lookup is not shown under its program');
+  await approve.click();
+  await pied.locator('#run-status').filter({ hasText: 'completed' }).waitFor({ timeout: WAIT });
+  const result = await program.locator(':scope > .call-result').innerText();
+  check(result.includes('Refunded 6000 cents on A-1002'), `the program's result: ${result}`);
+  check(await program.locator('.nested-calls [data-call="p1/2"]').count() === 1, 'the refund is not shown under its program');
+});
+await pied.context().close();
 
 // vandelay: the agent asks a question; the console shows it as a card with
 // a button per option, and the answer reaches the model.
