@@ -294,13 +294,13 @@ impl ArgumentValidator {
         let this = self.clone();
         // The permit goes with the check: a check the caller stopped waiting
         // for still holds its place until it ends.
+        // The check's core is taken from the tenant's share while it runs
+        // (not charged after it), so its guests cannot run on beside it.
+        let charged = cpu.map(InFlight::start);
         let task = tokio::task::spawn_blocking(move || {
-            let started = Instant::now();
             let checked = this.prepare_value_by(value, deadline);
             drop(permit);
-            if let Some(cpu) = cpu {
-                cpu.charge(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
-            }
+            drop(charged);
             checked
         });
         until(deadline, task).await?.unwrap_or_else(|_| Err(self.too_large()))
@@ -1311,6 +1311,23 @@ fn check_fan(root: &Value) -> Result<(), SchemaError> {
         frontier = next;
     }
     Ok(())
+}
+
+/// A costly check counted in its tenant's CPU share until it drops
+/// (whether the check ends or its task is dropped).
+struct InFlight(std::sync::Arc<crate::sandbox::TenantCpu>);
+
+impl InFlight {
+    fn start(cpu: std::sync::Arc<crate::sandbox::TenantCpu>) -> InFlight {
+        cpu.check_started();
+        InFlight(cpu)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.check_ended();
+    }
 }
 
 /// The costly argument checks that may run at once, process-wide: one

@@ -45,18 +45,23 @@ struct Bucket {
     tokens: f64,
     /// When `tokens` was last brought up to date.
     at: Instant,
+    /// The tenant's costly argument checks running now: each uses a core
+    /// while it runs, so the bucket fills that much slower (and drains when
+    /// they take more than the share), and the tenant's guests wait at once
+    /// instead of after the check.
+    checks: u32,
 }
 
 impl Bucket {
     fn new(cores: f64) -> Self {
         let rate = cores.max(0.01);
         let capacity = (BURST_MS * rate).max(1.0);
-        Self { rate, capacity, tokens: capacity, at: Instant::now() }
+        Self { rate, capacity, tokens: capacity, at: Instant::now(), checks: 0 }
     }
 
     fn refill(&mut self, now: Instant) {
         let ms = now.duration_since(self.at).as_secs_f64() * 1e3;
-        self.tokens = (self.tokens + ms * self.rate).min(self.capacity);
+        self.tokens = (self.tokens + ms * (self.rate - f64::from(self.checks))).min(self.capacity);
         self.at = now;
     }
 
@@ -90,8 +95,24 @@ impl TenantCpu {
         }
     }
 
-    /// Charges `ms` milliseconds of CPU the host spent for the tenant (an
-    /// argument check); the bucket may go into debt.
+    /// A costly check of the tenant's starts: until [`TenantCpu::check_ended`],
+    /// its core is taken from the tenant's rate (the bucket may go into debt).
+    pub(crate) fn check_started(&self) {
+        let mut bucket = self.bucket();
+        bucket.refill(Instant::now());
+        bucket.checks += 1;
+    }
+
+    /// The check [`TenantCpu::check_started`] counted has ended.
+    pub(crate) fn check_ended(&self) {
+        let mut bucket = self.bucket();
+        bucket.refill(Instant::now());
+        bucket.checks = bucket.checks.saturating_sub(1);
+    }
+
+    /// Charges `ms` milliseconds of CPU the host spent for the tenant; the
+    /// bucket may go into debt.
+    #[cfg(test)]
     pub(crate) fn charge(&self, ms: u64) {
         let now = Instant::now();
         let mut bucket = self.bucket();
@@ -174,6 +195,14 @@ mod tests {
         a.charge(20);
         let paid = a.over().unwrap_or_else(|| panic!("in debt"));
         assert!(paid.saturating_duration_since(Instant::now()) > Duration::from_millis(35), "{paid:?}");
+        // A check in flight takes its core from the rate: at half a core the
+        // bucket drains half a token a millisecond until it ends.
+        let b = CpuShares::new(Some(0.5));
+        let b = b.of(Some("b")).unwrap_or_else(|| panic!("b share"));
+        b.check_started();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(b.over().is_some(), "in debt while the check runs");
+        b.check_ended();
         let defaulted = CpuShares::new(Some(1.0));
         assert!(defaulted.of(Some("b")).is_some());
     }
