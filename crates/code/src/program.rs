@@ -47,7 +47,7 @@ pub(crate) async fn run(
         slot = engine.slots.acquire() => slot.map_err(|_| cancelled())?,
     };
     let state = ProgramState {
-        memory: MemoryLimit { bytes: limits.memory_bytes.min(crate::engine::MAX_MEMORY_BYTES), hit: false },
+        memory: MemoryLimit { bytes: limits.memory_bytes.min(crate::engine::MAX_MEMORY_BYTES), used: 0, hit: false },
         nested,
         allowed,
         calls: 0,

@@ -41,9 +41,12 @@ pub(crate) enum Stop {
     Run(String),
 }
 
-/// The memory and table bounds of one instance: a sum over its memories.
+/// The memory and table bounds of one instance: `bytes` is a sum over all
+/// of its linear memories.
 pub(crate) struct MemoryLimit {
     pub(crate) bytes: usize,
+    /// What its memories hold now, together.
+    pub(crate) used: usize,
     pub(crate) hit: bool,
 }
 
@@ -52,10 +55,12 @@ const MAX_TABLE_ELEMENTS: usize = 100_000;
 
 impl ResourceLimiter for MemoryLimit {
     fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        if desired.saturating_sub(current) > self.bytes.saturating_sub(current) || desired > self.bytes {
+        let used = self.used.saturating_add(desired.saturating_sub(current));
+        if used > self.bytes {
             self.hit = true;
             return Err(wasmtime::Error::msg("the program's memory limit"));
         }
+        self.used = used;
         Ok(true)
     }
 
