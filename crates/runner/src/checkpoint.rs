@@ -91,6 +91,7 @@ impl Checkpoint {
         }
     }
 
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     /// The checkpoint without its transcript, as JSON: what a store rewrites
     /// on every save. Its size does not grow with the transcript.
     pub(crate) fn head_json(&self) -> serde_json::Result<String> {
@@ -124,6 +125,7 @@ impl Checkpoint {
         })
     }
 
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     /// A checkpoint from its head and its stored messages. A head written
     /// before transcripts were stored apart carries its messages itself;
     /// they count when no message row exists yet.
@@ -274,6 +276,7 @@ impl SessionInfo {
         SessionCursor { created_ms: self.created_ms, session: self.session.clone() }
     }
 
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     /// The preview of a session's first message, given as the JSON a store keeps.
     pub(crate) fn preview(first_message: Option<&str>) -> Option<String> {
         match serde_json::from_str(first_message?).ok()? {
@@ -284,6 +287,7 @@ impl SessionInfo {
 }
 
 impl RunStatus {
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     /// The name a store keeps in its status column.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
@@ -294,6 +298,7 @@ impl RunStatus {
         }
     }
 
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     /// The status a store's column names, if it names one.
     pub(crate) fn parse(name: &str) -> Option<Self> {
         [RunStatus::Running, RunStatus::Interrupted, RunStatus::Completed, RunStatus::Failed]
