@@ -4,7 +4,7 @@
 //! the model turns, the tokens of tool results the model reads, and the
 //! wall time of the tools (docs/performance.md, "Code mode").
 
-use super::{Latency, percentile, turn};
+use super::{Latency, turn};
 use crate::CliError;
 use lovia_host::{
     ApprovalRequest, CallContext, ExecSettings, Executor, HandlerAnswer, Host, NeedsApproval, RunState, Tool, ToolCall,
@@ -191,11 +191,7 @@ async fn sample(
             times.push(elapsed);
         }
     }
-    Latency {
-        samples: times.len(),
-        p50_us: percentile(&mut times, 50.0) * 1e6,
-        p99_us: percentile(&mut times, 99.0) * 1e6,
-    }
+    Latency::of_seconds(times)
 }
 
 pub(super) fn rows(c: &CodeFigure) -> String {

@@ -75,14 +75,6 @@ fn transport(lone: Latency, concurrent: u32, seconds: f64, mut latencies: Vec<f6
     }
 }
 
-fn latency_of(mut times: Vec<f64>) -> Latency {
-    Latency {
-        samples: times.len(),
-        p50_us: percentile(&mut times, 50.0) * 1e6,
-        p99_us: percentile(&mut times, 99.0) * 1e6,
-    }
-}
-
 fn echo() -> CallToolRequestParams {
     let mut arguments = serde_json::Map::new();
     arguments.insert("text".into(), Value::from("hi"));
@@ -144,7 +136,7 @@ async fn stdio(plugin: &Path, concurrent: u32, window: Duration) -> Result<Trans
     let seconds = start.elapsed().as_secs_f64();
     // Closing stdin ends the child; rmcp then reaps it.
     let _ = client.cancel().await;
-    Ok(transport(latency_of(lone), concurrent, seconds, loaded, errors))
+    Ok(transport(Latency::of_seconds(lone), concurrent, seconds, loaded, errors))
 }
 
 async fn http(exec: &Executor, concurrent: u32, window: Duration) -> Result<Transport, CliError> {
@@ -172,7 +164,7 @@ async fn http(exec: &Executor, concurrent: u32, window: Duration) -> Result<Tran
     let seconds = start.elapsed().as_secs_f64();
     shutdown.cancel();
     served.abort();
-    Ok(transport(latency_of(lone), concurrent, seconds, loaded, errors + lone_errors))
+    Ok(transport(Latency::of_seconds(lone), concurrent, seconds, loaded, errors + lone_errors))
 }
 
 /// A 2026-07-28 `tools/call` of `echo`: no session, the revision and the

@@ -146,6 +146,17 @@ struct Latency {
     p99_us: f64,
 }
 
+impl Latency {
+    /// The p50 and p99 of `times`, in seconds.
+    fn of_seconds(mut times: Vec<f64>) -> Latency {
+        Latency {
+            samples: times.len(),
+            p50_us: percentile(&mut times, 50.0) * 1e6,
+            p99_us: percentile(&mut times, 99.0) * 1e6,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct Throughput {
     workers: usize,
@@ -328,11 +339,7 @@ async fn latency_of(exec: &Executor, run: &RunState, warm_up: u32, samples: u32)
     for _ in 0..samples {
         times.push(turn(exec, &calls, run).await.0.as_secs_f64());
     }
-    Latency {
-        samples: times.len(),
-        p50_us: percentile(&mut times, 50.0) * 1e6,
-        p99_us: percentile(&mut times, 99.0) * 1e6,
-    }
+    Latency::of_seconds(times)
 }
 
 /// The Python plugin's `echo`, one call per turn: a fresh instance each

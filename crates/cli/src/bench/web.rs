@@ -4,7 +4,7 @@
 //! floor of the same GET with a bare HTTP client in the same run
 //! (docs/performance.md, "The web tools").
 
-use super::{Latency, percentile, turn};
+use super::{Latency, turn};
 use crate::CliError;
 use lovia_host::{ExecSettings, Executor, HttpOrigin, RunState, ToolCall, ToolSource, Toolset};
 use serde::Serialize;
@@ -126,7 +126,7 @@ async fn sample(
             times.push(elapsed.as_secs_f64());
         }
     }
-    latency(times)
+    Latency::of_seconds(times)
 }
 
 /// The same requests with a bare client: the body read whole (and parsed,
@@ -152,15 +152,7 @@ async fn floor(
             times.push(start.elapsed().as_secs_f64());
         }
     }
-    latency(times)
-}
-
-fn latency(mut times: Vec<f64>) -> Latency {
-    Latency {
-        samples: times.len(),
-        p50_us: percentile(&mut times, 50.0) * 1e6,
-        p99_us: percentile(&mut times, 99.0) * 1e6,
-    }
+    Latency::of_seconds(times)
 }
 
 pub(super) fn rows(w: &WebFigure) -> String {

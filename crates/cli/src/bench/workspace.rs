@@ -2,7 +2,7 @@
 //! "true"` through the executor, beside the floor of spawning the same
 //! `sh -c true` unconfined in the same run (docs/performance.md).
 
-use super::{Latency, percentile, turn};
+use super::{Latency, turn};
 use crate::CliError;
 use lovia_host::{ExecSettings, Executor, RunState, ToolCall, ToolSource, Toolset};
 use lovia_workspace::{Mode, ShellSandbox, Workspace};
@@ -65,11 +65,7 @@ pub(super) async fn workspace() -> Result<WorkspaceFigure, CliError> {
             times.push(start.elapsed().as_secs_f64());
         }
     }
-    let spawn = Latency {
-        samples: times.len(),
-        p50_us: percentile(&mut times, 50.0) * 1e6,
-        p99_us: percentile(&mut times, 99.0) * 1e6,
-    };
+    let spawn = Latency::of_seconds(times);
     Ok(WorkspaceFigure { read_file, edit_file, shell, confined, spawn })
 }
 
@@ -88,11 +84,7 @@ async fn sample<'a>(
             times.push(elapsed.as_secs_f64());
         }
     }
-    Latency {
-        samples: times.len(),
-        p50_us: percentile(&mut times, 50.0) * 1e6,
-        p99_us: percentile(&mut times, 99.0) * 1e6,
-    }
+    Latency::of_seconds(times)
 }
 
 pub(super) fn rows(w: &WorkspaceFigure) -> String {
