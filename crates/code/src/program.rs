@@ -6,7 +6,6 @@ use crate::limits::CodeLimits;
 use crate::state::{MemoryLimit, ProgramState, Stop, stop};
 use lovia_host::{CallContext, Failure, ToolOutput};
 use serde::Deserialize;
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wasmtime::{Store, UpdateDeadline};
@@ -27,7 +26,6 @@ pub(crate) async fn run(
     engine: &CodeEngine,
     code: String,
     tools: Arc<Vec<(String, String)>>,
-    allowed: Arc<HashSet<String>>,
     limits: &CodeLimits,
     ctx: &CallContext,
 ) -> Result<ToolOutput, Failure> {
@@ -49,7 +47,7 @@ pub(crate) async fn run(
     let state = ProgramState {
         memory: MemoryLimit { bytes: limits.memory_bytes.min(crate::engine::MAX_MEMORY_BYTES), used: 0, hit: false },
         nested,
-        allowed,
+        tools: tools.clone(),
         calls: 0,
         max_calls: limits.max_calls,
         waited: Duration::ZERO,

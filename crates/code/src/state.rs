@@ -4,7 +4,6 @@
 use lovia_host::call::{NestedCalls, NestedStopped};
 use lovia_host::sandbox::Ticking;
 use serde_json::json;
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wasmtime::ResourceLimiter;
@@ -17,8 +16,9 @@ pub(crate) const HOST_INTERFACE: &str = "lovia:code-mode/host@0.1.0";
 pub(crate) struct ProgramState {
     pub(crate) memory: MemoryLimit,
     pub(crate) nested: Arc<dyn NestedCalls>,
-    /// The tools the program was offered; any other name is unknown to it.
-    pub(crate) allowed: Arc<HashSet<String>>,
+    /// The tools the program was offered, (identifier, tool name); any
+    /// other name is unknown to it.
+    pub(crate) tools: Arc<Vec<(String, String)>>,
     pub(crate) calls: u32,
     pub(crate) max_calls: u32,
     /// Wall-clock time spent waiting on tools so far, and its budget.
@@ -87,7 +87,7 @@ async fn call_tool(
         return Err(stop(state, Stop::Calls(state.max_calls)));
     }
     state.calls += 1;
-    if !state.allowed.contains(&name) {
+    if !state.tools.iter().any(|(_, tool)| *tool == name) {
         return Ok(Err(lovia_host::call::text::unknown_tool(&name)));
     }
     let left = state.max_wait.saturating_sub(state.waited);

@@ -7,7 +7,6 @@ use crate::limits::CodeLimits;
 use crate::program;
 use lovia_host::{Failure, Tool};
 use serde_json::{Value, json};
-use std::collections::HashSet;
 use std::sync::Arc;
 
 /// The tool's name: `run_code`.
@@ -35,7 +34,6 @@ pub fn run_code(engine: SharedEngine, tools: &[Tool], limits: CodeLimits) -> Res
         });
     }
     let names = Arc::new(identifiers(offered.iter().map(Tool::name)));
-    let allowed: Arc<HashSet<String>> = Arc::new(offered.iter().map(|t| t.name().to_owned()).collect());
     let description = format!(
         "{DESCRIPTION}\n- Limits: {} tool calls, {} ms of CPU, {} MiB of memory.\n\nThe tools:\n```ts\n{declared}\n```",
         limits.max_calls,
@@ -61,12 +59,12 @@ pub fn run_code(engine: SharedEngine, tools: &[Tool], limits: CodeLimits) -> Res
         }))
         .calls_tools(true)
         .invoke(move |args: Value, ctx| {
-            let (engine, names, allowed, limits) = (engine.clone(), names.clone(), allowed.clone(), limits.clone());
+            let (engine, names, limits) = (engine.clone(), names.clone(), limits.clone());
             async move {
                 let Some(code) = args.get("code").and_then(Value::as_str) else {
                     return Err(Failure::InvalidArguments("code: a string is required".into()));
                 };
-                program::run(&engine, code.to_owned(), names, allowed, &limits, &ctx).await
+                program::run(&engine, code.to_owned(), names, &limits, &ctx).await
             }
         })?;
     Ok(tool.with_description(description).with_parallel(false).with_retries(0))
