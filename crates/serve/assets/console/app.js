@@ -83,6 +83,7 @@ class ApiError extends Error {
 
 /** A request to the API with the key; JSON in and out. */
 async function api(path, { method = 'GET', body, signal } = {}) {
+  const sent = key;
   const headers = { Authorization: `Bearer ${key}` };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const response = await fetch(path, {
@@ -94,6 +95,9 @@ async function api(path, { method = 'GET', body, signal } = {}) {
     throw new ApiError(401, 'signed out');
   }
   const text = await response.text();
+  // Signed out (or in with another key) while this was in flight: its answer
+  // must not reach a page that was emptied.
+  if (key !== sent) throw new ApiError(401, 'signed out');
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = text; }
   if (!response.ok) throw new ApiError(response.status, (data && data.error) || `${response.status}`);
