@@ -150,12 +150,12 @@ pub enum LoadError {
         reason: String,
     },
     /// The plugin's config file is unreadable or invalid.
-    #[error("{path}: {reason}")]
+    #[error("{path}: {source}")]
     Config {
         /// The config file.
         path: PathBuf,
         /// What is wrong.
-        reason: String,
+        source: PluginConfigError,
     },
     /// The config's `store_namespace` is not a namespace.
     #[error(
@@ -255,4 +255,38 @@ pub(crate) fn root_cause(err: &wasmtime::Error) -> String {
     let mut parts: Vec<String> = err.chain().map(|c| c.to_string()).collect();
     parts.dedup();
     parts.join(": ")
+}
+
+/// Why a plugin's config is unusable.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PluginConfigError {
+    /// The file could not be read.
+    #[error("{0}")]
+    Read(#[source] std::io::Error),
+    /// It is not valid TOML, or names an unknown key or value (the
+    /// message names it and the allowed ones).
+    #[error("{message}")]
+    Syntax {
+        /// The TOML parser's message.
+        message: String,
+    },
+    /// `store_namespace` is not a namespace.
+    #[error("store_namespace {namespace:?} must be 1-128 letters, digits, _ . or -")]
+    StoreNamespace {
+        /// The namespace given.
+        namespace: String,
+    },
+    /// A granted host directory does not exist.
+    #[error("granted directory {} does not exist", path.display())]
+    NoSuchDirectory {
+        /// The directory, made absolute.
+        path: PathBuf,
+    },
+    /// A grant's guest path is not absolute.
+    #[error("guest path {guest:?} must be absolute, like /data")]
+    RelativeGuestPath {
+        /// The path given.
+        guest: String,
+    },
 }

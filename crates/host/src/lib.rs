@@ -40,8 +40,8 @@ pub use call::{
 pub use engine::{Host, HostConfig};
 pub use error::{CacheProblem, HostError, LoadError};
 pub use exec::{
-    Budget, BudgetMeter, CancelToken, DynamicTools, EventSink, ExecSettings, Executor, InvalidTool, NameConflict,
-    RunState, Tool, ToolCall, ToolEvent, ToolResultEntry, ToolSource, Toolset, TurnError, Usage,
+    Budget, BudgetExceeded, BudgetMeter, CancelToken, DynamicTools, EventSink, ExecSettings, Executor, InvalidTool,
+    NameConflict, RunState, Tool, ToolCall, ToolEvent, ToolResultEntry, ToolSource, Toolset, TurnError, Usage,
 };
 pub use plugin::{ApprovalCheckError, CallRequest, InstanceMode, Plugin, PluginInfo, manifest::Manifest};
 pub use policy::{Next, Policy, RateLimit, Redact, ResultCache};

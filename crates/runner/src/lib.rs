@@ -393,8 +393,8 @@ impl Runner {
             if state.cancel.is_cancelled() {
                 return Err(RunError::Cancelled { reason: state.cancel.reason(), messages });
             }
-            if let Err(message) = state.meter.check(state.tool_calls.load(Ordering::SeqCst)) {
-                return Err(RunError::BudgetExceeded { message, messages });
+            if let Err(exceeded) = state.meter.check(state.tool_calls.load(Ordering::SeqCst)) {
+                return Err(RunError::BudgetExceeded { message: exceeded.to_string(), messages });
             }
             // Between turns, a source whose list changed (an MCP server's
             // list_changed, or its restart) gets the next turn a new table;
@@ -480,10 +480,10 @@ impl Runner {
             })?;
             emit(RunEvent::MessageCompleted { message });
             // Checked after every reply, the final one included (docs/semantics.md §7).
-            if let Err(message) = state.meter.check(state.tool_calls.load(Ordering::SeqCst)) {
+            if let Err(exceeded) = state.meter.check(state.tool_calls.load(Ordering::SeqCst)) {
                 let mut messages = saver.messages();
                 messages.extend(answer_every_call(&calls, &[], text::NOT_RUN_BUDGET));
-                return Err(RunError::BudgetExceeded { message, messages });
+                return Err(RunError::BudgetExceeded { message: exceeded.to_string(), messages });
             }
             if calls.is_empty() {
                 emit(RunEvent::TurnEnded { agent: agent.name.clone(), turn: turns });

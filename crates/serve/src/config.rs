@@ -1059,7 +1059,9 @@ impl ServeConfig {
                     plugin.path = base.join(&plugin.path);
                 }
                 let mut config = plugin.plugin_config();
-                config.resolve(base)?;
+                config
+                    .resolve(base)
+                    .map_err(|e| format!("tenant {:?}: plugin {}: {e}", tenant.name, plugin.path.display()))?;
                 plugin.grants = config.grants;
             }
         }

@@ -72,8 +72,3 @@ pub const RUN_CANCELLED: &str = "Tool error: run cancelled";
 
 /// The answer to a call left unrun when the run's budget tripped (D8).
 pub const NOT_RUN_BUDGET: &str = "Tool error: not run: budget exceeded";
-
-/// A budget that tripped: `<what> <used> exceeds budget <max>` (§7).
-pub fn exceeds_budget(what: &str, used: impl std::fmt::Display, max: impl std::fmt::Display) -> String {
-    format!("{what} {used} exceeds budget {max}")
-}

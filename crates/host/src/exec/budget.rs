@@ -2,7 +2,6 @@
 //! each turn start, after each model reply and at each call's preflight.
 //! Every comparison is strictly greater than the limit.
 
-use crate::call::text;
 use serde::{Deserialize, Serialize};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -72,9 +71,10 @@ impl BudgetMeter {
         self.started.get_or_init(Instant::now).elapsed()
     }
 
-    /// The spec's message for the first limit exceeded, in the order tokens,
-    /// tool calls, seconds; `tool_calls` is the count so far.
-    pub fn check(&self, tool_calls: u64) -> Result<(), String> {
+    /// The first limit exceeded, in the order tokens, tool calls,
+    /// seconds; `tool_calls` is the count so far. Its text is the spec's
+    /// message (`tool call count 3 exceeds budget 2`).
+    pub fn check(&self, tool_calls: u64) -> Result<(), BudgetExceeded> {
         let b = &self.budget;
         // The common case, checked on every call's preflight: nothing to measure.
         if *b == Budget::default() {
@@ -84,28 +84,71 @@ impl BudgetMeter {
         let elapsed = self.elapsed();
         let over = |used: u64, max: Option<u64>| max.filter(|&m| used > m);
         if let Some(max) = over(u.input_tokens, b.max_input_tokens) {
-            return Err(text::exceeds_budget("input tokens", u.input_tokens, max));
+            return Err(BudgetExceeded::InputTokens { used: u.input_tokens, max });
         }
         if let Some(max) = over(u.output_tokens, b.max_output_tokens) {
-            return Err(text::exceeds_budget("output tokens", u.output_tokens, max));
+            return Err(BudgetExceeded::OutputTokens { used: u.output_tokens, max });
         }
         if let Some(max) = over(u.total(), b.max_total_tokens) {
-            return Err(text::exceeds_budget("total tokens", u.total(), max));
+            return Err(BudgetExceeded::TotalTokens { used: u.total(), max });
         }
         if let Some(max) = over(tool_calls, b.max_tool_calls) {
-            return Err(text::exceeds_budget("tool call count", tool_calls, max));
+            return Err(BudgetExceeded::ToolCalls { used: tool_calls, max });
         }
         if let Some(max) = b.max_seconds
             && elapsed.as_secs_f64() > max
         {
-            return Err(text::exceeds_budget(
-                "elapsed",
-                format_args!("{:.1}s", elapsed.as_secs_f64()),
-                format_args!("{max:.1}s"),
-            ));
+            return Err(BudgetExceeded::Elapsed { seconds: elapsed.as_secs_f64(), max });
         }
         Ok(())
     }
+}
+
+/// The limit of a [`Budget`] a run went past. Its text is what the model and
+/// the run's caller read (docs/semantics.md §7).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BudgetExceeded {
+    /// [`Budget::max_input_tokens`].
+    #[error("input tokens {used} exceeds budget {max}")]
+    InputTokens {
+        /// What the run had used.
+        used: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// [`Budget::max_output_tokens`].
+    #[error("output tokens {used} exceeds budget {max}")]
+    OutputTokens {
+        /// What the run had used.
+        used: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// [`Budget::max_total_tokens`].
+    #[error("total tokens {used} exceeds budget {max}")]
+    TotalTokens {
+        /// What the run had used.
+        used: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// [`Budget::max_tool_calls`], or the executor's own `max_tool_calls`.
+    #[error("tool call count {used} exceeds budget {max}")]
+    ToolCalls {
+        /// What the run had used.
+        used: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// [`Budget::max_seconds`].
+    #[error("elapsed {seconds:.1}s exceeds budget {max:.1}s")]
+    Elapsed {
+        /// Seconds since the run's first check.
+        seconds: f64,
+        /// The limit, in seconds.
+        max: f64,
+    },
 }
 
 #[cfg(test)]
@@ -117,12 +160,14 @@ mod tests {
         let meter =
             BudgetMeter::new(Budget { max_tool_calls: Some(2), max_output_tokens: Some(10), ..Budget::default() });
         assert_eq!(meter.check(2), Ok(()));
-        assert_eq!(meter.check(3), Err("tool call count 3 exceeds budget 2".into()));
+        assert_eq!(meter.check(3), Err(BudgetExceeded::ToolCalls { used: 3, max: 2 }));
+        assert_eq!(meter.check(3).map_err(|e| e.to_string()), Err("tool call count 3 exceeds budget 2".into()));
         meter.add(Usage { input_tokens: 5, output_tokens: 11 });
-        assert_eq!(meter.check(3), Err("output tokens 11 exceeds budget 10".into()));
+        assert_eq!(meter.check(3).map_err(|e| e.to_string()), Err("output tokens 11 exceeds budget 10".into()));
         let timed = BudgetMeter::new(Budget { max_seconds: Some(0.0), ..Budget::default() });
         let _ = timed.check(0);
         std::thread::sleep(Duration::from_millis(60));
-        assert!(timed.check(0).expect_err("elapsed").starts_with("elapsed 0."), "{:?}", timed.check(0));
+        let elapsed = timed.check(0).expect_err("elapsed").to_string();
+        assert!(elapsed.starts_with("elapsed 0.") && elapsed.ends_with("s exceeds budget 0.0s"), "{elapsed}");
     }
 }

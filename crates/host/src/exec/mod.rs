@@ -15,7 +15,7 @@ mod tool;
 mod toolset;
 
 pub use crate::call::CancelToken;
-pub use budget::{Budget, BudgetMeter, Usage};
+pub use budget::{Budget, BudgetExceeded, BudgetMeter, Usage};
 pub use dynamic::DynamicTools;
 pub use event::{EventSink, ToolEvent};
 pub use tool::{InvalidTool, NativeFn, Tool, ToolBuilder};

@@ -5,7 +5,7 @@
 
 use super::complete::{Results, reject};
 use super::tool::{Body, Tool};
-use super::{EventSink, Executor, RunState, ToolCall, ToolEvent};
+use super::{BudgetExceeded, EventSink, Executor, RunState, ToolCall, ToolEvent};
 use crate::approval::{ApprovalDecision, ApprovalRequest, ApprovalTicket, HandlerAnswer, NeedsApproval};
 use crate::args::{ArgumentError, parse_object};
 use crate::call::{CallContext, ErrorKind, Failure, text};
@@ -46,10 +46,10 @@ pub(super) async fn preflight(
     if let Some(max) = exec.settings.max_tool_calls
         && count > max
     {
-        return Preflight::Budget(text::exceeds_budget("tool call count", count, max));
+        return Preflight::Budget(BudgetExceeded::ToolCalls { used: count, max }.to_string());
     }
-    if let Err(message) = run.meter.check(count) {
-        return Preflight::Budget(message);
+    if let Err(exceeded) = run.meter.check(count) {
+        return Preflight::Budget(exceeded.to_string());
     }
     let Some(shared) = exec.tools.get_shared(&call.name) else {
         reject(results, events, call, ErrorKind::UnknownTool, text::unknown_tool(&call.name));

@@ -20,6 +20,7 @@
 
 use super::warm::InstanceMode;
 use crate::error::LoadError;
+pub use crate::error::PluginConfigError;
 use crate::sandbox::{CallLimits, Grants};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -119,30 +120,31 @@ impl PluginConfig {
 
     /// Reads the config at `path`.
     pub fn load(path: &Path) -> Result<PluginConfig, LoadError> {
-        let err = |reason: String| LoadError::Config { path: path.to_owned(), reason };
-        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-        let mut config: PluginConfig = toml::from_str(&text).map_err(|e| err(e.message().to_owned()))?;
+        let err = |source: PluginConfigError| LoadError::Config { path: path.to_owned(), source };
+        let text = std::fs::read_to_string(path).map_err(|e| err(PluginConfigError::Read(e)))?;
+        let mut config: PluginConfig =
+            toml::from_str(&text).map_err(|e| err(PluginConfigError::Syntax { message: e.message().to_owned() }))?;
         let base = path.parent().unwrap_or(Path::new("."));
         config.resolve(base).map_err(err)?;
         Ok(config)
     }
 
     /// Makes relative directory grants absolute against `base` and checks them.
-    pub fn resolve(&mut self, base: &Path) -> Result<(), String> {
+    pub fn resolve(&mut self, base: &Path) -> Result<(), PluginConfigError> {
         if let Some(namespace) = &self.store_namespace
             && !is_valid_store_namespace(namespace)
         {
-            return Err(format!("store_namespace {namespace:?} must be 1-128 letters, digits, _ . or -"));
+            return Err(PluginConfigError::StoreNamespace { namespace: namespace.clone() });
         }
         for dir in &mut self.grants.dirs {
             if dir.host.is_relative() {
                 dir.host = base.join(&dir.host);
             }
             if !dir.host.is_dir() {
-                return Err(format!("granted directory {} does not exist", dir.host.display()));
+                return Err(PluginConfigError::NoSuchDirectory { path: dir.host.clone() });
             }
             if !dir.guest.starts_with('/') {
-                return Err(format!("guest path {:?} must be absolute, like /data", dir.guest));
+                return Err(PluginConfigError::RelativeGuestPath { guest: dir.guest.clone() });
             }
         }
         Ok(())
