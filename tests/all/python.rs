@@ -716,9 +716,16 @@ fn a_python_project_from_lovia_new_builds_with_lovia_build_and_answers_lovia_cal
     let built = python::cached("greeter", &inputs, |out| {
         // A new component: the artifact of the previous one (tens of MiB) is never loaded again.
         let _ = std::fs::remove_dir_all(&cache);
+        // Named relative to the working directory, as a person types it
+        // (the build itself runs elsewhere, so lovia must resolve it).
+        let (venv, relative) = match (componentize.parent().and_then(|bin| bin.parent()), componentize.file_name()) {
+            (Some(venv), Some(name)) => (venv.to_path_buf(), std::path::Path::new("bin").join(name)),
+            _ => panic!("componentize-py is not in a virtual environment: {}", componentize.display()),
+        };
         let done = std::process::Command::new(LOVIA)
             .args([os("build"), app.as_os_str(), os("-o"), out.as_os_str(), os("--componentize-py")])
-            .arg(&componentize)
+            .arg(&relative)
+            .current_dir(&venv)
             .output()
             .expect("run lovia build");
         assert!(done.status.success(), "lovia build failed:\n{}{}", text(&done.stdout), text(&done.stderr));

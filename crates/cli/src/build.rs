@@ -94,6 +94,11 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
 
     let absolute = |p: &Path| std::path::absolute(p).map_err(|e| CliError::new(format!("{}: {e}", p.display())));
     let tool_file = absolute(&args.tool_file)?;
+    // The SDK's build runs in the private directory, where a relative
+    // `--componentize-py target/venv/bin/componentize-py` names nothing.
+    let componentize = absolute(&componentize)?;
+    // Likewise `--python venv/bin/python`; a bare name stays a PATH lookup.
+    let python = if python.components().count() > 1 { absolute(&python)? } else { python };
     let paths = args.paths.iter().map(|p| absolute(p)).collect::<Result<Vec<_>, _>>()?;
     if let Some(failed) = check_confined(&python, &tool_file, &paths, &sdk)? {
         return Ok(failed);
