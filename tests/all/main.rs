@@ -1,6 +1,7 @@
 //! lovia's integration tests: one binary, one module per subsystem.
 
 mod args;
+mod bench;
 mod cli;
 mod code_mode;
 mod console;

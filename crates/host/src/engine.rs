@@ -82,6 +82,15 @@ pub struct HostConfig {
     /// are not counted. Default: none, no tenant is held back (`lovia serve`
     /// gives each tenant all the cores but one).
     pub tenant_cpu_cores: Option<f64>,
+    /// Bytes at the start of each pooled linear memory that stay mapped
+    /// between instances. The pages an instance wrote there are found with
+    /// `PAGEMAP_SCAN` (Linux 6.7+) and reset in place, copied back from the
+    /// component's image, so the next instance in the slot starts without a
+    /// page fault; pages written past it are unmapped, and the next
+    /// instance faults them in again (docs/performance.md, "Python tools").
+    /// The cost is memory: up to this many bytes per pool slot stay
+    /// resident, but only of pages some instance wrote. Default: 2 MiB.
+    pub keep_resident_bytes: usize,
 }
 
 impl Default for HostConfig {
@@ -100,6 +109,7 @@ impl Default for HostConfig {
             guest_logs: crate::sandbox::GuestLogLimits::default(),
             compile_worker: None,
             tenant_cpu_cores: None,
+            keep_resident_bytes: 2 << 20,
         }
     }
 }
@@ -251,7 +261,7 @@ pub(crate) fn engine_config(host: &HostConfig, pooled: bool) -> Config {
         // first pages of each memory and table resident and reset only the
         // dirty ones with memset (PAGEMAP_SCAN, Linux 6.7+; plain memset of
         // the kept bytes before that), and batch what must still be decommitted.
-        pooling.linear_memory_keep_resident(KEEP_RESIDENT_BYTES);
+        pooling.linear_memory_keep_resident(host.keep_resident_bytes);
         pooling.table_keep_resident(64 << 10);
         pooling.pagemap_scan(wasmtime::Enabled::Auto);
         pooling.decommit_batch_size(DECOMMIT_BATCH);
@@ -290,7 +300,5 @@ fn compile_stdio(settings: &str) -> Result<(), String> {
     std::io::Write::write_all(&mut std::io::stdout(), &artifact).map_err(|e| e.to_string())
 }
 
-/// Bytes of each pooled linear memory kept resident between instances.
-const KEEP_RESIDENT_BYTES: usize = 2 << 20;
 /// Slots decommitted together.
 const DECOMMIT_BATCH: usize = 32;

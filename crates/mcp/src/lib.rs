@@ -258,8 +258,12 @@ impl McpServer {
     /// Serves one client on this process's stdin and stdout until the client
     /// closes them. Nothing else may write to stdout: it is the protocol.
     pub async fn serve_stdio(self) -> Result<(), ServeError> {
-        let service =
-            self.serve(rmcp::transport::stdio()).await.map_err(|e| ServeError::Start { reason: e.to_string() })?;
+        // When both are pipes (as an MCP client starts a server), rmcp reads
+        // and writes them on tokio's reactor; tokio's own stdin and stdout
+        // hand every read and write to a blocking thread and back, which
+        // was most of a lone call's cost over stdio (docs/performance.md).
+        let transport = rmcp::transport::stdio_pipes();
+        let service = self.serve(transport).await.map_err(|e| ServeError::Start { reason: e.to_string() })?;
         service.waiting().await.map_err(|e| ServeError::Session { reason: e.to_string() })?;
         Ok(())
     }

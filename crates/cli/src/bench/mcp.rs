@@ -9,6 +9,9 @@
 //!   loopback socket, driven by load.rs (one keep-alive connection for the
 //!   latency, then `--connections`) posting stateless 2026-07-28
 //!   `tools/call` requests, as a 2026-07-28 client sends them.
+//!
+//! A lone call's floor is the direct call plus the transport's own floor
+//! (floor.rs): a line through a `cat` child, or a fixed HTTP answer.
 
 use super::load::{Load, drive};
 use super::{Latency, percentile};
@@ -32,6 +35,10 @@ pub(super) struct McpFigure {
     pub direct: Latency,
     pub stdio: Transport,
     pub http: Transport,
+    /// One line to a `cat` child and back, one at a time.
+    pub stdio_floor: Latency,
+    /// A fixed answer from an HTTP server in this process, one connection.
+    pub http_floor: super::floor::HttpFloor,
 }
 
 /// One transport: one call at a time, then `concurrent` in flight.
@@ -59,7 +66,9 @@ pub(super) async fn mcp(
     let direct = super::latency(exec).await;
     let stdio = stdio(plugin, concurrent, window).await?;
     let http = http(exec, concurrent, window).await?;
-    Ok(McpFigure { direct, stdio, http })
+    let stdio_floor = super::floor::stdio_echo(LONE_CALLS).await?;
+    let http_floor = super::floor::http(1, Duration::from_secs(2)).await?;
+    Ok(McpFigure { direct, stdio, http, stdio_floor, http_floor })
 }
 
 fn transport(lone: Latency, concurrent: u32, seconds: f64, mut latencies: Vec<f64>, errors: u64) -> Transport {

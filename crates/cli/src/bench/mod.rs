@@ -5,6 +5,7 @@
 //! stdio and streamable HTTP (mcp.rs).
 
 mod code;
+mod floor;
 mod load;
 mod mcp;
 mod serve;
@@ -50,6 +51,11 @@ pub(crate) struct Args {
     /// Seconds `--only serve` and `--only mcp` drive each service for.
     #[arg(long, value_name = "S", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
     seconds: u64,
+    /// Bytes of each pooled memory kept mapped between instances, in MiB
+    /// (`HostConfig::keep_resident_bytes`), to compare settings in one
+    /// sitting [default: the host's, 2 MiB].
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(0..=1024))]
+    keep_resident_mib: Option<u32>,
     /// Run only these, comma-separated [default: all].
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     only: Vec<Bench>,
@@ -79,6 +85,9 @@ enum Bench {
     /// `read_page` and `web_search` against a server on loopback through
     /// the executor, beside a bare GET of the same URLs.
     Web,
+    /// The `--python` plugin's `echo`, one call at a time, fresh and warm
+    /// (also part of `latency` and `overhead`).
+    Python,
     /// Code mode: the engine's size and compile, a program's cost beside
     /// direct calls, and a support task tool by tool and as one program.
     Code,
@@ -91,6 +100,9 @@ struct Report {
     overhead: Vec<Overhead>,
     #[serde(skip_serializing_if = "Option::is_none")]
     latency: Option<Latency>,
+    /// The lone call's floor: a bare fresh call, one at a time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    latency_floor: Option<Latency>,
     #[serde(skip_serializing_if = "Option::is_none")]
     throughput: Option<Throughput>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -103,6 +115,9 @@ struct Report {
     python: Option<PythonCalls>,
     #[serde(skip_serializing_if = "Option::is_none")]
     serve: Option<serve::ServeFigure>,
+    /// `serve`'s floor: an HTTP echo in this process, same connections.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    serve_floor: Option<floor::HttpFloor>,
     #[serde(skip_serializing_if = "Option::is_none")]
     mcp: Option<mcp::McpFigure>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -119,6 +134,10 @@ struct PythonCalls {
     component: String,
     fresh: Latency,
     session: Latency,
+    /// A bare fresh call of the same component, one at a time.
+    fresh_floor: Latency,
+    /// A bare call on one live instance of it.
+    session_floor: Latency,
 }
 
 #[derive(Serialize, Default)]
@@ -129,6 +148,7 @@ struct Machine {
     lovia: &'static str,
     optimized: bool,
     pooling_allocator: bool,
+    keep_resident_mib: f64,
 }
 
 #[derive(Serialize)]
@@ -137,6 +157,9 @@ struct Overhead {
     calls: u32,
     turn_ms: f64,
     us_per_call: f64,
+    /// The same calls made bare: concurrent fresh instances, or one after
+    /// another on one live instance (session).
+    floor_us_per_call: f64,
 }
 
 #[derive(Serialize)]
@@ -176,6 +199,8 @@ struct ColdStart {
     /// A load of an artifact verified once before, older than
     /// `artifacts::SETTLED`: mapped, not read.
     cached_load_ms: f64,
+    /// wasmtime's deserialisation of the same artifact, alone.
+    floor_load_ms: f64,
 }
 
 #[derive(Serialize)]
@@ -196,13 +221,21 @@ struct Memory {
 
 pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     let wants = |b: Bench| args.only.is_empty() || args.only.contains(&b);
+    if args.only.contains(&Bench::Python) && args.python.is_none() {
+        return Err(CliError::new("--only python measures the plugin of --python, and none was given")
+            .hint("build one with bench/run (target/bench/pyecho.wasm), then pass --python PATH"));
+    }
     let bytes = std::fs::read(&args.plugin).map_err(|e| {
         CliError::new(format!("cannot read {}: {e}", args.plugin.display()))
             .hint("build the example plugins first: scripts/demo (or bench/run), or pass --plugin PATH")
     })?;
     // Enough pool slots for every sleeping call plus headroom, so the memory
     // figure measures the pooling allocator as a server would size it.
-    let config = HostConfig { pool_slots: args.concurrent + 64, ..HostConfig::default() };
+    let mut config = HostConfig { pool_slots: args.concurrent + 64, ..HostConfig::default() };
+    if let Some(mib) = args.keep_resident_mib {
+        config.keep_resident_bytes = (mib as usize) << 20;
+    }
+    let keep_resident_bytes = config.keep_resident_bytes;
     let host = Host::new(config)?;
     let origin = args.plugin.display().to_string();
     let fresh = host.load_bytes(&bytes, &origin).await?;
@@ -216,7 +249,7 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     for tool in ["echo", "spin_ms", "sleep_ms"] {
         for_tool(&fresh, tool)?;
     }
-    let mut report = Report { machine: machine(&host), ..Report::default() };
+    let mut report = Report { machine: machine(&host, keep_resident_bytes), ..Report::default() };
     let exec = executor(&fresh);
 
     // Memory first: the baseline is then this process before any other work.
@@ -224,13 +257,18 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
         report.memory = Some(memory(&exec, args.concurrent).await);
     }
     if wants(Bench::Overhead) {
-        report.overhead.push(overhead(&exec, args.calls, None).await);
+        let mut figure = overhead(&exec, args.calls, None).await;
+        figure.floor_us_per_call = floor::fresh_per_call(&fresh, "echo", ECHO_ARGS, args.calls).await?;
+        report.overhead.push(figure);
         let session = PluginConfig { instance: InstanceMode::Session, ..PluginConfig::default() };
         let warm = host.load_bytes_with(&bytes, &origin, session).await?;
-        report.overhead.push(overhead(&executor(&warm), args.calls, Some("bench")).await);
+        let mut figure = overhead(&executor(&warm), args.calls, Some("bench")).await;
+        figure.floor_us_per_call = floor::warm_per_call(&warm, "echo", ECHO_ARGS, args.calls).await?;
+        report.overhead.push(figure);
     }
     if wants(Bench::Latency) {
         report.latency = Some(latency(&exec).await);
+        report.latency_floor = Some(floor::fresh_latency(&fresh, "echo", ECHO_ARGS, 200, 5_000).await?);
     }
     if wants(Bench::Throughput) || wants(Bench::Serve) {
         report.throughput = Some(throughput(&exec).await);
@@ -238,6 +276,7 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     if wants(Bench::Serve) {
         let window = Duration::from_secs(args.seconds);
         report.serve = Some(serve::serve(&host, &args.plugin, args.connections, window).await?);
+        report.serve_floor = Some(floor::http(args.connections, window).await?);
     }
     if wants(Bench::Mcp) {
         let window = Duration::from_secs(args.seconds);
@@ -253,7 +292,7 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
         report.code = Some(code::code(&host).await?);
     }
     if let Some(path) = &args.python
-        && (wants(Bench::Latency) || wants(Bench::Overhead))
+        && (wants(Bench::Latency) || wants(Bench::Overhead) || wants(Bench::Python))
     {
         report.python = Some(python_calls(&host, path).await?);
     }
@@ -284,26 +323,45 @@ fn executor(plugin: &Plugin) -> Executor {
     Executor::new(tools, ExecSettings::default())
 }
 
-/// Runs one turn, draining its events as a consumer would.
+/// Runs one turn, draining its events as a consumer would. A lone call's
+/// events are drained in the same task, beside the turn (`tokio::join!`):
+/// a consumer in a task of its own costs a spawn per turn and a
+/// cross-thread wake per event, which on a 2-vCPU VM was most of a lone
+/// call's time. A turn of many calls is drained by a task of its own, on
+/// the other core, which is the faster way there. docs/performance.md
+/// ("Round three") has both ways' figures.
 async fn turn(exec: &Executor, calls: &[ToolCall], run: &RunState) -> (Duration, usize) {
     let (sink, mut rx) = EventSink::channel();
-    let drain = tokio::spawn(async move {
+    let drain = async move {
         let mut n = 0;
         while rx.recv().await.is_some() {
             n += 1;
         }
         n
-    });
+    };
     let start = Instant::now();
-    let answered = exec.run_turn(calls, run, &sink).await.map(|r| r.len()).unwrap_or(0);
-    let elapsed = start.elapsed();
-    drop(sink);
-    let _ = drain.await;
-    (elapsed, answered)
+    let run = async move {
+        let answered = exec.run_turn(calls, run, &sink).await.map(|r| r.len()).unwrap_or(0);
+        let elapsed = start.elapsed();
+        // The sink goes with the turn, so the drain ends.
+        drop(sink);
+        (elapsed, answered)
+    };
+    if calls.len() == 1 {
+        tokio::join!(run, drain).0
+    } else {
+        let drain = tokio::spawn(drain);
+        let done = run.await;
+        let _ = drain.await;
+        done
+    }
 }
 
+/// The arguments of every `echo` call measured, and of its floors.
+const ECHO_ARGS: &str = r#"{"text": "hi"}"#;
+
 fn echo_calls(n: u32) -> Vec<ToolCall> {
-    (0..n).map(|i| ToolCall::new(format!("call_{i}"), "echo", r#"{"text": "hi"}"#)).collect()
+    (0..n).map(|i| ToolCall::new(format!("call_{i}"), "echo", ECHO_ARGS)).collect()
 }
 
 async fn overhead(exec: &Executor, n: u32, session: Option<&str>) -> Overhead {
@@ -322,6 +380,7 @@ async fn overhead(exec: &Executor, n: u32, session: Option<&str>) -> Overhead {
         calls: n,
         turn_ms: median * 1e3,
         us_per_call: median * 1e6 / f64::from(n),
+        floor_us_per_call: 0.0,
     }
 }
 
@@ -360,6 +419,8 @@ async fn python_calls(host: &Host, path: &Path) -> Result<PythonCalls, CliError>
         component: path.file_name().map_or(origin.clone(), |n| n.to_string_lossy().into_owned()),
         fresh: latency_of(&executor(&fresh), &RunState::default(), 20, 500).await,
         session: latency_of(&executor(&warm), &run, 20, 2_000).await,
+        fresh_floor: floor::fresh_latency(&fresh, "echo", ECHO_ARGS, 20, 500).await?,
+        session_floor: floor::warm_latency(&warm, "echo", ECHO_ARGS, 20, 2_000).await?,
     })
 }
 
@@ -420,14 +481,16 @@ async fn cold_start(path: &Path) -> Result<ColdStart, CliError> {
     // (lovia_host's artifacts.rs); until then every load checks the
     // artifact in full, as the loads above did.
     tokio::time::sleep(Duration::from_millis(2_100)).await;
-    host.load_file(path).await?;
+    let plugin = host.load_file(path).await?;
     let mut cached = timed_loads(30).await?;
+    let floor_load_ms = floor::cached_load_ms(&plugin, 30)?;
     Ok(ColdStart {
         component: path.file_name().map_or(origin.clone(), |n| n.to_string_lossy().into_owned()),
         mib: bytes.len() as f64 / f64::from(1 << 20),
         compile_ms: percentile(&mut compile, 50.0) * 1e3,
         just_cached_load_ms: percentile(&mut just_cached, 50.0) * 1e3,
         cached_load_ms: percentile(&mut cached, 50.0) * 1e3,
+        floor_load_ms,
     })
 }
 
@@ -515,7 +578,7 @@ fn proc_kib(file: &str, key: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-fn machine(host: &Host) -> Machine {
+fn machine(host: &Host, keep_resident_bytes: usize) -> Machine {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu_model = cpuinfo
         .lines()
@@ -529,7 +592,13 @@ fn machine(host: &Host) -> Machine {
         lovia: env!("CARGO_PKG_VERSION"),
         optimized: !cfg!(debug_assertions),
         pooling_allocator: host.is_pooled(),
+        keep_resident_mib: keep_resident_bytes as f64 / f64::from(1 << 20),
     }
+}
+
+/// `figure` as a multiple of `floor`, as the table prints it.
+fn times(figure: f64, floor: f64) -> String {
+    if floor > 0.0 { format!("{:.2}×", figure / floor) } else { "—".into() }
 }
 
 fn table(r: &Report) -> String {
@@ -538,15 +607,29 @@ fn table(r: &Report) -> String {
     if !m.optimized {
         out += "warning: a debug build; figures mean little (cargo build --release -p lovia-host)\n";
     }
+    if m.pooling_allocator {
+        out +=
+            &format!("pooling allocator, {} MiB of each memory kept resident between instances\n", m.keep_resident_mib);
+    }
+    out +=
+        "each figure is followed by its floor measured in this run (docs/performance.md, \"Floors\") and the ratio\n";
     for o in &r.overhead {
         out += &format!(
-            "overhead    {} echo calls in one turn, {:<7} {:>8.2} ms per turn  {:>7.1} µs per call\n",
-            o.calls, o.mode, o.turn_ms, o.us_per_call
+            "overhead    {} echo calls in one turn, {:<7} {:>8.2} ms per turn  {:>7.1} µs per call   floor {:>6.1} µs = {}\n",
+            o.calls,
+            o.mode,
+            o.turn_ms,
+            o.us_per_call,
+            o.floor_us_per_call,
+            times(o.us_per_call, o.floor_us_per_call)
         );
     }
     if let Some(l) = &r.latency {
+        let floor = r.latency_floor.as_ref().map_or(String::new(), |f| {
+            format!("   floor p50 {:>6.1} µs p99 {:>6.1} µs = {}", f.p50_us, f.p99_us, times(l.p50_us, f.p50_us))
+        });
         out += &format!(
-            "latency     one call through the executor      p50 {:>7.1} µs   p99 {:>7.1} µs\n",
+            "latency     one call through the executor      p50 {:>7.1} µs   p99 {:>7.1} µs{floor}\n",
             l.p50_us, l.p99_us
         );
     }
@@ -558,14 +641,32 @@ fn table(r: &Report) -> String {
     }
     for c in &r.cold_start {
         out += &format!(
-            "cold start  {} ({:.1} MiB)   compile {:>8.1} ms   cached load {:>6.2} ms (just written: {:.2} ms)\n",
-            c.component, c.mib, c.compile_ms, c.cached_load_ms, c.just_cached_load_ms
+            "cold start  {} ({:.1} MiB)   compile {:>8.1} ms   cached load {:>6.2} ms (just written: {:.2} ms)   floor {:.2} ms = {}\n",
+            c.component,
+            c.mib,
+            c.compile_ms,
+            c.cached_load_ms,
+            c.just_cached_load_ms,
+            c.floor_load_ms,
+            times(c.cached_load_ms, c.floor_load_ms)
         );
     }
     if let Some(p) = &r.python {
         out += &format!(
-            "python      one echo call, {}   fresh p50 {:>7.1} µs  p99 {:>7.1} µs   warm p50 {:>6.1} µs  p99 {:>6.1} µs\n",
-            p.component, p.fresh.p50_us, p.fresh.p99_us, p.session.p50_us, p.session.p99_us
+            "python      one echo call, {}   fresh p50 {:>7.1} µs  p99 {:>7.1} µs   floor p50 {:>7.1} µs = {}\n",
+            p.component,
+            p.fresh.p50_us,
+            p.fresh.p99_us,
+            p.fresh_floor.p50_us,
+            times(p.fresh.p50_us, p.fresh_floor.p50_us)
+        );
+        out += &format!(
+            "python      one echo call, {}   warm  p50 {:>7.1} µs  p99 {:>7.1} µs   floor p50 {:>7.1} µs = {}\n",
+            p.component,
+            p.session.p50_us,
+            p.session.p99_us,
+            p.session_floor.p50_us,
+            times(p.session.p50_us, p.session_floor.p50_us)
         );
     }
     if let Some(s) = &r.serve {
@@ -581,18 +682,35 @@ fn table(r: &Report) -> String {
             s.p99_ms,
             if s.errors == 0 { String::new() } else { format!("; {} FAILED", s.errors) }
         );
+        if let Some(f) = &r.serve_floor {
+            out += &format!(
+                "serve       floor: HTTP echo in this process, {} connections   {:>7.0} calls/s   p50 {:.2} ms   p99 {:.2} ms{}   serve = {:.0}% of its calls/s, p99 {}\n",
+                f.connections,
+                f.calls_per_second,
+                f.p50_us / 1e3,
+                f.p99_us / 1e3,
+                if f.errors == 0 { String::new() } else { format!("; {} FAILED", f.errors) },
+                100.0 * s.calls_per_second / f.calls_per_second.max(f64::MIN_POSITIVE),
+                times(s.p99_ms * 1e3, f.p99_us)
+            );
+        }
     }
     if let Some(m) = &r.mcp {
         out += &format!(
             "mcp         tools/call echo, one at a time       direct p50 {:>7.1} µs  p99 {:>7.1} µs\n",
             m.direct.p50_us, m.direct.p99_us
         );
-        for (name, t) in [("stdio", &m.stdio), ("http ", &m.http)] {
+        for (name, t, transport_floor) in
+            [("stdio", &m.stdio, m.stdio_floor.p50_us), ("http ", &m.http, m.http_floor.p50_us)]
+        {
+            let floor = m.direct.p50_us + transport_floor;
             out += &format!(
-                "mcp {name}   one at a time p50 {:>7.1} µs (+{:.1} over direct)  p99 {:>7.1} µs;   {} concurrent: {:>7.0} calls/s  p50 {:.0} µs  p99 {:.0} µs{}\n",
+                "mcp {name}   one at a time p50 {:>7.1} µs (+{:.1} over direct)  p99 {:>7.1} µs   floor {:.1} µs = {};   {} concurrent: {:>7.0} calls/s  p50 {:.0} µs  p99 {:.0} µs{}\n",
                 t.lone.p50_us,
                 t.lone.p50_us - m.direct.p50_us,
                 t.lone.p99_us,
+                floor,
+                times(t.lone.p50_us, floor),
                 t.concurrent,
                 t.calls_per_second,
                 t.loaded_p50_us,

@@ -3,6 +3,8 @@
 
 pub(crate) mod cache;
 pub mod config;
+#[doc(hidden)]
+pub mod floor;
 mod imports;
 pub mod manifest;
 mod request;

@@ -209,6 +209,47 @@ pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxSt
     store
 }
 
+/// The store a bare wasmtime embedder would make for one call of a
+/// plugin: a default WASI context (nothing granted, output discarded), no
+/// memory limiter, as much fuel as the engine holds, and an epoch deadline
+/// that never comes. Only the floors `lovia bench` prints beside its
+/// figures use it ([`crate::plugin::floor`]): no call a model or tenant
+/// makes runs in it.
+pub(crate) fn bare_store(engine: &Engine) -> Store<SandboxState> {
+    let limits = CallLimits::default();
+    let state = SandboxState {
+        wasi: WasiCtxBuilder::new().build(),
+        http: WasiHttpCtx::new(),
+        http_hooks: HttpHooks {
+            origins: Arc::from([]),
+            plugin: Arc::from(""),
+            tool: Arc::from(""),
+            call_id: Arc::from(""),
+            cancel: crate::call::CancelToken::default(),
+        },
+        table: ResourceTable::new(),
+        store_limits: InstanceLimiter::new(usize::MAX),
+        events_left: limits.events_per_call,
+        limits,
+        call: CallContext::default(),
+        plugin: Arc::from(""),
+        digest: Arc::from(""),
+        guest_logs: Arc::default(),
+        store_namespace: Arc::from(""),
+        tool: Arc::from(""),
+        session_store: None,
+        stderr: OutputRing::new(0),
+        ticking: None,
+    };
+    let mut store = Store::new(engine, state);
+    // Fails harmlessly on an engine that does not meter fuel.
+    let _ = store.set_fuel(u64::MAX);
+    // No ticker runs for this store, and other calls' ticks are far from
+    // this many.
+    store.set_epoch_deadline(u64::MAX / 2);
+    store
+}
+
 /// Readies a warm store (session mode) for its next call: the call's
 /// context, tool, limits, fuel and deadline replace the previous call's. The
 /// grants and the memory limit stay those the instance was created with.
