@@ -42,10 +42,11 @@ pub(crate) async fn run(args: Args, host: impl Fn() -> Result<Host, CliError>) -
     let origin = args.plugin.display().to_string();
     let bytes = std::fs::read(&args.plugin).map_err(|source| LoadError::Read { path: args.plugin.clone(), source })?;
     check_header(&bytes, &origin)?;
-    let view = manifest::read_static(&bytes).map_err(|reason| LoadError::Invalid { origin: origin.clone(), reason })?;
+    let view = manifest::read_static(&bytes)
+        .map_err(|e| LoadError::Invalid { origin: origin.clone(), reason: e.to_string() })?;
     let manifest = match view.manifest {
         Some(Ok(m)) => m,
-        Some(Err(reason)) => return Err(LoadError::Manifest { origin, reason }.into()),
+        Some(Err(source)) => return Err(LoadError::Manifest { origin, source }.into()),
         None if args.verify => {
             return Err(CliError::new(format!(
                 "{origin} has no embedded manifest (section `{}`) for --verify to check",

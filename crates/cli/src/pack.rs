@@ -44,6 +44,6 @@ pub(crate) async fn pack_bytes(host: &Host, bytes: &[u8], origin: &str) -> Resul
     let plugin = host.load_bytes(bytes, origin).await?;
     let manifest = plugin.manifest();
     let packed =
-        manifest::embed(bytes, &manifest).map_err(|reason| LoadError::Manifest { origin: origin.into(), reason })?;
+        manifest::embed(bytes, &manifest).map_err(|source| LoadError::Manifest { origin: origin.into(), source })?;
     Ok((packed, manifest))
 }

@@ -141,13 +141,13 @@ pub enum LoadError {
         /// What is wrong, with the size and the limit.
         reason: String,
     },
-    /// The embedded manifest is missing or unreadable.
-    #[error("{origin}: {reason}")]
+    /// The embedded manifest is unreadable, or cannot be embedded.
+    #[error("{origin}: {source}")]
     Manifest {
         /// Where the bytes came from.
         origin: String,
         /// What is wrong.
-        reason: String,
+        source: ManifestError,
     },
     /// The plugin's config file is unreadable or invalid.
     #[error("{path}: {source}")]
@@ -289,4 +289,23 @@ pub enum PluginConfigError {
         /// The path given.
         guest: String,
     },
+}
+
+/// Why a component's manifest could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManifestError {
+    /// The component's binary could not be parsed (truncated, corrupt).
+    #[error("{0}")]
+    Parse(#[from] wasmtime::wasmparser::BinaryReaderError),
+    /// The manifest section is not the JSON of a [`crate::Manifest`].
+    #[error("unreadable manifest: {0}")]
+    Unreadable(#[source] serde_json::Error),
+    /// A manifest section exists but is not the component's last section,
+    /// so it cannot be replaced without rewriting the component.
+    #[error("the component has a manifest section that is not the last section")]
+    NotLast,
+    /// The manifest could not be written as JSON.
+    #[error("cannot write the manifest: {0}")]
+    Unwritable(#[source] serde_json::Error),
 }

@@ -3,6 +3,7 @@
 //! code. `lovia pack` writes it; `lovia inspect` reads it.
 
 use crate::call::ToolSpec;
+pub use crate::error::ManifestError;
 use crate::plugin::PluginInfo;
 use serde::{Deserialize, Serialize};
 use wasmtime::wasmparser::{Parser, Payload};
@@ -23,10 +24,11 @@ pub struct Manifest {
 }
 
 /// What a static read of a component finds.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct StaticView {
     /// The parsed manifest, if the section exists.
-    pub manifest: Option<Result<Manifest, String>>,
+    pub manifest: Option<Result<Manifest, ManifestError>>,
     /// The component's top-level import names.
     pub imports: Vec<String>,
     /// The component's top-level export names.
@@ -36,27 +38,26 @@ pub struct StaticView {
 }
 
 /// Reads the manifest and the import/export names without compiling or running anything.
-pub fn read_static(bytes: &[u8]) -> Result<StaticView, String> {
+pub fn read_static(bytes: &[u8]) -> Result<StaticView, ManifestError> {
     let mut view = StaticView::default();
     let mut depth = 0usize;
     for payload in Parser::new(0).parse_all(bytes) {
-        let payload = payload.map_err(|e| e.to_string())?;
+        let payload = payload?;
         match payload {
             Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
             Payload::End(_) => depth = depth.saturating_sub(1),
             Payload::ComponentImportSection(reader) if depth == 0 => {
                 for import in reader {
-                    view.imports.push(import.map_err(|e| e.to_string())?.name.name.to_owned());
+                    view.imports.push(import?.name.name.to_owned());
                 }
             }
             Payload::ComponentExportSection(reader) if depth == 0 => {
                 for export in reader {
-                    view.exports.push(export.map_err(|e| e.to_string())?.name.name.to_owned());
+                    view.exports.push(export?.name.name.to_owned());
                 }
             }
             Payload::CustomSection(reader) if depth == 0 && reader.name() == SECTION => {
-                view.manifest =
-                    Some(serde_json::from_slice(reader.data()).map_err(|e| format!("unreadable manifest: {e}")));
+                view.manifest = Some(serde_json::from_slice(reader.data()).map_err(ManifestError::Unreadable));
                 let encoded = encode_section(reader.data());
                 view.trailing_manifest_at = (reader.range().end == bytes.len() && bytes.ends_with(&encoded))
                     .then(|| bytes.len() - encoded.len());
@@ -69,14 +70,14 @@ pub fn read_static(bytes: &[u8]) -> Result<StaticView, String> {
 
 /// `bytes` with `manifest` as its (only) trailing manifest section. A
 /// manifest that `embed` appended earlier is replaced.
-pub fn embed(bytes: &[u8], manifest: &Manifest) -> Result<Vec<u8>, String> {
+pub fn embed(bytes: &[u8], manifest: &Manifest) -> Result<Vec<u8>, ManifestError> {
     let view = read_static(bytes)?;
     let base = match (&view.manifest, view.trailing_manifest_at) {
         (None, _) => bytes,
         (Some(_), Some(at)) => &bytes[..at],
-        (Some(_), None) => return Err("the component has a manifest section that is not the last section".into()),
+        (Some(_), None) => return Err(ManifestError::NotLast),
     };
-    let data = serde_json::to_vec(manifest).map_err(|e| e.to_string())?;
+    let data = serde_json::to_vec(manifest).map_err(ManifestError::Unwritable)?;
     let mut out = Vec::with_capacity(base.len() + data.len() + 32);
     out.extend_from_slice(base);
     out.extend_from_slice(&encode_section(&data));

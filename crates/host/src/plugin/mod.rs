@@ -209,7 +209,7 @@ impl Host {
         check_digest(&config, &digest, origin)?;
         let read_imports = || -> Result<Vec<String>, LoadError> {
             Ok(manifest::read_static(bytes)
-                .map_err(|reason| LoadError::Invalid { origin: origin.into(), reason })?
+                .map_err(|e| LoadError::Invalid { origin: origin.into(), reason: e.to_string() })?
                 .imports)
         };
         let cache_dir = self.cache.as_deref();
