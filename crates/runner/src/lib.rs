@@ -40,7 +40,9 @@ pub use memory::MemoryRunStore;
 pub use pg_thread::{PgThread, pg_message};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresRunStore;
-pub use provider::{Message, ModelProvider, ModelReply, ModelRequest, ModelSettings, ProviderError, TextSink};
+pub use provider::{
+    FinishReason, Message, ModelProvider, ModelReply, ModelRequest, ModelSettings, ProviderError, TextSink,
+};
 pub use scripted::ScriptedProvider;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteRunStore;
@@ -469,7 +471,7 @@ impl Runner {
                 content: reply.content.clone(),
                 tool_calls: calls.iter().map(wire_safe).collect(),
             };
-            state.cut_off = reply.finish_reason.as_deref() == Some("length");
+            state.cut_off = reply.finish_reason == Some(FinishReason::Length);
             let (turn, cut_off, usage) = (turns, state.cut_off, state.meter.usage());
             saver.update(|cp| {
                 cp.messages.push(message.clone());

@@ -75,10 +75,56 @@ pub struct ModelReply {
     /// Tokens the reply cost, when the provider reports them.
     #[serde(default)]
     pub usage: Option<Usage>,
-    /// Why the model stopped, in the provider's words (`length` means the
-    /// output token limit cut the reply off).
+    /// Why the model stopped, when the provider says.
     #[serde(default)]
-    pub finish_reason: Option<String>,
+    pub finish_reason: Option<FinishReason>,
+}
+
+/// Why the model stopped, with each provider's words for the same reason
+/// made one. On the wire (scripts, transcripts) it is the string: `stop`,
+/// `length`, `tool_calls`, or the provider's own word.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+#[non_exhaustive]
+pub enum FinishReason {
+    /// The reply is complete (`stop`, Anthropic's `end_turn`).
+    Stop,
+    /// The output token limit cut the reply off (`length`; Anthropic's
+    /// `max_tokens`; the Responses API's `max_output_tokens`). A tool call
+    /// in such a reply may have incomplete arguments.
+    Length,
+    /// The model asked for tools (`tool_calls`, Anthropic's `tool_use`).
+    ToolCalls,
+    /// Any other reason, in the provider's words.
+    Other(String),
+}
+
+impl From<&str> for FinishReason {
+    fn from(word: &str) -> Self {
+        match word {
+            "stop" | "end_turn" => FinishReason::Stop,
+            "length" | "max_tokens" | "max_output_tokens" => FinishReason::Length,
+            "tool_calls" | "tool_use" => FinishReason::ToolCalls,
+            other => FinishReason::Other(other.to_owned()),
+        }
+    }
+}
+
+impl From<String> for FinishReason {
+    fn from(word: String) -> Self {
+        FinishReason::from(word.as_str())
+    }
+}
+
+impl From<FinishReason> for String {
+    fn from(reason: FinishReason) -> String {
+        match reason {
+            FinishReason::Stop => "stop".into(),
+            FinishReason::Length => "length".into(),
+            FinishReason::ToolCalls => "tool_calls".into(),
+            FinishReason::Other(word) => word,
+        }
+    }
 }
 
 impl ModelReply {
@@ -152,5 +198,32 @@ fn yes() -> bool {
 impl Default for ModelSettings {
     fn default() -> Self {
         Self { parallel_tool_calls: true, temperature: None, max_output_tokens: None }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_providers_word_for_a_reason_is_one_reason_and_the_wire_keeps_a_string() {
+        for (word, reason) in [
+            ("stop", FinishReason::Stop),
+            ("end_turn", FinishReason::Stop),
+            ("length", FinishReason::Length),
+            ("max_tokens", FinishReason::Length),
+            ("max_output_tokens", FinishReason::Length),
+            ("tool_use", FinishReason::ToolCalls),
+            ("content_filter", FinishReason::Other("content_filter".into())),
+        ] {
+            assert_eq!(FinishReason::from(word), reason, "{word}");
+        }
+        let reply: ModelReply =
+            serde_json::from_str(r#"{"content": "x", "finish_reason": "max_tokens"}"#).expect("a reply");
+        assert_eq!(reply.finish_reason, Some(FinishReason::Length));
+        let json = serde_json::to_value(&reply).expect("json");
+        assert_eq!(json["finish_reason"], "length");
+        let other = serde_json::to_value(FinishReason::Other("refusal".into())).expect("json");
+        assert_eq!(other, "refusal");
     }
 }

@@ -6,7 +6,7 @@
 
 use super::ProviderOptions;
 use super::http::{Answer, request as request_api};
-use crate::provider::{Message, ModelProvider, ModelReply, ModelRequest, ProviderError, TextSink};
+use crate::provider::{FinishReason, Message, ModelProvider, ModelReply, ModelRequest, ProviderError, TextSink};
 use lovia_host::BoxFuture;
 use lovia_host::exec::{ToolCall, Usage};
 use serde_json::{Value, json};
@@ -128,8 +128,8 @@ impl ModelProvider for Anthropic {
     }
 }
 
-fn finish_reason(stop: Option<&str>) -> Option<String> {
-    stop.map(|s| if s == "max_tokens" { "length".to_owned() } else { s.to_owned() })
+fn finish_reason(stop: Option<&str>) -> Option<FinishReason> {
+    stop.map(FinishReason::from)
 }
 
 /// A non-streamed message.

@@ -5,7 +5,7 @@
 
 use super::ProviderOptions;
 use super::http::{Answer, request as request_api};
-use crate::provider::{Message, ModelProvider, ModelReply, ModelRequest, ProviderError, TextSink};
+use crate::provider::{FinishReason, Message, ModelProvider, ModelReply, ModelRequest, ProviderError, TextSink};
 use lovia_host::BoxFuture;
 use lovia_host::exec::{ToolCall, Usage};
 use serde_json::{Value, json};
@@ -135,7 +135,7 @@ fn parse_completion(value: &Value) -> Result<ModelReply, ProviderError> {
         content: message["content"].as_str().map(str::to_owned),
         tool_calls,
         usage: usage(value),
-        finish_reason: choice["finish_reason"].as_str().map(str::to_owned),
+        finish_reason: choice["finish_reason"].as_str().map(FinishReason::from),
     })
 }
 
@@ -145,7 +145,7 @@ struct StreamedReply {
     text: Option<String>,
     calls: Vec<ToolCall>,
     usage: Option<Usage>,
-    finish_reason: Option<String>,
+    finish_reason: Option<FinishReason>,
 }
 
 impl StreamedReply {
@@ -155,7 +155,7 @@ impl StreamedReply {
         }
         let Some(choice) = chunk.pointer("/choices/0") else { return };
         if let Some(reason) = choice["finish_reason"].as_str() {
-            self.finish_reason = Some(reason.to_owned());
+            self.finish_reason = Some(FinishReason::from(reason));
         }
         let delta = &choice["delta"];
         if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {

@@ -5,7 +5,7 @@
 
 use super::ProviderOptions;
 use super::http::{Answer, request as request_api};
-use crate::provider::{Message, ModelProvider, ModelReply, ModelRequest, ProviderError, TextSink};
+use crate::provider::{FinishReason, Message, ModelProvider, ModelReply, ModelRequest, ProviderError, TextSink};
 use lovia_host::BoxFuture;
 use lovia_host::exec::{ToolCall, Usage};
 use serde_json::{Value, json};
@@ -145,10 +145,10 @@ fn parse_response(value: &Value) -> Result<ModelReply, ProviderError> {
         input_tokens: u["input_tokens"].as_u64().unwrap_or(0),
         output_tokens: u["output_tokens"].as_u64().unwrap_or(0),
     });
-    let finish_reason = match value.pointer("/incomplete_details/reason").and_then(Value::as_str) {
-        Some("max_output_tokens") => Some("length".to_owned()),
-        Some(other) => Some(other.to_owned()),
-        None => value["status"].as_str().map(str::to_owned),
-    };
+    let finish_reason = value
+        .pointer("/incomplete_details/reason")
+        .and_then(Value::as_str)
+        .or_else(|| value["status"].as_str())
+        .map(FinishReason::from);
     Ok(ModelReply { content: text, tool_calls, usage, finish_reason })
 }
