@@ -87,7 +87,7 @@ pub struct HostConfig {
     /// `PAGEMAP_SCAN` (Linux 6.7+) and reset in place, copied back from the
     /// component's image, so the next instance in the slot starts without a
     /// page fault; pages written past it are unmapped, and the next
-    /// instance faults them in again (docs/performance.md, "Python tools").
+    /// instance faults them in again (docs/performance.md, "Round three").
     /// The cost is memory: up to this many bytes per pool slot stay
     /// resident, but only of pages some instance wrote. Default: 2 MiB.
     pub keep_resident_bytes: usize,
