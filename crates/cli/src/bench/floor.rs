@@ -12,7 +12,7 @@
 //! - MCP over stdio: a child process that echoes each line back (`cat`),
 //!   one JSON-RPC-sized line at a time.
 
-use super::load::{Load, drive};
+use super::load::{Load, drive, serve_loopback};
 use super::{Latency, percentile};
 use crate::CliError;
 use bytes::Bytes;
@@ -26,11 +26,30 @@ fn failed(e: lovia_host::plugin::floor::FloorError) -> CliError {
     CliError::new(format!("the floor could not be measured: {e}"))
 }
 
+/// `call` run `warm_up` times untimed, then `samples` times: each sample's
+/// seconds. Every floor below is timed with it.
+async fn timed(
+    warm_up: u32,
+    samples: u32,
+    mut call: impl AsyncFnMut() -> Result<(), CliError>,
+) -> Result<Vec<f64>, CliError> {
+    for _ in 0..warm_up {
+        call().await?;
+    }
+    let mut times = Vec::with_capacity(samples as usize);
+    for _ in 0..samples {
+        let start = Instant::now();
+        call().await?;
+        times.push(start.elapsed().as_secs_f64());
+    }
+    Ok(times)
+}
+
 /// `n` bare fresh calls of `tool`, as concurrent tasks the way a turn of
 /// `n` calls runs them: the median of 25 batches after 5, per call, in µs.
 pub(super) async fn fresh_per_call(plugin: &Plugin, tool: &str, arguments: &str, n: u32) -> Result<f64, CliError> {
     plugin.floor_check_tool(tool).map_err(failed)?;
-    let batch = || async {
+    let batch = async || {
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..n {
             let (plugin, tool, arguments) = (plugin.clone(), tool.to_owned(), arguments.to_owned());
@@ -42,17 +61,9 @@ pub(super) async fn fresh_per_call(plugin: &Plugin, tool: &str, arguments: &str,
                 Err(e) => return Err(CliError::new(format!("a floor call panicked: {e}"))),
             }
         }
-        Ok::<_, CliError>(())
+        Ok(())
     };
-    for _ in 0..5 {
-        batch().await?;
-    }
-    let mut times = Vec::new();
-    for _ in 0..25 {
-        let start = Instant::now();
-        batch().await?;
-        times.push(start.elapsed().as_secs_f64());
-    }
+    let mut times = timed(5, 25, batch).await?;
     Ok(percentile(&mut times, 50.0) * 1e6 / f64::from(n))
 }
 
@@ -65,15 +76,8 @@ pub(super) async fn fresh_latency(
     samples: u32,
 ) -> Result<Latency, CliError> {
     plugin.floor_check_tool(tool).map_err(failed)?;
-    for _ in 0..warm_up {
-        plugin.floor_fresh_call(tool, arguments).await.map_err(failed)?;
-    }
-    let mut times = Vec::with_capacity(samples as usize);
-    for _ in 0..samples {
-        let start = Instant::now();
-        plugin.floor_fresh_call(tool, arguments).await.map_err(failed)?;
-        times.push(start.elapsed().as_secs_f64());
-    }
+    let times =
+        timed(warm_up, samples, async || plugin.floor_fresh_call(tool, arguments).await.map_err(failed)).await?;
     Ok(Latency::of_seconds(times))
 }
 
@@ -87,15 +91,7 @@ pub(super) async fn warm_latency(
 ) -> Result<Latency, CliError> {
     plugin.floor_check_tool(tool).map_err(failed)?;
     let mut warm = plugin.floor_warm().await.map_err(failed)?;
-    for _ in 0..warm_up {
-        warm.call(tool, arguments).await.map_err(failed)?;
-    }
-    let mut times = Vec::with_capacity(samples as usize);
-    for _ in 0..samples {
-        let start = Instant::now();
-        warm.call(tool, arguments).await.map_err(failed)?;
-        times.push(start.elapsed().as_secs_f64());
-    }
+    let times = timed(warm_up, samples, async || warm.call(tool, arguments).await.map_err(failed)).await?;
     Ok(Latency::of_seconds(times))
 }
 
@@ -129,14 +125,7 @@ pub(super) async fn http(connections: u32, window: Duration) -> Result<HttpFloor
     let router = axum::Router::new().fallback(axum::routing::post(|| async {
         ([(axum::http::header::CONTENT_TYPE, "application/json")], ECHO_ANSWER)
     }));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| CliError::new(format!("cannot listen on loopback: {e}")))?;
-    let addr = listener.local_addr().map_err(|e| CliError::new(e.to_string()))?;
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let served = tokio::spawn(axum::serve(listener, router).into_future());
+    let (addr, served) = serve_loopback(router).await?;
     let load = Arc::new(Load {
         path: "/echo",
         headers: vec![("host", "127.0.0.1".to_owned()), ("content-type", "application/json".to_owned())],
@@ -201,15 +190,12 @@ pub(super) async fn stdio_echo(samples: u32) -> Result<Latency, CliError> {
 pub(super) async fn warm_per_call(plugin: &Plugin, tool: &str, arguments: &str, n: u32) -> Result<f64, CliError> {
     plugin.floor_check_tool(tool).map_err(failed)?;
     let mut warm = plugin.floor_warm().await.map_err(failed)?;
-    let mut times = Vec::new();
-    for round in 0..30 {
-        let start = Instant::now();
+    let batch = async || {
         for _ in 0..n {
             warm.call(tool, arguments).await.map_err(failed)?;
         }
-        if round >= 5 {
-            times.push(start.elapsed().as_secs_f64());
-        }
-    }
+        Ok(())
+    };
+    let mut times = timed(5, 25, batch).await?;
     Ok(percentile(&mut times, 50.0) * 1e6 / f64::from(n))
 }

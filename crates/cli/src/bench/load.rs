@@ -99,3 +99,19 @@ pub(super) async fn drive(
     }
     (all, errors)
 }
+
+/// Serves `router` on a loopback port of its own, as `lovia mcp --http`
+/// and `lovia serve` do (no Nagle delay on an answer's last segment), until
+/// the returned task is aborted.
+pub(super) async fn serve_loopback(
+    router: axum::Router,
+) -> Result<(std::net::SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>), crate::CliError> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| crate::CliError::new(format!("cannot listen on loopback: {e}")))?;
+    let addr = listener.local_addr().map_err(|e| crate::CliError::new(e.to_string()))?;
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    Ok((addr, tokio::spawn(axum::serve(listener, router).into_future())))
+}

@@ -13,7 +13,7 @@
 //! A lone call's floor is the direct call plus the transport's own floor
 //! (floor.rs): a line through a `cat` child, or a fixed HTTP answer.
 
-use super::load::{Load, drive};
+use super::load::{Load, drive, serve_loopback};
 use super::{Latency, percentile};
 use crate::CliError;
 use bytes::Bytes;
@@ -153,15 +153,7 @@ async fn http(exec: &Executor, concurrent: u32, window: Duration) -> Result<Tran
     let options = HttpOptions::default();
     let shutdown = options.shutdown.clone();
     let router = axum::Router::new().route_service("/mcp", server.http_service(options));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| CliError::new(format!("cannot listen on loopback: {e}")))?;
-    let addr = listener.local_addr().map_err(|e| CliError::new(e.to_string()))?;
-    // As `lovia mcp --http`: no Nagle delay on the answer's last segment.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let served = tokio::spawn(axum::serve(listener, router).into_future());
+    let (addr, served) = serve_loopback(router).await?;
 
     let load = Arc::new(stateless_echo());
     let _ = drive(addr, concurrent, Duration::from_millis(300), load.clone()).await;
