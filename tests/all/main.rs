@@ -21,5 +21,6 @@ mod schemas;
 mod serve;
 mod supply;
 mod threat;
+mod typescript;
 mod web;
 mod workspace;

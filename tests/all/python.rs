@@ -505,7 +505,10 @@ fn lovia_build_says_what_is_wrong_before_building() {
         stderr
     };
 
-    for (input, says) in [("lib.rs", "takes a Python tool file (.py)"), ("proj", "is a directory")] {
+    for (input, says) in [
+        ("lib.rs", "takes a Python (.py), TypeScript (.ts, .mts) or JavaScript (.js, .mjs) tool file"),
+        ("proj", "is a directory"),
+    ] {
         let out = lovia_cli(dir, &[os("build"), os(input)]);
         assert_eq!(out.status.code(), Some(2), "{input}");
         let stderr = clean(&out);

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 pub mod http;
+pub mod js;
 pub mod model_api;
 pub mod parts;
 pub mod python;

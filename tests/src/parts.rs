@@ -28,12 +28,15 @@ pub enum Part {
     /// An OCI registry binary (Debian's `docker-registry`), which the OCI
     /// tests start on loopback.
     Registry,
+    /// node and the TypeScript build toolchain (esbuild, componentize-qjs,
+    /// zod in sdk/js/node_modules), for tools written in TypeScript.
+    Ts,
 }
 
 impl Part {
     /// Every part, in the order `scripts/test` provides them.
-    pub const ALL: [Part; 6] =
-        [Part::Postgres, Part::McpClient, Part::Python, Part::Browser, Part::McpFs, Part::Registry];
+    pub const ALL: [Part; 7] =
+        [Part::Postgres, Part::McpClient, Part::Python, Part::Browser, Part::McpFs, Part::Registry, Part::Ts];
 
     /// The name `LOVIA_SKIP` uses.
     pub fn name(self) -> &'static str {
@@ -44,6 +47,7 @@ impl Part {
             Part::Browser => "browser",
             Part::McpFs => "mcp-fs",
             Part::Registry => "registry",
+            Part::Ts => "ts",
         }
     }
 
@@ -56,6 +60,7 @@ impl Part {
             Part::Browser => "headless Chromium, node and Playwright (tests/console/node_modules)",
             Part::McpFs => "node and npm's @modelcontextprotocol/server-filesystem (tests/mcp-fs/node_modules)",
             Part::Registry => "an OCI registry binary (docker-registry, or LOVIA_REGISTRY_BIN)",
+            Part::Ts => "node and the TypeScript toolchain (esbuild, componentize-qjs, zod in sdk/js/node_modules)",
         }
     }
 
@@ -84,6 +89,9 @@ impl Part {
             }
             Part::Registry => {
                 "as root: apt-get install docker-registry (or set LOVIA_REGISTRY_BIN to a registry binary)"
+            }
+            Part::Ts => {
+                "as root: apt-get install nodejs npm; scripts/test then installs the toolchain (npm ci in sdk/js)"
             }
         }
     }

@@ -56,11 +56,12 @@ enum Command {
     /// read it without running the plugin. Runs `info` and `tools` once, in
     /// a sandbox with nothing granted.
     Pack(pack::Args),
-    /// Build a Python tool file (@tool functions) into a packed component with
-    /// componentize-py: checks the declarations, compiles, embeds the manifest
-    /// (docs/python.md).
+    /// Build a Python (@tool functions) or TypeScript/JavaScript (tool()
+    /// declarations) tool file into a packed component, with componentize-py
+    /// or esbuild and componentize-qjs: checks the declarations, compiles,
+    /// embeds the manifest (docs/python.md, docs/typescript.md).
     Build(build::Args),
-    /// Start a tool project, in Rust (the default) or Python, with one example
+    /// Start a tool project, in Rust (the default), Python or TypeScript, with one example
     /// tool that builds as it is.
     New(new::Args),
     /// Run a scripted model's turns through the agent loop (the runner and

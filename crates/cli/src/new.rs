@@ -1,5 +1,5 @@
-//! `lovia new NAME [--lang rust|python]`: a small tool project that builds
-//! as it is (docs/tool-authors.md, docs/python.md).
+//! `lovia new NAME [--lang rust|python|ts]`: a small tool project that builds
+//! as it is (docs/tool-authors.md, docs/python.md, docs/typescript.md).
 
 use crate::CliError;
 use std::path::{Path, PathBuf};
@@ -12,6 +12,9 @@ pub(crate) enum Lang {
     Rust,
     /// One `app.py` for `lovia build` (componentize-py).
     Python,
+    /// One `app.ts` and a package.json with the build toolchain, for `lovia build`.
+    #[value(alias = "typescript")]
+    Ts,
 }
 
 #[derive(clap::Args)]
@@ -21,7 +24,9 @@ name and, in Rust, the package's name: a letter, then letters, digits, `_` or `-
 
 Examples:
   lovia new weather                  # Rust: weather/Cargo.toml, weather/src/lib.rs
-  lovia new --lang python weather    # Python: weather/app.py; lovia build weather/app.py")]
+  lovia new --lang python weather    # Python: weather/app.py; lovia build weather/app.py
+  lovia new --lang ts weather        # TypeScript: weather/app.ts, weather/package.json;
+                                     # cd weather && npm install && lovia build app.ts")]
 pub(crate) struct Args {
     /// The project's name.
     name: String,
@@ -50,11 +55,14 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, CliError> {
     check_name(&args.name, args.lang)?;
     let dir = PathBuf::from(&args.name);
     if args.sdk.is_some() && args.lang != Lang::Rust {
-        return Err(CliError::new("--sdk is for --lang rust; a Python project gets the SDK from `lovia build`"));
+        return Err(CliError::new(
+            "--sdk is for --lang rust; Python and TypeScript projects get the SDK from `lovia build`",
+        ));
     }
     let files = match args.lang {
         Lang::Rust => rust(&args.name, args.sdk.as_deref())?,
         Lang::Python => python(&args.name),
+        Lang::Ts => typescript(&args.name),
     };
     // create_dir (not create_dir_all) fails when the directory exists: an existing project is never overwritten.
     std::fs::create_dir(&dir).map_err(|e| match e.kind() {
@@ -81,6 +89,10 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, CliError> {
         ),
         Lang::Python => format!(
             "lovia build {0}/app.py -o {0}.wasm && lovia call {0}.wasm hello '{{\"name\": \"Ada\"}}'",
+            args.name
+        ),
+        Lang::Ts => format!(
+            "cd {0} && npm install && lovia build app.ts -o {0}.wasm && lovia call {0}.wasm hello '{{\"name\": \"Ada\"}}'",
             args.name
         ),
     };
@@ -128,6 +140,77 @@ def hello(name: Annotated[str, Field(min_length=1, max_length=100), "Who to gree
         crate::build::COMPONENTIZE_PY
     );
     vec![("app.py", app), ("README.md", readme)]
+}
+
+fn typescript(name: &str) -> Vec<(&'static str, String)> {
+    let app = format!(
+        r#"// {name}: a lovia tool in TypeScript (docs/typescript.md in the lovia repository).
+import {{ plugin, tool }} from "lovia";
+import {{ z }} from "zod";
+
+plugin({{ name: "{name}", version: "0.1.0" }});
+
+export const hello = tool(
+  {{
+    name: "hello",
+    description: "Greets someone by name.",
+    parameters: z.object({{ name: z.string().min(1).max(100).describe("Who to greet") }}),
+    hints: {{ readOnly: true }},
+  }},
+  async ({{ name }}) => `Hello, ${{name}}!`,
+);
+"#
+    );
+    let (esbuild, componentize) = crate::build::TOOLCHAIN.split_once(' ').unwrap_or(("esbuild", "componentize-qjs"));
+    let version = |spec: &str| spec.rsplit_once('@').map(|(_, v)| v.to_owned()).unwrap_or_default();
+    let package = format!(
+        r#"{{
+  "name": "{npm_name}",
+  "version": "0.1.0",
+  "private": true,
+  "type": "module",
+  "scripts": {{
+    "build": "lovia build app.ts -o {name}.wasm"
+  }},
+  "devDependencies": {{
+    "componentize-qjs": "{}",
+    "esbuild": "{}",
+    "zod": "{}"
+  }}
+}}
+"#,
+        version(componentize),
+        version(esbuild),
+        crate::build::ZOD_VERSION,
+        // npm refuses capitals in a package's name.
+        npm_name = name.to_lowercase(),
+    );
+    // The SDK's types, for an editor or `tsc --noEmit`; `lovia build` brings the SDK itself.
+    let tsconfig = r#"{
+  "compilerOptions": {
+    "target": "ES2023",
+    "module": "ESNext",
+    "moduleResolution": "Bundler",
+    "strict": true,
+    "noEmit": true,
+    "paths": { "lovia": ["./types/lovia/index.d.ts"] }
+  },
+  "include": ["*.ts"]
+}
+"#
+    .to_owned();
+    let readme = format!(
+        "# {name}\n\nA lovia tool in TypeScript. Install the build toolchain (Node.js 20 or later), build it and call it:\n\n\
+         ```sh\nnpm install\nlovia build app.ts -o {name}.wasm\nlovia call {name}.wasm hello '{{\"name\": \"Ada\"}}'\n```\n"
+    );
+    vec![
+        ("app.ts", app),
+        ("package.json", package),
+        ("tsconfig.json", tsconfig),
+        ("types/lovia/index.d.ts", crate::build::SDK_TYPES.to_owned()),
+        ("README.md", readme),
+        (".gitignore", "/node_modules\n*.wasm\n".to_owned()),
+    ]
 }
 
 fn rust(name: &str, sdk: Option<&Path>) -> Result<Vec<(&'static str, String)>, CliError> {

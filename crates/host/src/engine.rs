@@ -233,10 +233,12 @@ pub(crate) fn engine_config(host: &HostConfig, pooled: bool) -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
     config.wasm_component_model(true);
-    // The workspace builds wasmtime with component-model async for code
-    // mode's engine (lovia-code); plugins use the synchronous ABI, and their
-    // stores skip the concurrent runtime's state.
-    config.concurrency_support(false);
+    // Plugins whose runtime settles promises only in async exports
+    // (JavaScript) export `async-plugin`, lifted with the component-model
+    // async ABI; every store then carries the concurrent runtime's state
+    // (its cost is measured in docs/performance.md, "The async ABI").
+    config.wasm_component_model_async(true);
+    config.concurrency_support(true);
     config.consume_fuel(host.fuel_metering);
     config.max_wasm_stack(host.max_wasm_stack);
     // Wasm-level backtraces and their address maps are for debugging guests;

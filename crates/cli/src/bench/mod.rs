@@ -44,6 +44,11 @@ pub(crate) struct Args {
     /// warm, are measured beside the Rust plugin's.
     #[arg(long, value_name = "WASM")]
     python: Option<PathBuf>,
+    /// A TypeScript plugin with an `echo(text)` tool (bench/js-tool; bench/run
+    /// builds it): its cold start and its single-call latency, fresh and
+    /// warm, are measured beside the Rust plugin's.
+    #[arg(long, value_name = "WASM")]
+    js: Option<PathBuf>,
     /// Keep-alive connections driving `lovia serve` in `--only serve`, and
     /// concurrent clients (calls in flight) in `--only mcp`.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -88,6 +93,9 @@ enum Bench {
     /// The `--python` plugin's `echo`, one call at a time, fresh and warm
     /// (also part of `latency` and `overhead`).
     Python,
+    /// The `--js` plugin's `echo`, one call at a time, fresh and warm (also
+    /// part of `latency` and `overhead`).
+    Js,
     /// Code mode: the engine's size and compile, a program's cost beside
     /// direct calls, and a support task tool by tool and as one program.
     Code,
@@ -112,7 +120,9 @@ struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     memory: Option<Memory>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    python: Option<PythonCalls>,
+    python: Option<GuestCalls>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    js: Option<GuestCalls>,
     #[serde(skip_serializing_if = "Option::is_none")]
     serve: Option<serve::ServeFigure>,
     /// `serve`'s floor: an HTTP echo in this process, same connections.
@@ -130,7 +140,7 @@ struct Report {
 
 /// Single-call latency of the Python plugin's `echo`.
 #[derive(Serialize)]
-struct PythonCalls {
+struct GuestCalls {
     component: String,
     fresh: Latency,
     session: Latency,
@@ -225,6 +235,10 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
         return Err(CliError::new("--only python measures the plugin of --python, and none was given")
             .hint("build one with bench/run (target/bench/pyecho.wasm), then pass --python PATH"));
     }
+    if args.only.contains(&Bench::Js) && args.js.is_none() {
+        return Err(CliError::new("--only js measures the plugin of --js, and none was given")
+            .hint("build one with bench/run (target/bench/jsecho.wasm), then pass --js PATH"));
+    }
     let bytes = std::fs::read(&args.plugin).map_err(|e| {
         CliError::new(format!("cannot read {}: {e}", args.plugin.display()))
             .hint("build the example plugins first: scripts/demo (or bench/run), or pass --plugin PATH")
@@ -294,7 +308,12 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     if let Some(path) = &args.python
         && (wants(Bench::Latency) || wants(Bench::Overhead) || wants(Bench::Python))
     {
-        report.python = Some(python_calls(&host, path).await?);
+        report.python = Some(guest_calls(&host, path, "bench/python-tool").await?);
+    }
+    if let Some(path) = &args.js
+        && (wants(Bench::Latency) || wants(Bench::Overhead) || wants(Bench::Js))
+    {
+        report.js = Some(guest_calls(&host, path, "bench/js-tool").await?);
     }
     if wants(Bench::Timeout) {
         report.timeout = Some(timeout(&exec).await);
@@ -304,6 +323,7 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
         let mut paths = vec![args.plugin.clone()];
         paths.extend(args.cold_start.iter().cloned());
         paths.extend(args.python.iter().cloned());
+        paths.extend(args.js.iter().cloned());
         for path in paths {
             report.cold_start.push(cold_start(&path).await?);
         }
@@ -401,21 +421,21 @@ async fn latency_of(exec: &Executor, run: &RunState, warm_up: u32, samples: u32)
     Latency::of_seconds(times)
 }
 
-/// The Python plugin's `echo`, one call per turn: a fresh instance each
-/// time, then one warm instance for a session.
-async fn python_calls(host: &Host, path: &Path) -> Result<PythonCalls, CliError> {
+/// A Python or TypeScript plugin's `echo` (the plugin of `source`), one
+/// call per turn: a fresh instance each time, then one warm instance for a session.
+async fn guest_calls(host: &Host, path: &Path, source: &str) -> Result<GuestCalls, CliError> {
     let bytes = std::fs::read(path).map_err(|e| CliError::new(format!("cannot read {}: {e}", path.display())))?;
     let origin = path.display().to_string();
     let fresh = host.load_bytes(&bytes, &origin).await?;
     if fresh.tool("echo").is_none() {
         return Err(
-            CliError::new(format!("{origin} has no `echo` tool")).hint("pass bench/python-tool, built by bench/run")
+            CliError::new(format!("{origin} has no `echo` tool")).hint(format!("pass {source}, built by bench/run"))
         );
     }
     let session = PluginConfig { instance: InstanceMode::Session, ..PluginConfig::default() };
     let warm = host.load_bytes_with(&bytes, &origin, session).await?;
     let run = RunState { session_id: Some("bench".into()), ..RunState::default() };
-    Ok(PythonCalls {
+    Ok(GuestCalls {
         component: path.file_name().map_or(origin.clone(), |n| n.to_string_lossy().into_owned()),
         fresh: latency_of(&executor(&fresh), &RunState::default(), 20, 500).await,
         session: latency_of(&executor(&warm), &run, 20, 2_000).await,
@@ -651,9 +671,10 @@ fn table(r: &Report) -> String {
             times(c.cached_load_ms, c.floor_load_ms)
         );
     }
-    if let Some(p) = &r.python {
+    for (label, p) in [("python", &r.python), ("js", &r.js)] {
+        let Some(p) = p else { continue };
         out += &format!(
-            "python      one echo call, {}   fresh p50 {:>7.1} µs  p99 {:>7.1} µs   floor p50 {:>7.1} µs = {}\n",
+            "{label:<11} one echo call, {}   fresh p50 {:>7.1} µs  p99 {:>7.1} µs   floor p50 {:>7.1} µs = {}\n",
             p.component,
             p.fresh.p50_us,
             p.fresh.p99_us,
@@ -661,7 +682,7 @@ fn table(r: &Report) -> String {
             times(p.fresh.p50_us, p.fresh_floor.p50_us)
         );
         out += &format!(
-            "python      one echo call, {}   warm  p50 {:>7.1} µs  p99 {:>7.1} µs   floor p50 {:>7.1} µs = {}\n",
+            "{label:<11} one echo call, {}   warm  p50 {:>7.1} µs  p99 {:>7.1} µs   floor p50 {:>7.1} µs = {}\n",
             p.component,
             p.session.p50_us,
             p.session.p99_us,

@@ -30,6 +30,23 @@ pub(crate) mod v0_2 {
     });
 }
 
+/// `lovia:tools@0.2.0`'s `async-tool-plugin` world: the same imports as
+/// `tool-plugin` (its types are [`v0_2`]'s, so the linker entries and host
+/// traits are shared), and the `async-plugin` export, whose `call` and
+/// `needs-approval` are async functions of the component-model async ABI.
+pub(crate) mod v0_2_async {
+    wasmtime::component::bindgen!({
+        path: "wit",
+        world: "async-tool-plugin",
+        exports: { default: async },
+        with: {
+            "lovia:tools/types": super::v0_2::lovia::tools::types,
+            "lovia:tools/context": super::v0_2::lovia::tools::context,
+            "lovia:tools/store": super::v0_2::lovia::tools::store,
+        },
+    });
+}
+
 pub(crate) use v0_2::exports::lovia::tools::plugin as guest;
 pub(crate) use v0_2::lovia::tools::types as wit;
 pub use version::ContractVersion;

@@ -12,6 +12,10 @@ pub enum ContractVersion {
 }
 
 impl ContractVersion {
+    /// The interface a 0.2.0 plugin exports instead of `plugin` when its calls
+    /// are async functions (JavaScript: docs/contract.md, "The async-plugin export").
+    pub const ASYNC_PLUGIN_EXPORT: &'static str = "lovia:tools/async-plugin@0.2.0";
+
     /// Every version the host loads, oldest first.
     pub const ALL: [ContractVersion; 2] = [ContractVersion::V0_1, ContractVersion::V0_2];
 
@@ -23,7 +27,8 @@ impl ContractVersion {
         }
     }
 
-    /// The name of the interface a component of this version exports.
+    /// The name of the interface a component of this version exports
+    /// (0.2.0's asynchronous plugins export [`ContractVersion::ASYNC_PLUGIN_EXPORT`] instead).
     pub fn plugin_export(self) -> &'static str {
         match self {
             ContractVersion::V0_1 => "lovia:tools/plugin@0.1.0",

@@ -1,4 +1,4 @@
-//! `lovia build`: a Python tool file → a packed component (docs/python.md).
+//! `lovia build app.py`: a Python tool file → a packed component (docs/python.md).
 //!
 //! The binary carries the Python SDK and the WIT contract, so a machine with
 //! `lovia` and componentize-py needs nothing else. The build itself is the
@@ -8,8 +8,8 @@
 //! Only the last step differs: this binary packs the manifest itself, with
 //! the code of `lovia pack`.
 
+use super::{Args, on_path, pack_and_write};
 use crate::CliError;
-use lovia_host::{Host, HostConfig};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -19,61 +19,30 @@ pub(crate) const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
 /// Every module of the Python SDK (`sdk/python/lovia/`), embedded. A unit
 /// test fails when a module is added there and not here.
 const SDK: &[(&str, &str)] = &[
-    ("__init__.py", include_str!("../../../sdk/python/lovia/__init__.py")),
-    ("__main__.py", include_str!("../../../sdk/python/lovia/__main__.py")),
-    ("_content.py", include_str!("../../../sdk/python/lovia/_content.py")),
-    ("_context.py", include_str!("../../../sdk/python/lovia/_context.py")),
-    ("_errors.py", include_str!("../../../sdk/python/lovia/_errors.py")),
-    ("_fields.py", include_str!("../../../sdk/python/lovia/_fields.py")),
-    ("_info.py", include_str!("../../../sdk/python/lovia/_info.py")),
-    ("_plugin.py", include_str!("../../../sdk/python/lovia/_plugin.py")),
-    ("_schema.py", include_str!("../../../sdk/python/lovia/_schema.py")),
-    ("_tool.py", include_str!("../../../sdk/python/lovia/_tool.py")),
-    ("build.py", include_str!("../../../sdk/python/lovia/build.py")),
+    ("__init__.py", include_str!("../../../../sdk/python/lovia/__init__.py")),
+    ("__main__.py", include_str!("../../../../sdk/python/lovia/__main__.py")),
+    ("_content.py", include_str!("../../../../sdk/python/lovia/_content.py")),
+    ("_context.py", include_str!("../../../../sdk/python/lovia/_context.py")),
+    ("_errors.py", include_str!("../../../../sdk/python/lovia/_errors.py")),
+    ("_fields.py", include_str!("../../../../sdk/python/lovia/_fields.py")),
+    ("_info.py", include_str!("../../../../sdk/python/lovia/_info.py")),
+    ("_plugin.py", include_str!("../../../../sdk/python/lovia/_plugin.py")),
+    ("_schema.py", include_str!("../../../../sdk/python/lovia/_schema.py")),
+    ("_tool.py", include_str!("../../../../sdk/python/lovia/_tool.py")),
+    ("build.py", include_str!("../../../../sdk/python/lovia/build.py")),
 ];
 
 /// The contract the components are built against: the host's copy, which
 /// `.ci/run` checks is byte-identical to `wit/lovia.wit`.
-const WIT: &str = include_str!("../../host/wit/lovia.wit");
+const WIT: &str = include_str!("../../../host/wit/lovia.wit");
 
-#[derive(clap::Args)]
-#[command(after_help = "\
-Needs componentize-py, the compiler from Python to a component (pip install 'componentize-py==0.25.1'), \
-and the Python it is installed in. Nothing else: this binary carries the Python SDK and the WIT contract.
-
-Exit status: 0 when the component was written, 1 when the tool file cannot be built (a declaration \
-error names the function and the parameter), 2 for usage errors and a missing componentize-py or Python.
-
-Example:
-  lovia new --lang python weather && lovia build weather/app.py -o weather.wasm
-  lovia call weather.wasm hello '{\"name\": \"Ada\"}'")]
-pub(crate) struct Args {
-    /// The Python file with the @tool functions (app.py). Its directory is
-    /// bundled into the component.
-    tool_file: PathBuf,
-    /// The component to write [default: the tool file's name, with .wasm].
-    #[arg(short, long, value_name = "OUT")]
-    output: Option<PathBuf>,
-    /// Another directory of pure-Python modules to bundle (repeatable).
-    #[arg(short = 'p', long = "path", value_name = "DIR")]
-    paths: Vec<PathBuf>,
-    /// The componentize-py executable [default: `componentize-py` on PATH].
-    #[arg(long, value_name = "PATH")]
-    componentize_py: Option<PathBuf>,
-    /// The Python (3.10 or later) that imports the tool file to check its
-    /// declarations before the slow build [default: the interpreter named on
-    /// componentize-py's `#!` line, which is the one pip installed it into,
-    /// else `python3` on PATH].
-    #[arg(long, value_name = "PATH")]
-    python: Option<PathBuf>,
-    /// Do not embed the manifest (`lovia inspect` then loads the plugin in a
-    /// sandbox to read its tools).
-    #[arg(long)]
-    no_pack: bool,
-}
-
-pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
-    check_input(&args.tool_file)?;
+pub(super) async fn run(args: Args) -> Result<ExitCode, CliError> {
+    if let Some(dir) = &args.node_modules {
+        return Err(CliError::new(format!(
+            "--node-modules {}: it is for TypeScript and JavaScript tool files",
+            dir.display()
+        )));
+    }
     for dir in &args.paths {
         if !dir.is_dir() {
             return Err(CliError::new(format!("--path {}: not a directory", dir.display())));
@@ -81,13 +50,8 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     }
     let componentize = find_componentize(args.componentize_py.as_deref())?;
     let python = find_python(args.python.as_deref(), &componentize)?;
-    let output = args.output.clone().unwrap_or_else(|| args.tool_file.with_extension("wasm"));
 
-    // Private (0700) and removed on every exit path: it holds the SDK copy and the unpacked component.
-    let work = tempfile::Builder::new()
-        .prefix("lovia-build-")
-        .tempdir()
-        .map_err(|e| CliError::new(format!("cannot create a temporary directory: {e}")))?;
+    let work = super::work_dir()?;
     let sdk = work.path().join("sdk");
     write_sdk(&sdk, &work.path().join("wit"))?;
     let unpacked = work.path().join("component.wasm");
@@ -138,24 +102,7 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::from(1));
     }
 
-    let bytes = std::fs::read(&unpacked)
-        .map_err(|e| CliError::new(format!("the build wrote no component ({}): {e}", unpacked.display())))?;
-    let (bytes, summary) = if args.no_pack {
-        (bytes, "not packed".to_owned())
-    } else {
-        // The unpacked component is compiled once to run `info` and `tools` and never loaded again,
-        // so its artifact stays out of the cache.
-        let host = Host::new(HostConfig { cache_dir: None, ..HostConfig::default() })?;
-        let (packed, manifest) = crate::pack::pack_bytes(&host, &bytes, &args.tool_file.display().to_string()).await?;
-        let names: Vec<&str> = manifest.tools.iter().map(|t| t.name.as_str()).collect();
-        (
-            packed,
-            format!("{} {}, {} tool(s): {}", manifest.info.name, manifest.info.version, names.len(), names.join(", ")),
-        )
-    };
-    write_atomically(&output, &bytes)?;
-    println!("{}: {summary}", output.display());
-    Ok(ExitCode::SUCCESS)
+    pack_and_write(&args, &unpacked).await
 }
 
 /// Imports the tool file to check its declarations (`python -m lovia
@@ -224,25 +171,6 @@ fn check_confined(
     Ok(Some(ExitCode::from(1)))
 }
 
-/// Only a Python file builds here; say what does build for anything else.
-fn check_input(path: &Path) -> Result<(), CliError> {
-    let rust = "a Rust tool builds with `cargo build --release --target wasm32-wasip2`, then `lovia pack`";
-    if path.is_dir() {
-        return Err(CliError::new(format!("{} is a directory; lovia build takes a Python tool file", path.display()))
-            .hint(format!(
-                "pass the .py file with the @tool functions (for example {}/app.py); {rust}",
-                path.display()
-            )));
-    }
-    if path.extension().is_none_or(|e| e != "py") {
-        return Err(CliError::new(format!("{}: lovia build takes a Python tool file (.py)", path.display())).hint(rust));
-    }
-    if !path.is_file() {
-        return Err(CliError::new(format!("{}: no such file", path.display())));
-    }
-    Ok(())
-}
-
 fn find_componentize(explicit: Option<&Path>) -> Result<PathBuf, CliError> {
     let install =
         format!("install it with: python3 -m pip install '{COMPONENTIZE_PY}' (or pass --componentize-py PATH)");
@@ -296,17 +224,6 @@ fn shebang_interpreter(script: &Path) -> Option<PathBuf> {
     (named_python && interpreter.is_absolute() && interpreter.is_file()).then_some(interpreter)
 }
 
-/// `name` in a directory of `PATH`, as a shell would find it.
-fn on_path(name: &std::ffi::OsStr) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| is_executable(candidate))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
 fn write_sdk(sdk: &Path, wit: &Path) -> Result<(), CliError> {
     let write = |path: &Path, text: &str| {
         std::fs::write(path, text).map_err(|e| CliError::new(format!("cannot write {}: {e}", path.display())))
@@ -319,21 +236,6 @@ fn write_sdk(sdk: &Path, wit: &Path) -> Result<(), CliError> {
         write(&package.join(name), text)?;
     }
     write(&wit.join("lovia.wit"), WIT)
-}
-
-/// Writes `OUT.partial`, then renames it: `OUT` exists only once the whole build succeeded.
-fn write_atomically(output: &Path, bytes: &[u8]) -> Result<(), CliError> {
-    if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| CliError::new(format!("cannot create {}: {e}", dir.display())))?;
-    }
-    let mut partial = output.as_os_str().to_owned();
-    partial.push(".partial");
-    let partial = PathBuf::from(partial);
-    std::fs::write(&partial, bytes).map_err(|e| CliError::new(format!("cannot write {}: {e}", partial.display())))?;
-    std::fs::rename(&partial, output).map_err(|e| {
-        let _ = std::fs::remove_file(&partial);
-        CliError::new(format!("cannot write {}: {e}", output.display()))
-    })
 }
 
 #[cfg(test)]
@@ -350,7 +252,7 @@ mod tests {
             .collect();
         on_disk.sort();
         let embedded: Vec<String> = SDK.iter().map(|(name, _)| (*name).to_owned()).collect();
-        assert_eq!(embedded, on_disk, "crates/cli/src/build.rs must embed every module of sdk/python/lovia");
+        assert_eq!(embedded, on_disk, "crates/cli/src/build/python.rs must embed every module of sdk/python/lovia");
         for (name, text) in SDK {
             assert_eq!(std::fs::read_to_string(dir.join(name)).expect("read").as_str(), *text, "{name}");
         }
