@@ -714,7 +714,12 @@ fn a_python_project_from_lovia_new_builds_with_lovia_build_and_answers_lovia_cal
     assert!(readme.contains("lovia build app.py -o greeter.wasm"), "{readme}");
 
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let inputs = [app.clone(), root.join("crates/cli/src/build.rs"), root.join("crates/cli/src/pack.rs")];
+    let inputs = [
+        app.clone(),
+        root.join("crates/cli/src/build/mod.rs"),
+        root.join("crates/cli/src/build/python.rs"),
+        root.join("crates/cli/src/pack.rs"),
+    ];
     let cache = root.join("target/python/cli-cache");
     let built = python::cached("greeter", &inputs, |out| {
         // A new component: the artifact of the previous one (tens of MiB) is never loaded again.
@@ -774,7 +779,12 @@ fn an_async_tool_whose_file_imports_only_lovia_answers() {
     let Some(componentize) = parts::require(Part::Python, python::componentize_py) else { return };
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let tool_file = root.join("tests/python/seed/orders.py");
-    let inputs = [tool_file.clone(), root.join("crates/cli/src/build.rs"), root.join("crates/cli/src/pack.rs")];
+    let inputs = [
+        tool_file.clone(),
+        root.join("crates/cli/src/build/mod.rs"),
+        root.join("crates/cli/src/build/python.rs"),
+        root.join("crates/cli/src/pack.rs"),
+    ];
     let cache = root.join("target/python/seed-cache");
     let os = std::ffi::OsStr::new;
     let built = python::cached("seed-orders", &inputs, |out| {

@@ -440,3 +440,36 @@ fn a_typescript_project_from_lovia_new_builds_and_answers_lovia_call() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).trim(), "Hello, Ada!");
 }
+
+/// One TypeScript plugin through the two doors: `lovia serve`'s direct call
+/// route and `lovia mcp` over stdio, driven by the official Python MCP client.
+#[tokio::test]
+async fn a_typescript_plugin_answers_through_serve_and_mcp() {
+    let Some(path) = parts::require(Part::Ts, || js::component(LOVIA)) else { return };
+    let path = path.to_str().expect("a UTF-8 path");
+    let addr = super::serve::start(vec![super::serve::tenant("acme", "acme-key", &[path])]).await;
+    let key = Some("acme-key");
+    let (status, body) =
+        super::serve::request(addr, "POST", "/api/tools/lookup_order/call", key, r#"{"order_id": "A-1001"}"#).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(super::serve::json(&body)["output"].as_str().expect("output").contains(r#""customer": "ada""#), "{body}");
+    let (status, body) =
+        super::serve::request(addr, "POST", "/api/tools/fail_named/call", key, r#"{"message": ""}"#).await;
+    assert_eq!(
+        (status, super::serve::json(&body)["output"].as_str()),
+        (200, Some("Tool error: ConnectError")),
+        "{body}"
+    );
+    assert_eq!(super::serve::json(&body)["tool_error_kind"], "ConnectError", "{body}");
+
+    let Some(py) = super::mcp::python() else { return };
+    let wanted = json!([["async_add", {"a": 1, "b": 2}], ["fail_hint", {}], ["search_docs", {"query": "timeouts"}]]);
+    let args: Vec<String> =
+        ["auto", "calls", &wanted.to_string(), "stdio", LOVIA, "--no-cache", "mcp", path].map(String::from).to_vec();
+    let out = super::mcp::client(&py, &args);
+    assert_eq!(out["protocol"], "2026-07-28");
+    assert_eq!((&out["results"][0]["is_error"], &out["results"][0]["text"][0]), (&json!(false), &json!("5")), "{out}");
+    assert_eq!(out["results"][1]["is_error"], true, "{out}");
+    assert_eq!(out["results"][1]["text"][0], "Tool error: db down\n  hint: retry later", "{out}");
+    assert_eq!(out["results"][2]["text"][0], r#"["Timeouts"]"#, "{out}");
+}

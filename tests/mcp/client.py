@@ -302,6 +302,16 @@ async def loose(mode, server):
     return out
 
 
+async def calls(mode, server, wanted):
+    """Each [tool, arguments] of `wanted`, called in turn: what the client reads of each."""
+    out = {"results": []}
+    async with Client(server, mode=mode) as client:
+        out["protocol"] = client.protocol_version
+        for tool, arguments in wanted:
+            out["results"].append(block(await client.call_tool(tool, arguments)))
+    return out
+
+
 async def progress_burst(mode, server, steps):
     """A tool reporting progress in a tight loop: what reaches the client."""
     out = {}
@@ -550,6 +560,9 @@ async def main():
         return
     if transport == "loose":
         print(json.dumps(await loose(mode, server_of(sys.argv[3:]))))
+        return
+    if transport == "calls":
+        print(json.dumps(await calls(mode, server_of(sys.argv[4:]), json.loads(sys.argv[3]))))
         return
     if transport == "progress":
         print(json.dumps(await progress_burst(mode, server_of(sys.argv[3:]), 1000)))

@@ -114,12 +114,58 @@ impl Default for HostConfig {
     }
 }
 
-/// The runtime that loads plugins. Cheap to clone; the epoch ticker stops
+/// The calling convention of a plugin's exports, which decides the engine
+/// it is compiled for and runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) enum Abi {
+    /// Every export synchronous (`plugin`): the engine leaves wasmtime's
+    /// concurrent runtime out of every store.
+    Sync,
+    /// `async-plugin`'s async exports (the component-model async ABI): the
+    /// engine has concurrency support, which every store then pays for
+    /// (docs/performance.md, "The async ABI"), so only these plugins use it.
+    Async,
+}
+
+/// One engine and what runs on it: the linker of the lovia and WASI
+/// imports, and the epoch ticker that interrupts its guests.
+pub(crate) struct Runtime {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<SandboxState>,
+    pub(crate) ticker: Ticker,
+    pub(crate) pooled: bool,
+    pub(crate) abi: Abi,
+}
+
+impl Runtime {
+    fn new(config: &HostConfig, abi: Abi) -> Result<Runtime, HostError> {
+        let (engine, pooled) = match Engine::new(&engine_config(config, true, abi)) {
+            Ok(engine) => (engine, true),
+            Err(err) => {
+                tracing::warn!(%err, "pooling allocator unavailable; falling back to on-demand allocation");
+                let engine = Engine::new(&engine_config(config, false, abi))
+                    .map_err(|e| HostError::Engine { reason: e.to_string() })?;
+                (engine, false)
+            }
+        };
+        let linker = crate::sandbox::linker(&engine).map_err(|e| HostError::Engine { reason: e.to_string() })?;
+        let ticker = Ticker::start(engine.clone());
+        Ok(Runtime { engine, linker, ticker, pooled, abi })
+    }
+}
+
+/// The runtime that loads plugins. Cheap to clone; the epoch tickers stop
 /// when the last clone is dropped.
 #[derive(Clone)]
 pub struct Host {
+    /// The engine of synchronous plugins (every Rust and Python one):
+    /// `sync_runtime`'s, kept here for the code that needs only an engine.
     pub(crate) engine: Engine,
-    pub(crate) linker: Arc<Linker<SandboxState>>,
+    /// The runtime of synchronous plugins.
+    pub(crate) sync_runtime: Arc<Runtime>,
+    /// The engine of `async-plugin` components, made on first need: a host
+    /// that loads none never pays for a second pool.
+    async_runtime: Arc<std::sync::Mutex<Option<Arc<Runtime>>>>,
     pub(crate) config: Arc<HostConfig>,
     pub(crate) tenant_fuel: Arc<crate::sandbox::FuelLedger>,
     pub(crate) slots: Arc<crate::sandbox::InstanceSlots>,
@@ -128,7 +174,6 @@ pub struct Host {
     /// The opened artifact cache (`cache_dir`), with its key.
     pub(crate) cache: Option<Arc<ArtifactCache>>,
     pooled: bool,
-    pub(crate) ticker: Arc<Ticker>,
 }
 
 impl std::fmt::Debug for Host {
@@ -149,17 +194,7 @@ impl Host {
             .map(|dir| ArtifactCache::open(dir, config.cache_max_bytes))
             .transpose()?
             .map(Arc::new);
-        let (engine, pooled) = match Engine::new(&engine_config(&config, true)) {
-            Ok(engine) => (engine, true),
-            Err(err) => {
-                tracing::warn!(%err, "pooling allocator unavailable; falling back to on-demand allocation");
-                let engine = Engine::new(&engine_config(&config, false))
-                    .map_err(|e| HostError::Engine { reason: e.to_string() })?;
-                (engine, false)
-            }
-        };
-        let linker = crate::sandbox::linker(&engine).map_err(|e| HostError::Engine { reason: e.to_string() })?;
-        let ticker = Ticker::start(engine.clone());
+        let runtime = Arc::new(Runtime::new(&config, Abi::Sync)?);
         let tenant_fuel = Arc::new(crate::sandbox::FuelLedger::new(config.tenant_fuel));
         let slots = Arc::new(crate::sandbox::InstanceSlots::new(config.pool_slots, config.tenant_instances));
         let guest_logs = Arc::new(crate::sandbox::GuestLogs::new(config.guest_logs));
@@ -168,14 +203,30 @@ impl Host {
             slots,
             guest_logs,
             cpu,
-            engine,
-            linker: Arc::new(linker),
+            engine: runtime.engine.clone(),
+            pooled: runtime.pooled,
+            sync_runtime: runtime,
+            async_runtime: Arc::default(),
             config: Arc::new(config),
             tenant_fuel,
             cache,
-            pooled,
-            ticker: Arc::new(ticker),
         })
+    }
+
+    /// The runtime of plugins of `abi`; the async one is made on first need.
+    pub(crate) fn runtime(&self, abi: Abi) -> Result<Arc<Runtime>, HostError> {
+        match abi {
+            Abi::Sync => Ok(self.sync_runtime.clone()),
+            Abi::Async => {
+                let mut slot = self.async_runtime.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if let Some(runtime) = slot.as_ref() {
+                    return Ok(runtime.clone());
+                }
+                let runtime = Arc::new(Runtime::new(&self.config, Abi::Async)?);
+                *slot = Some(runtime.clone());
+                Ok(runtime)
+            }
+        }
     }
 
     /// The settings this host was created with.
@@ -216,29 +267,38 @@ impl Host {
         self.pooled
     }
 
-    /// What a compile worker needs to build an engine whose artifacts this
-    /// one accepts.
-    pub(crate) fn engine_settings(&self) -> crate::compile_worker::EngineSettings {
+    /// What a compile worker needs to build an engine whose artifacts
+    /// `runtime`'s accepts.
+    pub(crate) fn engine_settings(&self, runtime: &Runtime) -> crate::compile_worker::EngineSettings {
         crate::compile_worker::EngineSettings {
             fuel_metering: self.config.fuel_metering,
             max_wasm_stack: self.config.max_wasm_stack,
             pool_slots: self.config.pool_slots,
             memory_bytes: self.config.limits.memory_bytes,
-            pooled: self.pooled,
+            pooled: runtime.pooled,
+            abi: runtime.abi,
         }
     }
 }
 
-pub(crate) fn engine_config(host: &HostConfig, pooled: bool) -> Config {
+pub(crate) fn engine_config(host: &HostConfig, pooled: bool, abi: Abi) -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
     config.wasm_component_model(true);
-    // Plugins whose runtime settles promises only in async exports
-    // (JavaScript) export `async-plugin`, lifted with the component-model
-    // async ABI; every store then carries the concurrent runtime's state
-    // (its cost is measured in docs/performance.md, "The async ABI").
-    config.wasm_component_model_async(true);
-    config.concurrency_support(true);
+    match abi {
+        // The workspace builds wasmtime with component-model async (code
+        // mode, async plugins); synchronous plugins' stores skip the
+        // concurrent runtime's state.
+        Abi::Sync => {
+            config.concurrency_support(false);
+        }
+        // `async-plugin`'s exports are lifted with the component-model
+        // async ABI (JavaScript: docs/contract.md).
+        Abi::Async => {
+            config.wasm_component_model_async(true);
+            config.concurrency_support(true);
+        }
+    }
     config.consume_fuel(host.fuel_metering);
     config.max_wasm_stack(host.max_wasm_stack);
     // Wasm-level backtraces and their address maps are for debugging guests;
@@ -295,7 +355,7 @@ fn compile_stdio(settings: &str) -> Result<(), String> {
         ..crate::HostConfig::default()
     };
     config.limits.memory_bytes = settings.memory_bytes;
-    let engine = Engine::new(&engine_config(&config, settings.pooled)).map_err(|e| e.to_string())?;
+    let engine = Engine::new(&engine_config(&config, settings.pooled, settings.abi)).map_err(|e| e.to_string())?;
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map_err(|e| e.to_string())?;
     let artifact = engine.precompile_component(&bytes).map_err(|e| crate::error::root_cause(&e))?;

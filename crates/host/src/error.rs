@@ -202,6 +202,15 @@ pub enum LoadError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The engine of the component's calling convention could not be made
+    /// (the engine of `async-plugin` components, made on first need).
+    #[error("{origin}: cannot make the engine that runs it: {source}")]
+    Engine {
+        /// Where the bytes came from.
+        origin: String,
+        /// Why.
+        source: Box<HostError>,
+    },
 }
 
 impl LoadError {
@@ -222,7 +231,7 @@ impl LoadError {
                  wasi:clocks, wasi:random, wasi:filesystem, wasi:sockets, wasi:http); rebuild against wit/lovia.wit"
             }
             LoadError::WrongExports { .. } => {
-                "export the lovia:tools/plugin@0.2.0 interface (or @0.1.0), e.g. with the `lovia` guest SDK's `export!` macro"
+                "export the lovia:tools/plugin@0.2.0 interface (or @0.1.0, or async-plugin@0.2.0), e.g. with the `lovia` guest SDK's `export!` macro"
             }
             LoadError::Describe { .. } => "the plugin's info()/tools() must return without side effects",
             LoadError::InvalidSpec { .. } => "fix the tool's declaration in the plugin and rebuild it",
@@ -231,6 +240,9 @@ impl LoadError {
             }
             LoadError::Manifest { .. } => "run `lovia pack PLUGIN.wasm` to embed the manifest",
             LoadError::Cache { .. } => "set a writable cache directory, or disable the cache",
+            LoadError::Engine { .. } => {
+                "the engine of async (JavaScript) plugins is made on the first such load; the reason says why it could not be"
+            }
             LoadError::CompileTimeout { .. } => {
                 "a component this large or this complex is refused here; build a smaller one (fewer or smaller functions)"
             }

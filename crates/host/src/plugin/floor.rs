@@ -61,7 +61,7 @@ impl Plugin {
     /// `tool` with `arguments` (JSON text), and drop the instance.
     #[doc(hidden)]
     pub async fn floor_fresh_call(&self, tool: &str, arguments: &str) -> Result<(), FloorError> {
-        let mut store = sandbox::bare_store(&self.inner.host.engine);
+        let mut store = sandbox::bare_store(&self.inner.runtime.engine);
         let instance = self.inner.pre.instantiate_async(&mut store).await.map_err(wasmtime("instantiation"))?;
         floor_call(&mut store, &instance, tool, arguments).await
     }
@@ -70,7 +70,7 @@ impl Plugin {
     /// [`WarmFloor::call`] is a bare call and nothing else.
     #[doc(hidden)]
     pub async fn floor_warm(&self) -> Result<WarmFloor, FloorError> {
-        let mut store = sandbox::bare_store(&self.inner.host.engine);
+        let mut store = sandbox::bare_store(&self.inner.runtime.engine);
         let instance = self.inner.pre.instantiate_async(&mut store).await.map_err(wasmtime("instantiation"))?;
         Ok(WarmFloor { store, instance })
     }
@@ -122,11 +122,12 @@ impl Plugin {
     pub fn floor_cached_load(&self) -> Result<std::time::Duration, FloorError> {
         let host = &self.inner.host;
         let Some(cache) = host.cache.as_deref() else { return Err(FloorError::NotCached) };
-        let path = super::cache::artifact_path(cache.dir(), &host.engine, &self.inner.digest);
+        let engine = &self.inner.runtime.engine;
+        let path = super::cache::artifact_path(cache.dir(), engine, &self.inner.digest);
         let unproven = |reason: String| FloorError::Unproven { reason };
         let proven = cache.verify_artifact(&path).map_err(|e| unproven(e.to_string()))?;
         let started = std::time::Instant::now();
-        let component = deserialize_proven(&host.engine, &path);
+        let component = deserialize_proven(engine, &path);
         let elapsed = started.elapsed();
         component.map_err(wasmtime("deserialization"))?;
         let now = std::fs::metadata(&path).ok().and_then(|m| crate::artifacts::FileStamp::of(&m));

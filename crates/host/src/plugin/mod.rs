@@ -18,7 +18,7 @@ use crate::bindings::{ContractVersion, guest, wit};
 use crate::call::CallContext;
 use crate::call::{ApprovalMode, MAX_CONTENT_PARTS, MAX_TITLE_BYTES, ToolHints, ToolSpec, is_valid_name};
 use crate::call::{CallOutcome, ContentPart, ErrorKind, Failure, is_valid_error_kind, text};
-use crate::engine::Host;
+use crate::engine::{Abi, Host, Runtime};
 use crate::error::LoadError;
 use crate::sandbox::{self, CallLimits, GuestPre, SessionStore, StoreSpec};
 use serde::{Deserialize, Serialize};
@@ -81,6 +81,8 @@ pub struct Plugin {
 
 struct Inner {
     host: Host,
+    /// The engine it was compiled for and runs on (by its exports' ABI).
+    runtime: Arc<Runtime>,
     config: config::PluginConfig,
     limits: CallLimits,
     origin: String,
@@ -163,13 +165,14 @@ impl Host {
         config: &config::PluginConfig,
     ) -> Option<Result<Plugin, LoadError>> {
         let cache = self.cache.as_deref()?;
-        let described = cache::load_described(cache, &self.engine, digest)?;
-        let component = cache::load_cached(&self.engine, cache, digest)?;
+        let (runtime, component) = self.cached_artifact(cache, digest)?;
+        let described = cache::load_described(cache, &runtime.engine, digest)?;
         if let Err(e) = check_store_namespace(config, origin).and_then(|()| check_digest(config, digest, origin)) {
             return Some(Err(e));
         }
         Some(
             self.assemble(
+                runtime,
                 component,
                 digest.to_owned(),
                 Some(described.manifest),
@@ -181,12 +184,35 @@ impl Host {
         )
     }
 
-    /// Compiles `bytes` here, or in a compile worker with a deadline when
-    /// the host has one ([`crate::HostConfig::compile_worker`]).
-    fn compile(&self, bytes: &[u8], origin: &str) -> Result<wasmtime::component::Component, LoadError> {
+    /// The cached artifact of `digest` and the runtime it was compiled for:
+    /// the synchronous engine's first (every Rust and Python plugin), then
+    /// the async one's, which is made for the probe if no plugin made it yet.
+    fn cached_artifact(
+        &self,
+        cache: &crate::artifacts::ArtifactCache,
+        digest: &str,
+    ) -> Option<(Arc<Runtime>, wasmtime::component::Component)> {
+        if let Some(component) = cache::load_cached(&self.engine, cache, digest) {
+            return Some((self.sync_runtime.clone(), component));
+        }
+        let runtime = self.runtime(Abi::Async).ok()?;
+        let component = cache::load_cached(&runtime.engine, cache, digest)?;
+        Some((runtime, component))
+    }
+
+    /// Compiles `bytes` for `runtime` here, or in a compile worker with a
+    /// deadline when the host has one ([`crate::HostConfig::compile_worker`]).
+    fn compile(
+        &self,
+        runtime: &Runtime,
+        bytes: &[u8],
+        origin: &str,
+    ) -> Result<wasmtime::component::Component, LoadError> {
         match &self.config.compile_worker {
-            None => cache::compile_fresh(&self.engine, bytes, origin),
-            Some(worker) => crate::compile_worker::compile(worker, self.engine_settings(), &self.engine, bytes, origin),
+            None => cache::compile_fresh(&runtime.engine, bytes, origin),
+            Some(worker) => {
+                crate::compile_worker::compile(worker, self.engine_settings(runtime), &runtime.engine, bytes, origin)
+            }
         }
     }
 
@@ -207,45 +233,52 @@ impl Host {
         let digest = sha256_hex(bytes);
         // Before anything of the component is parsed or compiled.
         check_digest(&config, &digest, origin)?;
-        let read_imports = || -> Result<Vec<String>, LoadError> {
-            Ok(manifest::read_static(bytes)
-                .map_err(|e| LoadError::Invalid { origin: origin.into(), reason: e.to_string() })?
-                .imports)
+        let read = || {
+            manifest::read_static(bytes)
+                .map_err(|e| LoadError::Invalid { origin: origin.into(), reason: e.to_string() })
         };
         let cache_dir = self.cache.as_deref();
-        let (component, fresh, imports_read) =
-            match cache_dir.and_then(|cache| cache::load_cached(&self.engine, cache, &digest)) {
-                Some(component) => (component, false, None),
+        let (runtime, component, fresh, imports_read) =
+            match cache_dir.and_then(|cache| self.cached_artifact(cache, &digest)) {
+                Some((runtime, component)) => (runtime, component, false, None),
                 None => {
                     // Read before the compile, which may take seconds of CPU
                     // for a large component: an import the host certainly
-                    // lacks is refused for the cost of a parse.
-                    let imports = read_imports()?;
-                    imports::check(&imports, origin)?;
-                    (self.compile(bytes, origin)?, true, Some(imports))
+                    // lacks is refused for the cost of a parse. The exports
+                    // say which engine compiles it.
+                    let view = read()?;
+                    imports::check(&view.imports, origin)?;
+                    let asynchronous = view.exports.iter().any(|e| e == ContractVersion::ASYNC_PLUGIN_EXPORT);
+                    let runtime = self
+                        .runtime(if asynchronous { Abi::Async } else { Abi::Sync })
+                        .map_err(|e| LoadError::Engine { origin: origin.into(), source: Box::new(e) })?;
+                    let component = self.compile(&runtime, bytes, origin)?;
+                    (runtime, component, true, Some(view.imports))
                 }
             };
         // What `info()` and `tools()` said, checked, and the imports are
         // cached beside the artifact: a cached load runs none of the
         // plugin's code and parses none of its bytes.
-        let cached = cache_dir.and_then(|cache| cache::load_described(cache, &self.engine, &digest));
+        let cached = cache_dir.and_then(|cache| cache::load_described(cache, &runtime.engine, &digest));
         let (cached, imports) = match cached {
             Some(described) => (Some(described.manifest), described.imports),
-            None => (None, imports_read.map_or_else(read_imports, Ok)?),
+            None => (None, imports_read.map_or_else(|| read().map(|v| v.imports), Ok)?),
         };
-        let plugin = self.assemble(component.clone(), digest, cached, imports, origin, config).await?;
+        let plugin = self.assemble(runtime.clone(), component.clone(), digest, cached, imports, origin, config).await?;
         // Only a component that loaded is kept: a refused one (an import
         // the host lacks, a manifest over a limit) leaves no artifact behind.
         if fresh && let Some(cache) = self.cache.as_deref() {
-            cache::store_artifact(&self.engine, cache, plugin.digest(), origin, &component)?;
+            cache::store_artifact(&runtime.engine, cache, plugin.digest(), origin, &component)?;
         }
         Ok(plugin)
     }
 
     /// A plugin from its compiled `component`: linked, described (by the
     /// `cached` manifest, else by asking the component), checked.
+    #[expect(clippy::too_many_arguments, reason = "each is one part of what a plugin is made of")]
     async fn assemble(
         &self,
+        runtime: Arc<Runtime>,
         component: wasmtime::component::Component,
         digest: String,
         cached: Option<manifest::Manifest>,
@@ -254,7 +287,7 @@ impl Host {
         config: config::PluginConfig,
     ) -> Result<Plugin, LoadError> {
         let cache_dir = self.cache.as_deref();
-        let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
+        let instance_pre = runtime.linker.instantiate_pre(&component).map_err(|e| {
             let reason = cache::root_cause(&e);
             let import = imports.iter().find(|i| reason.contains(i.as_str())).cloned().unwrap_or(reason);
             LoadError::UnknownImport { origin: origin.into(), import }
@@ -264,7 +297,7 @@ impl Host {
         let described = match cached {
             Some(manifest) => manifest,
             None => {
-                let (info, specs) = describe(self, &pre, origin, &digest).await?;
+                let (info, specs) = describe(self, &runtime, &pre, origin, &digest).await?;
                 check_declared_size(&info, &specs, origin)?;
                 let info = PluginInfo { name: info.name, version: info.version, instructions: info.instructions };
                 let mut tools: Vec<ToolSpec> = Vec::with_capacity(specs.len());
@@ -277,7 +310,7 @@ impl Host {
                 }
                 let manifest = manifest::Manifest { manifest_version: 1, info, tools };
                 if let Some(dir) = cache_dir {
-                    cache::store_described(dir, &self.engine, &digest, &manifest, &imports);
+                    cache::store_described(dir, &runtime.engine, &digest, &manifest, &imports);
                 }
                 manifest
             }
@@ -297,6 +330,7 @@ impl Host {
                 store_namespace: config.store_namespace.as_deref().unwrap_or(&digest).into(),
                 config,
                 host: self.clone(),
+                runtime,
                 origin: origin.into(),
                 digest,
                 name: info.name.as_str().into(),
@@ -469,7 +503,7 @@ impl Plugin {
                 permit = Some(warm.permit);
                 (warm.store, Some(warm.instance))
             }
-            None => (sandbox::new_store(&host.engine, spec), None),
+            None => (sandbox::new_store(&self.inner.runtime.engine, spec), None),
         };
         let mut metered = sandbox::MeteredStore::new(store, reservation);
         let session = request.context.session_id.as_deref().unwrap_or("");
@@ -618,7 +652,7 @@ impl Plugin {
         };
         let spec = self.store_spec(t, context.clone(), limits, Some(timeout), reservation.fuel, None);
         let mut permit: Option<sandbox::SlotPermit> = None;
-        let mut metered = sandbox::MeteredStore::new(sandbox::new_store(&host.engine, spec), reservation);
+        let mut metered = sandbox::MeteredStore::new(sandbox::new_store(&self.inner.runtime.engine, spec), reservation);
         let held = &mut permit;
         let check = async {
             let store = metered.store_mut();
@@ -675,7 +709,7 @@ impl Plugin {
             limits,
             fuel,
             grants: &self.inner.config.grants,
-            ticker: &self.inner.host.ticker,
+            ticker: &self.inner.runtime.ticker,
             timeout,
             session_store,
         }
@@ -803,6 +837,7 @@ pub fn check_header(bytes: &[u8], origin: &str) -> Result<(), LoadError> {
 
 async fn describe(
     host: &Host,
+    runtime: &Runtime,
     pre: &GuestPre,
     origin: &str,
     digest: &str,
@@ -818,7 +853,7 @@ async fn describe(
     let _permit =
         tokio::time::timeout(timeout, host.slots.acquire(None)).await.map_err(|_| timed_out("instantiate"))?;
     let mut store = sandbox::new_store(
-        &host.engine,
+        &runtime.engine,
         StoreSpec {
             plugin: origin.into(),
             digest: sandbox::short_digest(digest),
@@ -831,7 +866,7 @@ async fn describe(
             timeout: Some(host.config.plugin_query_timeout),
             fuel: host.config.limits.fuel,
             grants: &crate::sandbox::Grants::default(),
-            ticker: &host.ticker,
+            ticker: &runtime.ticker,
             session_store: None,
             cpu: None,
         },

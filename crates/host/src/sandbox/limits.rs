@@ -162,7 +162,7 @@ mod tests {
             timeout: None,
             fuel: None,
             grants: &grants,
-            ticker: &host.ticker,
+            ticker: &host.sync_runtime.ticker,
             session_store: None,
             cpu: None,
         };
