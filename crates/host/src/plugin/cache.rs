@@ -20,6 +20,16 @@ pub(crate) fn artifact_path(dir: &Path, engine: &Engine, digest: &str) -> PathBu
     dir.join(format!("{digest}-{:016x}.cwasm", hasher.finish()))
 }
 
+/// The note that `digest` was compiled for the engine of async plugins: the
+/// next load probes that engine's artifact (making the engine) only when it
+/// exists, so a synchronous plugin's first load never makes it. Empty and
+/// unsealed: it only says where to look, and what is found there is
+/// proven like any artifact. Eviction leaves it; a stale note costs one
+/// failed probe.
+pub(crate) fn async_note(dir: &Path, digest: &str) -> PathBuf {
+    dir.join(format!("{digest}.async-plugin"))
+}
+
 /// Writes the artifact of a `component` compiled by [`compile_fresh`], for the
 /// next load of `digest`.
 pub(crate) fn store_artifact(

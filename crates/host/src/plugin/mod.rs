@@ -185,8 +185,8 @@ impl Host {
     }
 
     /// The cached artifact of `digest` and the runtime it was compiled for:
-    /// the synchronous engine's first (every Rust and Python plugin), then
-    /// the async one's, which is made for the probe if no plugin made it yet.
+    /// the synchronous engine's first (every Rust and Python plugin), then,
+    /// when the cache notes `digest` as an async plugin, the async engine's.
     fn cached_artifact(
         &self,
         cache: &crate::artifacts::ArtifactCache,
@@ -194,6 +194,9 @@ impl Host {
     ) -> Option<(Arc<Runtime>, wasmtime::component::Component)> {
         if let Some(component) = cache::load_cached(&self.engine, cache, digest) {
             return Some((self.sync_runtime.clone(), component));
+        }
+        if !cache::async_note(cache.dir(), digest).exists() {
+            return None;
         }
         let runtime = self.runtime(Abi::Async).ok()?;
         let component = cache::load_cached(&runtime.engine, cache, digest)?;
@@ -269,6 +272,13 @@ impl Host {
         // the host lacks, a manifest over a limit) leaves no artifact behind.
         if fresh && let Some(cache) = self.cache.as_deref() {
             cache::store_artifact(&runtime.engine, cache, plugin.digest(), origin, &component)?;
+            if runtime.abi == Abi::Async {
+                let note = cache::async_note(cache.dir(), plugin.digest());
+                if let Err(e) = std::fs::write(&note, b"") {
+                    // The next load compiles again; nothing is wrong with this one.
+                    tracing::warn!(path = %note.display(), %e, "cannot note an async plugin in the cache");
+                }
+            }
         }
         Ok(plugin)
     }
