@@ -7,8 +7,8 @@
 
 use super::exec::executor;
 use lovia_host::{
-    CallContext, CallOutcome, CallRequest, ContentPart, ContractVersion, ExecSettings, Failure, MemoryStore, Plugin,
-    RunState, SessionStore, Tool, TurnError,
+    CallContext, CallOutcome, CallRequest, ContentPart, ContractVersion, ExecSettings, Failure, Host, HostConfig,
+    MemoryStore, Plugin, RunState, SessionStore, Tool, TurnError,
 };
 use lovia_tests::parts::{self, Part};
 use lovia_tests::turn::{call, run};
@@ -472,4 +472,30 @@ async fn a_typescript_plugin_answers_through_serve_and_mcp() {
     assert_eq!(out["results"][1]["is_error"], true, "{out}");
     assert_eq!(out["results"][1]["text"][0], "Tool error: db down\n  hint: retry later", "{out}");
     assert_eq!(out["results"][2]["text"][0], r#"["Timeouts"]"#, "{out}");
+}
+
+/// An async plugin's artifact is cached for the engine of async plugins,
+/// and noted so that a new host probes that engine: the second load, in a
+/// new host, reads the artifact instead of compiling and writing it again.
+#[tokio::test]
+async fn a_typescript_plugin_loads_from_the_cache_in_a_new_host() {
+    let Some(path) = parts::require(Part::Ts, || js::component(LOVIA)) else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = dir.path().join("cache");
+    let host = || Host::new(HostConfig { cache_dir: Some(cache.clone()), ..HostConfig::default() }).expect("host");
+    let first = host().load_file(path).await.expect("compiled and cached");
+    let artifacts = || -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
+        std::fs::read_dir(&cache)
+            .expect("the cache")
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+            .map(|e| (e.path(), e.metadata().and_then(|m| m.modified()).expect("mtime")))
+            .collect()
+    };
+    let written = artifacts();
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert!(cache.join(format!("{}.async-plugin", first.digest())).exists(), "the note");
+    let second = host().load_file(path).await.expect("from the cache");
+    assert_eq!(artifacts(), written, "read, not compiled and written again");
+    assert_eq!(invoke(&second, "async_add", r#"{"a": 1, "b": 1}"#).await, CallOutcome::Json(json!(4)));
 }
