@@ -59,7 +59,7 @@ pub(crate) struct EngineSettings {
     pub(crate) pool_slots: u32,
     pub(crate) memory_bytes: usize,
     pub(crate) pooled: bool,
-    pub(crate) abi: crate::engine::Abi,
+    pub(crate) abi: crate::bindings::Abi,
 }
 
 /// The longest error message read from a failed child.

@@ -1,6 +1,7 @@
 //! The wasmtime engine and the [`Host`] that loads plugins.
 
 use crate::artifacts::ArtifactCache;
+pub(crate) use crate::bindings::Abi;
 use crate::error::HostError;
 use crate::sandbox::{CallLimits, SandboxState, Ticker};
 use std::path::PathBuf;
@@ -112,19 +113,6 @@ impl Default for HostConfig {
             keep_resident_bytes: 2 << 20,
         }
     }
-}
-
-/// The calling convention of a plugin's exports, which decides the engine
-/// it is compiled for and runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) enum Abi {
-    /// Every export synchronous (`plugin`): the engine leaves wasmtime's
-    /// concurrent runtime out of every store.
-    Sync,
-    /// `async-plugin`'s async exports (the component-model async ABI): the
-    /// engine has concurrency support, which every store then pays for
-    /// (docs/performance.md, "The async ABI"), so only these plugins use it.
-    Async,
 }
 
 /// One engine and what runs on it: the linker of the lovia and WASI

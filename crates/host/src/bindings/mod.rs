@@ -49,4 +49,5 @@ pub(crate) mod v0_2_async {
 
 pub(crate) use v0_2::exports::lovia::tools::plugin as guest;
 pub(crate) use v0_2::lovia::tools::types as wit;
+pub(crate) use version::Abi;
 pub use version::ContractVersion;

@@ -42,3 +42,16 @@ impl std::fmt::Display for ContractVersion {
         f.write_str(self.as_str())
     }
 }
+
+/// The calling convention of a plugin's exports, which decides the engine
+/// it is compiled for and runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) enum Abi {
+    /// Every export synchronous (`plugin`): the engine leaves wasmtime's
+    /// concurrent runtime out of every store.
+    Sync,
+    /// `async-plugin`'s async exports (the component-model async ABI): the
+    /// engine has concurrency support, which every store then pays for
+    /// (docs/performance.md, "The async ABI"), so only these plugins use it.
+    Async,
+}
