@@ -40,9 +40,9 @@ pub(super) struct Budget {
 }
 
 /// The budget of a check run in place on an async task before it moves to
-/// the blocking pool ([`ArgumentValidator::prepare_value_async`]): ordinary
+/// the blocking pool ([`super::ArgumentValidator::prepare_value_async`]): ordinary
 /// calls take a few hundred steps. Fixed: 10,000.
-pub(crate) const INLINE_STEPS: u64 = 10_000;
+pub const INLINE_STEPS: u64 = 10_000;
 
 /// Arguments with more values than this skip the in-place try. Fixed: 1,000.
 pub(super) const INLINE_NODES: usize = 1_000;

@@ -8,7 +8,8 @@ mod coerce;
 mod message;
 mod walk;
 
-use budget::{Budget, Failed, INLINE_NODES, INLINE_STEPS, Stop, at_most_nodes, nested_deeper_than, until};
+pub use budget::INLINE_STEPS;
+use budget::{Budget, Failed, INLINE_NODES, Stop, at_most_nodes, nested_deeper_than, until};
 use checks::{check_fan, check_references, pattern_weights};
 use coerce::coerce;
 use jsonschema::error::ValidationErrorKind;
