@@ -5,7 +5,9 @@
 export interface ZodLike<T = unknown> {
   readonly _zod: unknown;
   toJSONSchema(params?: unknown): unknown;
-  safeParse(value: unknown): { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } };
+  safeParseAsync(
+    value: unknown,
+  ): Promise<{ success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } }>;
 }
 
 /** A JSON Schema of the argument object (`"type": "object"`). */

@@ -133,10 +133,11 @@ function parse(name, text) {
 /** The arguments as the handler gets them: a zod schema's parse (its
  * defaults, transforms and refinements), else the JSON with the schema's
  * top-level defaults filled in (fresh copies, so no call sees another's). */
-function argumentsOf(t, name, text) {
+async function argumentsOf(t, name, text) {
   const args = parse(name, text);
   if (isZod(t.parameters)) {
-    const parsed = t.parameters.safeParse(args);
+    // Async, so that an async refinement is awaited like the handler.
+    const parsed = await t.parameters.safeParseAsync(args);
     if (!parsed.success) {
       const detail = parsed.error.issues
         .map((i) => (i.path.length > 0 ? `${i.path.join(".")}: ${i.message}` : i.message))
@@ -172,7 +173,7 @@ function outputOf(result) {
  * schema already); throws what the tool threw, for `failureOf` to map. */
 export async function call(name, text, backend) {
   const t = find(name);
-  const args = argumentsOf(t, name, text);
+  const args = await argumentsOf(t, name, text);
   return outputOf(await t.handler(args, new RunContext(backend)));
 }
 

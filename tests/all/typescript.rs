@@ -167,6 +167,14 @@ async fn each_error_type_reads_as_the_contract_says() {
         ))
     );
     assert_eq!(out("fail_refined", r#"{"even": 4}"#).await.model_output(), "4");
+    // An async refinement is awaited too.
+    assert_eq!(out("async_refined", r#"{"word": "yes"}"#).await.model_output(), "yes");
+    assert_eq!(
+        out("async_refined", r#"{"word": "no"}"#).await,
+        CallOutcome::Failed(Failure::InvalidArguments(
+            "Invalid arguments for tool 'async_refined': word: must not be no".into()
+        ))
+    );
     assert_eq!(
         out("fail_budget", "{}").await,
         CallOutcome::Failed(Failure::BudgetExceeded("total tokens 2 exceeds budget 1".into()))

@@ -66,6 +66,13 @@ tool({ name: "fail_value" }, () => {
 tool({ name: "fail_invalid", parameters: z.object({ amount: z.number().int() }) }, ({ amount }) => {
   throw new InvalidToolArguments(`amount ${amount} exceeds the order total 990`);
 });
+tool(
+  {
+    name: "async_refined",
+    parameters: z.object({ word: z.string().refine(async (w) => (await Promise.resolve(w)) !== "no", "must not be no") }),
+  },
+  ({ word }) => word,
+);
 tool({ name: "fail_refined", parameters: z.object({ even: z.number().int().refine((n) => n % 2 === 0, "must be even") }) }, ({ even }) => `${even}`);
 tool({ name: "fail_budget" }, () => {
   throw new BudgetExceeded("total tokens 2 exceeds budget 1");

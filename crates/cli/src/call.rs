@@ -155,11 +155,8 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
         }
     });
     let call = ToolCall::new("call_cli", args.tool, arguments);
-    let (output, is_error) = match exec.run_turn(std::slice::from_ref(&call), &state, &sink).await {
-        Ok(results) => match results.into_iter().find(|r| r.call_id == call.id) {
-            Some(r) => (r.output, r.is_error),
-            None => (text::RUN_CANCELLED.to_owned(), true),
-        },
+    let (output, is_error) = match exec.call(&call, &state, &sink).await {
+        Ok(r) => (r.output, r.is_error),
         // The tool cancelled the run: the call has no result, and a runner
         // would answer it with the cancellation filler (docs/semantics.md D8).
         Err(TurnError::Cancelled { .. }) => (text::RUN_CANCELLED.to_owned(), true),

@@ -5,15 +5,19 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use lovia_host::{CallRequest, Host, HostConfig};
+//! use lovia_host::{ExecSettings, Executor, Host, HostConfig, Tool, ToolSource, Toolset};
 //!
-//! let host = Host::new(HostConfig::default())?;
-//! let plugin = host.load_file("docs.wasm").await?;
-//! let outcome = plugin.invoke(&CallRequest::new("search_docs", r#"{"query": "timeouts"}"#)).await;
-//! println!("{}", outcome.model_output());
+//! let plugin = Host::new(HostConfig::default())?.load_file("docs.wasm").await?;
+//! let tools = Toolset::new().with(ToolSource::Plugin, Tool::from_plugin(&plugin))?;
+//! let exec = Executor::new(tools, ExecSettings::default());
+//! let result = exec.call_tool("search_docs", r#"{"query": "timeouts"}"#).await?;
+//! println!("{}", result.output);
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! The executor is the one path for a call: it applies approval, policies,
+//! retries, timeouts, rendering and truncation ([`Executor::call`]).
 
 pub mod approval;
 pub mod args;

@@ -85,7 +85,7 @@ impl Refusal {
     }
 }
 
-/// Runs the call as a one-call turn and maps lovia's result onto MCP's; on
+/// Runs the call ([`Executor::call`]) and maps lovia's result onto MCP's; on
 /// 2026-07-28, a call that needs approval first answers `input_required`,
 /// and one that cannot be asked is a JSON-RPC error (see [`Refusal`]). In
 /// every case a call that needs approval and was not approved never runs.
@@ -99,7 +99,7 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> Result<CallToolRes
     let mut refusal = None;
     let (sink, mut events) = EventSink::channel();
     let turn = async {
-        let result = exec.run_turn(std::slice::from_ref(&call), &state, &sink).await;
+        let result = exec.call(&call, &state, &sink).await;
         // Closing the sink ends the forwarding loop once it has drained.
         drop(sink);
         result
@@ -230,7 +230,7 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> Result<CallToolRes
         () = watch => unreachable_pending(),
     };
     let entry = match outcome {
-        Ok(results) => results.into_iter().find(|r| r.call_id == call.id),
+        Ok(entry) => Some(entry),
         Err(TurnError::Cancelled { results, .. } | TurnError::BudgetExceeded { results, .. }) => {
             results.into_iter().find(|r| r.call_id == call.id)
         }
@@ -304,8 +304,8 @@ fn content_block(part: ContentPart) -> ContentBlock {
 }
 
 /// `watch` never completes; this keeps the select total without a panic.
-fn unreachable_pending() -> Result<Vec<ToolResultEntry>, TurnError> {
-    Ok(Vec::new())
+fn unreachable_pending() -> Result<ToolResultEntry, TurnError> {
+    Err(TurnError::Cancelled { reason: text::RUN_CANCELLED.to_owned(), results: Vec::new() })
 }
 
 /// A text result is one text block; a JSON result is `structuredContent`

@@ -972,12 +972,12 @@ async fn call_tool(
     let run =
         RunState { run_id: format!("serve_{n}"), session_id, tenant: Some(tenant.name.clone()), ..RunState::default() };
     let started = Instant::now();
-    let results = executor.run_turn(std::slice::from_ref(&call), &run, &EventSink::none()).await;
+    let result = executor.call(&call, &run, &EventSink::none()).await;
     tenant.quota.end(admitted).await;
-    let (output, error_kind, parts, tool_error_kind) = match results.ok().and_then(|r| r.into_iter().next()) {
-        Some(entry) => (entry.output, entry.error_kind, entry.parts, entry.tool_error_kind),
+    let (output, error_kind, parts, tool_error_kind) = match result {
+        Ok(entry) => (entry.output, entry.error_kind, entry.parts, entry.tool_error_kind),
         // A tool that cancels the run leaves no result (docs/semantics.md D8 answers it so).
-        None => (text::RUN_CANCELLED.to_owned(), Some(ErrorKind::Cancelled), None, None),
+        Err(_) => (text::RUN_CANCELLED.to_owned(), Some(ErrorKind::Cancelled), None, None),
     };
     service.inner.metrics.record_call(&tenant.name, &name, started.elapsed(), error_kind, tool_error_kind.as_deref());
     let mut body = json!({ "output": output, "is_error": error_kind.is_some() });

@@ -213,4 +213,47 @@ impl Executor {
     ) -> Result<Vec<ToolResultEntry>, TurnError> {
         schedule::run_turn(self, calls, run, events).await
     }
+
+    /// Runs one call as a turn of its own, under every rule a turn applies
+    /// (validation, approval, policies, retries, timeout, rendering,
+    /// truncation), and returns its result. This is the one way to run a
+    /// single call: `lovia call`, `lovia serve`'s call route, `lovia mcp` and
+    /// code mode's nested calls all go through it. An error means the call
+    /// left no result of its own: the run was cancelled (by the token, or by
+    /// the tool's `cancel-run`) or its tool-call budget was spent.
+    pub async fn call(
+        &self,
+        call: &ToolCall,
+        run: &RunState,
+        events: &EventSink,
+    ) -> Result<ToolResultEntry, TurnError> {
+        let results = self.run_turn(std::slice::from_ref(call), run, events).await?;
+        match results.into_iter().find(|r| r.call_id == call.id) {
+            Some(entry) => Ok(entry),
+            // Every call that is not cancelled records one result (docs/semantics.md §1).
+            None => Err(TurnError::Cancelled { reason: run.cancel.reason(), results: Vec::new() }),
+        }
+    }
+
+    /// Runs tool `name` with the argument text `arguments` (a JSON object),
+    /// as [`Executor::call`] does, in a run of its own with no event
+    /// consumer: a call that needs approval goes to
+    /// [`ExecSettings::approval_handler`], and is denied without one.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use lovia_host::{ExecSettings, Executor, Host, HostConfig, Tool, ToolSource, Toolset};
+    ///
+    /// let plugin = Host::new(HostConfig::default())?.load_file("docs.wasm").await?;
+    /// let tools = Toolset::new().with(ToolSource::Plugin, Tool::from_plugin(&plugin))?;
+    /// let exec = Executor::new(tools, ExecSettings::default());
+    /// let result = exec.call_tool("search_docs", r#"{"query": "timeouts"}"#).await?;
+    /// println!("{}", result.output);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn call_tool(&self, name: &str, arguments: &str) -> Result<ToolResultEntry, TurnError> {
+        let call = ToolCall::new("call_1", name, arguments);
+        self.call(&call, &RunState::default(), &EventSink::none()).await
+    }
 }

@@ -38,19 +38,13 @@ impl NestedCalls for ExecNested {
             });
             // The argument text of a nested call is whole: never "cut off".
             let run = RunState { cut_off: false, ..self.run.clone() };
-            match self.exec.run_turn(std::slice::from_ref(&call), &run, &events).await {
-                Ok(results) => {
-                    let Some(entry) = results.into_iter().next() else {
-                        // Every call that is not cancelled records one result (§1).
-                        return Err(NestedStopped(run.cancel.reason()));
-                    };
-                    Ok(NestedResult {
-                        call_id: call.id,
-                        output: entry.output,
-                        raw: entry.raw,
-                        is_error: entry.is_error,
-                    })
-                }
+            match self.exec.call(&call, &run, &events).await {
+                Ok(entry) => Ok(NestedResult {
+                    call_id: call.id,
+                    output: entry.output,
+                    raw: entry.raw,
+                    is_error: entry.is_error,
+                }),
                 Err(TurnError::Cancelled { reason, .. }) => Err(NestedStopped(reason)),
                 Err(TurnError::BudgetExceeded { message, .. }) => Err(NestedStopped(message)),
             }
