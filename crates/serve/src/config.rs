@@ -759,6 +759,45 @@ pub enum ServeConfigError {
         /// What is wrong, with the key.
         reason: String,
     },
+    /// A setting breaks one of its rules ([`ServeConfig::resolve`]).
+    #[error("{path}: {source}")]
+    Rule {
+        /// The file.
+        path: PathBuf,
+        /// Which setting, and the rule.
+        source: ConfigRuleError,
+    },
+}
+
+/// A setting of the serve config that breaks one of its rules: which one,
+/// whose (a tenant's, or the server's), and why. `Display` is the message
+/// `lovia serve` prints after the file's path.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+#[error("{message}")]
+pub struct ConfigRuleError {
+    /// The setting, as its key is written under `[[tenants]]` or at the top
+    /// level: `compile_timeout_secs`, `web.allow`, `plugins`.
+    pub setting: &'static str,
+    /// The tenant whose setting it is; `None` for the server's own.
+    pub tenant: Option<String>,
+    /// The rule, as printed.
+    message: String,
+    /// The error beneath it: a plugin entry's or an MCP server's.
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl ConfigRuleError {
+    fn caused_by(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+}
+
+/// The error of `setting` (of `tenant`, if a tenant's) breaking a rule.
+fn rule(setting: &'static str, tenant: Option<&str>, message: impl Into<String>) -> ConfigRuleError {
+    ConfigRuleError { setting, tenant: tenant.map(str::to_owned), message: message.into(), source: None }
 }
 
 impl TenantConfig {
@@ -837,12 +876,12 @@ impl ServeConfig {
         let invalid = |reason: String| ServeConfigError::Invalid { path: path.to_owned(), reason };
         let mut config: ServeConfig = toml::from_str(&text).map_err(|e| invalid(e.message().to_owned()))?;
         let base = path.parent().unwrap_or(Path::new("."));
-        config.resolve(base).map_err(invalid)?;
+        config.resolve(base).map_err(|source| ServeConfigError::Rule { path: path.to_owned(), source })?;
         Ok(config)
     }
 
     /// Checks names, keys and quotas, and resolves relative paths against `base`.
-    pub fn resolve(&mut self, base: &Path) -> Result<(), String> {
+    pub fn resolve(&mut self, base: &Path) -> Result<(), ConfigRuleError> {
         if let Some(store) = self.store.take() {
             self.store = Some(store.relative_to(base));
         }
@@ -854,70 +893,101 @@ impl ServeConfig {
             }
         }
         if self.signatures.mode == lovia_supply::SignatureMode::Require && self.signatures.trusted_keys.is_empty() {
-            return Err("[signatures] mode = \"require\" needs trusted_keys".into());
+            return Err(rule("signatures.trusted_keys", None, "[signatures] mode = \"require\" needs trusted_keys"));
         }
         if self.compile_timeout_secs == 0 {
-            return Err("compile_timeout_secs must be at least 1".into());
+            return Err(rule("compile_timeout_secs", None, "compile_timeout_secs must be at least 1"));
         }
         if self.question_timeout_secs == 0 {
-            return Err("question_timeout_secs must be at least 1".into());
+            return Err(rule("question_timeout_secs", None, "question_timeout_secs must be at least 1"));
         }
         if self.sse_keep_alive_secs == 0 {
-            return Err("sse_keep_alive_secs must be at least 1".into());
+            return Err(rule("sse_keep_alive_secs", None, "sse_keep_alive_secs must be at least 1"));
         }
         if self.max_connections == 0 || self.max_connections_per_ip == 0 || self.max_connections_per_ipv6_48 == 0 {
-            return Err(
-                "max_connections, max_connections_per_ip and max_connections_per_ipv6_48 must be at least 1".into()
-            );
+            return Err(rule(
+                "max_connections",
+                None,
+                "max_connections, max_connections_per_ip and max_connections_per_ipv6_48 must be at least 1",
+            ));
         }
         if self.idle_connection_secs <= self.sse_keep_alive_secs {
-            return Err(format!(
-                "idle_connection_secs ({}) must be more than sse_keep_alive_secs ({}), or a waiting chat stream would be cut",
-                self.idle_connection_secs, self.sse_keep_alive_secs
+            return Err(rule(
+                "idle_connection_secs",
+                None,
+                format!(
+                    "idle_connection_secs ({}) must be more than sse_keep_alive_secs ({}), or a waiting chat stream would be cut",
+                    self.idle_connection_secs, self.sse_keep_alive_secs
+                ),
             ));
         }
         if self.first_byte_secs == 0 || self.request_head_secs == 0 {
-            return Err("first_byte_secs and request_head_secs must be at least 1".into());
+            return Err(rule("first_byte_secs", None, "first_byte_secs and request_head_secs must be at least 1"));
         }
         if self.authenticated_connections_percent > 90 {
-            return Err(format!(
-                "authenticated_connections_percent ({}) must be at most 90, or no client could connect to present its key",
-                self.authenticated_connections_percent
+            return Err(rule(
+                "authenticated_connections_percent",
+                None,
+                format!(
+                    "authenticated_connections_percent ({}) must be at most 90, or no client could connect to present its key",
+                    self.authenticated_connections_percent
+                ),
             ));
         }
         if self.poll_interval_ms < 100 {
-            return Err(format!("poll_interval_ms ({}) must be at least 100", self.poll_interval_ms));
+            return Err(rule(
+                "poll_interval_ms",
+                None,
+                format!("poll_interval_ms ({}) must be at least 100", self.poll_interval_ms),
+            ));
         }
         if self.lease_renew_ms < 100 {
-            return Err(format!("lease_renew_ms ({}) must be at least 100", self.lease_renew_ms));
+            return Err(rule(
+                "lease_renew_ms",
+                None,
+                format!("lease_renew_ms ({}) must be at least 100", self.lease_renew_ms),
+            ));
         }
         if self.run_lease_ms < self.lease_renew_ms.saturating_mul(2) {
-            return Err(format!(
-                "run_lease_ms ({}) must be at least twice lease_renew_ms ({}), or one late renewal would lose the runs",
-                self.run_lease_ms, self.lease_renew_ms
+            return Err(rule(
+                "run_lease_ms",
+                None,
+                format!(
+                    "run_lease_ms ({}) must be at least twice lease_renew_ms ({}), or one late renewal would lose the runs",
+                    self.run_lease_ms, self.lease_renew_ms
+                ),
             ));
         }
         if self.body_read_timeout_secs == 0 {
-            return Err("body_read_timeout_secs must be at least 1".into());
+            return Err(rule("body_read_timeout_secs", None, "body_read_timeout_secs must be at least 1"));
         }
         if self.max_body_bytes_in_flight < self.max_plugin_bytes {
-            return Err(format!(
-                "max_body_bytes_in_flight ({}) must be at least max_plugin_bytes ({}), or no upload of the largest size could be read",
-                self.max_body_bytes_in_flight, self.max_plugin_bytes
+            return Err(rule(
+                "max_body_bytes_in_flight",
+                None,
+                format!(
+                    "max_body_bytes_in_flight ({}) must be at least max_plugin_bytes ({}), or no upload of the largest size could be read",
+                    self.max_body_bytes_in_flight, self.max_plugin_bytes
+                ),
             ));
         }
         if let Some(token) = &self.metrics_token {
             if !is_sha256_hex(token) {
-                return Err(
-                    "metrics_token holds the lower-case hex SHA-256 of the token (64 characters); `lovia serve --hash-key` prints one"
-                        .into(),
-                );
+                return Err(rule(
+                    "metrics_token",
+                    None,
+                    "metrics_token holds the lower-case hex SHA-256 of the token (64 characters); `lovia serve --hash-key` prints one",
+                ));
             }
             if self.metrics_public {
-                return Err("set metrics_token or metrics_public = true, not both".into());
+                return Err(rule("metrics_public", None, "set metrics_token or metrics_public = true, not both"));
             }
             if self.tenants.iter().any(|t| t.api_keys.contains(token)) {
-                return Err("metrics_token must not be a tenant's API key: the metrics show every tenant".into());
+                return Err(rule(
+                    "metrics_token",
+                    None,
+                    "metrics_token must not be a tenant's API key: the metrics show every tenant",
+                ));
             }
         }
         if let Some(dir) = &mut self.workspaces_dir
@@ -930,55 +1000,89 @@ impl ServeConfig {
             .iter()
             .find(|t| t.agent.context_window_tokens.is_some_and(|n| n < lovia_runner::MIN_CONTEXT_WINDOW))
         {
-            return Err(format!(
-                "tenant {}: agent.context_window_tokens must be at least {}",
-                tenant.name,
-                lovia_runner::MIN_CONTEXT_WINDOW
+            return Err(rule(
+                "agent.context_window_tokens",
+                Some(&tenant.name),
+                format!(
+                    "tenant {}: agent.context_window_tokens must be at least {}",
+                    tenant.name,
+                    lovia_runner::MIN_CONTEXT_WINDOW
+                ),
             ));
         }
         for tenant in &self.tenants {
             let Some(web) = &tenant.web else { continue };
             let name = &tenant.name;
             if let Some(origin) = web.allow.iter().find(|o| !o.is_exact()) {
-                return Err(format!(
-                    "tenant {name}: web.allow {origin} has a wildcard; public hosts are reachable already, and allow names one loopback or private host exactly, such as http://10.0.0.5:8080"
+                return Err(rule(
+                    "web.allow",
+                    Some(name),
+                    format!(
+                        "tenant {name}: web.allow {origin} has a wildcard; public hosts are reachable already, and allow names one loopback or private host exactly, such as http://10.0.0.5:8080"
+                    ),
                 ));
             }
             if !web.allow.is_empty() && !web.read_page {
-                return Err(format!("tenant {name}: web.allow is for read_page; set read_page = true or remove it"));
+                return Err(rule(
+                    "web.allow",
+                    Some(name),
+                    format!("tenant {name}: web.allow is for read_page; set read_page = true or remove it"),
+                ));
             }
             if web.max_concurrent_reads == 0 {
-                return Err(format!("tenant {name}: web.max_concurrent_reads must be at least 1"));
+                return Err(rule(
+                    "web.max_concurrent_reads",
+                    Some(name),
+                    format!("tenant {name}: web.max_concurrent_reads must be at least 1"),
+                ));
             }
             if web.searxng_url.is_some() && web.brave_key_env.is_some() {
-                return Err(format!(
-                    "tenant {name}: web.searxng_url and web.brave_key_env both give web_search; keep one"
+                return Err(rule(
+                    "web.searxng_url",
+                    Some(name),
+                    format!("tenant {name}: web.searxng_url and web.brave_key_env both give web_search; keep one"),
                 ));
             }
             if web.searxng_key_env.is_some() && web.searxng_url.is_none() {
-                return Err(format!("tenant {name}: web.searxng_key_env needs web.searxng_url"));
+                return Err(rule(
+                    "web.searxng_key_env",
+                    Some(name),
+                    format!("tenant {name}: web.searxng_key_env needs web.searxng_url"),
+                ));
             }
         }
         if let Some(tenant) = self.tenants.iter().find(|t| t.workspace.is_some())
             && self.workspaces_dir.is_none()
         {
-            return Err(format!(
-                "tenant {:?} has a workspace table, which needs workspaces_dir (the directory that holds the tenants' chat workspaces)",
-                tenant.name
+            return Err(rule(
+                "workspace",
+                Some(&tenant.name),
+                format!(
+                    "tenant {:?} has a workspace table, which needs workspaces_dir (the directory that holds the tenants' chat workspaces)",
+                    tenant.name
+                ),
             ));
         }
         for tenant in &mut self.tenants {
             let Some(w) = &mut tenant.workspace else { continue };
             if w.max_bytes == 0 || w.max_files == 0 || w.max_running_commands == 0 || w.retention_secs == 0 {
-                return Err(format!(
-                    "tenant {:?}: workspace max_bytes, max_files, max_running_commands and retention_secs must be at least 1",
-                    tenant.name
+                return Err(rule(
+                    "workspace",
+                    Some(&tenant.name),
+                    format!(
+                        "tenant {:?}: workspace max_bytes, max_files, max_running_commands and retention_secs must be at least 1",
+                        tenant.name
+                    ),
                 ));
             }
             if w.shell_sandbox == ShellSandboxChoice::Off && (w.shell_network || !w.shell_read_only.is_empty()) {
-                return Err(format!(
-                    "tenant {:?}: workspace shell_network and shell_read_only grant a confined shell more, and shell_sandbox = \"off\" confines nothing; drop them or confine the shell",
-                    tenant.name
+                return Err(rule(
+                    "workspace.shell_sandbox",
+                    Some(&tenant.name),
+                    format!(
+                        "tenant {:?}: workspace shell_network and shell_read_only grant a confined shell more, and shell_sandbox = \"off\" confines nothing; drop them or confine the shell",
+                        tenant.name
+                    ),
                 ));
             }
             for path in &mut w.shell_read_only {
@@ -992,23 +1096,35 @@ impl ServeConfig {
         for tenant in &mut self.tenants {
             let valid = |c: char| c.is_ascii_alphanumeric() || "_.-".contains(c);
             if tenant.name.is_empty() || !tenant.name.chars().all(valid) {
-                return Err(format!("tenant name {:?} must be letters, digits, _ . or -", tenant.name));
+                return Err(rule(
+                    "name",
+                    Some(&tenant.name),
+                    format!("tenant name {:?} must be letters, digits, _ . or -", tenant.name),
+                ));
             }
             if !names.insert(tenant.name.clone()) {
-                return Err(format!("tenant name {:?} is used twice", tenant.name));
+                return Err(rule("name", Some(&tenant.name), format!("tenant name {:?} is used twice", tenant.name)));
             }
             if tenant.api_keys.is_empty() {
-                return Err(format!("tenant {:?} has no api_keys", tenant.name));
+                return Err(rule("api_keys", Some(&tenant.name), format!("tenant {:?} has no api_keys", tenant.name)));
             }
             for key in &tenant.api_keys {
                 if !is_sha256_hex(key) {
-                    return Err(format!(
-                        "tenant {:?}: api_keys hold the lower-case hex SHA-256 of a key (64 characters); `lovia serve --hash-key` prints one",
-                        tenant.name
+                    return Err(rule(
+                        "api_keys",
+                        Some(&tenant.name),
+                        format!(
+                            "tenant {:?}: api_keys hold the lower-case hex SHA-256 of a key (64 characters); `lovia serve --hash-key` prints one",
+                            tenant.name
+                        ),
                     ));
                 }
                 if !keys.insert(key.clone()) {
-                    return Err(format!("tenant {:?}: an API key is listed twice", tenant.name));
+                    return Err(rule(
+                        "api_keys",
+                        Some(&tenant.name),
+                        format!("tenant {:?}: an API key is listed twice", tenant.name),
+                    ));
                 }
             }
             if let Some(script) = &mut tenant.provider.script
@@ -1017,29 +1133,49 @@ impl ServeConfig {
                 *script = base.join(&*script);
             }
             if tenant.provider.kind == ProviderChoice::Scripted && tenant.provider.script.is_none() {
-                return Err(format!("tenant {:?}: a scripted provider needs `script`", tenant.name));
+                return Err(rule(
+                    "provider.script",
+                    Some(&tenant.name),
+                    format!("tenant {:?}: a scripted provider needs `script`", tenant.name),
+                ));
             }
             if let Some(cores) = tenant.max_cpu_cores
                 && !(cores > 0.0 && cores.is_finite())
             {
-                return Err(format!(
-                    "tenant {:?}: max_cpu_cores ({cores}) must be a positive number of cores",
-                    tenant.name
+                return Err(rule(
+                    "max_cpu_cores",
+                    Some(&tenant.name),
+                    format!("tenant {:?}: max_cpu_cores ({cores}) must be a positive number of cores", tenant.name),
                 ));
             }
             if tenant.max_rejected_uploads_per_hour == 0 {
-                return Err(format!("tenant {:?}: max_rejected_uploads_per_hour must be at least 1", tenant.name));
-            }
-            if tenant.max_concurrent_calls == 0 || tenant.calls_per_minute == 0 || tenant.max_concurrent_runs == 0 {
-                return Err(format!("tenant {:?}: quotas must be at least 1", tenant.name));
-            }
-            if tenant.max_body_bytes_in_flight < self.max_plugin_bytes {
-                return Err(format!(
-                    "tenant {:?}: max_body_bytes_in_flight ({}) must be at least max_plugin_bytes ({})",
-                    tenant.name, tenant.max_body_bytes_in_flight, self.max_plugin_bytes
+                return Err(rule(
+                    "max_rejected_uploads_per_hour",
+                    Some(&tenant.name),
+                    format!("tenant {:?}: max_rejected_uploads_per_hour must be at least 1", tenant.name),
                 ));
             }
-            lovia_mcp::source::check_all(&tenant.mcp_servers).map_err(|e| format!("tenant {:?}: {e}", tenant.name))?;
+            if tenant.max_concurrent_calls == 0 || tenant.calls_per_minute == 0 || tenant.max_concurrent_runs == 0 {
+                return Err(rule(
+                    "max_concurrent_calls",
+                    Some(&tenant.name),
+                    format!("tenant {:?}: quotas must be at least 1", tenant.name),
+                ));
+            }
+            if tenant.max_body_bytes_in_flight < self.max_plugin_bytes {
+                return Err(rule(
+                    "max_body_bytes_in_flight",
+                    Some(&tenant.name),
+                    format!(
+                        "tenant {:?}: max_body_bytes_in_flight ({}) must be at least max_plugin_bytes ({})",
+                        tenant.name, tenant.max_body_bytes_in_flight, self.max_plugin_bytes
+                    ),
+                ));
+            }
+            lovia_mcp::source::check_all(&tenant.mcp_servers).map_err(|e| {
+                let message = format!("tenant {:?}: {e}", tenant.name);
+                rule("mcp_servers", Some(&tenant.name), message).caused_by(e)
+            })?;
             for key in &mut tenant.upload_signers {
                 if key.is_relative() {
                     *key = base.join(&*key);
@@ -1048,9 +1184,13 @@ impl ServeConfig {
             if let Some(bad) =
                 tenant.upload_digests.iter().find(|d| lovia_host::plugin::config::pinned_sha256(d).is_none())
             {
-                return Err(format!(
-                    "tenant {:?}: upload_digests: {bad:?} must be sha256: followed by 64 hex digits",
-                    tenant.name
+                return Err(rule(
+                    "upload_digests",
+                    Some(&tenant.name),
+                    format!(
+                        "tenant {:?}: upload_digests: {bad:?} must be sha256: followed by 64 hex digits",
+                        tenant.name
+                    ),
                 ));
             }
             for plugin in &mut tenant.plugins {
@@ -1059,9 +1199,10 @@ impl ServeConfig {
                     plugin.path = base.join(&plugin.path);
                 }
                 let mut config = plugin.plugin_config();
-                config
-                    .resolve(base)
-                    .map_err(|e| format!("tenant {:?}: plugin {}: {e}", tenant.name, plugin.path.display()))?;
+                config.resolve(base).map_err(|e| {
+                    let message = format!("tenant {:?}: plugin {}: {e}", tenant.name, plugin.path.display());
+                    rule("plugins", Some(&tenant.name), message).caused_by(e)
+                })?;
                 plugin.grants = config.grants;
             }
         }

@@ -82,8 +82,8 @@ mod embedder_docs {
 pub use audit::{AuditAction, AuditEntry, KEEP_PER_TENANT, MAX_READ, read_trail};
 pub use auth::hash_key;
 pub use config::{
-    AgentConfig, PluginEntry, ProviderChoice, ProviderConfig, ServeConfig, ServeConfigError, ShellSandboxChoice,
-    TenantConfig, TenantWeb, TenantWorkspace, WorkspaceMode,
+    AgentConfig, ConfigRuleError, PluginEntry, ProviderChoice, ProviderConfig, ServeConfig, ServeConfigError,
+    ShellSandboxChoice, TenantConfig, TenantWeb, TenantWorkspace, WorkspaceMode,
 };
 pub use lease::LeaseError;
 pub use listener::{Connection, ConnectionLimits, LimitedListener, LimitedStream};

@@ -80,6 +80,9 @@ fn a_bad_mcp_server_entry_is_refused_with_the_config() {
     "#;
     let mut config: ServeConfig = toml::from_str(text).expect("parses");
     let err = config.resolve(std::path::Path::new(".")).expect_err("refused");
+    assert_eq!((err.setting, err.tenant.as_deref()), ("mcp_servers", Some("acme")));
+    assert!(std::error::Error::source(&err).is_some(), "the MCP server's own error is kept as the source");
+    let err = err.to_string();
     assert!(err.contains("tenant \"acme\": mcp server 'web': `url` is \"ftp://example.com/mcp\""), "{err}");
     let unknown = toml::from_str::<ServeConfig>(&text.replace("url =", "uri =")).expect_err("unknown key");
     assert!(unknown.to_string().contains("unknown field `uri`"), "{unknown}");

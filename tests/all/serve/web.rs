@@ -56,5 +56,7 @@ fn a_wildcard_web_grant_is_refused_at_start() {
     acme.web = Some(web);
     let mut config = ServeConfig::new(vec![acme]);
     let err = config.resolve(std::path::Path::new(".")).expect_err("refused");
+    assert_eq!((err.setting, err.tenant.as_deref()), ("web.allow", Some("acme")), "which setting, whose");
+    let err = err.to_string();
     assert!(err.contains("web.allow http://*:* has a wildcard"), "{err}");
 }

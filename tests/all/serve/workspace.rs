@@ -125,7 +125,7 @@ fn a_workspace_table_needs_workspaces_dir() {
     let mut t = TenantConfig::new("acme", vec![lovia_serve::hash_key("k")]);
     t.workspace = Some(TenantWorkspace::default());
     let mut config = ServeConfig::new(vec![t]);
-    let err = config.resolve(Path::new(".")).expect_err("refused");
+    let err = config.resolve(Path::new(".")).expect_err("refused").to_string();
     assert!(err.contains("workspaces_dir"), "{err}");
     let bad = toml::from_str::<ServeConfig>(
         "workspaces_dir = \"w\"\n[[tenants]]\nname = \"a\"\napi_keys = []\n[tenants.workspace]\nmode = \"yolo\"\n",
@@ -141,6 +141,8 @@ fn a_workspace_table_needs_workspaces_dir() {
     )
     .expect("parses");
     let err = config.resolve(Path::new(".")).expect_err("refused");
+    assert_eq!(err.setting, "workspace.shell_sandbox");
+    let err = err.to_string();
     assert!(err.contains("shell_network") && err.contains("\"off\""), "{err}");
 }
 

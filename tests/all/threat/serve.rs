@@ -175,14 +175,14 @@ async fn metrics_need_their_token_unless_made_public() {
     let mut shared = ServeConfig::new(vec![calm()]);
     shared.metrics_token = Some(hash_key("calm-key"));
     assert_eq!(
-        shared.resolve(std::path::Path::new(".")).expect_err("refused"),
+        shared.resolve(std::path::Path::new(".")).expect_err("refused").to_string(),
         "metrics_token must not be a tenant's API key: the metrics show every tenant"
     );
     let mut both = ServeConfig::new(vec![calm()]);
     both.metrics_token = Some(hash_key("scraper-token"));
     both.metrics_public = true;
     assert_eq!(
-        both.resolve(std::path::Path::new(".")).expect_err("refused"),
+        both.resolve(std::path::Path::new(".")).expect_err("refused").to_string(),
         "set metrics_token or metrics_public = true, not both"
     );
 }
