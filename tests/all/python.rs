@@ -354,17 +354,7 @@ async fn cpu_probe() {
     }
     let py = py().await.expect("built by the parent test");
     let exec = executor(Tool::from_plugin(&py), ExecSettings::default());
-    let start = Instant::now();
-    let turn = run(&exec, vec![call("s", "spin", "{}")], &RunState::default(), |_| None).await;
-    let took = start.elapsed();
-    assert_eq!(turn.output("s"), "Tool error: timed out after 200 ms", "the timeout spin declares");
-    assert!(took < Duration::from_secs(3), "returned after {took:?}");
-    let before = lovia_tests::process_cpu();
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    let burned = lovia_tests::process_cpu().saturating_sub(before);
-    println!("returned after {took:?}; CPU in the next 1000 ms: {burned:?}");
-    // An interpreter still spinning would burn ~1000 ms here; the idle host and its epoch ticker ~nothing.
-    assert!(burned < Duration::from_millis(150), "the component kept running: {burned:?} of CPU in 1000 ms");
+    lovia_tests::turn::assert_no_cpu_after_timeout(&exec, "spin", "Tool error: timed out after 200 ms").await;
 }
 
 #[tokio::test]

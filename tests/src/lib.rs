@@ -97,6 +97,28 @@ pub mod turn {
         pub t_ms: f64,
     }
 
+    /// Runs `tool` (one that spins until its declared timeout) as a turn
+    /// of one call, checks that it read `expected` within 3 s, then that the
+    /// process burns under 150 ms of CPU in the next second: a guest still
+    /// spinning would burn about 1000 ms, the idle host and its epoch ticker
+    /// about nothing. Meaningful only in a process of its own
+    /// ([`crate::run_probe`]).
+    pub async fn assert_no_cpu_after_timeout(exec: &Executor, tool: &str, expected: &str) {
+        let start = Instant::now();
+        let turn = run(exec, vec![call("s", tool, "{}")], &RunState::default(), |_| None).await;
+        let took = start.elapsed();
+        assert_eq!(turn.output("s"), expected, "the timeout {tool} declares");
+        assert!(took < std::time::Duration::from_secs(3), "returned after {took:?}");
+        let before = crate::process_cpu();
+        tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+        let burned = crate::process_cpu().saturating_sub(before);
+        println!("returned after {took:?}; CPU in the next 1000 ms: {burned:?}");
+        assert!(
+            burned < std::time::Duration::from_millis(150),
+            "the component kept running: {burned:?} of CPU in 1000 ms"
+        );
+    }
+
     /// The outcome of a turn and the events it produced.
     #[derive(Debug)]
     pub struct Turn {
