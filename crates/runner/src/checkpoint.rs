@@ -309,20 +309,22 @@ impl RunStatus {
 
 /// Sessions, transcripts, checkpoints and pending approvals, keyed by
 /// tenant and session id. Implementations must be safe to call from any
-/// task; each call is one short transaction, which may block: async callers
-/// go through [`without_stalling`].
+/// task; each call is one short transaction, and none may block the
+/// runtime's workers (the SQLite store runs on the blocking pool, the
+/// PostgreSQL one is asynchronous).
+#[async_trait::async_trait]
 pub trait RunStore: Send + Sync {
     /// The session's checkpoint, if it exists.
-    fn load(&self, tenant: &str, session: &str) -> Result<Option<Checkpoint>, StoreError>;
+    async fn load(&self, tenant: &str, session: &str) -> Result<Option<Checkpoint>, StoreError>;
     /// Replaces the session's checkpoint.
-    fn save(&self, tenant: &str, session: &str, checkpoint: &Checkpoint) -> Result<(), StoreError>;
+    async fn save(&self, tenant: &str, session: &str, checkpoint: &Checkpoint) -> Result<(), StoreError>;
     /// Replaces the session's checkpoint only while the run's lease is the
     /// one `lease` names, checked in the same transaction as the write;
     /// otherwise [`StoreError::Fenced`] and nothing is written. A store that
     /// replicas share must check (the PostgreSQL one reads `lovia serve`'s
     /// `lovia_run_leases`). Default: [`RunStore::save`], for a store that
     /// one process owns, where no other replica can hold the run.
-    fn save_fenced(
+    async fn save_fenced(
         &self,
         tenant: &str,
         session: &str,
@@ -330,32 +332,16 @@ pub trait RunStore: Send + Sync {
         lease: &lovia_host::LeaseToken,
     ) -> Result<(), StoreError> {
         let _ = lease;
-        self.save(tenant, session, checkpoint)
+        self.save(tenant, session, checkpoint).await
     }
     /// Every (tenant, session) whose run is unfinished, oldest first.
-    fn unfinished(&self) -> Result<Vec<(String, String)>, StoreError>;
+    async fn unfinished(&self) -> Result<Vec<(String, String)>, StoreError>;
     /// Forgets the session; false when there was none.
-    fn delete(&self, tenant: &str, session: &str) -> Result<bool, StoreError>;
+    async fn delete(&self, tenant: &str, session: &str) -> Result<bool, StoreError>;
     /// One page of the tenant's sessions, and only that tenant's: newest
     /// first by creation (ties by session id, descending), at most
     /// [`SessionPage::bounded_limit`] of them, starting after
     /// `page.before`. The next page starts at the last one's
     /// [`SessionInfo::cursor`]; a short page is the last.
-    fn list(&self, tenant: &str, page: &SessionPage) -> Result<Vec<SessionInfo>, StoreError>;
-}
-
-/// Runs a store call from async code without stalling the runtime. A store
-/// call is one short transaction, and it must finish before the run goes on
-/// (a completed call is durable before anything depends on it), so it is not
-/// queued to a writer task; on a multi-thread runtime tokio moves the
-/// worker's other tasks to another thread while this one waits
-/// (`block_in_place`). On a current-thread runtime, or outside one, it runs
-/// inline.
-pub fn without_stalling<T>(call: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(call)
-        }
-        _ => call(),
-    }
+    async fn list(&self, tenant: &str, page: &SessionPage) -> Result<Vec<SessionInfo>, StoreError>;
 }

@@ -11,7 +11,7 @@ mod context;
 mod event;
 mod memory;
 #[cfg(feature = "postgres")]
-mod pg_thread;
+mod pg_pool;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod provider;
@@ -25,7 +25,7 @@ mod stream;
 pub use agent::{Agent, DEFAULT_MAX_TURNS, tool_name};
 pub use checkpoint::{
     BadCursor, Checkpoint, PendingApproval, RunStatus, RunStore, SESSION_INPUT_PREVIEW_CHARS, SESSION_PAGE_DEFAULT,
-    SESSION_PAGE_MAX, SessionCursor, SessionInfo, SessionPage, StoreError, without_stalling,
+    SESSION_PAGE_MAX, SessionCursor, SessionInfo, SessionPage, StoreError,
 };
 pub use compaction::{ContextPolicy, MIN_CONTEXT_WINDOW, RECALL_TOOL};
 pub use context::PromptContext;
@@ -37,7 +37,7 @@ pub use lovia_host::human::{
 };
 pub use memory::MemoryRunStore;
 #[cfg(feature = "postgres")]
-pub use pg_thread::{PgThread, pg_message};
+pub use pg_pool::{PG_CONNECT_TIMEOUT, PG_POOL_CONNECTIONS, PgClient, PgPool, pg_message};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresRunStore;
 pub use provider::{
@@ -168,15 +168,29 @@ struct Saver {
     /// Past its end nothing is saved (the run's `CancelToken` fence).
     fence: Option<lovia_host::Fence>,
     checkpoint: Mutex<Checkpoint>,
+    /// Held from a change of the checkpoint to the end of its write, so
+    /// that writes reach the store in the order of the changes (parallel
+    /// calls end at once, and a later write must not be overtaken by an
+    /// earlier, shorter checkpoint).
+    writing: tokio::sync::Mutex<()>,
     failed: Mutex<Option<StoreError>>,
 }
 
 impl Saver {
-    fn update(&self, f: impl FnOnce(&mut Checkpoint)) -> Result<(), StoreError> {
-        let mut cp = self.checkpoint.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut cp);
-        // An "always allow" given since the last save is saved with this one.
-        cp.allowed_tools = self.approvals.allowed_tools();
+    async fn update(&self, f: impl FnOnce(&mut Checkpoint)) -> Result<(), StoreError> {
+        let _writing = self.writing.lock().await;
+        let cp = {
+            let mut cp = self.checkpoint.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut cp);
+            // An "always allow" given since the last save is saved with this one.
+            cp.allowed_tools = self.approvals.allowed_tools();
+            // Written from a copy: the transcript stays readable meanwhile
+            // (the recall tool reads it from inside a call).
+            if self.store.is_none() {
+                return Ok(());
+            }
+            cp.clone()
+        };
         match &self.store {
             // Checked on the clock right before the write: a process that
             // stalled past its lease must not overwrite the next owner's
@@ -187,8 +201,8 @@ impl Saver {
             // With a lease, the database checks it too: a write that passed
             // the clock's check just before a stall is refused there.
             Some((store, tenant, session)) => match self.fence.as_ref().and_then(lovia_host::Fence::lease) {
-                Some(lease) => without_stalling(|| store.save_fenced(tenant, session, &cp, lease)),
-                None => without_stalling(|| store.save(tenant, session, &cp)),
+                Some(lease) => store.save_fenced(tenant, session, &cp, lease).await,
+                None => store.save(tenant, session, &cp).await,
             },
             None => Ok(()),
         }
@@ -268,7 +282,7 @@ impl Runner {
             _ => None,
         };
         let prior = match &stored {
-            Some((store, tenant, session)) => without_stalling(|| store.load(tenant, session))?,
+            Some((store, tenant, session)) => store.load(tenant, session).await?,
             None => None,
         };
         let resuming = prior.as_ref().is_some_and(Checkpoint::is_unfinished);
@@ -313,6 +327,7 @@ impl Runner {
             store: stored,
             fence: state.cancel.fence().cloned(),
             checkpoint: Mutex::new(checkpoint),
+            writing: tokio::sync::Mutex::new(()),
             failed: Mutex::new(None),
         });
         // A name clash stops the run before any event (docs/semantics.md §15).
@@ -320,22 +335,24 @@ impl Runner {
         emit(RunEvent::RunStarted { agent: agent.name.clone(), run_id: state.run_id.clone() });
         let outcome = self.run_loop(input, &mut state, &mut agent, &mut executor, &saver, &emit).await;
         // Record how the run ended; a store failure is the run's error.
-        let end = saver.update(|cp| {
-            cp.usage = state.meter.usage();
-            cp.tool_calls = state.tool_calls.load(Ordering::SeqCst);
-            cp.pending_approvals.clear();
-            match &outcome {
-                Ok(_) => cp.status = RunStatus::Completed,
-                Err(RunError::Cancelled { .. } | RunError::BudgetExceeded { .. }) => {
-                    cp.status = RunStatus::Interrupted;
+        let end = saver
+            .update(|cp| {
+                cp.usage = state.meter.usage();
+                cp.tool_calls = state.tool_calls.load(Ordering::SeqCst);
+                cp.pending_approvals.clear();
+                match &outcome {
+                    Ok(_) => cp.status = RunStatus::Completed,
+                    Err(RunError::Cancelled { .. } | RunError::BudgetExceeded { .. }) => {
+                        cp.status = RunStatus::Interrupted;
+                    }
+                    Err(RunError::Store(_) | RunError::Aborted { .. }) => {}
+                    Err(e) => {
+                        cp.status = RunStatus::Failed;
+                        cp.error = Some(e.to_string());
+                    }
                 }
-                Err(RunError::Store(_) | RunError::Aborted { .. }) => {}
-                Err(e) => {
-                    cp.status = RunStatus::Failed;
-                    cp.error = Some(e.to_string());
-                }
-            }
-        });
+            })
+            .await;
         let outcome = match (outcome, end) {
             (Err(e), _) => Err(e),
             (Ok(_), Err(e)) => Err(RunError::Store(e)),
@@ -369,7 +386,7 @@ impl Runner {
             self.turn(&pending, state, agent, executor, saver, emit).await?;
         }
         if let Some(text) = input {
-            saver.update(|cp| cp.messages.push(Message::User { content: text }))?;
+            saver.update(|cp| cp.messages.push(Message::User { content: text })).await?;
         } else if let Some(Message::Assistant { content, tool_calls }) = saver.messages().last()
             && tool_calls.is_empty()
             && pending.is_empty()
@@ -473,13 +490,15 @@ impl Runner {
             };
             state.cut_off = reply.finish_reason == Some(FinishReason::Length);
             let (turn, cut_off, usage) = (turns, state.cut_off, state.meter.usage());
-            saver.update(|cp| {
-                cp.messages.push(message.clone());
-                cp.pending_calls = calls.clone();
-                cp.turn = turn;
-                cp.cut_off = cut_off;
-                cp.usage = usage;
-            })?;
+            saver
+                .update(|cp| {
+                    cp.messages.push(message.clone());
+                    cp.pending_calls = calls.clone();
+                    cp.turn = turn;
+                    cp.cut_off = cut_off;
+                    cp.usage = usage;
+                })
+                .await?;
             emit(RunEvent::MessageCompleted { message });
             // Checked after every reply, the final one included (docs/semantics.md §7).
             if let Err(exceeded) = state.meter.check(state.tool_calls.load(Ordering::SeqCst)) {
@@ -513,45 +532,63 @@ impl Runner {
         emit: &Emit,
     ) -> Result<(), RunError> {
         let sink = {
-            let (saver, emit, cancel) = (saver.clone(), emit.clone(), state.cancel.clone());
-            EventSink::from_fn(move |event| {
-                let saved = match &event {
-                    ToolEvent::ApprovalRequired { call, .. } => saver.update(|cp| {
-                        cp.pending_approvals.push(PendingApproval {
+            let emit = emit.clone();
+            EventSink::from_fn(move |event| emit(RunEvent::Tool(event)))
+        };
+        let sink = {
+            let (saver, cancel) = (saver.clone(), state.cancel.clone());
+            sink.keeping(move |event| {
+                let change: Option<Box<dyn FnOnce(&mut Checkpoint) + Send>> = match event {
+                    ToolEvent::ApprovalRequired { call, .. } => {
+                        let pending = PendingApproval {
                             id: call.id.clone(),
                             name: call.name.clone(),
                             arguments: call.arguments.clone(),
-                        });
-                    }),
+                        };
+                        Some(Box::new(move |cp| cp.pending_approvals.push(pending)))
+                    }
                     ToolEvent::ToolCallCompleted {
                         call, output, is_error, error_kind, parts, tool_error_kind, ..
-                    } => saver.update(|cp| {
-                        cp.pending_approvals.retain(|p| p.id != call.id);
-                        cp.pending_calls.retain(|c| c.id != call.id);
-                        cp.messages.push(Message::Tool {
+                    } => {
+                        let message = Message::Tool {
                             tool_call_id: call.id.clone(),
                             content: output.clone(),
                             is_error: *is_error,
                             error_kind: *error_kind,
                             parts: parts.clone(),
                             tool_error_kind: tool_error_kind.clone(),
-                        });
-                    }),
-                    _ => Ok(()),
+                        };
+                        let id = call.id.clone();
+                        Some(Box::new(move |cp| {
+                            cp.pending_approvals.retain(|p| p.id != id);
+                            cp.pending_calls.retain(|c| c.id != id);
+                            cp.messages.push(message);
+                        }))
+                    }
+                    _ => None,
                 };
-                if let Err(e) = saved {
-                    // A store failure aborts the batch and fails the run (docs/semantics.md §8).
-                    saver.failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
-                    cancel.cancel(Some("the run store failed"));
-                }
-                emit(RunEvent::Tool(event));
+                let (saver, cancel) = (saver.clone(), cancel.clone());
+                Box::pin(async move {
+                    let Some(change) = change else { return };
+                    // On a task of its own: a write that began finishes even
+                    // when the call that waits for it is dropped (the run
+                    // cancelled meanwhile).
+                    let saved = tokio::spawn(async move {
+                        if let Err(e) = saver.update(change).await {
+                            // A store failure aborts the batch and fails the run (docs/semantics.md §8).
+                            saver.failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                            cancel.cancel(Some("the run store failed"));
+                        }
+                    });
+                    let _ = saved.await;
+                })
             })
         };
         let outcome = executor.run_turn(calls, state, &sink).await;
         if let Some(e) = saver.failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
             return Err(RunError::Store(e));
         }
-        saver.update(|cp| cp.tool_calls = state.tool_calls.load(Ordering::SeqCst))?;
+        saver.update(|cp| cp.tool_calls = state.tool_calls.load(Ordering::SeqCst)).await?;
         let results = match outcome {
             Ok(results) => results,
             Err(TurnError::Cancelled { results, .. }) => {
@@ -584,7 +621,7 @@ impl Runner {
         {
             *executor = run_executor(&next, saver)?;
             emit(RunEvent::HandoffOccurred { from_agent: agent.name.clone(), to_agent: next.name.clone() });
-            saver.update(|cp| cp.agent = next.name.clone())?;
+            saver.update(|cp| cp.agent = next.name.clone()).await?;
             *agent = next;
         }
         Ok(())

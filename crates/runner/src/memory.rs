@@ -10,10 +10,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 ///
 /// ```
 /// use lovia_runner::{Checkpoint, MemoryRunStore, RunStore, SessionPage};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
 /// let store = MemoryRunStore::default();
-/// store.save("acme", "s1", &Checkpoint::new("run_1", "support")).unwrap();
-/// assert_eq!(store.list("acme", &SessionPage::default()).unwrap()[0].session, "s1");
-/// assert!(store.list("globex", &SessionPage::default()).unwrap().is_empty());
+/// store.save("acme", "s1", &Checkpoint::new("run_1", "support")).await.unwrap();
+/// assert_eq!(store.list("acme", &SessionPage::default()).await.unwrap()[0].session, "s1");
+/// assert!(store.list("globex", &SessionPage::default()).await.unwrap().is_empty());
+/// # }
 /// ```
 #[derive(Debug, Default)]
 pub struct MemoryRunStore {
@@ -31,13 +34,14 @@ fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+#[async_trait::async_trait]
 impl RunStore for MemoryRunStore {
-    fn load(&self, tenant: &str, session: &str) -> Result<Option<Checkpoint>, StoreError> {
+    async fn load(&self, tenant: &str, session: &str) -> Result<Option<Checkpoint>, StoreError> {
         let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         Ok(sessions.get(&(tenant.to_owned(), session.to_owned())).map(|e| e.checkpoint.clone()))
     }
 
-    fn save(&self, tenant: &str, session: &str, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+    async fn save(&self, tenant: &str, session: &str, checkpoint: &Checkpoint) -> Result<(), StoreError> {
         let now = now_ms();
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         let entry = sessions.entry((tenant.to_owned(), session.to_owned())).or_insert_with(|| Entry {
@@ -50,19 +54,19 @@ impl RunStore for MemoryRunStore {
         Ok(())
     }
 
-    fn unfinished(&self) -> Result<Vec<(String, String)>, StoreError> {
+    async fn unfinished(&self) -> Result<Vec<(String, String)>, StoreError> {
         let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         let mut found: Vec<_> = sessions.iter().filter(|(_, e)| e.checkpoint.is_unfinished()).collect();
         found.sort_by_key(|((t, s), e)| (e.updated_ms, t.clone(), s.clone()));
         Ok(found.into_iter().map(|(k, _)| k.clone()).collect())
     }
 
-    fn delete(&self, tenant: &str, session: &str) -> Result<bool, StoreError> {
+    async fn delete(&self, tenant: &str, session: &str) -> Result<bool, StoreError> {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         Ok(sessions.remove(&(tenant.to_owned(), session.to_owned())).is_some())
     }
 
-    fn list(&self, tenant: &str, page: &SessionPage) -> Result<Vec<SessionInfo>, StoreError> {
+    async fn list(&self, tenant: &str, page: &SessionPage) -> Result<Vec<SessionInfo>, StoreError> {
         let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         let mut found: Vec<(i64, &str, &Entry)> = sessions
             .iter()

@@ -6,24 +6,35 @@
 use super::checkpoint::{Checkpoint, RunStatus, RunStore, SessionInfo, SessionPage, StoreError};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The schema this build writes; a file with a newer one is refused.
 const SCHEMA_VERSION: i64 = 2;
 
-/// A [`RunStore`] in one SQLite file.
+/// A [`RunStore`] in one SQLite file. Each call runs on tokio's blocking
+/// pool (rusqlite is synchronous), so a disk that stalls never holds a
+/// worker of the runtime.
 ///
 /// ```
 /// use lovia_runner::{Checkpoint, RunStore, SqliteRunStore};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
 /// let dir = tempfile::tempdir().unwrap();
 /// let store = SqliteRunStore::open(dir.path().join("runs.db")).unwrap();
-/// store.save("acme", "s1", &Checkpoint::new("run_1", "support")).unwrap();
-/// assert_eq!(store.unfinished().unwrap(), [("acme".to_string(), "s1".to_string())]);
+/// store.save("acme", "s1", &Checkpoint::new("run_1", "support")).await.unwrap();
+/// assert_eq!(store.unfinished().await.unwrap(), [("acme".to_string(), "s1".to_string())]);
+/// # }
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct SqliteRunStore {
+    db: Arc<Db>,
+}
+
+/// The file and its one connection, which the blocking pool's threads take in turn.
+#[derive(Debug)]
+struct Db {
     path: PathBuf,
     conn: Mutex<Connection>,
     /// Bytes of checkpoint data written so far (heads and messages).
@@ -67,15 +78,26 @@ impl SqliteRunStore {
         )
         .map_err(err)?;
         add_created_column(&conn).map_err(err)?;
-        Ok(Self { conn: Mutex::new(conn), path, written: AtomicU64::new(0) })
+        Ok(Self { db: Arc::new(Db { conn: Mutex::new(conn), path, written: AtomicU64::new(0) }) })
     }
 
     /// Bytes of checkpoint data this store has written since it was opened:
     /// what a save costs, which does not grow with the transcript.
     pub fn bytes_written(&self) -> u64 {
-        self.written.load(Ordering::Relaxed)
+        self.db.written.load(Ordering::Relaxed)
     }
 
+    /// Runs `f` on the blocking pool.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Db) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || f(&db)).await.unwrap_or_else(|e| Err(self.db.err(e)))
+    }
+}
+
+impl Db {
     fn err(&self, e: impl std::fmt::Display) -> StoreError {
         StoreError::Database { location: self.path.display().to_string(), message: e.to_string() }
     }
@@ -103,7 +125,35 @@ fn add_created_column(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch("CREATE INDEX IF NOT EXISTS runs_by_created ON runs (tenant, created_ms DESC, session DESC);")
 }
 
+#[async_trait::async_trait]
 impl RunStore for SqliteRunStore {
+    async fn load(&self, tenant: &str, session: &str) -> Result<Option<Checkpoint>, StoreError> {
+        let (t, s) = (tenant.to_owned(), session.to_owned());
+        self.blocking(move |db| db.load(&t, &s)).await
+    }
+
+    async fn save(&self, tenant: &str, session: &str, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        let (t, s, cp) = (tenant.to_owned(), session.to_owned(), checkpoint.clone());
+        self.blocking(move |db| db.save(&t, &s, &cp)).await
+    }
+
+    async fn unfinished(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.blocking(Db::unfinished).await
+    }
+
+    async fn delete(&self, tenant: &str, session: &str) -> Result<bool, StoreError> {
+        let (t, s) = (tenant.to_owned(), session.to_owned());
+        self.blocking(move |db| db.delete(&t, &s)).await
+    }
+
+    async fn list(&self, tenant: &str, page: &SessionPage) -> Result<Vec<SessionInfo>, StoreError> {
+        let (t, page) = (tenant.to_owned(), page.clone());
+        self.blocking(move |db| db.list(&t, &page)).await
+    }
+}
+
+/// The store's calls, run on the blocking pool.
+impl Db {
     fn load(&self, tenant: &str, session: &str) -> Result<Option<Checkpoint>, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let head: Option<String> = conn

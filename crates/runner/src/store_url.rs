@@ -36,12 +36,12 @@ impl StoreUrl {
     }
 
     /// Opens the store, creating its tables if they are missing.
-    pub fn open(&self) -> Result<Arc<dyn RunStore>, StoreError> {
+    pub async fn open(&self) -> Result<Arc<dyn RunStore>, StoreError> {
         match self {
             #[cfg(feature = "sqlite")]
             StoreUrl::Sqlite(path) => Ok(Arc::new(super::SqliteRunStore::open(path)?)),
             #[cfg(feature = "postgres")]
-            StoreUrl::Postgres(url) => Ok(Arc::new(super::PostgresRunStore::open(url)?)),
+            StoreUrl::Postgres(url) => Ok(Arc::new(super::PostgresRunStore::open(url).await?)),
             #[allow(unreachable_patterns, reason = "reached when a store feature is off")]
             other => Err(StoreError::Database {
                 location: other.to_string(),

@@ -153,25 +153,29 @@ impl PluginStore {
             }
             PluginStore::Postgres(pg) => {
                 pg.run(move |c| {
-                    c.execute(
-                        "INSERT INTO lovia_audit (at_ms, tenant, action, source, digest, signer, outcome)
+                    Box::pin(async move {
+                        c.execute(
+                            "INSERT INTO lovia_audit (at_ms, tenant, action, source, digest, signer, outcome)
                          VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                        &[
-                            &at,
-                            &entry.tenant,
-                            &entry.action.as_str(),
-                            &entry.source,
-                            &entry.digest,
-                            &entry.signer,
-                            &entry.outcome,
-                        ],
-                    )?;
-                    c.execute(
-                        "DELETE FROM lovia_audit WHERE tenant = $1 AND id <= (
+                            &[
+                                &at,
+                                &entry.tenant,
+                                &entry.action.as_str(),
+                                &entry.source,
+                                &entry.digest,
+                                &entry.signer,
+                                &entry.outcome,
+                            ],
+                        )
+                        .await?;
+                        c.execute(
+                            "DELETE FROM lovia_audit WHERE tenant = $1 AND id <= (
                              SELECT id FROM lovia_audit WHERE tenant = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
-                        &[&entry.tenant, &KEEP_PER_TENANT],
-                    )?;
-                    Ok(())
+                            &[&entry.tenant, &KEEP_PER_TENANT],
+                        )
+                        .await?;
+                        Ok(())
+                    })
                 })
                 .await
             }
@@ -202,15 +206,21 @@ impl PluginStore {
             }
             PluginStore::Postgres(pg) => {
                 pg.run(move |c| {
-                    let rows = c.query(
-                        "SELECT at_ms, tenant, action, source, digest, signer, outcome FROM lovia_audit
+                    Box::pin(async move {
+                        let rows = c
+                            .query(
+                                "SELECT at_ms, tenant, action, source, digest, signer, outcome FROM lovia_audit
                          WHERE $1::TEXT IS NULL OR tenant = $1 ORDER BY id DESC LIMIT $2",
-                        &[&tenant, &limit],
-                    )?;
-                    Ok(rows
-                        .iter()
-                        .filter_map(|r| entry((r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6))))
-                        .collect())
+                                &[&tenant, &limit],
+                            )
+                            .await?;
+                        Ok(rows
+                            .iter()
+                            .filter_map(|r| {
+                                entry((r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6)))
+                            })
+                            .collect())
+                    })
                 })
                 .await
             }
@@ -224,5 +234,5 @@ pub async fn read_trail(
     tenant: Option<&str>,
     limit: usize,
 ) -> Result<Vec<AuditEntry>, PluginStoreError> {
-    PluginStore::open(url)?.trail(tenant, limit).await
+    PluginStore::open(url, None).await?.trail(tenant, limit).await
 }

@@ -17,7 +17,7 @@ use lovia_host::BoxFuture;
 use lovia_host::CallContext;
 use lovia_host::approval::{ApprovalChannel, ApprovalDecision, ApprovalHandler, ApprovalRequest, HandlerAnswer};
 use lovia_host::exec::{CancelToken, RunState, ToolEvent};
-use lovia_runner::{Agent, RunEvent, Runner, new_id, without_stalling};
+use lovia_runner::{Agent, RunEvent, Runner, new_id};
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::{HashMap, VecDeque};
@@ -331,7 +331,7 @@ pub(crate) async fn chat(State(service): State<Service>, headers: HeaderMap, bod
         return service.sse_response(live.subscribe(after));
     }
     // Another replica's run: its events come from the store.
-    match without_stalling(|| service.held_elsewhere(&tenant.name, &session)) {
+    match service.held_elsewhere(&tenant.name, &session).await {
         Ok(false) => {}
         Ok(true) if input.is_some() => return error(StatusCode::CONFLICT, busy),
         Ok(true) => {
@@ -344,7 +344,12 @@ pub(crate) async fn chat(State(service): State<Service>, headers: HeaderMap, bod
         }
     }
     if input.is_none() {
-        let unfinished = without_stalling(|| service.inner.store.load(&tenant.name, &session))
+        let unfinished = service
+            .inner
+            .stores
+            .runs
+            .load(&tenant.name, &session)
+            .await
             .ok()
             .flatten()
             .is_some_and(|cp| cp.is_unfinished());
@@ -352,7 +357,7 @@ pub(crate) async fn chat(State(service): State<Service>, headers: HeaderMap, bod
             return error(StatusCode::BAD_REQUEST, "input is required (there is no run to resume in this session)");
         }
     }
-    match service.start_run(tenant, &session, input, true) {
+    match service.start_run(tenant, &session, input, true).await {
         Ok(Some(live)) => service.sse_response(live),
         Ok(None) => error(StatusCode::INTERNAL_SERVER_ERROR, "the run started without a reader"),
         Err(refusal) => refusal.into_response(),
@@ -496,7 +501,7 @@ pub(crate) async fn transcript(
     headers: HeaderMap,
 ) -> Response {
     let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
-    match without_stalling(|| service.inner.store.load(&tenant.name, &session)) {
+    match service.inner.stores.runs.load(&tenant.name, &session).await {
         Ok(Some(cp)) => Json(json!({
             "session_id": session,
             "run_id": cp.run_id,
@@ -546,7 +551,7 @@ impl Service {
 
     /// Starts (or resumes) the session's run; with `read`, returns a
     /// reader's stream attached before the first event.
-    pub(crate) fn start_run(
+    pub(crate) async fn start_run(
         &self,
         tenant: &Tenant,
         session: &str,
@@ -636,7 +641,7 @@ impl Service {
             agent.tools.push(lovia_runner::ask_human(questions.clone()));
         }
         agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.approval_timeout)));
-        let runner = Runner::new(agent, provider).with_store(self.inner.store.clone());
+        let runner = Runner::new(agent, provider).with_store(self.inner.stores.runs.clone());
         let mut state =
             RunState { session_id: Some(session.to_owned()), tenant: Some(tenant.name.clone()), ..RunState::default() };
         let key = (tenant.index, session.to_owned());
@@ -647,7 +652,7 @@ impl Service {
         // With several replicas, the run is this one's only with its lease,
         // and the tenant's leases are its runs on every replica.
         let taking = Instant::now();
-        let lease = match without_stalling(|| self.inner.leases.take(&tenant.name, session, tenant.max_runs)) {
+        let lease = match self.inner.stores.leases.take(&tenant.name, session, tenant.max_runs).await {
             Ok(Taken::Yes(lease)) => lease,
             Ok(Taken::HeldElsewhere) => {
                 return Err(ApiError(
@@ -668,8 +673,8 @@ impl Service {
         // attach) may find the run finished meanwhile by the replica that held
         // it, which saves the end before it lets the lease go: now that the
         // lease is this one's, the checkpoint says whether there is a run left.
-        if input.is_none() && self.inner.leases.is_shared() {
-            let refusal = match without_stalling(|| self.inner.store.load(&tenant.name, session)) {
+        if input.is_none() && self.inner.stores.leases.is_shared() {
+            let refusal = match self.inner.stores.runs.load(&tenant.name, session).await {
                 Ok(Some(cp)) if cp.is_unfinished() => None,
                 Ok(_) => Some(ApiError(
                     StatusCode::BAD_REQUEST,
@@ -681,16 +686,16 @@ impl Service {
                 }
             };
             if let Some(refusal) = refusal {
-                let _ = without_stalling(|| self.inner.leases.release(&tenant.name, session));
+                let _ = self.inner.stores.leases.release(&tenant.name, session).await;
                 return Err(refusal);
             }
         }
         // With a shared store the ids continue the session's stored events.
-        let first_id = match without_stalling(|| self.first_event_id(&tenant.name, session, input.is_some())) {
+        let first_id = match self.first_event_id(&tenant.name, session, input.is_some()).await {
             Ok(first) => first,
             Err(e) => {
                 tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot read the run's stored events");
-                let _ = without_stalling(|| self.inner.leases.release(&tenant.name, session));
+                let _ = self.inner.stores.leases.release(&tenant.name, session).await;
                 return Err(ApiError(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "the run store is unreachable; retry later".into(),
@@ -706,7 +711,7 @@ impl Service {
         };
         // Every effect of the run (a call, an outbound request, a store or
         // checkpoint write) checks the fence through the run's cancel token.
-        let fence = self.inner.leases.is_shared().then(|| {
+        let fence = self.inner.stores.leases.is_shared().then(|| {
             let fence =
                 lovia_host::Fence::until(super::lease::fence_end(taking, self.inner.lease, self.inner.lease_renew));
             match lease {
@@ -921,7 +926,7 @@ impl Service {
             // stays; one still this replica's (a fence that ended before a
             // late renewal came back) must go, or the renewals would keep
             // it, and with it the stopped run, from every other replica.
-            if let Err(e) = without_stalling(|| service.inner.leases.release(&tenant_name, &session)) {
+            if let Err(e) = service.inner.stores.leases.release(&tenant_name, &session).await {
                 tracing::warn!(tenant = %tenant_name, %session, error = %e, "cannot release the run's lease; it expires");
             }
         });

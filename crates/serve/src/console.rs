@@ -16,7 +16,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use lovia_runner::{RunStatus, SESSION_PAGE_DEFAULT, SESSION_PAGE_MAX, SessionCursor, SessionPage, without_stalling};
+use lovia_runner::{RunStatus, SESSION_PAGE_DEFAULT, SESSION_PAGE_MAX, SessionCursor, SessionPage};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -139,7 +139,7 @@ pub(crate) async fn sessions(
         Some(Ok(cursor)) => SessionPage::after(limit, cursor),
         Some(Err(e)) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
     };
-    let found = match without_stalling(|| service.inner.store.list(&tenant.name, &page)) {
+    let found = match service.inner.stores.runs.list(&tenant.name, &page).await {
         Ok(found) => found,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
     };

@@ -13,9 +13,9 @@
 //! A SQLite store (or the caller's store of [`Service::with_store`](crate::Service::with_store))
 //! serves one process: every run is that process's, and nothing is stored.
 
-use lovia_runner::{PgThread, StoreUrl, pg_message};
+use lovia_host::BoxFuture;
+use lovia_runner::{PgClient, PgPool};
 use std::collections::HashSet;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The channel a replica notifies when it hands runs back (on SIGTERM), so
@@ -83,11 +83,10 @@ pub(crate) enum RunLeases {
 
 /// The leases of one replica in PostgreSQL.
 pub(crate) struct PgLeases {
-    connection: PgThread,
+    pool: PgPool,
     /// A connection of its own for renewals, so that a renewal never waits
-    /// behind run starts, takeovers or event reads on `connection`.
-    renewals: PgThread,
-    location: String,
+    /// behind run starts, takeovers or event reads on `pool`'s.
+    renewals: PgPool,
     /// This process's id: random, so a restarted process never mistakes the
     /// leases of its previous life for its own.
     owner: String,
@@ -139,15 +138,14 @@ COMMIT;";
 impl RunLeases {
     /// The leases for the store at `url`: in PostgreSQL for a `postgres://`
     /// URL (the run store's tables must exist: open it first), else local.
-    pub(crate) fn open(url: &StoreUrl, lease: Duration) -> Result<RunLeases, LeaseError> {
-        let StoreUrl::Postgres(raw) = url else { return Ok(RunLeases::Local) };
-        let location = url.to_string();
-        let fail = |message: String| LeaseError::Database { location: location.clone(), message };
-        let config: postgres::Config = raw.parse().map_err(|e: postgres::Error| fail(e.to_string()))?;
-        let connection = PgThread::start(config.clone(), SCHEMA, "lovia-leases-pg").map_err(fail)?;
-        let renewals = PgThread::start(config, "SELECT 1", "lovia-renew-pg").map_err(fail)?;
+    /// `pool` is the store's when it is PostgreSQL.
+    pub(crate) async fn open(pool: Option<&PgPool>, lease: Duration) -> Result<RunLeases, LeaseError> {
+        let Some(pool) = pool else { return Ok(RunLeases::Local) };
+        let fail = |message: String| LeaseError::Database { location: pool.location().to_owned(), message };
+        pool.run_schema(SCHEMA).await.map_err(fail)?;
+        let renewals = pool.separate(1).map_err(fail)?;
         let owner = lovia_runner::new_id("replica");
-        Ok(RunLeases::Postgres(Box::new(PgLeases { connection, renewals, location, owner, lease })))
+        Ok(RunLeases::Postgres(Box::new(PgLeases { pool: pool.clone(), renewals, owner, lease })))
     }
 
     /// The PostgreSQL leases, if runs are shared.
@@ -166,24 +164,23 @@ impl RunLeases {
     /// Takes the lease of a run for this replica, if no other replica holds
     /// an unexpired one and the tenant has fewer than `max_runs` other runs
     /// with unexpired leases (its `max_concurrent_runs`, across replicas).
-    /// Blocks on the database: call it through `without_stalling`.
-    pub(crate) fn take(&self, tenant: &str, session: &str, max_runs: u32) -> Result<Taken, LeaseError> {
+    pub(crate) async fn take(&self, tenant: &str, session: &str, max_runs: u32) -> Result<Taken, LeaseError> {
         let RunLeases::Postgres(pg) = self else { return Ok(Taken::Yes(None)) };
         let (t, s, owner, ms) = (tenant.to_owned(), session.to_owned(), pg.owner.clone(), pg.lease_ms());
-        pg.run(move |c| {
-            let mut tx = c.transaction()?;
+        pg.run(move |c| Box::pin(async move {
+            let tx = c.transaction().await?;
             // The tenant's run starts serialise on its lock (a transaction
             // lock: released at commit, or when a dead connection ends), so
             // the count below sees every lease committed before it and none
             // can be added between the count and the insert. Only run starts
             // take it: renewals and releases never wait for it.
-            tx.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", &[&RUN_START_LOCK, &t])?;
+            tx.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", &[&RUN_START_LOCK, &t]).await?;
             let row = tx.query_one(
                 "SELECT COUNT(*) FILTER (WHERE session <> $2),
                         COALESCE(bool_or(session = $2 AND owner <> $3), false)
                    FROM lovia_run_leases WHERE tenant = $1 AND expires >= now()",
                 &[&t, &s, &owner],
-            )?;
+            ).await?;
             let (others, held_elsewhere): (i64, bool) = (row.get(0), row.get(1));
             if held_elsewhere {
                 return Ok(Taken::HeldElsewhere);
@@ -202,55 +199,68 @@ impl RunLeases {
                         SET owner = EXCLUDED.owner, expires = EXCLUDED.expires, epoch = EXCLUDED.epoch
                      RETURNING epoch",
                     &[&t, &s, &owner, &ms],
-                )?
+                ).await?
                 .get(0);
-            tx.commit()?;
+            tx.commit().await?;
             Ok(Taken::Yes(Some(lovia_host::LeaseToken::new(owner, epoch))))
-        })
+        }))
+        .await
     }
 
     /// Pushes the expiry of every lease this replica holds forward; the runs
     /// it still holds. A run of this replica missing from them has lost its
-    /// lease and must stop. On the renewals' own connection; blocks.
-    pub(crate) fn renew(&self) -> Result<HashSet<RunKey>, LeaseError> {
+    /// lease and must stop. On the renewals' own connection.
+    pub(crate) async fn renew(&self) -> Result<HashSet<RunKey>, LeaseError> {
         let RunLeases::Postgres(pg) = self else { return Ok(HashSet::new()) };
         let (owner, ms) = (pg.owner.clone(), pg.lease_ms());
         pg.run_on(&pg.renewals, move |c| {
-            let rows = c.query(
-                "UPDATE lovia_run_leases SET expires = now() + $2::bigint * interval '1 millisecond'
+            Box::pin(async move {
+                let rows = c
+                    .query(
+                        "UPDATE lovia_run_leases SET expires = now() + $2::bigint * interval '1 millisecond'
                  WHERE owner = $1 AND expires >= now() RETURNING tenant, session",
-                &[&owner, &ms],
-            )?;
-            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+                        &[&owner, &ms],
+                    )
+                    .await?;
+                Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+            })
         })
+        .await
     }
 
     /// Gives up this replica's lease of a run (it ended).
-    pub(crate) fn release(&self, tenant: &str, session: &str) -> Result<(), LeaseError> {
+    pub(crate) async fn release(&self, tenant: &str, session: &str) -> Result<(), LeaseError> {
         let RunLeases::Postgres(pg) = self else { return Ok(()) };
         let (t, s, owner) = (tenant.to_owned(), session.to_owned(), pg.owner.clone());
         pg.run(move |c| {
-            c.execute(
-                "DELETE FROM lovia_run_leases WHERE tenant = $1 AND session = $2 AND owner = $3",
-                &[&t, &s, &owner],
-            )
-            .map(drop)
+            Box::pin(async move {
+                c.execute(
+                    "DELETE FROM lovia_run_leases WHERE tenant = $1 AND session = $2 AND owner = $3",
+                    &[&t, &s, &owner],
+                )
+                .await
+                .map(drop)
+            })
         })
+        .await
     }
 
     /// Gives up every lease of this replica and tells the others, which take
     /// the runs over at once; how many there were.
-    pub(crate) fn release_all(&self) -> Result<u64, LeaseError> {
+    pub(crate) async fn release_all(&self) -> Result<u64, LeaseError> {
         let RunLeases::Postgres(pg) = self else { return Ok(0) };
         let owner = pg.owner.clone();
         pg.run(move |c| {
-            let mut tx = c.transaction()?;
-            let n = tx.execute("DELETE FROM lovia_run_leases WHERE owner = $1", &[&owner])?;
-            // Delivered at commit.
-            tx.execute("SELECT pg_notify($1, $2)", &[&RUNS_CHANNEL, &owner])?;
-            tx.commit()?;
-            Ok(n)
+            Box::pin(async move {
+                let tx = c.transaction().await?;
+                let n = tx.execute("DELETE FROM lovia_run_leases WHERE owner = $1", &[&owner]).await?;
+                // Delivered at commit.
+                tx.execute("SELECT pg_notify($1, $2)", &[&RUNS_CHANNEL, &owner]).await?;
+                tx.commit().await?;
+                Ok(n)
+            })
         })
+        .await
     }
 
     /// Unfinished runs that no live replica holds: their lease is absent or
@@ -258,21 +268,26 @@ impl RunLeases {
     /// budget (a start resumes them, as a single node does); without, only
     /// those that were running (the takeover poll: a cancelled run stays
     /// stopped). At most [`TAKEOVER_BATCH`], the longest waiting first.
-    pub(crate) fn unowned(&self, interrupted: bool) -> Result<Vec<RunKey>, LeaseError> {
+    pub(crate) async fn unowned(&self, interrupted: bool) -> Result<Vec<RunKey>, LeaseError> {
         let RunLeases::Postgres(pg) = self else { return Ok(Vec::new()) };
         let statuses: Vec<&str> = if interrupted { vec!["running", "interrupted"] } else { vec!["running"] };
         let statuses: Vec<String> = statuses.into_iter().map(str::to_owned).collect();
         pg.run(move |c| {
-            let rows = c.query(
-                "SELECT r.tenant, r.session FROM lovia_runs r
+            Box::pin(async move {
+                let rows = c
+                    .query(
+                        "SELECT r.tenant, r.session FROM lovia_runs r
                  LEFT JOIN lovia_run_leases l ON l.tenant = r.tenant AND l.session = r.session
                  WHERE r.status IN ('running', 'interrupted') AND r.status = ANY($1)
                    AND (l.owner IS NULL OR l.expires < now())
                  ORDER BY r.updated LIMIT $2",
-                &[&statuses, &TAKEOVER_BATCH],
-            )?;
-            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+                        &[&statuses, &TAKEOVER_BATCH],
+                    )
+                    .await?;
+                Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+            })
         })
+        .await
     }
 }
 
@@ -286,30 +301,20 @@ impl PgLeases {
         i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX)
     }
 
-    /// Runs `f` on the connection thread and waits for it.
-    pub(crate) fn run<T: Send + 'static>(
+    /// Runs `f` on a pooled connection.
+    pub(crate) async fn run<T: Send>(
         &self,
-        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
+        f: impl for<'c> FnOnce(&'c mut PgClient) -> BoxFuture<'c, Result<T, tokio_postgres::Error>> + Send,
     ) -> Result<T, LeaseError> {
-        self.run_on(&self.connection, f)
+        self.run_on(&self.pool, f).await
     }
 
-    /// Runs `f` on `connection`'s thread and waits for it.
-    fn run_on<T: Send + 'static>(
+    /// Runs `f` on a connection of `pool`.
+    async fn run_on<T: Send>(
         &self,
-        connection: &PgThread,
-        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
+        pool: &PgPool,
+        f: impl for<'c> FnOnce(&'c mut PgClient) -> BoxFuture<'c, Result<T, tokio_postgres::Error>> + Send,
     ) -> Result<T, LeaseError> {
-        let (reply, answer) = mpsc::channel();
-        let fail = |message: String| LeaseError::Database { location: self.location.clone(), message };
-        if !connection.send(move |client| {
-            let _ = reply.send(f(client).map_err(|e| pg_message(&e)));
-        }) {
-            return Err(fail("the connection thread stopped".into()));
-        }
-        match answer.recv() {
-            Ok(result) => result.map_err(fail),
-            Err(_) => Err(fail("the connection thread stopped".into())),
-        }
+        pool.run(f).await.map_err(|message| LeaseError::Database { location: pool.location().to_owned(), message })
     }
 }

@@ -63,6 +63,7 @@ mod relay;
 mod remote;
 mod sse;
 mod stored;
+mod stores;
 mod takeover;
 mod upload;
 mod workspace;
@@ -126,7 +127,8 @@ struct Inner {
     keys: HashMap<String, usize>,
     metrics: Arc<metrics::Metrics>,
     calls: AtomicU64,
-    store: Arc<dyn RunStore>,
+    /// The run store, the uploads, the leases and the MCP request states.
+    stores: stores::Stores,
     /// Runs in progress by (tenant index, session id).
     live: Mutex<HashMap<(usize, String), Arc<chat::LiveRun>>>,
     approval_timeout: Duration,
@@ -144,8 +146,6 @@ struct Inner {
     metrics_token: Option<String>,
     metrics_public: bool,
     connections: ConnectionLimits,
-    /// Uploaded plugins, kept beside the sessions.
-    plugins: Arc<stored::PluginStore>,
     /// The ids of the stored uploads this process has added to its tenants.
     installed: Mutex<HashSet<i64>>,
     /// The highest upload id read from the store so far.
@@ -158,8 +158,6 @@ struct Inner {
     uploads_failed: Mutex<Option<String>>,
     /// Set by [`Service::drain`]: `/readyz` answers 503 from then on.
     draining: std::sync::atomic::AtomicBool,
-    /// Which runs this replica may run (`lease`).
-    leases: Arc<lease::RunLeases>,
     /// How long a run's lease lasts after its last renewal (`run_lease_ms`).
     lease: Duration,
     /// How often this replica renews its leases (`lease_renew_ms`).
@@ -167,8 +165,6 @@ struct Inner {
     /// Bumped on each notification of new run events, for the readers of
     /// other replicas' runs (`relay`).
     events_seen: Arc<tokio::sync::watch::Sender<u64>>,
-    /// With a shared store: the MCP request states' key and redeemed states.
-    mcp_states: Option<Arc<mcp::states::SharedStates>>,
 }
 
 struct Tenant {
@@ -315,19 +311,13 @@ impl Service {
     /// it also follows the uploads of other replicas (docs/replicas.md).
     pub async fn new(host: &Host, config: &ServeConfig) -> Result<Service, ServeError> {
         let url = config.store.clone().unwrap_or_else(|| "lovia.db".into());
-        let store: Arc<dyn RunStore> = url.open()?;
-        let plugins = stored::PluginStore::open(&url)?;
-        // After the run store: the lease schema indexes its table.
-        let leases = lease::RunLeases::open(&url, Duration::from_millis(config.run_lease_ms))?;
-        let mcp_states = mcp::states::SharedStates::open(&url)
-            .await
-            .map_err(|(location, message)| ServeError::McpStates { location, message })?;
-        let service = Self::build(host, config, store, plugins, leases, mcp_states.map(Arc::new)).await?;
+        let stores = stores::Stores::open(&url, Duration::from_millis(config.run_lease_ms)).await?;
+        let service = Self::build(host, config, stores).await?;
         service.read_uploads().await?;
         service.retry_mcp_servers();
         service.keep_leases();
         service.follow_uploads();
-        service.resume_unfinished();
+        service.resume_unfinished().await;
         Ok(service)
     }
 
@@ -338,8 +328,7 @@ impl Service {
         config: &ServeConfig,
         store: Arc<dyn RunStore>,
     ) -> Result<Service, ServeError> {
-        let plugins = stored::PluginStore::Memory(Mutex::default());
-        let service = Self::build(host, config, store, plugins, lease::RunLeases::Local, None).await?;
+        let service = Self::build(host, config, stores::Stores::beside(store)).await?;
         service.retry_mcp_servers();
         Ok(service)
     }
@@ -398,15 +387,8 @@ impl Service {
         }
     }
 
-    async fn build(
-        host: &Host,
-        config: &ServeConfig,
-        store: Arc<dyn RunStore>,
-        plugins: stored::PluginStore,
-        leases: lease::RunLeases,
-        mcp_states: Option<Arc<mcp::states::SharedStates>>,
-    ) -> Result<Service, ServeError> {
-        let plugins = Arc::new(plugins);
+    async fn build(host: &Host, config: &ServeConfig, stores: stores::Stores) -> Result<Service, ServeError> {
+        let plugins = stores.plugins.clone();
         let shared = plugins.is_shared().then(|| plugins.clone());
         let mut tenants = Vec::new();
         let metrics = Arc::new(metrics::Metrics::default());
@@ -474,7 +456,7 @@ impl Service {
                 approval_timeout: Duration::from_secs(config.approval_timeout_secs),
                 max_sessions: t.max_mcp_sessions,
                 sse_keep_alive: Duration::from_secs(config.sse_keep_alive_secs.max(1)),
-                shared: mcp_states.as_deref(),
+                shared: stores.mcp_states.as_deref(),
             };
             let mcp = mcp::TenantMcp::new(executor.clone(), setup)
                 .map_err(|e| ServeError::Mcp { tenant: t.name.clone(), reason: e.to_string() })?;
@@ -554,7 +536,6 @@ impl Service {
                 keys,
                 metrics,
                 calls: AtomicU64::new(0),
-                store,
                 live: Mutex::default(),
                 approval_timeout: Duration::from_secs(config.approval_timeout_secs),
                 question_timeout: Duration::from_secs(config.question_timeout_secs.max(1)),
@@ -574,18 +555,16 @@ impl Service {
                     head_timeout: Duration::from_secs(config.request_head_secs.max(1)),
                     authenticated_reserve_percent: config.authenticated_connections_percent,
                 },
-                plugins,
                 installed: Mutex::default(),
                 uploads_read: AtomicI64::new(0),
                 syncing: tokio::sync::Mutex::new(()),
                 poll_interval: Duration::from_millis(config.poll_interval_ms.max(1)),
                 uploads_failed: Mutex::default(),
                 draining: Default::default(),
-                leases: Arc::new(leases),
                 lease: Duration::from_millis(config.run_lease_ms),
                 lease_renew: Duration::from_millis(config.lease_renew_ms.max(1)),
                 events_seen: Arc::new(tokio::sync::watch::Sender::new(0)),
-                mcp_states,
+                stores,
             }),
         })
     }
@@ -664,12 +643,12 @@ impl Service {
     /// starting; a store failure is returned and the next read retries.
     async fn read_uploads(&self) -> Result<(), PluginStoreError> {
         let _one = self.inner.syncing.lock().await;
-        let rows = self.inner.plugins.after(self.inner.uploads_read.load(Ordering::Acquire)).await?;
+        let rows = self.inner.stores.plugins.after(self.inner.uploads_read.load(Ordering::Acquire)).await?;
         for row in rows {
             let known = self.inner.installed.lock().unwrap_or_else(|e| e.into_inner()).contains(&row.id);
             let tenant = self.inner.tenants.iter().find(|t| t.name == row.tenant);
             if let (false, Some(tenant)) = (known, tenant) {
-                if let Some(bytes) = self.inner.plugins.bytes(row.id).await? {
+                if let Some(bytes) = self.inner.stores.plugins.bytes(row.id).await? {
                     // The policy of now holds for what was stored under an older one.
                     if let Err(reason) = tenant.upload_policy.admit(&bytes) {
                         tracing::warn!(tenant = %row.tenant, plugin = %row.name, id = row.id, error = %reason, "stored upload skipped");
@@ -711,11 +690,11 @@ impl Service {
     /// other replicas on each notification and every `poll_interval_ms`,
     /// until the service is dropped.
     fn follow_uploads(&self) {
-        if !self.inner.plugins.is_shared() {
+        if !self.inner.stores.plugins.is_shared() {
             return;
         }
         let wake = Arc::new(tokio::sync::Notify::new());
-        self.inner.plugins.watch(
+        self.inner.stores.plugins.watch(
             self.inner.poll_interval,
             Arc::downgrade(&wake),
             (lease::RUNS_CHANNEL, relay::EVENTS_CHANNEL),
@@ -732,18 +711,17 @@ impl Service {
                 let read = service.read_uploads().await;
                 // The same wake-up (a poll, or a replica handing its runs back)
                 // looks for runs whose owner is gone.
-                service.take_over();
+                service.take_over().await;
                 // The minute counts of the shared quota are needed for one minute.
-                if let Err(e) = service.inner.plugins.forget_old_minutes().await {
+                if let Err(e) = service.inner.stores.plugins.forget_old_minutes().await {
                     tracing::warn!(error = %e, "cannot delete old call counts");
                 }
-                if let Some(states) = &service.inner.mcp_states
+                if let Some(states) = &service.inner.stores.mcp_states
                     && let Err(e) = states.redeemed.forget_expired().await
                 {
                     tracing::warn!(error = %e, "cannot delete expired MCP request states");
                 }
-                let leases = service.inner.leases.clone();
-                if let Ok(Err(e)) = tokio::task::spawn_blocking(move || relay::forget_old_events(&leases)).await {
+                if let Err(e) = relay::forget_old_events(&service.inner.stores.leases).await {
                     tracing::warn!(error = %e, "cannot delete old run events");
                 }
                 let mut failed = service.inner.uploads_failed.lock().unwrap_or_else(|e| e.into_inner());
@@ -785,7 +763,7 @@ impl Service {
             tenant = %entry.tenant, action = ?entry.action, source = %entry.source, digest = ?entry.digest,
             signer = ?entry.signer, outcome = %entry.outcome, "audit"
         );
-        if let Err(e) = self.inner.plugins.record(entry).await {
+        if let Err(e) = self.inner.stores.plugins.record(entry).await {
             tracing::warn!(error = %e, "the audit trail could not be written");
         }
     }
@@ -809,7 +787,7 @@ async fn readyz(State(service): State<Service>) -> Response {
     if service.inner.draining.load(Ordering::Acquire) {
         return unready("draining (the process is stopping)".into());
     }
-    match tokio::time::timeout(READY_STORE_TIMEOUT, service.inner.plugins.ping()).await {
+    match tokio::time::timeout(READY_STORE_TIMEOUT, service.inner.stores.plugins.ping()).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return unready(format!("the store is unreachable: {e}")),
         Err(_) => return unready(format!("the store did not answer within {} s", READY_STORE_TIMEOUT.as_secs())),
@@ -847,7 +825,7 @@ async fn tenant_audit(
     let Ok(axum::extract::Query(query)) = query else {
         return error(StatusCode::BAD_REQUEST, "the only query parameter is limit, a number");
     };
-    match service.inner.plugins.trail(Some(&tenant.name), query.limit).await {
+    match service.inner.stores.plugins.trail(Some(&tenant.name), query.limit).await {
         Ok(entries) => Json(json!({ "entries": entries })).into_response(),
         Err(e) => {
             tracing::error!(error = %e, "the audit trail could not be read");
@@ -869,7 +847,7 @@ async fn operator_audit(
     let Ok(axum::extract::Query(query)) = query else {
         return error(StatusCode::BAD_REQUEST, "the only query parameter is limit, a number");
     };
-    match service.inner.plugins.trail(None, query.limit).await {
+    match service.inner.stores.plugins.trail(None, query.limit).await {
         Ok(entries) => Json(json!({ "entries": entries })).into_response(),
         Err(e) => {
             tracing::error!(error = %e, "the audit trail could not be read");

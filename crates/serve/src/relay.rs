@@ -52,51 +52,62 @@ impl Service {
     /// With a shared store: the id the run's first event gets, after
     /// clearing the session's old events for a new run (`fresh`) or
     /// continuing them for a resumed one. `None` with one process.
-    pub(crate) fn first_event_id(&self, tenant: &str, session: &str, fresh: bool) -> Result<Option<u64>, LeaseError> {
-        let Some(pg) = self.inner.leases.shared() else { return Ok(None) };
+    pub(crate) async fn first_event_id(
+        &self,
+        tenant: &str,
+        session: &str,
+        fresh: bool,
+    ) -> Result<Option<u64>, LeaseError> {
+        let Some(pg) = self.inner.stores.leases.shared() else { return Ok(None) };
         let (t, s) = (tenant.to_owned(), session.to_owned());
         pg.run(move |c| {
-            // The tenant's bound: the events of its ended runs past the
-            // newest ENDED_RUNS_KEPT go (their transcripts stay in the run store).
-            c.execute(
-                "DELETE FROM lovia_run_events e USING (
+            Box::pin(async move {
+                // The tenant's bound: the events of its ended runs past the
+                // newest ENDED_RUNS_KEPT go (their transcripts stay in the run store).
+                c.execute(
+                    "DELETE FROM lovia_run_events e USING (
                      SELECT ev.session FROM lovia_run_events ev
                       WHERE ev.tenant = $1 AND ev.session <> $2
                         AND NOT EXISTS (SELECT 1 FROM lovia_run_leases l
                                          WHERE l.tenant = ev.tenant AND l.session = ev.session)
                       GROUP BY ev.session ORDER BY max(ev.at) DESC OFFSET $3) old
                   WHERE e.tenant = $1 AND e.session = old.session",
-                &[&t, &s, &ENDED_RUNS_KEPT],
-            )?;
-            if fresh {
-                c.execute("DELETE FROM lovia_run_events WHERE tenant = $1 AND session = $2", &[&t, &s])?;
-                return Ok(Some(0));
-            }
-            let last: Option<i64> = c
-                .query_one("SELECT MAX(seq) FROM lovia_run_events WHERE tenant = $1 AND session = $2", &[&t, &s])?
-                .get(0);
-            // A resumed run's ids skip past every id its previous owner may
-            // have given to events it published but never wrote (at most a
-            // queue and a batch), so a reader coming back with one of those
-            // ids misses nothing of the resumed run; the gap reads as
-            // `replay_truncated`.
-            let skip = (RELAY_QUEUE + BATCH) as i64;
-            Ok(Some(last.map_or(0, |last| u64::try_from(last.saturating_add(1 + skip)).unwrap_or(0))))
+                    &[&t, &s, &ENDED_RUNS_KEPT],
+                )
+                .await?;
+                if fresh {
+                    c.execute("DELETE FROM lovia_run_events WHERE tenant = $1 AND session = $2", &[&t, &s]).await?;
+                    return Ok(Some(0));
+                }
+                let last: Option<i64> = c
+                    .query_one("SELECT MAX(seq) FROM lovia_run_events WHERE tenant = $1 AND session = $2", &[&t, &s])
+                    .await?
+                    .get(0);
+                // A resumed run's ids skip past every id its previous owner may
+                // have given to events it published but never wrote (at most a
+                // queue and a batch), so a reader coming back with one of those
+                // ids misses nothing of the resumed run; the gap reads as
+                // `replay_truncated`.
+                let skip = (RELAY_QUEUE + BATCH) as i64;
+                Ok(Some(last.map_or(0, |last| u64::try_from(last.saturating_add(1 + skip)).unwrap_or(0))))
+            })
         })
+        .await
     }
 
     /// Whether another replica holds an unexpired lease of the run (its
     /// events are then read from the table). Always false with one process.
-    pub(crate) fn held_elsewhere(&self, tenant: &str, session: &str) -> Result<bool, LeaseError> {
-        let Some(pg) = self.inner.leases.shared() else { return Ok(false) };
+    pub(crate) async fn held_elsewhere(&self, tenant: &str, session: &str) -> Result<bool, LeaseError> {
+        let Some(pg) = self.inner.stores.leases.shared() else { return Ok(false) };
         let (t, s, owner) = (tenant.to_owned(), session.to_owned(), pg.owner().to_owned());
-        pg.run(move |c| {
+        pg.run(move |c| Box::pin(async move {
             let row = c.query_opt(
                 "SELECT 1 FROM lovia_run_leases WHERE tenant = $1 AND session = $2 AND owner <> $3 AND expires >= now()",
                 &[&t, &s, &owner],
-            )?;
+            ).await?;
             Ok(row.is_some())
-        })
+        }))
+        .await
     }
 
     /// Starts the task that writes a run's events to the table, in order;
@@ -108,7 +119,7 @@ impl Service {
         (events, bytes): (usize, usize),
     ) -> (mpsc::Sender<Relayed>, tokio::task::JoinHandle<()>) {
         let (tx, mut rx) = mpsc::channel::<Relayed>(RELAY_QUEUE);
-        let leases = self.inner.leases.clone();
+        let leases = self.inner.stores.leases.clone();
         let (tenant, session) = (tenant.to_owned(), session.to_owned());
         let task = tokio::spawn(async move {
             while let Some(first) = rx.recv().await {
@@ -120,11 +131,8 @@ impl Service {
                     }
                 }
                 let (leases, t, s) = (leases.clone(), tenant.clone(), session.clone());
-                let written = tokio::task::spawn_blocking(move || append(&leases, t, s, batch, (events, bytes))).await;
-                match written {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => tracing::warn!(error = %e, "cannot relay a run's events; remote readers miss them"),
-                    Err(e) => tracing::warn!(error = %e, "cannot relay a run's events; remote readers miss them"),
+                if let Err(e) = append(&leases, t, s, batch, (events, bytes)).await {
+                    tracing::warn!(error = %e, "cannot relay a run's events; remote readers miss them");
                 }
             }
         });
@@ -144,11 +152,10 @@ impl Service {
             let mut next = after.map_or(0, |a| a.saturating_add(1));
             loop {
                 changed.mark_unchanged();
-                let (leases, t2, s2) = (service.inner.leases.clone(), t.clone(), s.clone());
+                let (leases, t2, s2) = (service.inner.stores.leases.clone(), t.clone(), s.clone());
                 let from = i64::try_from(next).unwrap_or(i64::MAX);
-                let read = tokio::task::spawn_blocking(move || read(&leases, t2, s2, from)).await;
-                let (rows, held) = match read {
-                    Ok(Ok(found)) => found,
+                let (rows, held) = match read(&leases, t2, s2, from).await {
+                    Ok(found) => found,
                     _ => {
                         let _ = tx
                             .send(frame(
@@ -205,7 +212,7 @@ impl Service {
 
 /// Writes `batch` in one transaction, prunes the run's oldest events past
 /// the bounds, and notifies the readers at commit.
-fn append(
+async fn append(
     leases: &Arc<RunLeases>,
     t: String,
     s: String,
@@ -216,8 +223,8 @@ fn append(
     let seqs: Vec<i64> = batch.iter().map(|(id, ..)| i64::try_from(*id).unwrap_or(i64::MAX)).collect();
     let names: Vec<String> = batch.iter().map(|(_, n, _)| n.clone()).collect();
     let data: Vec<String> = batch.into_iter().map(|(.., d)| d).collect();
-    pg.run(move |c| {
-        let mut tx = c.transaction()?;
+    pg.run(move |c| Box::pin(async move {
+        let tx = c.transaction().await?;
         // A replica that lost the run may still be writing its last events:
         // an id already stored is the other's, and kept.
         tx.execute(
@@ -225,7 +232,7 @@ fn append(
              SELECT $1, $2, e.seq, e.name, e.data FROM UNNEST($3::bigint[], $4::text[], $5::text[]) AS e (seq, name, data)
              ON CONFLICT DO NOTHING",
             &[&t, &s, &seqs, &names, &data],
-        )?;
+        ).await?;
         tx.execute(
             "DELETE FROM lovia_run_events e USING (
                  SELECT seq FROM (
@@ -235,17 +242,18 @@ fn append(
                   WHERE w.tail > $3 OR w.n > $4) old
               WHERE e.tenant = $1 AND e.session = $2 AND e.seq = old.seq",
             &[&t, &s, &(bytes as i64), &(events as i64)],
-        )?;
-        tx.execute("SELECT pg_notify($1, $2)", &[&EVENTS_CHANNEL, &""])?;
-        tx.commit()
-    })
+        ).await?;
+        tx.execute("SELECT pg_notify($1, $2)", &[&EVENTS_CHANNEL, &""]).await?;
+        tx.commit().await
+    }))
+    .await
 }
 
 /// The stored events from `from` on (at most [`READ_ROWS`]), and whether a
 /// replica holds the run (its lease row exists, expired or not: an expired
 /// one is about to be taken over).
 #[allow(clippy::type_complexity)]
-fn read(
+async fn read(
     leases: &Arc<RunLeases>,
     t: String,
     s: String,
@@ -253,32 +261,43 @@ fn read(
 ) -> Result<(Vec<(i64, String, String)>, bool), LeaseError> {
     let Some(pg) = leases.shared() else { return Ok((Vec::new(), false)) };
     pg.run(move |c| {
-        // The lease first: an event appended after this read of the lease
-        // is read at the next wake-up, which the lease being held allows.
-        let held =
-            c.query_opt("SELECT 1 FROM lovia_run_leases WHERE tenant = $1 AND session = $2", &[&t, &s])?.is_some();
-        let rows = c.query(
-            "SELECT seq, name, data FROM lovia_run_events WHERE tenant = $1 AND session = $2 AND seq >= $3
+        Box::pin(async move {
+            // The lease first: an event appended after this read of the lease
+            // is read at the next wake-up, which the lease being held allows.
+            let held = c
+                .query_opt("SELECT 1 FROM lovia_run_leases WHERE tenant = $1 AND session = $2", &[&t, &s])
+                .await?
+                .is_some();
+            let rows = c
+                .query(
+                    "SELECT seq, name, data FROM lovia_run_events WHERE tenant = $1 AND session = $2 AND seq >= $3
              ORDER BY seq LIMIT $4",
-            &[&t, &s, &from, &READ_ROWS],
-        )?;
-        let rows: Vec<(i64, String, String)> = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect();
-        // A full page: more follow at once, whatever the lease says.
-        let more = rows.len() as i64 == READ_ROWS;
-        Ok((rows, held || more))
+                    &[&t, &s, &from, &READ_ROWS],
+                )
+                .await?;
+            let rows: Vec<(i64, String, String)> = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect();
+            // A full page: more follow at once, whatever the lease says.
+            let more = rows.len() as i64 == READ_ROWS;
+            Ok((rows, held || more))
+        })
     })
+    .await
 }
 
 /// Deletes the events of runs no replica holds, a minute after their last
 /// append (a reader that was following has read them by then).
-pub(crate) fn forget_old_events(leases: &RunLeases) -> Result<(), LeaseError> {
+pub(crate) async fn forget_old_events(leases: &RunLeases) -> Result<(), LeaseError> {
     let Some(pg) = leases.shared() else { return Ok(()) };
     pg.run(|c| {
-        c.execute(
-            "DELETE FROM lovia_run_events e WHERE e.at < now() - interval '1 minute'
+        Box::pin(async move {
+            c.execute(
+                "DELETE FROM lovia_run_events e WHERE e.at < now() - interval '1 minute'
                AND NOT EXISTS (SELECT 1 FROM lovia_run_leases l WHERE l.tenant = e.tenant AND l.session = e.session)",
-            &[],
-        )
-        .map(drop)
+                &[],
+            )
+            .await
+            .map(drop)
+        })
     })
+    .await
 }

@@ -96,42 +96,47 @@ impl Service {
     /// Sends `order` to the replica that holds the run (a shared store
     /// only) and waits up to [`ORDER_WAIT`] for what became of it.
     pub(crate) async fn post_order(&self, tenant: &str, session: &str, order: &Order) -> Result<Posted, LeaseError> {
-        let leases = self.inner.leases.clone();
+        let leases = self.inner.stores.leases.clone();
         let (t, s, (call_id, decision, answer)) = (tenant.to_owned(), session.to_owned(), order.columns());
-        let posted = blocking(move || {
-            let Some(pg) = leases.shared() else { return Ok(Err(Posted::NoOwner)) };
-            pg.run(move |c| {
-                let mut tx = c.transaction()?;
-                let held = tx.query_opt(
+        let posted =
+            async move {
+                let Some(pg) = leases.shared() else { return Ok(Err(Posted::NoOwner)) };
+                pg.run(move |c| {
+                    Box::pin(async move {
+                        let tx = c.transaction().await?;
+                        let held = tx.query_opt(
                     "SELECT 1 FROM lovia_run_leases WHERE tenant = $1 AND session = $2 AND expires >= now()",
                     &[&t, &s],
-                )?;
-                if held.is_none() {
-                    return Ok(Err(Posted::NoOwner));
-                }
-                let open: i64 = tx
+                ).await?;
+                        if held.is_none() {
+                            return Ok(Err(Posted::NoOwner));
+                        }
+                        let open: i64 = tx
                     .query_one(
                         "SELECT COUNT(*) FROM lovia_run_orders WHERE tenant = $1 AND session = $2 AND outcome IS NULL",
                         &[&t, &s],
-                    )?
+                    ).await?
                     .get(0);
-                if open >= OPEN_ORDERS_PER_RUN {
-                    return Ok(Err(Posted::TooMany));
-                }
-                let id: i64 = tx
-                    .query_one(
-                        "INSERT INTO lovia_run_orders (tenant, session, call_id, decision, answer)
+                        if open >= OPEN_ORDERS_PER_RUN {
+                            return Ok(Err(Posted::TooMany));
+                        }
+                        let id: i64 = tx
+                            .query_one(
+                                "INSERT INTO lovia_run_orders (tenant, session, call_id, decision, answer)
                          VALUES ($1, $2, $3, $4, $5) RETURNING id",
-                        &[&t, &s, &call_id, &decision, &answer],
-                    )?
-                    .get(0);
-                // Delivered at commit, to every replica; the owner acts on it.
-                tx.execute("SELECT pg_notify($1, $2)", &[&RUNS_CHANNEL, &id.to_string()])?;
-                tx.commit()?;
-                Ok(Ok(id))
-            })
-        })
-        .await?;
+                                &[&t, &s, &call_id, &decision, &answer],
+                            )
+                            .await?
+                            .get(0);
+                        // Delivered at commit, to every replica; the owner acts on it.
+                        tx.execute("SELECT pg_notify($1, $2)", &[&RUNS_CHANNEL, &id.to_string()]).await?;
+                        tx.commit().await?;
+                        Ok(Ok(id))
+                    })
+                })
+                .await
+            }
+            .await?;
         let id = match posted {
             Ok(id) => id,
             Err(refused) => return Ok(refused),
@@ -139,14 +144,17 @@ impl Service {
         let deadline = Instant::now() + ORDER_WAIT;
         loop {
             tokio::time::sleep(ORDER_CHECK).await;
-            let leases = self.inner.leases.clone();
-            let outcome: Option<String> = blocking(move || {
+            let leases = self.inner.stores.leases.clone();
+            let outcome: Option<String> = async move {
                 let Some(pg) = leases.shared() else { return Ok(None) };
                 pg.run(move |c| {
-                    let row = c.query_opt("SELECT outcome FROM lovia_run_orders WHERE id = $1", &[&id])?;
-                    Ok(row.and_then(|r| r.get(0)))
+                    Box::pin(async move {
+                        let row = c.query_opt("SELECT outcome FROM lovia_run_orders WHERE id = $1", &[&id]).await?;
+                        Ok(row.and_then(|r| r.get(0)))
+                    })
                 })
-            })
+                .await
+            }
             .await?;
             match outcome.as_deref() {
                 Some("applied") => return Ok(Posted::Applied),
@@ -161,39 +169,43 @@ impl Service {
     /// first, and records each outcome; drops answered orders after a
     /// minute and unanswered ones after ten (their run's owner is gone).
     pub(crate) async fn apply_orders(&self) {
-        let leases = self.inner.leases.clone();
-        let open = blocking(move || {
-            let Some(pg) = leases.shared() else { return Ok(Vec::new()) };
-            let owner = pg.owner().to_owned();
-            pg.run(move |c| {
-                c.execute(
+        let leases = self.inner.stores.leases.clone();
+        let open =
+            async move {
+                let Some(pg) = leases.shared() else { return Ok(Vec::new()) };
+                let owner = pg.owner().to_owned();
+                pg.run(move |c| {
+                    Box::pin(async move {
+                        c.execute(
                     "DELETE FROM lovia_run_orders WHERE (outcome IS NOT NULL AND created < now() - interval '1 minute')
                         OR created < now() - interval '10 minutes'",
                     &[],
-                )?;
-                let rows = c.query(
+                ).await?;
+                        let rows = c.query(
                     "SELECT o.id, o.tenant, o.session, o.call_id, o.decision, o.answer FROM lovia_run_orders o
                      JOIN lovia_run_leases l ON l.tenant = o.tenant AND l.session = o.session
                      WHERE l.owner = $1 AND o.outcome IS NULL ORDER BY o.id LIMIT 256",
                     &[&owner],
-                )?;
-                Ok(rows
-                    .iter()
-                    .map(|r| {
-                        let (id, tenant, session): (i64, String, String) = (r.get(0), r.get(1), r.get(2));
-                        (
-                            id,
-                            tenant,
-                            session,
-                            r.get::<_, Option<String>>(3),
-                            r.get::<_, String>(4),
-                            r.get::<_, Option<String>>(5),
-                        )
+                ).await?;
+                        Ok(rows
+                            .iter()
+                            .map(|r| {
+                                let (id, tenant, session): (i64, String, String) = (r.get(0), r.get(1), r.get(2));
+                                (
+                                    id,
+                                    tenant,
+                                    session,
+                                    r.get::<_, Option<String>>(3),
+                                    r.get::<_, String>(4),
+                                    r.get::<_, Option<String>>(5),
+                                )
+                            })
+                            .collect::<Vec<_>>())
                     })
-                    .collect::<Vec<_>>())
-            })
-        })
-        .await;
+                })
+                .await
+            }
+            .await;
         let open = match open {
             Ok(open) => open,
             Err(e) => {
@@ -207,27 +219,23 @@ impl Service {
                 (Some(live), Some(order)) => live.apply(&order),
                 _ => false,
             };
-            let leases = self.inner.leases.clone();
-            let recorded = blocking(move || {
+            let leases = self.inner.stores.leases.clone();
+            let recorded = async move {
                 let Some(pg) = leases.shared() else { return Ok(()) };
                 let outcome = if matched { "applied" } else { "unmatched" };
                 pg.run(move |c| {
-                    c.execute("UPDATE lovia_run_orders SET outcome = $2 WHERE id = $1", &[&id, &outcome]).map(drop)
+                    Box::pin(async move {
+                        c.execute("UPDATE lovia_run_orders SET outcome = $2 WHERE id = $1", &[&id, &outcome])
+                            .await
+                            .map(drop)
+                    })
                 })
-            })
+                .await
+            }
             .await;
             if let Err(e) = recorded {
                 tracing::warn!(error = %e, order = id, "cannot record an order's outcome");
             }
         }
     }
-}
-
-/// A lease-store call on the blocking pool.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, LeaseError> + Send + 'static,
-) -> Result<T, LeaseError> {
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(LeaseError::Database { location: "run leases".into(), message: format!("the store task failed: {e}") })
-    })
 }

@@ -10,7 +10,8 @@
 //! uploading for one tenant at once cannot both pass them.
 
 use bytes::Bytes;
-use lovia_runner::{PgThread, StoreUrl, pg_message};
+use lovia_host::BoxFuture;
+use lovia_runner::{PgClient, PgPool, StoreUrl, pg_message};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -179,11 +180,18 @@ fn to_i64(n: u64) -> i64 {
 }
 
 impl PluginStore {
-    /// Opens the uploads' tables beside the run store at `url`.
-    pub(crate) fn open(url: &StoreUrl) -> Result<PluginStore, PluginStoreError> {
-        match url {
-            StoreUrl::Postgres(url) => Ok(PluginStore::Postgres(Box::new(Pg::open(url)?))),
-            StoreUrl::Sqlite(path) => {
+    /// Opens the uploads' tables beside the run store at `url`; a
+    /// PostgreSQL store's on the connections of `pool`.
+    pub(crate) async fn open(url: &StoreUrl, pool: Option<&PgPool>) -> Result<PluginStore, PluginStoreError> {
+        match (url, pool) {
+            (StoreUrl::Postgres(_), Some(pool)) => Ok(PluginStore::Postgres(Box::new(Pg::open(pool.clone()).await?))),
+            (StoreUrl::Postgres(raw), None) => {
+                let pool = PgPool::connect(raw, 1)
+                    .await
+                    .map_err(|message| PluginStoreError::Database { location: url.to_string(), message })?;
+                Ok(PluginStore::Postgres(Box::new(Pg::open(pool).await?)))
+            }
+            (StoreUrl::Sqlite(path), _) => {
                 let err = |e: rusqlite::Error| PluginStoreError::Database {
                     location: path.display().to_string(),
                     message: e.to_string(),
@@ -194,7 +202,7 @@ impl PluginStore {
                 conn.execute_batch(SQLITE_SCHEMA).map_err(err)?;
                 Ok(PluginStore::Sqlite { conn: Arc::new(Mutex::new(conn)), path: path.clone() })
             }
-            other => Err(PluginStoreError::Database {
+            (other, _) => Err(PluginStoreError::Database {
                 location: other.to_string(),
                 message: "uploads can be kept only in SQLite or PostgreSQL".into(),
             }),
@@ -229,11 +237,15 @@ impl PluginStore {
             }
             PluginStore::Postgres(pg) => {
                 pg.run(move |c| {
-                    let row = c.query_one(
-                        "SELECT COUNT(*), COALESCE(SUM(size), 0)::BIGINT FROM lovia_plugins WHERE tenant = $1",
-                        &[&tenant],
-                    )?;
-                    Ok((row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64))
+                    Box::pin(async move {
+                        let row = c
+                            .query_one(
+                                "SELECT COUNT(*), COALESCE(SUM(size), 0)::BIGINT FROM lovia_plugins WHERE tenant = $1",
+                                &[&tenant],
+                            )
+                            .await?;
+                        Ok((row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64))
+                    })
                 })
                 .await
             }
@@ -328,16 +340,18 @@ impl PluginStore {
                 blocking(run).await
             }
             PluginStore::Postgres(pg) => {
-                let location = pg.location.clone();
-                pg.run_checked(move |c| {
-                    let mut tx = c.transaction().map_err(|e| pg_error(&location, &e))?;
-                    let db = |e: postgres::Error| pg_error(&location, &e);
-                    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&UPLOAD_LOCK]).map_err(db)?;
+                let location = pg.pool.location().to_owned();
+                let mut c = pg.pool.get().await.map_err(|message| pg.fail(message))?;
+                async move {
+                    let tx = c.transaction().await.map_err(|e| pg_error(&location, &e))?;
+                    let db = |e: tokio_postgres::Error| pg_error(&location, &e);
+                    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&UPLOAD_LOCK]).await.map_err(db)?;
                     let row = tx
                         .query_one(
                             "SELECT COUNT(*), COALESCE(SUM(size), 0)::BIGINT FROM lovia_plugins WHERE tenant = $1",
                             &[&plugin.tenant],
                         )
+                        .await
                         .map_err(db)?;
                     check(row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64)?;
                     let taken = tx
@@ -345,6 +359,7 @@ impl PluginStore {
                             "SELECT tool FROM lovia_plugin_tools WHERE tenant = $1 AND tool = ANY($2) LIMIT 1",
                             &[&plugin.tenant, &plugin.tools],
                         )
+                        .await
                         .map_err(db)?;
                     if let Some(row) = taken {
                         return Err(PluginStoreError::Conflict { tool: row.get(0) });
@@ -355,6 +370,7 @@ impl PluginStore {
                              VALUES ($1, $2, $3, $4, $5) RETURNING id",
                             &[&plugin.tenant, &plugin.name, &plugin.digest, &(size as i64), &&plugin.bytes[..]],
                         )
+                        .await
                         .map_err(db)?
                         .get(0);
                     for tool in &plugin.tools {
@@ -362,13 +378,14 @@ impl PluginStore {
                             "INSERT INTO lovia_plugin_tools (tenant, tool, plugin) VALUES ($1, $2, $3)",
                             &[&plugin.tenant, tool, &id],
                         )
+                        .await
                         .map_err(db)?;
                     }
                     // Delivered at commit, to every replica listening.
-                    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &id.to_string()]).map_err(db)?;
-                    tx.commit().map_err(db)?;
+                    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &id.to_string()]).await.map_err(db)?;
+                    tx.commit().await.map_err(db)?;
                     Ok(id)
-                })
+                }
                 .await
             }
         }
@@ -396,9 +413,15 @@ impl PluginStore {
             }
             PluginStore::Postgres(pg) => {
                 pg.run(move |c| {
-                    let rows =
-                        c.query("SELECT id, tenant, name FROM lovia_plugins WHERE id > $1 ORDER BY id", &[&after])?;
-                    Ok(rows.iter().map(|r| StoredPlugin { id: r.get(0), tenant: r.get(1), name: r.get(2) }).collect())
+                    Box::pin(async move {
+                        let rows = c
+                            .query("SELECT id, tenant, name FROM lovia_plugins WHERE id > $1 ORDER BY id", &[&after])
+                            .await?;
+                        Ok(rows
+                            .iter()
+                            .map(|r| StoredPlugin { id: r.get(0), tenant: r.get(1), name: r.get(2) })
+                            .collect())
+                    })
                 })
                 .await
             }
@@ -426,8 +449,10 @@ impl PluginStore {
             }
             PluginStore::Postgres(pg) => {
                 pg.run(move |c| {
-                    let row = c.query_opt("SELECT bytes FROM lovia_plugins WHERE id = $1", &[&id])?;
-                    Ok(row.map(|r| Bytes::from(r.get::<_, Vec<u8>>(0))))
+                    Box::pin(async move {
+                        let row = c.query_opt("SELECT bytes FROM lovia_plugins WHERE id = $1", &[&id]).await?;
+                        Ok(row.map(|r| Bytes::from(r.get::<_, Vec<u8>>(0))))
+                    })
                 })
                 .await
             }
@@ -450,28 +475,32 @@ impl PluginStore {
         let tenant = tenant.to_owned();
         let (hold, per_minute) = fuel.map_or((0, i64::MAX), |(h, m)| (to_i64(h.min(m)), to_i64(m)));
         pg.run(move |c| {
-            // One statement, so two replicas counting at once serialise on the
-            // row. `fuel` is what the minute's calls burned plus what those
-            // still running hold.
-            let row = c.query_opt(
-                "INSERT INTO lovia_call_minutes AS m (tenant, minute, calls, fuel)
+            Box::pin(async move {
+                // One statement, so two replicas counting at once serialise on the
+                // row. `fuel` is what the minute's calls burned plus what those
+                // still running hold.
+                let row = c
+                    .query_opt(
+                        "INSERT INTO lovia_call_minutes AS m (tenant, minute, calls, fuel)
                  VALUES ($1, date_trunc('minute', now()), 1, $3)
                  ON CONFLICT (tenant, minute) DO UPDATE SET calls = m.calls + 1, fuel = m.fuel + $3
                  WHERE m.calls < $2 AND m.fuel <= $4 - $3
                  RETURNING extract(epoch FROM m.minute)::bigint",
-                &[&tenant, &i64::from(limit), &hold, &per_minute],
-            )?;
-            if let Some(row) = row {
-                return Ok(Counted::Yes { minute: row.get(0) });
-            }
-            // Refused (rare): which bound, for the answer.
-            let calls: Option<i64> = c
+                        &[&tenant, &i64::from(limit), &hold, &per_minute],
+                    )
+                    .await?;
+                if let Some(row) = row {
+                    return Ok(Counted::Yes { minute: row.get(0) });
+                }
+                // Refused (rare): which bound, for the answer.
+                let calls: Option<i64> = c
                 .query_opt(
                     "SELECT calls FROM lovia_call_minutes WHERE tenant = $1 AND minute = date_trunc('minute', now())",
                     &[&tenant],
-                )?
+                ).await?
                 .map(|r| r.get(0));
-            Ok(if calls.is_some_and(|n| n < i64::from(limit)) { Counted::Fuel } else { Counted::PerMinute })
+                Ok(if calls.is_some_and(|n| n < i64::from(limit)) { Counted::Fuel } else { Counted::PerMinute })
+            })
         })
         .await
     }
@@ -489,12 +518,15 @@ impl PluginStore {
         let PluginStore::Postgres(pg) = self else { return Ok(()) };
         let (tenant, held, burned) = (tenant.to_owned(), to_i64(held), to_i64(burned));
         pg.run(move |c| {
-            c.execute(
-                "UPDATE lovia_call_minutes SET fuel = GREATEST(fuel - $3, 0) + $4
+            Box::pin(async move {
+                c.execute(
+                    "UPDATE lovia_call_minutes SET fuel = GREATEST(fuel - $3, 0) + $4
                  WHERE tenant = $1 AND minute = 'epoch'::timestamptz + $2::bigint * interval '1 second'",
-                &[&tenant, &minute, &held, &burned],
-            )
-            .map(drop)
+                    &[&tenant, &minute, &held, &burned],
+                )
+                .await
+                .map(drop)
+            })
         })
         .await
     }
@@ -503,11 +535,14 @@ impl PluginStore {
     pub(crate) async fn forget_old_minutes(&self) -> Result<(), PluginStoreError> {
         let PluginStore::Postgres(pg) = self else { return Ok(()) };
         pg.run(|c| {
-            c.execute(
-                "DELETE FROM lovia_call_minutes WHERE minute < date_trunc('minute', now()) - interval '1 minute'",
-                &[],
-            )
-            .map(|_| ())
+            Box::pin(async move {
+                c.execute(
+                    "DELETE FROM lovia_call_minutes WHERE minute < date_trunc('minute', now()) - interval '1 minute'",
+                    &[],
+                )
+                .await
+                .map(|_| ())
+            })
         })
         .await
     }
@@ -524,16 +559,19 @@ impl PluginStore {
                 })
                 .await
             }
-            PluginStore::Postgres(pg) => pg.run(|c| c.simple_query("SELECT 1").map(|_| ())).await,
+            PluginStore::Postgres(pg) => {
+                pg.run(|c| Box::pin(async move { c.simple_query("SELECT 1").await.map(drop) })).await
+            }
         }
     }
 
-    /// For a PostgreSQL store: a thread that `LISTEN`s for uploads and for
-    /// runs handed back and orders (`runs_channel`), which wake
-    /// `wake`, and for run events (`events_channel`), which bump
+    /// For a PostgreSQL store: a task whose connection `LISTEN`s for
+    /// uploads and for runs handed back and orders (`runs_channel`), which
+    /// wake `wake`, and for run events (`events_channel`), which bump
     /// `events` for the remote readers; it wakes `wake` at least every `poll`
     /// (the backstop for a notification lost while the connection was
-    /// down). It ends when `wake` is dropped.
+    /// down), and connects again at the next poll when the connection
+    /// drops. It ends when `wake` is dropped.
     pub(crate) fn watch(
         &self,
         poll: Duration,
@@ -542,73 +580,74 @@ impl PluginStore {
         events: Weak<tokio::sync::watch::Sender<u64>>,
     ) {
         let PluginStore::Postgres(pg) = self else { return };
-        let config = pg.config.clone();
-        let location = pg.location.clone();
-        let spawned = std::thread::Builder::new().name("lovia-plugins-listen".into()).spawn(move || {
-            let mut client: Option<postgres::Client> = None;
-            let bump = || {
-                if let Some(events) = events.upgrade() {
-                    events.send_modify(|n| *n = n.wrapping_add(1));
-                }
-            };
-            let mut woken = std::time::Instant::now();
+        let config = pg.pool.config().clone();
+        let location = pg.pool.location().to_owned();
+        let bump = move || {
+            if let Some(events) = events.upgrade() {
+                events.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        };
+        tokio::spawn(async move {
+            let listen = format!("LISTEN {CHANNEL}; LISTEN {runs_channel}; LISTEN {events_channel}");
+            let mut listener: Option<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> = None;
+            let mut ticks = tokio::time::interval(poll);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                let Some(wake) = wake.upgrade() else { return };
-                if client.as_ref().is_none_or(postgres::Client::is_closed) {
-                    let listen = format!("LISTEN {CHANNEL}; LISTEN {runs_channel}; LISTEN {events_channel}");
-                    client = match config.connect(postgres::NoTls) {
-                        Ok(mut c) => match c.batch_execute(&listen) {
-                            Ok(()) => Some(c),
-                            Err(e) => {
-                                tracing::warn!(store = %location, error = %e, "cannot LISTEN for uploads; polling");
-                                None
+                ticks.tick().await;
+                let Some(woken) = wake.upgrade() else { return };
+                if listener.as_ref().is_none_or(|(client, task)| client.is_closed() || task.is_finished()) {
+                    let heard = {
+                        let (wake, bump) = (wake.clone(), bump.clone());
+                        move |channel: &str| {
+                            // New run events wake their remote readers only;
+                            // the poll still comes on time.
+                            if channel == events_channel {
+                                bump();
+                            } else if let Some(wake) = wake.upgrade() {
+                                wake.notify_one();
                             }
-                        },
+                        }
+                    };
+                    listener = match listen_on(&config, &listen, heard).await {
+                        Ok(listening) => Some(listening),
                         Err(e) => {
-                            tracing::warn!(store = %location, error = %e, "cannot reach the store for uploads");
+                            tracing::warn!(store = %location, error = %pg_message(&e), "cannot LISTEN for uploads; polling");
                             None
                         }
                     };
                     // Whatever was notified while the connection was down is
                     // read by this wake-up's poll.
-                    wake.notify_one();
                     bump();
                 }
-                match client.as_mut() {
-                    Some(c) => {
-                        use postgres::fallible_iterator::FallibleIterator;
-                        // A notification, or the poll interval passed: either way a read.
-                        let got = c
-                            .notifications()
-                            .timeout_iter(poll.saturating_sub(woken.elapsed()))
-                            .next()
-                            .map(|n| n.map(|n| n.channel() == events_channel));
-                        match got {
-                            // New run events wake their remote readers only;
-                            // the poll still comes on time.
-                            Ok(Some(true)) => {
-                                bump();
-                                if woken.elapsed() < poll {
-                                    continue;
-                                }
-                            }
-                            Ok(_) => {}
-                            Err(e) => {
-                                tracing::warn!(store = %location, error = %e, "the upload listener failed");
-                                client = None;
-                            }
-                        }
-                    }
-                    None => std::thread::sleep(poll),
-                }
-                woken = std::time::Instant::now();
-                wake.notify_one();
+                woken.notify_one();
             }
         });
-        if let Err(e) = spawned {
-            tracing::error!(error = %e, "cannot start the upload listener; uploads of other replicas will not appear");
-        }
     }
+}
+
+/// A connection of its own (a pooled one would carry its `LISTEN` to other
+/// work) that runs `listen` and calls `heard` with the channel of each
+/// notification, on a task that ends when the connection does.
+async fn listen_on(
+    config: &tokio_postgres::Config,
+    listen: &str,
+    heard: impl Fn(&str) + Send + 'static,
+) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error> {
+    let (client, mut connection) = config.connect(tokio_postgres::NoTls).await?;
+    let task = tokio::spawn(async move {
+        while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            match message {
+                Ok(tokio_postgres::AsyncMessage::Notification(n)) => heard(n.channel()),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %pg_message(&e), "the upload listener's connection failed");
+                    return;
+                }
+            }
+        }
+    });
+    client.batch_execute(listen).await?;
+    Ok((client, task))
 }
 
 /// A rusqlite call on the blocking pool.
@@ -628,50 +667,31 @@ async fn blocking<T: Send + 'static>(
     })
 }
 
-/// A PostgreSQL connection on its own thread ([`PgThread`]); each call is
-/// sent there and awaited without holding a service worker.
+/// The uploads' tables in PostgreSQL, on the service's [`PgPool`].
 pub(crate) struct Pg {
-    connection: PgThread,
-    config: postgres::Config,
-    /// The URL without its password, for errors.
-    location: String,
+    pool: PgPool,
 }
 
 impl Pg {
-    fn open(url: &str) -> Result<Pg, PluginStoreError> {
-        let location = StoreUrl::Postgres(url.to_owned()).to_string();
-        let fail = |message: String| PluginStoreError::Database { location: location.clone(), message };
-        let config: postgres::Config = url.parse().map_err(|e: postgres::Error| fail(e.to_string()))?;
-        let connection = PgThread::start(config.clone(), POSTGRES_SCHEMA, "lovia-plugins-pg").map_err(fail)?;
-        Ok(Pg { connection, config, location })
+    async fn open(pool: PgPool) -> Result<Pg, PluginStoreError> {
+        pool.run_schema(POSTGRES_SCHEMA)
+            .await
+            .map_err(|message| PluginStoreError::Database { location: pool.location().to_owned(), message })?;
+        Ok(Pg { pool })
     }
 
-    pub(crate) async fn run<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
-    ) -> Result<T, PluginStoreError> {
-        let location = self.location.clone();
-        self.run_checked(move |c| f(c).map_err(|e| pg_error(&location, &e))).await
+    fn fail(&self, message: String) -> PluginStoreError {
+        PluginStoreError::Database { location: self.pool.location().to_owned(), message }
     }
 
-    async fn run_checked<T: Send + 'static>(
+    pub(crate) async fn run<T: Send>(
         &self,
-        f: impl FnOnce(&mut postgres::Client) -> Result<T, PluginStoreError> + Send + 'static,
+        f: impl for<'c> FnOnce(&'c mut PgClient) -> BoxFuture<'c, Result<T, tokio_postgres::Error>> + Send,
     ) -> Result<T, PluginStoreError> {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let gone = || PluginStoreError::Database {
-            location: self.location.clone(),
-            message: "the connection thread stopped".into(),
-        };
-        if !self.connection.send(move |client| {
-            let _ = reply.send(f(client));
-        }) {
-            return Err(gone());
-        }
-        answer.await.unwrap_or_else(|_| Err(gone()))
+        self.pool.run(f).await.map_err(|message| self.fail(message))
     }
 }
 
-fn pg_error(location: &str, e: &postgres::Error) -> PluginStoreError {
+fn pg_error(location: &str, e: &tokio_postgres::Error) -> PluginStoreError {
     PluginStoreError::Database { location: location.to_owned(), message: pg_message(e) }
 }

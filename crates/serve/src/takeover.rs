@@ -5,7 +5,6 @@
 
 use super::{Service, chat, lease};
 use axum::http::StatusCode;
-use lovia_runner::without_stalling;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -14,14 +13,14 @@ impl Service {
     /// Resumes, in the background, every run the store says is unfinished
     /// (the process that ran it died or was stopped). With a PostgreSQL
     /// store only those no live replica holds a lease of.
-    pub fn resume_unfinished(&self) {
-        let unfinished = if self.inner.leases.is_shared() {
-            without_stalling(|| self.inner.leases.unowned(true)).map_err(|e| e.to_string())
+    pub async fn resume_unfinished(&self) {
+        let unfinished = if self.inner.stores.leases.is_shared() {
+            self.inner.stores.leases.unowned(true).await.map_err(|e| e.to_string())
         } else {
-            without_stalling(|| self.inner.store.unfinished()).map_err(|e| e.to_string())
+            self.inner.stores.runs.unfinished().await.map_err(|e| e.to_string())
         };
         match unfinished {
-            Ok(runs) => self.resume(runs, "resumed an unfinished run"),
+            Ok(runs) => self.resume(runs, "resumed an unfinished run").await,
             Err(e) => tracing::error!("cannot list unfinished runs: {e}"),
         }
     }
@@ -29,23 +28,23 @@ impl Service {
     /// Takes over the runs that were running on a replica whose leases
     /// expired (it died) or that handed them back (it stopped). A run
     /// stopped by a cancel stays stopped. Nothing while draining.
-    pub(crate) fn take_over(&self) {
-        if !self.inner.leases.is_shared() || self.inner.draining.load(Ordering::Acquire) {
+    pub(crate) async fn take_over(&self) {
+        if !self.inner.stores.leases.is_shared() || self.inner.draining.load(Ordering::Acquire) {
             return;
         }
-        match without_stalling(|| self.inner.leases.unowned(false)) {
-            Ok(runs) => self.resume(runs, "took over a run another replica left"),
+        match self.inner.stores.leases.unowned(false).await {
+            Ok(runs) => self.resume(runs, "took over a run another replica left").await,
             Err(e) => tracing::warn!(error = %e, "cannot look for runs to take over; retrying at the next poll"),
         }
     }
 
-    fn resume(&self, runs: Vec<(String, String)>, done: &str) {
+    async fn resume(&self, runs: Vec<(String, String)>, done: &str) {
         for (tenant_name, session) in runs {
             let Some(tenant) = self.inner.tenants.iter().find(|t| t.name == tenant_name) else { continue };
             if self.live(tenant, &session).is_some() {
                 continue;
             }
-            match self.start_run(tenant, &session, None, false) {
+            match self.start_run(tenant, &session, None, false).await {
                 Ok(_) => tracing::info!(tenant = %tenant.name, %session, "{done}"),
                 // Another replica took its lease first, or ended it meanwhile: nothing to do.
                 Err(refusal) if refusal.0 == StatusCode::CONFLICT || refusal.0 == StatusCode::BAD_REQUEST => {}
@@ -60,25 +59,26 @@ impl Service {
     }
 
     /// With a shared store: renews this replica's leases every
-    /// `lease_renew_ms` until the service is dropped, on an OS thread and a
-    /// database connection of their own (so neither busy async workers nor
-    /// queued run starts delay a renewal). Each renewal moves the fence of
+    /// `lease_renew_ms` until the service is dropped, on an OS thread (with
+    /// a one-thread runtime) and a database connection of their own, so
+    /// neither busy workers of the service's runtime nor queued run starts
+    /// delay a renewal. Each renewal moves the fence of
     /// every run it kept (`lease::fence_end`); a run whose lease it did not
     /// keep is stopped. A run whose renewals fail stops by its fence alone.
     pub(crate) fn keep_leases(&self) {
-        if !self.inner.leases.is_shared() {
+        if !self.inner.stores.leases.is_shared() {
             return;
         }
         let service = Arc::downgrade(&self.inner);
-        let leases = self.inner.leases.clone();
+        let leases = self.inner.stores.leases.clone();
         let (every, lease) = (self.inner.lease_renew, self.inner.lease);
-        let renewing = move || loop {
-            std::thread::sleep(every);
+        let renewing = async move || loop {
+            tokio::time::sleep(every).await;
             if service.strong_count() == 0 {
                 return;
             }
             let began = Instant::now();
-            let held = leases.renew();
+            let held = leases.renew().await;
             let Some(inner) = service.upgrade() else { return };
             let runs: Vec<((usize, String), Arc<chat::LiveRun>)> = {
                 let live = inner.live.lock().unwrap_or_else(|p| p.into_inner());
@@ -105,7 +105,14 @@ impl Service {
             }
             drop(inner);
         };
-        if let Err(e) = std::thread::Builder::new().name("lovia-lease-renew".into()).spawn(renewing) {
+        let thread = move || match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            // The renewals' connection is made, and its task runs, on this runtime.
+            Ok(runtime) => runtime.block_on(renewing()),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the lease renewals' runtime; runs stop when their first lease ends")
+            }
+        };
+        if let Err(e) = std::thread::Builder::new().name("lovia-lease-renew".into()).spawn(thread) {
             // Without renewals every run stops at its first fence: loud, and safe.
             tracing::error!(error = %e, "cannot start the lease renewal thread; runs stop when their first lease ends");
         }
@@ -117,7 +124,7 @@ impl Service {
     /// checkpoints. How many runs were handed back. With one process (SQLite)
     /// nothing happens: its runs resume at its next start.
     pub async fn hand_back(&self) -> usize {
-        if !self.inner.leases.is_shared() {
+        if !self.inner.stores.leases.is_shared() {
             return 0;
         }
         self.drain();
@@ -132,11 +139,8 @@ impl Service {
         while !self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).is_empty() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let leases = self.inner.leases.clone();
-        match tokio::task::spawn_blocking(move || leases.release_all()).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "cannot hand the runs back; their leases expire instead"),
-            Err(e) => tracing::warn!(error = %e, "cannot hand the runs back; their leases expire instead"),
+        if let Err(e) = self.inner.stores.leases.release_all().await {
+            tracing::warn!(error = %e, "cannot hand the runs back; their leases expire instead");
         }
         runs.len()
     }

@@ -62,7 +62,7 @@ async fn accept(service: &Service, tenant: &super::Tenant, body: Bytes) -> Resul
     // Checked before the compile, so that an upload over the bounds costs no
     // CPU; checked again when it is stored, where another replica's upload
     // of the same moment is seen.
-    let (count, bytes) = service.inner.plugins.usage(&tenant.name).await.map_err(|e| store_failed(&e))?;
+    let (count, bytes) = service.inner.stores.plugins.usage(&tenant.name).await.map_err(|e| store_failed(&e))?;
     let refused = if count >= u64::from(limits.max_plugins) {
         Some(PluginStoreError::TooMany { count, limit: limits.max_plugins })
     } else if bytes.saturating_add(body.len() as u64) > limits.max_bytes {
@@ -127,7 +127,7 @@ async fn accept(service: &Service, tenant: &super::Tenant, body: Bytes) -> Resul
         bytes: body,
         tools: names.clone(),
     };
-    let id = service.inner.plugins.insert(new, limits).await.map_err(|e| refuse(service, &tenant.name, &e))?;
+    let id = service.inner.stores.plugins.insert(new, limits).await.map_err(|e| refuse(service, &tenant.name, &e))?;
     service.install(tenant, id, &plugin).map_err(|e| (StatusCode::CONFLICT, e.to_string()))?;
     tracing::info!(tenant = %tenant.name, plugin = ?plugin.info().name, digest = %plugin.digest(), id, "plugin uploaded");
     Ok((StatusCode::CREATED, Json(json!({"plugin": plugin.info().name, "digest": plugin.digest(), "tools": names})))

@@ -150,30 +150,30 @@ async fn a_checkpoint_write_with_a_lost_lease_is_refused_by_the_database() {
              RETURNING epoch"
         )
     };
-    let store = PostgresRunStore::open(&url).expect("store");
+    let store = PostgresRunStore::open(&url).await.expect("store");
     let saved = |run: &str| Checkpoint::new(run, "agent");
-    let run_id = || store.load("t", "s").expect("load").expect("a checkpoint").run_id;
+    let run_id = async || store.load("t", "s").await.expect("load").expect("a checkpoint").run_id;
 
     let r1_first = LeaseToken::new("r1", lease(take_as("r1")));
-    store.save_fenced("t", "s", &saved("r1-run"), &r1_first).expect("the holder writes");
-    assert_eq!(run_id(), "r1-run");
+    store.save_fenced("t", "s", &saved("r1-run"), &r1_first).await.expect("the holder writes");
+    assert_eq!(run_id().await, "r1-run");
 
     // R2 takes the run over: R1's write, stale, is refused and changes nothing.
     let r2 = LeaseToken::new("r2", lease(take_as("r2")));
-    let stale = store.save_fenced("t", "s", &saved("r1-late"), &r1_first);
+    let stale = store.save_fenced("t", "s", &saved("r1-late"), &r1_first).await;
     assert!(matches!(stale, Err(StoreError::Fenced { .. })), "{stale:?}");
-    assert_eq!(run_id(), "r1-run");
-    store.save_fenced("t", "s", &saved("r2-run"), &r2).expect("the new holder writes");
-    assert_eq!(run_id(), "r2-run");
+    assert_eq!(run_id().await, "r1-run");
+    store.save_fenced("t", "s", &saved("r2-run"), &r2).await.expect("the new holder writes");
+    assert_eq!(run_id().await, "r2-run");
 
     // R2 releases; R1 takes the run again later: its first taking's token
     // is still stale (a new epoch), only the new one writes.
     lease("DELETE FROM lovia_run_leases WHERE tenant = 't' AND session = 's' RETURNING 0::bigint".to_owned());
     let r1_again = LeaseToken::new("r1", lease(take_as("r1")));
     assert_ne!(r1_again, r1_first);
-    let stale = store.save_fenced("t", "s", &saved("r1-late"), &r1_first);
+    let stale = store.save_fenced("t", "s", &saved("r1-late"), &r1_first).await;
     assert!(matches!(stale, Err(StoreError::Fenced { .. })), "{stale:?}");
-    assert_eq!(run_id(), "r2-run");
-    store.save_fenced("t", "s", &saved("r1-again"), &r1_again).expect("the new taking writes");
-    assert_eq!(run_id(), "r1-again");
+    assert_eq!(run_id().await, "r2-run");
+    store.save_fenced("t", "s", &saved("r1-again"), &r1_again).await.expect("the new taking writes");
+    assert_eq!(run_id().await, "r1-again");
 }

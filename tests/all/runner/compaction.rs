@@ -103,7 +103,7 @@ async fn clearing_that_meets_the_budget_needs_no_summary_and_the_store_keeps_eve
 
     // The stored session has every result whole, and recall_tool_result
     // returned the cleared one in full.
-    let stored = lovia_runner::RunStore::load(&*store, "", "s1").expect("load").expect("a session").messages;
+    let stored = lovia_runner::RunStore::load(&*store, "", "s1").await.expect("load").expect("a session").messages;
     for id in ["c1", "c2", "c3", "c4"] {
         let content = content_of(&stored, id);
         assert!(content.len() >= 5_500 && content.starts_with(&format!("{id}:")), "{id}: {}", &content[..40]);

@@ -37,7 +37,13 @@ fn session() -> RunState {
 fn a_run_killed_at_an_approval_resumes_from_sqlite_without_rerunning_completed_calls() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("runs.db");
-    killed_and_resumed(&|| Arc::new(SqliteRunStore::open(&path).expect("store")), "acme");
+    killed_and_resumed(
+        &|| {
+            let path = path.clone();
+            Box::pin(async move { Arc::new(SqliteRunStore::open(&path).expect("store")) as Arc<dyn RunStore> })
+        },
+        "acme",
+    );
 }
 
 /// The same against PostgreSQL: the server `LOVIA_TEST_POSTGRES_URL` names
@@ -47,10 +53,22 @@ fn a_run_killed_at_an_approval_resumes_from_postgres() {
     let Some(url) = lovia_tests::parts::postgres_url() else { return };
     // A tenant of its own, so that reruns against one database never meet.
     let tenant = new_id("tenant");
-    killed_and_resumed(&|| Arc::new(PostgresRunStore::open(&url).expect("postgres store")), &tenant);
+    killed_and_resumed(
+        &|| {
+            let url = url.clone();
+            Box::pin(async move {
+                Arc::new(PostgresRunStore::open(&url).await.expect("postgres store")) as Arc<dyn RunStore>
+            })
+        },
+        &tenant,
+    );
 }
 
-fn killed_and_resumed(open: &dyn Fn() -> Arc<dyn RunStore>, tenant: &str) {
+/// Opens the store under test, on the runtime that awaits it (a PostgreSQL
+/// store's connections run there, and die with it as a process's would).
+type Open<'a> = &'a dyn Fn() -> lovia_host::BoxFuture<'static, Arc<dyn RunStore>>;
+
+fn killed_and_resumed(open: Open<'_>, tenant: &str) {
     let session =
         || RunState { session_id: Some("s-1".into()), tenant: Some(tenant.to_owned()), ..RunState::default() };
     let (counts, lasts) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
@@ -65,7 +83,7 @@ fn killed_and_resumed(open: &dyn Fn() -> Arc<dyn RunStore>, tenant: &str) {
     {
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         rt.block_on(async {
-            let store = open();
+            let store = open().await;
             let model = Arc::new(ScriptedProvider::new([ModelReply::calls(turn.clone())]));
             let runner = Runner::new(desk(&counts, &lasts).await, model).with_store(store);
             let mut handle = runner.stream_with(Some("refund A-1002".into()), session());
@@ -73,9 +91,9 @@ fn killed_and_resumed(open: &dyn Fn() -> Arc<dyn RunStore>, tenant: &str) {
                 if let RunEvent::Tool(ToolEvent::ApprovalRequired { call, ticket }) = event {
                     assert_eq!(call.id, "c3");
                     // Hold the ticket; once the parallel c1 and c2 are saved, die here.
-                    let check = open();
+                    let check = open().await;
                     let saved = std::time::Instant::now();
-                    while check.load(tenant, "s-1").expect("load").is_some_and(|cp| cp.pending_calls.len() > 2) {
+                    while check.load(tenant, "s-1").await.expect("load").is_some_and(|cp| cp.pending_calls.len() > 2) {
                         assert!(saved.elapsed() < std::time::Duration::from_secs(20), "c1 and c2 never completed");
                         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                     }
@@ -87,44 +105,47 @@ fn killed_and_resumed(open: &dyn Fn() -> Arc<dyn RunStore>, tenant: &str) {
         drop(rt);
     }
     assert_eq!(counts.load(Ordering::SeqCst), 1);
-    let store = open();
-    let saved = store.load(tenant, "s-1").expect("load").expect("a checkpoint");
-    assert_eq!(saved.status, RunStatus::Running);
-    let pending: Vec<&str> = saved.pending_calls.iter().map(|c| c.id.as_str()).collect();
-    assert_eq!(pending, ["c3", "c4"]);
-    assert_eq!(saved.pending_approvals.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["c3"]);
-    assert!(store.unfinished().expect("unfinished").contains(&(tenant.to_owned(), "s-1".to_owned())));
-
-    // The second process resumes with no new input.
+    // The second process.
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let result = rt.block_on(async {
-        let model = Arc::new(ScriptedProvider::new([ModelReply::text("Refunded.")]));
-        let runner = Runner::new(desk(&counts, &lasts).await, model.clone()).with_store(store.clone());
-        let mut handle = runner.stream_with(None, session());
-        let mut asked = Vec::new();
-        while let Some(event) = handle.next_event().await {
-            if let RunEvent::Tool(ToolEvent::ApprovalRequired { call, ticket }) = event {
-                asked.push(call.id.clone());
-                assert!(ticket.approve());
+    rt.block_on(async {
+        let store = open().await;
+        let saved = store.load(tenant, "s-1").await.expect("load").expect("a checkpoint");
+        assert_eq!(saved.status, RunStatus::Running);
+        let pending: Vec<&str> = saved.pending_calls.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(pending, ["c3", "c4"]);
+        assert_eq!(saved.pending_approvals.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["c3"]);
+        assert!(store.unfinished().await.expect("unfinished").contains(&(tenant.to_owned(), "s-1".to_owned())));
+
+        // It resumes with no new input.
+        let result = {
+            let model = Arc::new(ScriptedProvider::new([ModelReply::text("Refunded.")]));
+            let runner = Runner::new(desk(&counts, &lasts).await, model.clone()).with_store(store.clone());
+            let mut handle = runner.stream_with(None, session());
+            let mut asked = Vec::new();
+            while let Some(event) = handle.next_event().await {
+                if let RunEvent::Tool(ToolEvent::ApprovalRequired { call, ticket }) = event {
+                    asked.push(call.id.clone());
+                    assert!(ticket.approve());
+                }
             }
-        }
-        assert_eq!(asked, ["c3"], "the pending approval is asked again");
-        // The model's one request sees all four calls answered.
-        let seen = tool_answers(&model.requests()[0].messages);
-        assert_eq!(seen.len(), 4, "{seen:?}");
-        handle.result().await.expect("resumed run")
+            assert_eq!(asked, ["c3"], "the pending approval is asked again");
+            // The model's one request sees all four calls answered.
+            let seen = tool_answers(&model.requests()[0].messages);
+            assert_eq!(seen.len(), 4, "{seen:?}");
+            handle.result().await.expect("resumed run")
+        };
+        assert_eq!(result.output, "Refunded.");
+        assert_eq!(counts.load(Ordering::SeqCst), 1, "a completed call is not re-run");
+        assert_eq!(lasts.load(Ordering::SeqCst), 1, "a never-started call runs once");
+        let answers = tool_answers(&result.messages);
+        assert!(answers.contains(&("c1".into(), "run 1".into())));
+        assert!(answers.contains(&("c2".into(), "component".into())));
+        assert!(answers.contains(&("c3".into(), "Refunded 9000 cents on A-1002".into())));
+        assert_eq!(store.load(tenant, "s-1").await.expect("load").expect("saved").status, RunStatus::Completed);
+        assert!(!store.unfinished().await.expect("unfinished").iter().any(|(t, _)| t == tenant));
+        assert!(store.delete(tenant, "s-1").await.expect("delete"));
+        assert_eq!(store.load(tenant, "s-1").await.expect("load"), None);
     });
-    assert_eq!(result.output, "Refunded.");
-    assert_eq!(counts.load(Ordering::SeqCst), 1, "a completed call is not re-run");
-    assert_eq!(lasts.load(Ordering::SeqCst), 1, "a never-started call runs once");
-    let answers = tool_answers(&result.messages);
-    assert!(answers.contains(&("c1".into(), "run 1".into())));
-    assert!(answers.contains(&("c2".into(), "component".into())));
-    assert!(answers.contains(&("c3".into(), "Refunded 9000 cents on A-1002".into())));
-    assert_eq!(store.load(tenant, "s-1").expect("load").expect("saved").status, RunStatus::Completed);
-    assert!(!store.unfinished().expect("unfinished").iter().any(|(t, _)| t == tenant));
-    assert!(store.delete(tenant, "s-1").expect("delete"));
-    assert_eq!(store.load(tenant, "s-1").expect("load"), None);
 }
 
 #[tokio::test]
@@ -164,7 +185,7 @@ async fn a_run_past_its_fence_writes_no_checkpoint() {
     state.cancel = state.cancel.clone().with_fence(fence);
     let outcome = runner.run_with(Some("go"), state).await;
     assert!(outcome.is_err(), "the run cannot end normally past its fence");
-    let saved = store.load("acme", "s-1").expect("load").expect("a checkpoint");
+    let saved = store.load("acme", "s-1").await.expect("load").expect("a checkpoint");
     assert_eq!(saved.status, RunStatus::Running, "not marked stopped: the next owner resumes it");
     assert_eq!(saved.pending_calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["c1"]);
     assert!(tool_answers(&saved.messages).is_empty(), "no result of this run was written: {:?}", saved.messages);

@@ -16,27 +16,27 @@ fn message(i: usize) -> Message {
 
 /// Saves a transcript growing to `n` messages, one save per message, and
 /// returns the bytes each save wrote (when the store counts them).
-fn grow(store: &dyn RunStore, session: &str, n: usize, written: impl Fn() -> u64) -> Vec<u64> {
+async fn grow(store: &dyn RunStore, session: &str, n: usize, written: impl Fn() -> u64) -> Vec<u64> {
     let mut checkpoint = Checkpoint::new("run_1", "support");
     let mut per_save = Vec::new();
     for i in 0..n {
         checkpoint.messages.push(message(i));
         checkpoint.turn = u32::try_from(i).expect("turn");
         let before = written();
-        store.save("acme", session, &checkpoint).expect("save");
+        store.save("acme", session, &checkpoint).await.expect("save");
         per_save.push(written() - before);
     }
     checkpoint.status = RunStatus::Completed;
-    store.save("acme", session, &checkpoint).expect("save");
-    assert_eq!(store.load("acme", session).expect("load"), Some(checkpoint), "what was saved loads back whole");
+    store.save("acme", session, &checkpoint).await.expect("save");
+    assert_eq!(store.load("acme", session).await.expect("load"), Some(checkpoint), "what was saved loads back whole");
     per_save
 }
 
-#[test]
-fn a_sqlite_checkpoint_writes_what_changed_not_the_transcript() {
+#[tokio::test]
+async fn a_sqlite_checkpoint_writes_what_changed_not_the_transcript() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = SqliteRunStore::open(dir.path().join("runs.db")).expect("open");
-    let per_save = grow(&store, "s1", 500, || store.bytes_written());
+    let per_save = grow(&store, "s1", 500, || store.bytes_written()).await;
     let (first, last) = (per_save[10], per_save[499]);
     println!("bytes written per checkpoint: save 10 {first}, save 500 {last}; total {}", per_save.iter().sum::<u64>());
     // Every save writes one message and the head, whose size does not depend
@@ -45,32 +45,32 @@ fn a_sqlite_checkpoint_writes_what_changed_not_the_transcript() {
     assert!(last <= first + 16, "save 500 wrote {last} bytes, save 10 wrote {first}");
 
     // A shorter transcript replaces the stored tail.
-    let mut cut = store.load("acme", "s1").expect("load").expect("session");
+    let mut cut = store.load("acme", "s1").await.expect("load").expect("session");
     cut.messages.truncate(3);
-    store.save("acme", "s1", &cut).expect("save");
-    assert_eq!(store.load("acme", "s1").expect("load").expect("session").messages.len(), 3);
-    assert!(store.delete("acme", "s1").expect("delete"));
-    assert_eq!(store.load("acme", "s1").expect("load"), None);
+    store.save("acme", "s1", &cut).await.expect("save");
+    assert_eq!(store.load("acme", "s1").await.expect("load").expect("session").messages.len(), 3);
+    assert!(store.delete("acme", "s1").await.expect("delete"));
+    assert_eq!(store.load("acme", "s1").await.expect("load"), None);
 }
 
-#[test]
-fn a_postgres_checkpoint_appends_and_loads_back() {
+#[tokio::test]
+async fn a_postgres_checkpoint_appends_and_loads_back() {
     let Some(url) = lovia_tests::parts::postgres_url() else { return };
-    let store = lovia_runner::PostgresRunStore::open(&url).expect("connect");
+    let store = lovia_runner::PostgresRunStore::open(&url).await.expect("connect");
     let session = format!("grow_{}", lovia_runner::new_id("s"));
-    grow(&store, &session, 120, || 0);
-    let mut cut = store.load("acme", &session).expect("load").expect("session");
+    grow(&store, &session, 120, || 0).await;
+    let mut cut = store.load("acme", &session).await.expect("load").expect("session");
     cut.messages.truncate(5);
-    store.save("acme", &session, &cut).expect("save");
-    assert_eq!(store.load("acme", &session).expect("load").expect("session").messages.len(), 5);
-    assert!(store.delete("acme", &session).expect("delete"));
+    store.save("acme", &session, &cut).await.expect("save");
+    assert_eq!(store.load("acme", &session).await.expect("load").expect("session").messages.len(), 5);
+    assert!(store.delete("acme", &session).await.expect("delete"));
 }
 
 /// What every store's `list` must do: only the tenant's own sessions, newest
 /// first by creation (an update does not move one), in pages that neither
 /// skip nor repeat one, with its status and the start of its input, and never
 /// more than `SESSION_PAGE_MAX` at once.
-fn lists_a_tenants_sessions_in_pages(store: &dyn RunStore, tenant: &str, other: &str) {
+async fn lists_a_tenants_sessions_in_pages(store: &dyn RunStore, tenant: &str, other: &str) {
     use lovia_runner::{SESSION_PAGE_MAX, SessionPage};
     for i in 0..7 {
         let mut checkpoint = Checkpoint::new(format!("run_{i}"), "support");
@@ -78,21 +78,21 @@ fn lists_a_tenants_sessions_in_pages(store: &dyn RunStore, tenant: &str, other: 
         if i % 2 == 1 {
             checkpoint.status = RunStatus::Completed;
         }
-        store.save(tenant, &format!("s{i}"), &checkpoint).expect("save");
+        store.save(tenant, &format!("s{i}"), &checkpoint).await.expect("save");
         // Distinct creation times, so that newest-first is the order of the loop.
         std::thread::sleep(std::time::Duration::from_millis(3));
     }
-    store.save(other, "theirs", &Checkpoint::new("run_x", "support")).expect("save");
+    store.save(other, "theirs", &Checkpoint::new("run_x", "support")).await.expect("save");
     // Saving an old session again does not move it up the list.
-    let mut s0 = store.load(tenant, "s0").expect("load").expect("s0");
+    let mut s0 = store.load(tenant, "s0").await.expect("load").expect("s0");
     s0.status = RunStatus::Failed;
-    store.save(tenant, "s0", &s0).expect("save");
+    store.save(tenant, "s0", &s0).await.expect("save");
 
     let mut seen = Vec::new();
     let mut page = SessionPage::first(3);
     let mut pages = 0;
     loop {
-        let found = store.list(tenant, &page).expect("list");
+        let found = store.list(tenant, &page).await.expect("list");
         assert!(found.len() <= 3, "{found:?}");
         pages += 1;
         seen.extend(found.iter().cloned());
@@ -111,46 +111,49 @@ fn lists_a_tenants_sessions_in_pages(store: &dyn RunStore, tenant: &str, other: 
     let input = seen[0].input.as_deref().expect("an input preview");
     assert!(input.starts_with("question 6 ") && input.chars().count() == lovia_runner::SESSION_INPUT_PREVIEW_CHARS);
 
-    let theirs = store.list(other, &SessionPage::default()).expect("list");
+    let theirs = store.list(other, &SessionPage::default()).await.expect("list");
     assert_eq!(theirs.iter().map(|s| s.session.as_str()).collect::<Vec<_>>(), ["theirs"], "only the tenant's own");
     assert_eq!(theirs[0].input, None, "no first message, no preview");
-    assert!(store.list("nobody", &SessionPage::default()).expect("list").is_empty());
+    assert!(store.list("nobody", &SessionPage::default()).await.expect("list").is_empty());
 
     // A page is bounded whatever the caller asks.
     for i in 0..SESSION_PAGE_MAX {
-        store.save(other, &format!("many_{i:03}"), &Checkpoint::new("run_m", "support")).expect("save");
+        store.save(other, &format!("many_{i:03}"), &Checkpoint::new("run_m", "support")).await.expect("save");
     }
-    let all = store.list(other, &SessionPage::first(usize::MAX)).expect("list");
+    let all = store.list(other, &SessionPage::first(usize::MAX)).await.expect("list");
     assert_eq!(all.len(), SESSION_PAGE_MAX, "at most SESSION_PAGE_MAX");
-    assert_eq!(store.list(other, &SessionPage::first(0)).expect("list").len(), 1, "0 counts as 1");
-    assert_eq!(store.list(other, &SessionPage::default()).expect("list").len(), lovia_runner::SESSION_PAGE_DEFAULT);
+    assert_eq!(store.list(other, &SessionPage::first(0)).await.expect("list").len(), 1, "0 counts as 1");
+    assert_eq!(
+        store.list(other, &SessionPage::default()).await.expect("list").len(),
+        lovia_runner::SESSION_PAGE_DEFAULT
+    );
 }
 
-#[test]
-fn the_memory_store_lists_a_tenants_sessions_in_pages() {
-    lists_a_tenants_sessions_in_pages(&lovia_runner::MemoryRunStore::default(), "acme", "globex");
+#[tokio::test]
+async fn the_memory_store_lists_a_tenants_sessions_in_pages() {
+    lists_a_tenants_sessions_in_pages(&lovia_runner::MemoryRunStore::default(), "acme", "globex").await;
 }
 
-#[test]
-fn the_sqlite_store_lists_a_tenants_sessions_in_pages() {
+#[tokio::test]
+async fn the_sqlite_store_lists_a_tenants_sessions_in_pages() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = SqliteRunStore::open(dir.path().join("runs.db")).expect("open");
-    lists_a_tenants_sessions_in_pages(&store, "acme", "globex");
+    lists_a_tenants_sessions_in_pages(&store, "acme", "globex").await;
 }
 
-#[test]
-fn the_postgres_store_lists_a_tenants_sessions_in_pages() {
+#[tokio::test]
+async fn the_postgres_store_lists_a_tenants_sessions_in_pages() {
     let Some(url) = lovia_tests::parts::postgres_url() else { return };
-    let store = lovia_runner::PostgresRunStore::open(&url).expect("connect");
+    let store = lovia_runner::PostgresRunStore::open(&url).await.expect("connect");
     // The database outlives the test: tenants of their own.
     let (tenant, other) = (lovia_runner::new_id("acme"), lovia_runner::new_id("globex"));
-    lists_a_tenants_sessions_in_pages(&store, &tenant, &other);
+    lists_a_tenants_sessions_in_pages(&store, &tenant, &other).await;
 }
 
 /// A file made before sessions had a creation time gets the column, and its
 /// sessions count as created when they were last saved.
-#[test]
-fn a_sqlite_file_without_creation_times_is_migrated() {
+#[tokio::test]
+async fn a_sqlite_file_without_creation_times_is_migrated() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("old.db");
     {
@@ -168,8 +171,8 @@ fn a_sqlite_file_without_creation_times_is_migrated() {
             .expect("old row");
     }
     let store = SqliteRunStore::open(&path).expect("open and migrate");
-    store.save("acme", "new", &Checkpoint::new("run_new", "support")).expect("save");
-    let found = store.list("acme", &lovia_runner::SessionPage::default()).expect("list");
+    store.save("acme", "new", &Checkpoint::new("run_new", "support")).await.expect("save");
+    let found = store.list("acme", &lovia_runner::SessionPage::default()).await.expect("list");
     let ids: Vec<(&str, i64)> = found.iter().map(|s| (s.session.as_str(), s.created_ms)).collect();
     assert_eq!(ids[1], ("old", 1000), "{ids:?}");
     assert_eq!(ids[0].0, "new");
@@ -183,22 +186,27 @@ fn a_sqlite_file_without_creation_times_is_migrated() {
 /// once: every save waits its turn under the busy timeout, and none fails
 /// with "database is locked" (a deferred transaction that read before
 /// another connection wrote could not upgrade to a write, and failed at once).
-#[test]
-fn two_connections_saving_to_one_sqlite_file_never_fail() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_connections_saving_to_one_sqlite_file_never_fail() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("runs.db");
     let stores: Vec<SqliteRunStore> = (0..2).map(|_| SqliteRunStore::open(&path).expect("store")).collect();
-    std::thread::scope(|scope| {
-        for (n, store) in stores.iter().enumerate() {
-            scope.spawn(move || {
-                let session = format!("s-{n}");
-                let mut checkpoint = Checkpoint::new("run_1", "support");
-                for i in 0..300 {
-                    checkpoint.messages.push(message(i));
-                    store.save("acme", &session, &checkpoint).unwrap_or_else(|e| panic!("save {i} of {session}: {e}"));
-                    assert!(store.load("acme", &session).expect("load").is_some());
-                }
-            });
-        }
-    });
+    let mut saving = tokio::task::JoinSet::new();
+    for (n, store) in stores.into_iter().enumerate() {
+        saving.spawn(async move {
+            let session = format!("s-{n}");
+            let mut checkpoint = Checkpoint::new("run_1", "support");
+            for i in 0..300 {
+                checkpoint.messages.push(message(i));
+                store
+                    .save("acme", &session, &checkpoint)
+                    .await
+                    .unwrap_or_else(|e| panic!("save {i} of {session}: {e}"));
+                assert!(store.load("acme", &session).await.expect("load").is_some());
+            }
+        });
+    }
+    while let Some(done) = saving.join_next().await {
+        done.expect("a saving task");
+    }
 }

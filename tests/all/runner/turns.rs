@@ -179,7 +179,7 @@ async fn arguments_that_are_not_an_object_are_stored_and_resent_as_raw() {
     };
     assert_eq!(stored_args(&result.messages), expected, "in the transcript");
     assert_eq!(stored_args(&model.requests()[1].messages), expected, "re-sent to the model");
-    let checkpoint = lovia_runner::RunStore::load(&*store, "", "s1").expect("load").expect("saved");
+    let checkpoint = lovia_runner::RunStore::load(&*store, "", "s1").await.expect("load").expect("saved");
     assert_eq!(stored_args(&checkpoint.messages), expected, "in the checkpoint");
     for args in expected {
         assert!(serde_json::from_str::<serde_json::Value>(args).is_ok_and(|v| v.is_object()));

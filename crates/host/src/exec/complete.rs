@@ -16,23 +16,31 @@ const RAW_RETENTION_CHARS: usize = 16_000;
 
 pub(super) type Results = Arc<Mutex<Vec<ToolResultEntry>>>;
 
-pub(super) fn record(results: &Results, events: &EventSink, call: &ToolCall, entry: ToolResultEntry, result: Value) {
+pub(super) async fn record(
+    results: &Results,
+    events: &EventSink,
+    call: &ToolCall,
+    entry: ToolResultEntry,
+    result: Value,
+) {
     let (is_error, error_kind, output, parts, tool_error_kind) =
         (entry.is_error, entry.error_kind, entry.output.clone(), entry.parts.clone(), entry.tool_error_kind.clone());
     results.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
-    events.emit(ToolEvent::ToolCallCompleted {
-        call: call.clone(),
-        result,
-        is_error,
-        error_kind,
-        output,
-        parts,
-        tool_error_kind,
-    });
+    events
+        .emit_kept(ToolEvent::ToolCallCompleted {
+            call: call.clone(),
+            result,
+            is_error,
+            error_kind,
+            output,
+            parts,
+            tool_error_kind,
+        })
+        .await;
 }
 
 /// A preflight rejection: final text, never rendered or truncated.
-pub(super) fn reject(results: &Results, events: &EventSink, call: &ToolCall, kind: ErrorKind, text: String) {
+pub(super) async fn reject(results: &Results, events: &EventSink, call: &ToolCall, kind: ErrorKind, text: String) {
     let entry = ToolResultEntry {
         call_id: call.id.clone(),
         output: text.clone(),
@@ -42,11 +50,11 @@ pub(super) fn reject(results: &Results, events: &EventSink, call: &ToolCall, kin
         is_error: true,
         error_kind: Some(kind),
     };
-    record(results, events, call, entry, Value::String(text));
+    record(results, events, call, entry, Value::String(text)).await;
 }
 
 /// An execution error outside the attempt loop (a panicking native body).
-pub(super) fn record_error(results: &Results, events: &EventSink, call: &ToolCall, failure: &Failure) {
+pub(super) async fn record_error(results: &Results, events: &EventSink, call: &ToolCall, failure: &Failure) {
     let text = text::tool_error(failure);
     let entry = ToolResultEntry {
         call_id: call.id.clone(),
@@ -57,11 +65,11 @@ pub(super) fn record_error(results: &Results, events: &EventSink, call: &ToolCal
         is_error: true,
         error_kind: Some(failure.kind()),
     };
-    record(results, events, call, entry, Value::String(text));
+    record(results, events, call, entry, Value::String(text)).await;
 }
 
 /// The end of an executed call.
-pub(super) fn finish(
+pub(super) async fn finish(
     results: &Results,
     events: &EventSink,
     settings: &ExecSettings,
@@ -125,7 +133,7 @@ pub(super) fn finish(
         is_error: error_kind.is_some(),
         error_kind,
     };
-    record(results, events, call, entry, raw);
+    record(results, events, call, entry, raw).await;
 }
 
 /// Tool renderer, else agent renderer, else the default (docs/semantics.md §11).

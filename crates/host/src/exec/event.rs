@@ -115,16 +115,23 @@ impl ToolEvent {
     }
 }
 
+/// What keeps an event before it is emitted ([`EventSink::keeping`]).
+type Keep = Arc<dyn Fn(&ToolEvent) -> crate::BoxFuture<'static, ()> + Send + Sync>;
+
 /// Where events go. Without a receiver they are dropped, and an
 /// `ApprovalRequired` is then left to the handler at once.
 #[derive(Clone, Default)]
 pub struct EventSink {
     tx: Option<Arc<dyn Fn(ToolEvent) + Send + Sync>>,
+    keep: Option<Keep>,
 }
 
 impl std::fmt::Debug for EventSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EventSink").field("connected", &self.tx.is_some()).finish()
+        f.debug_struct("EventSink")
+            .field("connected", &self.tx.is_some())
+            .field("keeping", &self.keep.is_some())
+            .finish()
     }
 }
 
@@ -138,17 +145,39 @@ impl EventSink {
     /// Events go to `f`, called on whichever task emits them. Dropping an
     /// `ApprovalRequired` there hands the call to the approval handler.
     pub fn from_fn(f: impl Fn(ToolEvent) + Send + Sync + 'static) -> EventSink {
-        EventSink { tx: Some(Arc::new(f)) }
+        EventSink { tx: Some(Arc::new(f)), keep: None }
     }
 
     /// Events are dropped.
     pub fn none() -> EventSink {
-        EventSink { tx: None }
+        EventSink { tx: None, keep: None }
+    }
+
+    /// Before an event the run's state depends on (`ApprovalRequired`,
+    /// `ToolCallCompleted`) is emitted, the executor awaits `keep` for it:
+    /// a run store writes its checkpoint there, so a completed call is
+    /// durable before a call after a barrier, or the next turn, can depend
+    /// on it. The other events are not kept.
+    #[must_use]
+    pub fn keeping(
+        mut self,
+        keep: impl Fn(&ToolEvent) -> crate::BoxFuture<'static, ()> + Send + Sync + 'static,
+    ) -> Self {
+        self.keep = Some(Arc::new(keep));
+        self
     }
 
     pub(crate) fn emit(&self, event: ToolEvent) {
         if let Some(tx) = &self.tx {
             tx(event);
         }
+    }
+
+    /// [`EventSink::keeping`]'s hook, then the event.
+    pub(crate) async fn emit_kept(&self, event: ToolEvent) {
+        if let Some(keep) = &self.keep {
+            keep(&event).await;
+        }
+        self.emit(event);
     }
 }

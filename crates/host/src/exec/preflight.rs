@@ -52,12 +52,12 @@ pub(super) async fn preflight(
         return Preflight::Budget(exceeded.to_string());
     }
     let Some(shared) = exec.tools.get_shared(&call.name) else {
-        reject(results, events, call, ErrorKind::UnknownTool, text::unknown_tool(&call.name));
+        reject(results, events, call, ErrorKind::UnknownTool, text::unknown_tool(&call.name)).await;
         return Preflight::Rejected;
     };
     let tool: &Tool = shared;
     if let (Some(_), Some(target)) = (&tool.handoff, handoff.as_ref()) {
-        reject(results, events, call, ErrorKind::ToolError, text::handoff_not_performed(target));
+        reject(results, events, call, ErrorKind::ToolError, text::handoff_not_performed(target)).await;
         return Preflight::Rejected;
     }
     // The call's timeout starts before its arguments are parsed and checked
@@ -67,11 +67,11 @@ pub(super) async fn preflight(
     let raw_args = match parse_object(&call.arguments) {
         Ok(v) => v,
         Err(ArgumentError::InvalidJson { .. }) if run.cut_off => {
-            reject(results, events, call, ErrorKind::InvalidArguments, text::incomplete_arguments(&call.name));
+            reject(results, events, call, ErrorKind::InvalidArguments, text::incomplete_arguments(&call.name)).await;
             return Preflight::Rejected;
         }
         Err(e) => {
-            reject(results, events, call, ErrorKind::InvalidArguments, e.to_string());
+            reject(results, events, call, ErrorKind::InvalidArguments, e.to_string()).await;
             return Preflight::Rejected;
         }
     };
@@ -90,15 +90,15 @@ pub(super) async fn preflight(
             Err(ArgumentError::DeadlinePassed) => {
                 let ms = timeout.map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
                 let failure = Failure::TimedOut { ms };
-                reject(results, events, call, ErrorKind::Timeout, text::tool_error(&failure));
+                reject(results, events, call, ErrorKind::Timeout, text::tool_error(&failure)).await;
                 return Preflight::Rejected;
             }
             Err(e @ ArgumentError::Invalid { .. }) => {
-                reject(results, events, call, ErrorKind::InvalidArguments, text::tool_error(&e));
+                reject(results, events, call, ErrorKind::InvalidArguments, text::tool_error(&e)).await;
                 return Preflight::Rejected;
             }
             Err(e) => {
-                reject(results, events, call, ErrorKind::InvalidArguments, e.to_string());
+                reject(results, events, call, ErrorKind::InvalidArguments, e.to_string()).await;
                 return Preflight::Rejected;
             }
         },
@@ -126,14 +126,14 @@ pub(super) async fn preflight(
         Ok(true) => match decide(exec, tool, call, ctx, run, events).await {
             Some(ApprovalDecision::Approve) => {}
             Some(ApprovalDecision::Deny) => {
-                reject(results, events, call, ErrorKind::Denied, text::not_approved(&call.name));
+                reject(results, events, call, ErrorKind::Denied, text::not_approved(&call.name)).await;
                 return Preflight::Rejected;
             }
             None => return Preflight::Cancelled,
         },
         Err(error) => {
             events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error });
-            reject(results, events, call, ErrorKind::Denied, text::approval_check_failed(&call.name));
+            reject(results, events, call, ErrorKind::Denied, text::approval_check_failed(&call.name)).await;
             return Preflight::Rejected;
         }
     }
@@ -171,7 +171,7 @@ async fn decide(
     let mut decision = run.approvals.register(request.clone());
     let (held, released) = oneshot::channel::<()>();
     let ticket = ApprovalTicket { request: request.clone(), channel: run.approvals.clone(), _held: held };
-    events.emit(ToolEvent::ApprovalRequired { call: call.clone(), ticket });
+    events.emit_kept(ToolEvent::ApprovalRequired { call: call.clone(), ticket }).await;
 
     // (a) The consumer holds the ticket: wait for a decision, its release, or cancellation.
     tokio::select! {

@@ -42,7 +42,7 @@ pub(super) async fn run_turn(
         for (index, call) in calls.iter().enumerate() {
             // Sweep: calls that already finished may have asked to cancel the run.
             while let Some(done) = in_flight.set.try_join_next_with_id() {
-                in_flight.settle(done, run)?;
+                in_flight.settle(done, run).await?;
             }
             let mut ctx = call_context(exec, run, call, events);
             match preflight(exec, call, &ctx, run, events, &results, &mut handoff).await {
@@ -168,7 +168,7 @@ impl InFlight {
                 match std::panic::AssertUnwindSafe(task).catch_unwind().await {
                     Ok(CallEnd::Recorded) => {}
                     Ok(CallEnd::CancelRun(reason)) => return CallEnd::CancelRun(reason),
-                    Err(payload) => record_panic(&results, &events, &call, payload),
+                    Err(payload) => record_panic(&results, &events, &call, payload).await,
                 }
             }
             CallEnd::Recorded
@@ -186,7 +186,7 @@ impl InFlight {
                 () = run.cancel.cancelled() => return Err(run.cancel.reason()),
                 next = self.set.join_next_with_id() => match next {
                     None => return Ok(()),
-                    Some(done) => self.settle(done, run)?,
+                    Some(done) => self.settle(done, run).await?,
                 },
             }
         }
@@ -212,18 +212,18 @@ impl InFlight {
                     Err(run.cancel.reason())
                 }
                 Err(payload) => {
-                    self.record_panic(call, payload);
+                    self.record_panic(call, payload).await;
                     Ok(())
                 }
             },
         }
     }
 
-    fn record_panic(&self, call: &ToolCall, payload: Box<dyn std::any::Any + Send>) {
-        record_panic(&self.results, &self.events, call, payload);
+    async fn record_panic(&self, call: &ToolCall, payload: Box<dyn std::any::Any + Send>) {
+        record_panic(&self.results, &self.events, call, payload).await;
     }
 
-    fn settle(
+    async fn settle(
         &mut self,
         done: Result<(tokio::task::Id, CallEnd), tokio::task::JoinError>,
         run: &RunState,
@@ -243,7 +243,7 @@ impl InFlight {
                 if let Some(call) = self.calls.remove(&e.id())
                     && e.is_panic()
                 {
-                    self.record_panic(&call, e.into_panic());
+                    self.record_panic(&call, e.into_panic()).await;
                 }
                 Ok(())
             }
@@ -252,12 +252,12 @@ impl InFlight {
 }
 
 /// A host-native body that panicked: its call still gets its one result.
-fn record_panic(results: &Results, events: &EventSink, call: &ToolCall, payload: Box<dyn std::any::Any + Send>) {
+async fn record_panic(results: &Results, events: &EventSink, call: &ToolCall, payload: Box<dyn std::any::Any + Send>) {
     let message = panic_text(payload);
     tracing::error!(call = %call.id, tool = %call.name, "tool body panicked: {message}");
     let failure = Failure::Panicked(message);
     events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error: failure.to_string() });
-    complete::record_error(results, events, call, &failure);
+    complete::record_error(results, events, call, &failure).await;
 }
 
 fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
@@ -312,6 +312,6 @@ async fn execute(
     if let Err(Failure::RunCancelled(reason)) = outcome {
         return CallEnd::CancelRun(reason);
     }
-    complete::finish(&results, &events, &exec.settings, &tool, &call, &ctx, outcome);
+    complete::finish(&results, &events, &exec.settings, &tool, &call, &ctx, outcome).await;
     CallEnd::Recorded
 }

@@ -14,7 +14,7 @@
 
 use lovia_host::BoxFuture;
 use lovia_mcp::{RedeemedStates, StateKey};
-use lovia_runner::{PgThread, StoreUrl, pg_message};
+use lovia_runner::{PgClient, PgPool};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -43,33 +43,34 @@ pub(crate) struct SharedStates {
 
 /// Redeemed request states in PostgreSQL.
 pub(crate) struct PgRedeemed {
-    connection: PgThread,
-    location: String,
+    pool: PgPool,
 }
 
 /// Why the shared states could not be opened: (the URL without its password, what failed).
 pub(crate) type OpenError = (String, String);
 
 impl SharedStates {
-    /// The shared key and table for a PostgreSQL `url`; `None` for any other
-    /// store (each process then has its own).
-    pub(crate) async fn open(url: &StoreUrl) -> Result<Option<SharedStates>, OpenError> {
-        let StoreUrl::Postgres(raw) = url else { return Ok(None) };
-        let location = url.to_string();
-        let fail = |message: String| (location.clone(), message);
-        let config: postgres::Config = raw.parse().map_err(|e: postgres::Error| fail(e.to_string()))?;
-        let connection = PgThread::start(config, SCHEMA, "lovia-mcp-states-pg").map_err(fail)?;
+    /// The shared key and table in the PostgreSQL store of `pool`; `None`
+    /// without one (each process then has its own).
+    pub(crate) async fn open(pool: Option<&PgPool>) -> Result<Option<SharedStates>, OpenError> {
+        let Some(pool) = pool else { return Ok(None) };
+        let fail = |message: String| (pool.location().to_owned(), message);
+        pool.run_schema(SCHEMA).await.map_err(fail)?;
         let mut mine = [0u8; 32];
         getrandom::fill(&mut mine).map_err(|e| fail(format!("no randomness for the MCP state key: {e}")))?;
-        let redeemed = PgRedeemed { connection, location: location.clone() };
+        let redeemed = PgRedeemed { pool: pool.clone() };
         let key = redeemed
             .run(move |c| {
-                c.execute(
-                    "INSERT INTO lovia_mcp_state_key (id, key) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
-                    &[&KEY_ROW, &&mine[..]],
-                )?;
-                c.query_one("SELECT key FROM lovia_mcp_state_key WHERE id = $1", &[&KEY_ROW])
-                    .map(|r| r.get::<_, Vec<u8>>(0))
+                Box::pin(async move {
+                    c.execute(
+                        "INSERT INTO lovia_mcp_state_key (id, key) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+                        &[&KEY_ROW, &&mine[..]],
+                    )
+                    .await?;
+                    c.query_one("SELECT key FROM lovia_mcp_state_key WHERE id = $1", &[&KEY_ROW])
+                        .await
+                        .map(|r| r.get::<_, Vec<u8>>(0))
+                })
             })
             .await
             .map_err(fail)?;
@@ -78,23 +79,21 @@ impl SharedStates {
 }
 
 impl PgRedeemed {
-    async fn run<T: Send + 'static>(
+    async fn run<T: Send>(
         &self,
-        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
+        f: impl for<'c> FnOnce(&'c mut PgClient) -> BoxFuture<'c, Result<T, tokio_postgres::Error>> + Send,
     ) -> Result<T, String> {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let location = self.location.clone();
-        if !self.connection.send(move |client| {
-            let _ = reply.send(f(client).map_err(|e| format!("{location}: {}", pg_message(&e))));
-        }) {
-            return Err(format!("{}: the connection thread stopped", self.location));
-        }
-        answer.await.unwrap_or_else(|_| Err(format!("{}: the connection thread stopped", self.location)))
+        self.pool.run(f).await.map_err(|message| format!("{}: {message}", self.pool.location()))
     }
 
     /// Deletes the redeemed states whose own state has expired.
     pub(crate) async fn forget_expired(&self) -> Result<(), String> {
-        self.run(|c| c.execute("DELETE FROM lovia_mcp_redeemed WHERE expires < now()", &[]).map(|_| ())).await
+        self.run(|c| {
+            Box::pin(
+                async move { c.execute("DELETE FROM lovia_mcp_redeemed WHERE expires < now()", &[]).await.map(drop) },
+            )
+        })
+        .await
     }
 }
 
@@ -106,12 +105,15 @@ impl RedeemedStates for PgRedeemed {
         let nonce = nonce.to_owned();
         Box::pin(async move {
             self.run(move |c| {
-                c.execute(
-                    "INSERT INTO lovia_mcp_redeemed (nonce, expires)
+                Box::pin(async move {
+                    c.execute(
+                        "INSERT INTO lovia_mcp_redeemed (nonce, expires)
                      VALUES ($1, now() + make_interval(secs => $2)) ON CONFLICT (nonce) DO NOTHING",
-                    &[&nonce, &keep],
-                )
-                .map(|inserted| inserted == 1)
+                        &[&nonce, &keep],
+                    )
+                    .await
+                    .map(|inserted| inserted == 1)
+                })
             })
             .await
         })

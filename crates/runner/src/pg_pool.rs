@@ -1,0 +1,123 @@
+//! One pool of PostgreSQL connections for every store of a process: the run
+//! store here, and in `lovia serve` the uploads, the quotas, the leases, the
+//! relayed events and the MCP request states. `deadpool-postgres` over
+//! `tokio-postgres` rather than `sqlx`: the stores' SQL was already written
+//! for `tokio-postgres` (the old blocking `postgres` crate wraps it), so each
+//! query moved over unchanged with an `.await`, and the build gains two small
+//! crates instead of sqlx's macros and drivers.
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use deadpool_postgres::Object as PgClient;
+
+/// Connections a pool opens at most, by default: 8. A store call holds one
+/// for one short transaction; more calls wait their turn, in order.
+pub const PG_POOL_CONNECTIONS: usize = 8;
+
+/// How long opening one connection may take before the call that needed it
+/// fails: 10 s (a server that is down answers at once; one that is
+/// unreachable would otherwise hold the call for the system's TCP timeout).
+pub const PG_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A pool of connections to one PostgreSQL database. Cheap to clone: clones
+/// share the connections. A connection that dropped is replaced on the next
+/// call.
+#[derive(Clone)]
+pub struct PgPool {
+    pool: Pool,
+    config: tokio_postgres::Config,
+    /// The URL without its password, for errors.
+    location: Arc<str>,
+}
+
+impl std::fmt::Debug for PgPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgPool").field("location", &self.location).field("status", &self.pool.status()).finish()
+    }
+}
+
+impl PgPool {
+    /// A pool of at most `max_size` connections to `url` (TLS is not
+    /// supported: use a local socket or a trusted network), with one
+    /// connection made now so that a wrong URL fails here. The error is the
+    /// server's message ([`pg_message`]) or why the URL is not one.
+    pub async fn connect(url: &str, max_size: usize) -> Result<PgPool, String> {
+        let config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| e.to_string())?;
+        let pool = PgPool::with_config(config, super::store_url::redact(url).into(), max_size)?;
+        drop(pool.get().await?);
+        Ok(pool)
+    }
+
+    fn with_config(config: tokio_postgres::Config, location: Arc<str>, max_size: usize) -> Result<PgPool, String> {
+        let manager = Manager::from_config(
+            config.clone(),
+            tokio_postgres::NoTls,
+            // `Fast` reuses a connection unless it is closed: a statement on
+            // a connection that died since fails once, and the next call
+            // gets a new connection.
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(max_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .create_timeout(Some(PG_CONNECT_TIMEOUT))
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(PgPool { pool, config, location })
+    }
+
+    /// Another pool of at most `max_size` connections to the same database,
+    /// for work that must never wait behind this pool's (lease renewals).
+    pub fn separate(&self, max_size: usize) -> Result<PgPool, String> {
+        PgPool::with_config(self.config.clone(), self.location.clone(), max_size)
+    }
+
+    /// A connection; it goes back to the pool when dropped.
+    pub async fn get(&self) -> Result<PgClient, String> {
+        self.pool.get().await.map_err(|e| match e {
+            deadpool_postgres::PoolError::Backend(e) => pg_message(&e),
+            other => other.to_string(),
+        })
+    }
+
+    /// Runs `f` on a pooled connection; the error is the server's message
+    /// ([`pg_message`]) or why no connection could be had.
+    pub async fn run<T: Send>(
+        &self,
+        f: impl for<'c> FnOnce(&'c mut PgClient) -> lovia_host::BoxFuture<'c, Result<T, tokio_postgres::Error>> + Send,
+    ) -> Result<T, String> {
+        let mut client = self.get().await?;
+        f(&mut client).await.map_err(|e| pg_message(&e))
+    }
+
+    /// Runs `schema` (statements that must be safe to run again, each
+    /// store's `CREATE … IF NOT EXISTS`) on one connection.
+    pub async fn run_schema(&self, schema: &str) -> Result<(), String> {
+        self.get().await?.batch_execute(schema).await.map_err(|e| pg_message(&e))
+    }
+
+    /// The connection settings, for a connection of its own outside the
+    /// pool (one that `LISTEN`s).
+    pub fn config(&self) -> &tokio_postgres::Config {
+        &self.config
+    }
+
+    /// The URL without its password.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+}
+
+/// The server's own message when there is one (`tokio_postgres::Error`
+/// alone prints only `db error`), else the error and its cause.
+pub fn pg_message(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{}: {}", db.severity(), db.message());
+    }
+    match std::error::Error::source(e) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
+}
