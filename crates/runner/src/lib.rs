@@ -146,6 +146,10 @@ impl RunError {
 
 type Emit = Arc<dyn Fn(RunEvent) + Send + Sync>;
 
+/// A change to the run's checkpoint that an event brings, made and written
+/// by [`Saver::update`].
+type Change = Box<dyn FnOnce(&mut Checkpoint) + Send>;
+
 /// Runs an agent against a model. Cheap to clone.
 #[derive(Clone)]
 pub struct Runner {
@@ -538,7 +542,7 @@ impl Runner {
         let sink = {
             let (saver, cancel) = (saver.clone(), state.cancel.clone());
             sink.keeping(move |event| {
-                let change: Option<Box<dyn FnOnce(&mut Checkpoint) + Send>> = match event {
+                let change: Option<Change> = match event {
                     ToolEvent::ApprovalRequired { call, .. } => {
                         let pending = PendingApproval {
                             id: call.id.clone(),

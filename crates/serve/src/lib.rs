@@ -57,10 +57,12 @@ mod mcp;
 mod mcp_sources;
 mod metrics;
 mod model;
+mod notifications;
 mod question;
 mod quota;
 mod relay;
 mod remote;
+mod shared_counts;
 mod sse;
 mod stored;
 mod stores;
@@ -88,6 +90,7 @@ pub use config::{
 };
 pub use lease::LeaseError;
 pub use listener::{Connection, ConnectionLimits, LimitedListener, LimitedStream};
+pub use shared_counts::SharedCountError;
 pub use stored::PluginStoreError;
 
 use axum::extract::{Path as UrlPath, State};
@@ -286,6 +289,9 @@ pub enum ServeError {
     /// The run leases could not be opened.
     #[error(transparent)]
     Leases(#[from] LeaseError),
+    /// The replicas' shared call counts could not be opened.
+    #[error(transparent)]
+    SharedCounts(#[from] SharedCountError),
     /// A tenant's `/mcp` could not be made.
     #[error("tenant {tenant}: /mcp: {reason}")]
     Mcp {
@@ -389,7 +395,6 @@ impl Service {
 
     async fn build(host: &Host, config: &ServeConfig, stores: stores::Stores) -> Result<Service, ServeError> {
         let plugins = stores.plugins.clone();
-        let shared = plugins.is_shared().then(|| plugins.clone());
         let mut tenants = Vec::new();
         let metrics = Arc::new(metrics::Metrics::default());
         let mut keys = HashMap::new();
@@ -446,7 +451,7 @@ impl Service {
                 t.max_concurrent_calls,
                 t.calls_per_minute,
                 metrics.clone(),
-                shared.clone(),
+                stores.counts.clone(),
                 t.fuel_per_minute.map(|fuel| (fuel, host.clone())),
             ));
             let setup = mcp::Setup {
@@ -690,14 +695,13 @@ impl Service {
     /// other replicas on each notification and every `poll_interval_ms`,
     /// until the service is dropped.
     fn follow_uploads(&self) {
-        if !self.inner.stores.plugins.is_shared() {
-            return;
-        }
+        let Some(pool) = &self.inner.stores.pool else { return };
         let wake = Arc::new(tokio::sync::Notify::new());
-        self.inner.stores.plugins.watch(
+        notifications::watch(
+            pool,
             self.inner.poll_interval,
             Arc::downgrade(&wake),
-            (lease::RUNS_CHANNEL, relay::EVENTS_CHANNEL),
+            (stored::CHANNEL, lease::RUNS_CHANNEL, relay::EVENTS_CHANNEL),
             Arc::downgrade(&self.inner.events_seen),
         );
         let service = Arc::downgrade(&self.inner);
@@ -713,7 +717,9 @@ impl Service {
                 // looks for runs whose owner is gone.
                 service.take_over().await;
                 // The minute counts of the shared quota are needed for one minute.
-                if let Err(e) = service.inner.stores.plugins.forget_old_minutes().await {
+                if let Some(counts) = &service.inner.stores.counts
+                    && let Err(e) = counts.forget_old_minutes().await
+                {
                     tracing::warn!(error = %e, "cannot delete old call counts");
                 }
                 if let Some(states) = &service.inner.stores.mcp_states

@@ -8,7 +8,7 @@
 //! bound this process's memory and cores (docs/replicas.md).
 
 use super::metrics::Metrics;
-use super::stored::{Counted, PluginStore};
+use super::shared_counts::{Counted, SharedCounts};
 use lovia_host::BoxFuture;
 use lovia_host::CallContext;
 use lovia_host::Failure;
@@ -60,8 +60,8 @@ pub(crate) struct Quota {
     window: Mutex<(u64, u32)>,
     started: Instant,
     metrics: Arc<Metrics>,
-    /// The replicas' shared store, which then counts the minute's calls.
-    shared: Option<Arc<PluginStore>>,
+    /// The replicas' shared counts, which then count the minute's calls.
+    shared: Option<Arc<SharedCounts>>,
     /// With a shared store and `fuel_per_minute`: the minute's fuel there.
     fuel: Option<SharedFuel>,
 }
@@ -103,10 +103,10 @@ impl Quota {
         max_concurrent: u32,
         per_minute: u32,
         metrics: Arc<Metrics>,
-        shared: Option<Arc<PluginStore>>,
+        shared: Option<Arc<SharedCounts>>,
         fuel: Option<(u64, lovia_host::Host)>,
     ) -> Self {
-        let fuel = fuel.filter(|_| shared.as_ref().is_some_and(|s| s.is_shared())).map(|(per_minute, host)| {
+        let fuel = fuel.filter(|_| shared.is_some()).map(|(per_minute, host)| {
             let charged = AtomicU64::new(host.tenant_fuel().used(tenant));
             SharedFuel { per_minute, host, charged }
         });

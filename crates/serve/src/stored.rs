@@ -1,9 +1,11 @@
 //! Uploaded plugins, kept in the service's store (docs/replicas.md): the
 //! component's bytes, digest, tenant and name, and the names of its tools.
 //! Every replica loads them at start, and a PostgreSQL store tells the
-//! others of an upload with `NOTIFY` (the rows stay the truth: a poll every
-//! `poll_interval_ms` catches a lost notification). A SQLite store has one
-//! process, so it only needs the rows to survive a restart.
+//! others of an upload with `NOTIFY` on [`CHANNEL`] (notifications.rs
+//! listens; the rows stay the truth: a poll every `poll_interval_ms`
+//! catches a lost notification). A SQLite store has one process, so it only
+//! needs the rows to survive a restart. The audit trail (audit.rs) is kept
+//! beside the uploads; the shared call counts are shared_counts.rs's.
 //!
 //! The per-tenant bounds (`max_plugins`, `max_uploaded_bytes`) and the
 //! tool-name check are taken in the insert's transaction, so two replicas
@@ -13,12 +15,11 @@ use bytes::Bytes;
 use lovia_host::BoxFuture;
 use lovia_runner::{PgClient, PgPool, StoreUrl, pg_message};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::Notify;
 
 /// The channel a PostgreSQL store notifies on after an upload.
-const CHANNEL: &str = "lovia_plugins";
+pub(crate) const CHANNEL: &str = "lovia_plugins";
 
 /// Serialises uploads across replicas: ids then commit in the order they are
 /// given, so a reader's "everything after id N" cursor never skips a row that
@@ -142,13 +143,6 @@ CREATE TABLE IF NOT EXISTS lovia_plugin_tools (
     plugin BIGINT NOT NULL REFERENCES lovia_plugins (id),
     PRIMARY KEY (tenant, tool)
 );
-CREATE TABLE IF NOT EXISTS lovia_call_minutes (
-    tenant TEXT NOT NULL,
-    minute TIMESTAMPTZ NOT NULL,
-    calls BIGINT NOT NULL,
-    PRIMARY KEY (tenant, minute)
-);
-ALTER TABLE lovia_call_minutes ADD COLUMN IF NOT EXISTS fuel BIGINT NOT NULL DEFAULT 0;
 -- The audit trail (audit.rs).
 CREATE TABLE IF NOT EXISTS lovia_audit (
     id BIGSERIAL PRIMARY KEY,
@@ -162,22 +156,6 @@ CREATE TABLE IF NOT EXISTS lovia_audit (
 );
 CREATE INDEX IF NOT EXISTS lovia_audit_tenant ON lovia_audit (tenant, id);
 COMMIT;";
-
-/// What the shared count said of one call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Counted {
-    /// Counted in this minute (seconds since the Unix epoch; 0 in memory).
-    Yes { minute: i64 },
-    /// The minute's `calls_per_minute` are used up.
-    PerMinute,
-    /// The minute's `fuel_per_minute` is burned or held by calls running.
-    Fuel,
-}
-
-/// `n` as a PostgreSQL `BIGINT`, saturating.
-fn to_i64(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
 
 impl PluginStore {
     /// Opens the uploads' tables beside the run store at `url`; a
@@ -207,11 +185,6 @@ impl PluginStore {
                 message: "uploads can be kept only in SQLite or PostgreSQL".into(),
             }),
         }
-    }
-
-    /// Whether the uploads are shared between processes.
-    pub(crate) fn is_shared(&self) -> bool {
-        matches!(self, PluginStore::Postgres(_))
     }
 
     /// The tenant's stored uploads: (count, bytes).
@@ -459,94 +432,6 @@ impl PluginStore {
         }
     }
 
-    /// Counts a call of `tenant` in the current wall-clock minute (the
-    /// database's clock, so every replica agrees on it) if fewer than `limit`
-    /// were counted and, with `fuel` = (hold, per minute), holds `hold` of
-    /// the minute's fuel for it if that leaves the minute within its fuel.
-    /// Only a shared store counts; the others admit (the caller counts in
-    /// memory, and the host's ledger holds the fuel).
-    pub(crate) async fn count_call(
-        &self,
-        tenant: &str,
-        limit: u32,
-        fuel: Option<(u64, u64)>,
-    ) -> Result<Counted, PluginStoreError> {
-        let PluginStore::Postgres(pg) = self else { return Ok(Counted::Yes { minute: 0 }) };
-        let tenant = tenant.to_owned();
-        let (hold, per_minute) = fuel.map_or((0, i64::MAX), |(h, m)| (to_i64(h.min(m)), to_i64(m)));
-        pg.run(move |c| {
-            Box::pin(async move {
-                // One statement, so two replicas counting at once serialise on the
-                // row. `fuel` is what the minute's calls burned plus what those
-                // still running hold.
-                let row = c
-                    .query_opt(
-                        "INSERT INTO lovia_call_minutes AS m (tenant, minute, calls, fuel)
-                 VALUES ($1, date_trunc('minute', now()), 1, $3)
-                 ON CONFLICT (tenant, minute) DO UPDATE SET calls = m.calls + 1, fuel = m.fuel + $3
-                 WHERE m.calls < $2 AND m.fuel <= $4 - $3
-                 RETURNING extract(epoch FROM m.minute)::bigint",
-                        &[&tenant, &i64::from(limit), &hold, &per_minute],
-                    )
-                    .await?;
-                if let Some(row) = row {
-                    return Ok(Counted::Yes { minute: row.get(0) });
-                }
-                // Refused (rare): which bound, for the answer.
-                let calls: Option<i64> = c
-                .query_opt(
-                    "SELECT calls FROM lovia_call_minutes WHERE tenant = $1 AND minute = date_trunc('minute', now())",
-                    &[&tenant],
-                ).await?
-                .map(|r| r.get(0));
-                Ok(if calls.is_some_and(|n| n < i64::from(limit)) { Counted::Fuel } else { Counted::PerMinute })
-            })
-        })
-        .await
-    }
-
-    /// Ends a call counted in `minute` (seconds since the Unix epoch) that
-    /// held `held` fuel: the hold goes and `burned` (what the tenant burned
-    /// since the last charge) is charged to that minute.
-    pub(crate) async fn charge_fuel(
-        &self,
-        tenant: &str,
-        minute: i64,
-        held: u64,
-        burned: u64,
-    ) -> Result<(), PluginStoreError> {
-        let PluginStore::Postgres(pg) = self else { return Ok(()) };
-        let (tenant, held, burned) = (tenant.to_owned(), to_i64(held), to_i64(burned));
-        pg.run(move |c| {
-            Box::pin(async move {
-                c.execute(
-                    "UPDATE lovia_call_minutes SET fuel = GREATEST(fuel - $3, 0) + $4
-                 WHERE tenant = $1 AND minute = 'epoch'::timestamptz + $2::bigint * interval '1 second'",
-                    &[&tenant, &minute, &held, &burned],
-                )
-                .await
-                .map(drop)
-            })
-        })
-        .await
-    }
-
-    /// Deletes the call counts of minutes before the last one.
-    pub(crate) async fn forget_old_minutes(&self) -> Result<(), PluginStoreError> {
-        let PluginStore::Postgres(pg) = self else { return Ok(()) };
-        pg.run(|c| {
-            Box::pin(async move {
-                c.execute(
-                    "DELETE FROM lovia_call_minutes WHERE minute < date_trunc('minute', now()) - interval '1 minute'",
-                    &[],
-                )
-                .await
-                .map(|_| ())
-            })
-        })
-        .await
-    }
-
     /// Whether the store answers (for `/readyz`).
     pub(crate) async fn ping(&self) -> Result<(), PluginStoreError> {
         match self {
@@ -564,90 +449,6 @@ impl PluginStore {
             }
         }
     }
-
-    /// For a PostgreSQL store: a task whose connection `LISTEN`s for
-    /// uploads and for runs handed back and orders (`runs_channel`), which
-    /// wake `wake`, and for run events (`events_channel`), which bump
-    /// `events` for the remote readers; it wakes `wake` at least every `poll`
-    /// (the backstop for a notification lost while the connection was
-    /// down), and connects again at the next poll when the connection
-    /// drops. It ends when `wake` is dropped.
-    pub(crate) fn watch(
-        &self,
-        poll: Duration,
-        wake: Weak<Notify>,
-        (runs_channel, events_channel): (&'static str, &'static str),
-        events: Weak<tokio::sync::watch::Sender<u64>>,
-    ) {
-        let PluginStore::Postgres(pg) = self else { return };
-        let config = pg.pool.config().clone();
-        let location = pg.pool.location().to_owned();
-        let bump = move || {
-            if let Some(events) = events.upgrade() {
-                events.send_modify(|n| *n = n.wrapping_add(1));
-            }
-        };
-        tokio::spawn(async move {
-            let listen = format!("LISTEN {CHANNEL}; LISTEN {runs_channel}; LISTEN {events_channel}");
-            let mut listener: Option<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> = None;
-            let mut ticks = tokio::time::interval(poll);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                ticks.tick().await;
-                let Some(woken) = wake.upgrade() else { return };
-                if listener.as_ref().is_none_or(|(client, task)| client.is_closed() || task.is_finished()) {
-                    let heard = {
-                        let (wake, bump) = (wake.clone(), bump.clone());
-                        move |channel: &str| {
-                            // New run events wake their remote readers only;
-                            // the poll still comes on time.
-                            if channel == events_channel {
-                                bump();
-                            } else if let Some(wake) = wake.upgrade() {
-                                wake.notify_one();
-                            }
-                        }
-                    };
-                    listener = match listen_on(&config, &listen, heard).await {
-                        Ok(listening) => Some(listening),
-                        Err(e) => {
-                            tracing::warn!(store = %location, error = %pg_message(&e), "cannot LISTEN for uploads; polling");
-                            None
-                        }
-                    };
-                    // Whatever was notified while the connection was down is
-                    // read by this wake-up's poll.
-                    bump();
-                }
-                woken.notify_one();
-            }
-        });
-    }
-}
-
-/// A connection of its own (a pooled one would carry its `LISTEN` to other
-/// work) that runs `listen` and calls `heard` with the channel of each
-/// notification, on a task that ends when the connection does.
-async fn listen_on(
-    config: &tokio_postgres::Config,
-    listen: &str,
-    heard: impl Fn(&str) + Send + 'static,
-) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error> {
-    let (client, mut connection) = config.connect(tokio_postgres::NoTls).await?;
-    let task = tokio::spawn(async move {
-        while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-            match message {
-                Ok(tokio_postgres::AsyncMessage::Notification(n)) => heard(n.channel()),
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(error = %pg_message(&e), "the upload listener's connection failed");
-                    return;
-                }
-            }
-        }
-    });
-    client.batch_execute(listen).await?;
-    Ok((client, task))
 }
 
 /// A rusqlite call on the blocking pool.

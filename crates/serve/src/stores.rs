@@ -1,10 +1,11 @@
 //! The service's stores, opened together from one store URL: the run store
 //! (sessions, transcripts, checkpoints), the uploads beside it (with the
 //! audit trail and the shared call counts), the run leases and the MCP
-//! request states. With PostgreSQL they share one pool of connections
-//! ([`PgPool`]); with SQLite the run store and the uploads share the file.
+//! request states, and with PostgreSQL the replicas' shared call counts.
+//! With PostgreSQL they share one pool of connections ([`PgPool`]); with
+//! SQLite the run store and the uploads share the file.
 
-use super::{ServeError, lease, mcp, stored};
+use super::{ServeError, lease, mcp, shared_counts, stored};
 use lovia_runner::{PG_POOL_CONNECTIONS, PgPool, PostgresRunStore, RunStore, StoreError, StoreUrl};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,6 +20,10 @@ pub(crate) struct Stores {
     pub(crate) leases: Arc<lease::RunLeases>,
     /// With a shared store: the MCP request states' key and redeemed states.
     pub(crate) mcp_states: Option<Arc<mcp::states::SharedStates>>,
+    /// With a shared store: each tenant's calls and fuel per minute, across replicas.
+    pub(crate) counts: Option<Arc<shared_counts::SharedCounts>>,
+    /// With a shared store: the connections every store above uses.
+    pub(crate) pool: Option<PgPool>,
 }
 
 impl Stores {
@@ -43,7 +48,18 @@ impl Stores {
         let mcp_states = mcp::states::SharedStates::open(pool.as_ref())
             .await
             .map_err(|(location, message)| ServeError::McpStates { location, message })?;
-        Ok(Stores { runs, plugins: Arc::new(plugins), leases: Arc::new(leases), mcp_states: mcp_states.map(Arc::new) })
+        let counts = match &pool {
+            Some(pool) => Some(Arc::new(shared_counts::SharedCounts::open(pool).await?)),
+            None => None,
+        };
+        Ok(Stores {
+            runs,
+            plugins: Arc::new(plugins),
+            leases: Arc::new(leases),
+            mcp_states: mcp_states.map(Arc::new),
+            counts,
+            pool,
+        })
     }
 
     /// The caller's run store, with uploads in this process's memory and
@@ -54,6 +70,8 @@ impl Stores {
             plugins: Arc::new(stored::PluginStore::Memory(Mutex::default())),
             leases: Arc::new(lease::RunLeases::Local),
             mcp_states: None,
+            counts: None,
+            pool: None,
         }
     }
 }
