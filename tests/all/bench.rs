@@ -27,8 +27,7 @@ async fn the_cached_load_floor_needs_the_hosts_own_artifact() {
     assert!(matches!(plain.floor_cached_load(), Err(FloorError::NotCached)));
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let config =
-        lovia_host::HostConfig { cache_dir: Some(dir.path().join("cache")), pool_slots: 4, ..Default::default() };
+    let config = lovia_host::HostConfig::default().with_cache_dir(Some(dir.path().join("cache"))).with_pool_slots(4);
     let host = lovia_host::Host::new(config).expect("host");
     let plugin = host.load_file(fixtures::DIAGNOSTICS).await.expect("load");
     plugin.floor_cached_load().expect("the artifact just written deserialises");

@@ -117,7 +117,7 @@ async fn content_parts_reach_a_text_only_model_as_their_rendering() {
 
     // Parts are their own rendering: an agent's renderer is bypassed.
     let renderer: lovia_host::Renderer = std::sync::Arc::new(|_, _| Ok(lovia_host::Rendered::Text("rendered".into())));
-    let settings = ExecSettings { renderer: Some(renderer), ..ExecSettings::default() };
+    let settings = ExecSettings::default().with_renderer(Some(renderer));
     let exec = executor(Tool::from_plugin(&charts), settings);
     let turn = run(&exec, vec![call("c1", "bar_chart", args)], &RunState::default(), |_| None).await;
     assert_eq!(turn.output("c1"), rendered);
@@ -126,7 +126,7 @@ async fn content_parts_reach_a_text_only_model_as_their_rendering() {
 #[tokio::test]
 async fn a_truncated_rich_result_degrades_to_its_truncated_projection() {
     let charts = load(fixtures::CHARTS).await;
-    let settings = ExecSettings { max_output_chars: Some(10), ..ExecSettings::default() };
+    let settings = ExecSettings::default().with_max_output_chars(Some(10));
     let exec = executor(Tool::from_plugin(&charts), settings);
     let args = r#"{"values": [3, 1, 2], "label": "visits"}"#;
     let turn = run(&exec, vec![call("c1", "bar_chart", args)], &RunState::default(), |_| None).await;

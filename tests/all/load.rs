@@ -45,11 +45,9 @@ async fn a_missing_file_is_a_read_error() {
 #[tokio::test]
 async fn the_compiled_artifact_cache_is_reused_and_a_damaged_artifact_rebuilt() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let cached = lovia_host::Host::new(lovia_host::HostConfig {
-        cache_dir: Some(dir.path().to_owned()),
-        pool_slots: 4,
-        ..Default::default()
-    })
+    let cached = lovia_host::Host::new(
+        lovia_host::HostConfig::default().with_cache_dir(Some(dir.path().to_owned())).with_pool_slots(4),
+    )
     .expect("host");
     let first = cached.load_file(fixtures::DOCS).await.expect("load");
     let files: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").map(|e| e.expect("entry").path()).collect();
@@ -105,12 +103,12 @@ async fn the_artifact_cache_drops_the_least_recently_loaded_past_its_bound() {
             .collect()
     };
     let host = |max: u64| {
-        lovia_host::Host::new(lovia_host::HostConfig {
-            cache_dir: Some(dir.path().to_owned()),
-            cache_max_bytes: max,
-            pool_slots: 4,
-            ..Default::default()
-        })
+        lovia_host::Host::new(
+            lovia_host::HostConfig::default()
+                .with_cache_dir(Some(dir.path().to_owned()))
+                .with_cache_max_bytes(max)
+                .with_pool_slots(4),
+        )
         .expect("host")
     };
     // The sizes, from a cache large enough for all three.
@@ -138,11 +136,9 @@ async fn the_artifact_cache_drops_the_least_recently_loaded_past_its_bound() {
     pause().await;
     bounded.load_file(fixtures::ORDERS).await.expect("load");
     pause().await;
-    lovia_host::Host::new(lovia_host::HostConfig {
-        cache_dir: Some(dir.path().to_owned()),
-        pool_slots: 4,
-        ..Default::default()
-    })
+    lovia_host::Host::new(
+        lovia_host::HostConfig::default().with_cache_dir(Some(dir.path().to_owned())).with_pool_slots(4),
+    )
     .expect("host")
     .load_file(fixtures::DOCS)
     .await

@@ -17,7 +17,7 @@ fn options(api: &ModelApi, base: &str, stream: bool) -> ProviderOptions {
     let mut o = ProviderOptions::new(api.url(base), "test-model");
     o.api_key = Some("sk-test".into());
     o.stream = stream;
-    o.retry = RetryPolicy { max_retries: 3, base: Duration::from_millis(5), max_delay: Duration::from_millis(50) };
+    o.retry = RetryPolicy::new(3, Duration::from_millis(5), Duration::from_millis(50));
     o
 }
 

@@ -24,7 +24,7 @@ fn digest_of(path: &str) -> String {
 #[tokio::test]
 async fn a_pinned_digest_loads_that_component_and_refuses_any_other() {
     let right = digest_of(fixtures::DOCS);
-    let config = PluginConfig { digest: Some(format!("sha256:{}", right.to_uppercase())), ..PluginConfig::default() };
+    let config = PluginConfig::default().with_digest(Some(format!("sha256:{}", right.to_uppercase())));
     let plugin = host().load_file_with(fixtures::DOCS, config.clone()).await.expect("the pinned component loads");
     assert_eq!(plugin.digest(), right);
 
@@ -36,7 +36,7 @@ async fn a_pinned_digest_loads_that_component_and_refuses_any_other() {
             && message.contains(&format!("its config pins sha256:{}", right.to_uppercase())),
         "{message}"
     );
-    let bad = PluginConfig { digest: Some("md5:abc".into()), ..PluginConfig::default() };
+    let bad = PluginConfig::default().with_digest(Some("md5:abc".into()));
     let err = host().load_file_with(fixtures::DOCS, bad).await.expect_err("refused");
     assert_eq!(
         err.to_string(),

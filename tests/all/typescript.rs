@@ -481,7 +481,7 @@ async fn a_typescript_plugin_loads_from_the_cache_in_a_new_host() {
     let Some(path) = parts::require(Part::Ts, || js::component(LOVIA)) else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let cache = dir.path().join("cache");
-    let host = || Host::new(HostConfig { cache_dir: Some(cache.clone()), ..HostConfig::default() }).expect("host");
+    let host = || Host::new(HostConfig::default().with_cache_dir(Some(cache.clone()))).expect("host");
     let first = host().load_file(path).await.expect("compiled and cached");
     let artifacts = || -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
         std::fs::read_dir(&cache)

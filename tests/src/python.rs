@@ -160,7 +160,7 @@ pub async fn plugin(lovia: &'static str) -> Option<Plugin> {
     let loaded = PLUGIN
         .get_or_init(|| async {
             let path = tokio::task::spawn_blocking(move || component(lovia)).await.expect("the build thread")?;
-            let config = HostConfig { cache_dir: Some(root().join("target/python/cache")), ..HostConfig::default() };
+            let config = HostConfig::default().with_cache_dir(Some(root().join("target/python/cache")));
             let host = Host::new(config).map_err(|e| format!("the Python test host: {e}"))?;
             let plugin = host.load_file(path).await;
             Ok(plugin.unwrap_or_else(|e| panic!("loading {}: {e}", path.display())))

@@ -2,7 +2,7 @@
 
 use crate::CliError;
 use lovia_host::plugin::{check_header, manifest};
-use lovia_host::{Host, LoadError, Manifest, ToolSpec};
+use lovia_host::{Host, InvalidComponent, LoadError, Manifest, ToolSpec};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,7 +43,7 @@ pub(crate) async fn run(args: Args, host: impl Fn() -> Result<Host, CliError>) -
     let bytes = std::fs::read(&args.plugin).map_err(|source| LoadError::Read { path: args.plugin.clone(), source })?;
     check_header(&bytes, &origin)?;
     let view = manifest::read_static(&bytes)
-        .map_err(|e| LoadError::Invalid { origin: origin.clone(), reason: e.to_string() })?;
+        .map_err(|e| LoadError::Invalid { origin: origin.clone(), source: InvalidComponent::Sections(e) })?;
     let manifest = match view.manifest {
         Some(Ok(m)) => m,
         Some(Err(source)) => return Err(LoadError::Manifest { origin, source }.into()),

@@ -208,7 +208,7 @@ fn host(no_cache: bool, cache_dir: Option<PathBuf>) -> Result<Host, CliError> {
 
 fn host_config(no_cache: bool, cache_dir: Option<PathBuf>) -> HostConfig {
     let cache_dir = if no_cache { None } else { cache_dir.or_else(default_cache_dir) };
-    HostConfig { cache_dir, ..HostConfig::default() }
+    HostConfig::default().with_cache_dir(cache_dir)
 }
 
 fn default_cache_dir() -> Option<PathBuf> {

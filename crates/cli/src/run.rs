@@ -464,18 +464,16 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
     agent.tool_sources = sources;
     // The deferred servers' `## Deferred MCP tools` section, asked each turn.
     agent.context.push(Arc::new(crate::mcp_sources::DeferredSection(deferred)));
-    agent.tool_settings = ExecSettings {
-        agent: name,
-        default_retries: script.agent.default_tool_retries,
-        default_timeout: script.agent.default_tool_timeout_ms.map(Duration::from_millis),
-        max_output_chars: script.agent.max_tool_output_chars,
-        max_tool_calls: script.agent.max_tool_calls,
-        approval_handler: script.agent.approval_handler.map(|answer| {
+    agent.tool_settings = ExecSettings::default()
+        .with_agent(name)
+        .with_default_retries(script.agent.default_tool_retries)
+        .with_default_timeout(script.agent.default_tool_timeout_ms.map(Duration::from_millis))
+        .with_max_output_chars(script.agent.max_tool_output_chars)
+        .with_max_tool_calls(script.agent.max_tool_calls)
+        .with_approval_handler(script.agent.approval_handler.map(|answer| {
             let handler = move |_: &lovia_host::ApprovalRequest, _: &lovia_host::CallContext| Ok(answer);
             Arc::new(handler) as Arc<dyn lovia_host::ApprovalHandler>
-        }),
-        renderer: None,
-    };
+        }));
     // One model turn per script turn: a run still calling tools after the
     // last one has run out of script (reported as ScriptExhausted below),
     // and no turn is started that the script has no reply for.

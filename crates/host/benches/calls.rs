@@ -14,7 +14,7 @@ use lovia_tests::fixtures;
 use std::time::Duration;
 
 fn executor(host: &Host, rt: &tokio::runtime::Runtime, instance: InstanceMode) -> Executor {
-    let config = PluginConfig { instance, ..PluginConfig::default() };
+    let config = PluginConfig::default().with_instance(instance);
     let plugin = rt.block_on(host.load_file_with(fixtures::DIAGNOSTICS, config)).expect("load diagnostics");
     let tools = Toolset::new().with(ToolSource::Plugin, Tool::from_plugin(&plugin)).expect("unique names");
     Executor::new(tools, ExecSettings::default())
@@ -49,8 +49,7 @@ fn calls(c: &mut Criterion) {
     group.finish();
 
     let cache = tempfile::tempdir().expect("tempdir");
-    let cached =
-        Host::new(HostConfig { cache_dir: Some(cache.path().to_owned()), ..HostConfig::default() }).expect("host");
+    let cached = Host::new(HostConfig::default().with_cache_dir(Some(cache.path().to_owned()))).expect("host");
     rt.block_on(cached.load_file(fixtures::DIAGNOSTICS)).expect("warm the cache");
     c.bench_function("load/cached/diagnostics", |b| {
         b.to_async(&rt).iter(|| async { cached.load_file(fixtures::DIAGNOSTICS).await.expect("load") })

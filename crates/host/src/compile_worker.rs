@@ -11,7 +11,7 @@
 //! argument, so the artifact it writes is one the parent's engine accepts;
 //! wasmtime checks that again when the parent deserialises it.
 
-use crate::error::LoadError;
+use crate::error::{CompileWorkerError, InvalidComponent, LoadError};
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -73,8 +73,11 @@ pub(crate) fn compile(
     bytes: &[u8],
     origin: &str,
 ) -> Result<Component, LoadError> {
-    let failed = |reason: String| LoadError::Invalid { origin: origin.into(), reason };
-    let settings = serde_json::to_string(&settings).map_err(|e| failed(e.to_string()))?;
+    let failed = |error: CompileWorkerError| LoadError::Invalid {
+        origin: origin.into(),
+        source: InvalidComponent::Worker(error),
+    };
+    let settings = serde_json::to_string(&settings).map_err(|e| failed(CompileWorkerError::Settings(e)))?;
     let mut child = Command::new(&worker.program)
         .args(&worker.args)
         .arg(settings)
@@ -82,7 +85,7 @@ pub(crate) fn compile(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| failed(format!("cannot start the compile worker {}: {e}", worker.program.display())))?;
+        .map_err(|source| failed(CompileWorkerError::Start { program: worker.program.clone(), source }))?;
     let started = Instant::now();
     // Writing and reading on their own threads: a full pipe on one side
     // must not stall the other.
@@ -112,7 +115,7 @@ pub(crate) fn compile(
                 return Err(LoadError::CompileTimeout { origin: origin.into(), timeout: worker.timeout });
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => return Err(failed(format!("the compile worker: {e}"))),
+            Err(e) => return Err(failed(CompileWorkerError::Wait(e))),
         }
     };
     let _ = writer.join();
@@ -122,14 +125,9 @@ pub(crate) fn compile(
         if let Some(stderr) = child.stderr.take() {
             let _ = stderr.take(MAX_ERROR_BYTES).read_to_string(&mut message);
         }
-        let message = message.trim();
-        return Err(failed(if message.is_empty() {
-            format!("the compile worker failed ({status})")
-        } else {
-            message.to_owned()
-        }));
+        return Err(failed(CompileWorkerError::Failed { status, stderr: message.trim().to_owned() }));
     }
-    deserialize(engine, &artifact).map_err(|e| failed(format!("the compile worker's artifact: {e}")))
+    deserialize(engine, &artifact).map_err(|e| failed(CompileWorkerError::Artifact(e)))
 }
 
 #[expect(unsafe_code, reason = "deserialising a precompiled artifact is unsafe by wasmtime's contract")]

@@ -14,6 +14,7 @@ pub use crate::sandbox::EPOCH_TICK;
 
 /// Host-wide settings. Every field documents its default.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct HostConfig {
     /// Where compiled components are cached, keyed by content digest and
     /// engine configuration. Default: `None`, no cache (the `lovia` CLI uses
@@ -93,6 +94,23 @@ pub struct HostConfig {
     /// resident, but only of pages some instance wrote. Default: 2 MiB.
     pub keep_resident_bytes: usize,
 }
+
+crate::setters::setters!(HostConfig {
+    with_cache_dir => cache_dir: Option<PathBuf>,
+    with_cache_max_bytes => cache_max_bytes: u64,
+    with_pool_slots => pool_slots: u32,
+    with_limits => limits: CallLimits,
+    with_fuel_metering => fuel_metering: bool,
+    with_tenant_fuel => tenant_fuel: Option<u64>,
+    with_max_wasm_stack => max_wasm_stack: usize,
+    with_tenant_instances => tenant_instances: u32,
+    with_warm_idle_timeout => warm_idle_timeout: Duration,
+    with_plugin_query_timeout => plugin_query_timeout: Duration,
+    with_guest_logs => guest_logs: crate::sandbox::GuestLogLimits,
+    with_compile_worker => compile_worker: Option<crate::compile_worker::CompileWorker>,
+    with_tenant_cpu_cores => tenant_cpu_cores: Option<f64>,
+    with_keep_resident_bytes => keep_resident_bytes: usize,
+});
 
 impl Default for HostConfig {
     fn default() -> Self {

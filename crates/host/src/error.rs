@@ -89,12 +89,12 @@ pub enum LoadError {
         origin: String,
     },
     /// The component did not compile (truncated, corrupt, or unsupported).
-    #[error("{origin} is not a valid component: {reason}")]
+    #[error("{origin} is not a valid component: {source}")]
     Invalid {
         /// Where the bytes came from.
         origin: String,
-        /// wasmtime's explanation.
-        reason: String,
+        /// Which step refused it, with the error of the crate that did.
+        source: InvalidComponent,
     },
     /// The component imports something the host does not provide.
     #[error("{origin} imports {import}, which lovia does not provide")]
@@ -176,6 +176,13 @@ pub enum LoadError {
         /// The worker's timeout.
         timeout: std::time::Duration,
     },
+    /// The async runtime shut down before the compile could run (it runs
+    /// on tokio's blocking pool).
+    #[error("{origin}: the compile did not run: the async runtime is shutting down")]
+    Cancelled {
+        /// Where the bytes came from.
+        origin: String,
+    },
     /// The config pins a digest the component does not have.
     #[error("{origin} has digest sha256:{actual}, but its config pins {expected}")]
     DigestMismatch {
@@ -246,6 +253,7 @@ impl LoadError {
             LoadError::CompileTimeout { .. } => {
                 "a component this large or this complex is refused here; build a smaller one (fewer or smaller functions)"
             }
+            LoadError::Cancelled { .. } => "load the plugin before the runtime shuts down",
             LoadError::DigestMismatch { .. } => {
                 "the file is not the component that was pinned: get the pinned one, or pin the new digest \
                  (`lovia inspect` prints it) once you trust it"
@@ -267,6 +275,69 @@ pub(crate) fn root_cause(err: &wasmtime::Error) -> String {
     let mut parts: Vec<String> = err.chain().map(|c| c.to_string()).collect();
     parts.dedup();
     parts.join(": ")
+}
+
+/// Why a component's bytes did not become a compiled component: the step
+/// that refused them, with its own error as the source.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidComponent {
+    /// Its sections could not be parsed (read before the compile, for the
+    /// embedded manifest and the imports).
+    #[error("{0}")]
+    Sections(#[source] ManifestError),
+    /// wasmtime refused to compile it. The message is the chain of causes,
+    /// outermost first.
+    #[error("{}", root_cause(.0))]
+    Compile(#[source] wasmtime::Error),
+    /// The compiled component could not be serialised for the artifact cache.
+    #[error("cannot serialise the compiled component: {}", root_cause(.0))]
+    Serialize(#[source] wasmtime::Error),
+    /// The compile worker, the child process that compiles when
+    /// [`HostConfig::compile_worker`](crate::HostConfig::compile_worker) is set, failed.
+    #[error("{0}")]
+    Worker(#[source] CompileWorkerError),
+}
+
+/// Why the compile worker produced no component (the load fails with
+/// [`LoadError::Invalid`] and this as [`InvalidComponent::Worker`]; a
+/// compile past its deadline is [`LoadError::CompileTimeout`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompileWorkerError {
+    /// The engine settings could not be written for the child.
+    #[error("cannot write the engine settings for the compile worker: {0}")]
+    Settings(#[source] serde_json::Error),
+    /// The child could not be started.
+    #[error("cannot start the compile worker {}: {source}", program.display())]
+    Start {
+        /// The program the embedder named.
+        program: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Waiting for the child failed.
+    #[error("the compile worker: {0}")]
+    Wait(#[source] std::io::Error),
+    /// The child exited unsuccessfully. Its stderr, up to 16 KiB, is what
+    /// the compile printed (wasmtime's explanation, in the same words as
+    /// [`InvalidComponent::Compile`]): text from another process, so a
+    /// string.
+    #[error("{}", failure(.status, .stderr))]
+    Failed {
+        /// How it exited.
+        status: std::process::ExitStatus,
+        /// Its stderr, trimmed.
+        stderr: String,
+    },
+    /// The child's artifact did not deserialise for this engine.
+    #[error("the compile worker's artifact: {}", root_cause(.0))]
+    Artifact(#[source] wasmtime::Error),
+}
+
+/// What a failed child said, or how it exited when it said nothing.
+fn failure(status: &std::process::ExitStatus, stderr: &str) -> String {
+    if stderr.is_empty() { format!("the compile worker failed ({status})") } else { stderr.to_owned() }
 }
 
 /// Why a plugin's config is unusable.

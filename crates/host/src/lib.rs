@@ -32,6 +32,7 @@ pub mod human;
 pub mod plugin;
 pub mod policy;
 pub mod sandbox;
+mod setters;
 
 pub use approval::{ApprovalChannel, ApprovalDecision, ApprovalHandler, ApprovalRequest, HandlerAnswer, NeedsApproval};
 pub use args::{ArgumentError, ArgumentValidator, SchemaError};
@@ -42,7 +43,7 @@ pub use call::{
     render_json, render_parts, truncate,
 };
 pub use engine::{Host, HostConfig};
-pub use error::{CacheProblem, HostError, LoadError};
+pub use error::{CacheProblem, HostError, InvalidComponent, LoadError};
 pub use exec::{
     Budget, BudgetExceeded, BudgetMeter, CancelToken, DynamicTools, EventSink, ExecSettings, Executor, InvalidTool,
     NameConflict, RunState, Tool, ToolCall, ToolEvent, ToolResultEntry, ToolSource, Toolset, TurnError, Usage,

@@ -16,48 +16,33 @@
 //! Two features, both on by default: `server` (the server side, [`McpServer`])
 //! and `client` ([`source`]); an embedder of one does not compile the other.
 
-#[cfg(feature = "server")]
-mod approve;
-#[cfg(feature = "server")]
-mod call;
-#[cfg(feature = "server")]
-mod catalog;
-#[cfg(feature = "server")]
-mod hook;
-#[cfg(feature = "server")]
-mod http;
-#[cfg(feature = "server")]
-mod live;
-#[cfg(feature = "server")]
-mod logging;
-#[cfg(feature = "server")]
-mod loose;
-#[cfg(feature = "server")]
-mod progress;
-#[cfg(feature = "server")]
-mod question;
-#[cfg(feature = "server")]
-mod redeemed;
-#[cfg(feature = "server")]
-mod server;
-#[cfg(feature = "server")]
-mod sessions;
+// One condition for the server's modules and exports, not one attribute
+// on each (cfg-if, already in the build through tokio and wasmtime).
+cfg_if::cfg_if! {
+    if #[cfg(feature = "server")] {
+        mod approve;
+        mod call;
+        mod catalog;
+        mod hook;
+        mod http;
+        mod live;
+        mod logging;
+        mod loose;
+        mod progress;
+        mod question;
+        mod redeemed;
+        mod server;
+        mod sessions;
+
+        pub use catalog::CatalogError;
+        pub use hook::{CallHook, CallOutcome, CallPermit, CallStart};
+        pub use http::{DEFAULT_MAX_SESSIONS, DEFAULT_SSE_KEEP_ALIVE, Guarded, HttpOptions, McpHttpService};
+        pub use progress::PROGRESS_INTERVAL;
+        pub use question::{DEFAULT_QUESTION_TIMEOUT, McpQuestions};
+        pub use redeemed::{MAX_REDEEMED_IN_MEMORY, RedeemedStates, StateKey};
+        pub use server::{MAX_APPROVAL_TIMEOUT, McpOptions, McpServer, NewServerError, ServeError, TOOLS_PAGE};
+        pub use sessions::{BoundedSessions, IDLE_SESSION, SessionLimitReached, SessionsError};
+    }
+}
 #[cfg(feature = "client")]
 pub mod source;
-
-#[cfg(feature = "server")]
-pub use catalog::CatalogError;
-#[cfg(feature = "server")]
-pub use hook::{CallHook, CallOutcome, CallPermit, CallStart};
-#[cfg(feature = "server")]
-pub use http::{DEFAULT_MAX_SESSIONS, DEFAULT_SSE_KEEP_ALIVE, Guarded, HttpOptions, McpHttpService};
-#[cfg(feature = "server")]
-pub use progress::PROGRESS_INTERVAL;
-#[cfg(feature = "server")]
-pub use question::{DEFAULT_QUESTION_TIMEOUT, McpQuestions};
-#[cfg(feature = "server")]
-pub use redeemed::{MAX_REDEEMED_IN_MEMORY, RedeemedStates, StateKey};
-#[cfg(feature = "server")]
-pub use server::{MAX_APPROVAL_TIMEOUT, McpOptions, McpServer, NewServerError, ServeError, TOOLS_PAGE};
-#[cfg(feature = "server")]
-pub use sessions::{BoundedSessions, IDLE_SESSION, SessionLimitReached, SessionsError};

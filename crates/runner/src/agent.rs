@@ -80,7 +80,7 @@ impl Agent {
     pub fn new(name: impl Into<String>) -> Self {
         let name = name.into();
         Self {
-            tool_settings: ExecSettings { agent: name.clone(), ..ExecSettings::default() },
+            tool_settings: ExecSettings::default().with_agent(name.clone()),
             name,
             instructions: None,
             model: None,

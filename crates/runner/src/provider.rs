@@ -178,6 +178,7 @@ pub trait ModelProvider: Send + Sync {
 /// What the runner asks of the model besides the conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ModelSettings {
     /// Whether the model may ask for several calls in one reply. Default: true.
     #[serde(default = "yes")]

@@ -3,11 +3,15 @@
 //! session); its events go to every connected reader; it survives readers
 //! leaving, and is persisted so that it survives the process too.
 
+mod agent;
+mod run_task;
+
 use super::lease::Taken;
 use super::question::Questions;
 use super::remote::{Order, Posted};
 use super::sse::{READER_QUEUE, Reader, frame};
 use super::{Service, Tenant, error, unauthorized};
+use agent::ChatAgent;
 use axum::Json;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -16,8 +20,9 @@ use axum::response::{IntoResponse, Response};
 use lovia_host::BoxFuture;
 use lovia_host::CallContext;
 use lovia_host::approval::{ApprovalChannel, ApprovalDecision, ApprovalHandler, ApprovalRequest, HandlerAnswer};
-use lovia_host::exec::{CancelToken, RunState, ToolEvent};
-use lovia_runner::{Agent, RunEvent, Runner, new_id};
+use lovia_host::exec::{CancelToken, RunState};
+use lovia_runner::{Runner, new_id};
+use run_task::RunTask;
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::{HashMap, VecDeque};
@@ -549,109 +554,16 @@ impl Service {
             .collect()
     }
 
-    /// Starts (or resumes) the session's run; with `read`, returns a
-    /// reader's stream attached before the first event.
-    pub(crate) async fn start_run(
+    /// Takes the lease of `tenant`'s run in `session` (with several
+    /// replicas the run is this one's only with its lease, and the tenant's
+    /// leases are its runs on every replica). A run `resuming` must still
+    /// be unfinished once the lease is taken; if not, the lease goes back.
+    async fn take_run_lease(
         &self,
         tenant: &Tenant,
         session: &str,
-        input: Option<String>,
-        read: bool,
-    ) -> Result<Option<Reader>, ApiError> {
-        let provider = tenant.model.provider().map_err(|reason| ApiError(StatusCode::SERVICE_UNAVAILABLE, reason))?;
-        let Ok(permit) = tenant.runs.clone().try_acquire_owned() else { return Err(too_many_runs(self, tenant)) };
-        let executor = tenant.executor();
-        let config = &tenant.agent;
-        let mut agent = Agent::new(config.name.clone());
-        agent.instructions = config.instructions.clone();
-        agent.max_turns = config.max_turns;
-        agent.context_policy = config.context_window_tokens.map(lovia_runner::ContextPolicy::for_window);
-        agent.budget = config.budget;
-        agent.settings.parallel_tool_calls = config.parallel_tool_calls;
-        // The tenant's call quotas hold inside chats too: a refused call is an error result.
-        // Each tool's attempts pass the tenant's quota with its own fuel cap.
-        let quota_for = |t: &lovia_host::Tool| -> Arc<dyn lovia_host::policy::Policy> {
-            Arc::new(super::quota::QuotaPolicy(tenant.quota.clone(), super::quota::fuel_cap_of(Some(t))))
-        };
-        // The tenant's MCP servers come as sources, which follow their list
-        // changes; they run no wasm, so they hold no fuel.
-        agent.plugin_tools = executor
-            .tools()
-            .iter()
-            .filter(|t| !tenant.mcp_servers.listed_at_start(t.name()))
-            .map(|t| t.clone().with_policy(quota_for(t)))
-            .collect();
-        let unfuelled: Arc<dyn lovia_host::policy::Policy> =
-            Arc::new(super::quota::QuotaPolicy(tenant.quota.clone(), super::quota::fuel_cap_of(None)));
-        let (sources, deferred) = tenant.mcp_servers.for_chat(&unfuelled);
-        agent.tool_sources = sources;
-        if let Some(section) = deferred {
-            agent.context.push(Arc::new(section));
-        }
-        // The tenant's web tools, under its call quotas like any other.
-        agent.tools.extend(tenant.web_tools.iter().map(|t| t.clone().with_policy(unfuelled.clone())));
-        // The session's workspace, open until the run's task ends; its tools
-        // count against the tenant's call quotas like any other.
-        let workspace = match &tenant.workspaces {
-            Some(workspaces) => match workspaces.open(session) {
-                Ok(open) => {
-                    agent = agent.with_workspace(&open.workspace);
-                    agent.workspace_tools = std::mem::take(&mut agent.workspace_tools)
-                        .into_iter()
-                        .map(|t| t.with_policy(unfuelled.clone()))
-                        .collect();
-                    Some(open)
-                }
-                Err(e @ super::workspace::WorkspaceError::Full { .. }) => {
-                    return Err(ApiError(
-                        StatusCode::TOO_MANY_REQUESTS,
-                        format!(
-                            "{e}; delete files in existing sessions' workspaces or wait for idle ones to be removed"
-                        ),
-                    ));
-                }
-                Err(e) => {
-                    tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot open the session's workspace");
-                    return Err(ApiError(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "the session's workspace cannot be opened; retry later".into(),
-                    ));
-                }
-            },
-            None => None,
-        };
-        // Code mode: run_code over the chat's tools as they are now (an MCP
-        // server's later changes are not declared to the program).
-        if let Some(engine) = &self.inner.code_engine
-            && config.code_mode
-        {
-            let mut listed: Vec<lovia_host::Tool> =
-                agent.plugin_tools.iter().chain(&agent.tools).chain(&agent.workspace_tools).cloned().collect();
-            listed.extend(agent.tool_sources.iter().flat_map(|s| s.tools()));
-            match lovia_code::run_code(engine.clone(), &listed, lovia_code::CodeLimits::default()) {
-                Ok(tool) => agent.tools.push(tool.with_policy(unfuelled.clone())),
-                Err(e) => {
-                    tracing::warn!(tenant = %tenant.name, error = %e, "code mode is off for this chat");
-                }
-            }
-        }
-        // ask_human: its question goes to the run's stream once the run exists.
-        let questions = config.ask_human.then(|| Arc::new(Questions::new(self.inner.question_timeout)));
-        if let Some(questions) = &questions {
-            agent.tools.push(lovia_runner::ask_human(questions.clone()));
-        }
-        agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.approval_timeout)));
-        let runner = Runner::new(agent, provider).with_store(self.inner.stores.runs.clone());
-        let mut state =
-            RunState { session_id: Some(session.to_owned()), tenant: Some(tenant.name.clone()), ..RunState::default() };
-        let key = (tenant.index, session.to_owned());
-        let in_progress = || ApiError(StatusCode::CONFLICT, "a run is in progress for this session".into());
-        if self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&key) {
-            return Err(in_progress());
-        }
-        // With several replicas, the run is this one's only with its lease,
-        // and the tenant's leases are its runs on every replica.
-        let taking = Instant::now();
+        resuming: bool,
+    ) -> Result<Option<lovia_host::LeaseToken>, ApiError> {
         let lease = match self.inner.stores.leases.take(&tenant.name, session, tenant.max_runs).await {
             Ok(Taken::Yes(lease)) => lease,
             Ok(Taken::HeldElsewhere) => {
@@ -673,7 +585,7 @@ impl Service {
         // attach) may find the run finished meanwhile by the replica that held
         // it, which saves the end before it lets the lease go: now that the
         // lease is this one's, the checkpoint says whether there is a run left.
-        if input.is_none() && self.inner.stores.leases.is_shared() {
+        if resuming && self.inner.stores.leases.is_shared() {
             let refusal = match self.inner.stores.runs.load(&tenant.name, session).await {
                 Ok(Some(cp)) if cp.is_unfinished() => None,
                 Ok(_) => Some(ApiError(
@@ -690,6 +602,31 @@ impl Service {
                 return Err(refusal);
             }
         }
+        Ok(lease)
+    }
+
+    /// Starts (or resumes) the session's run; with `read`, returns a
+    /// reader's stream attached before the first event.
+    pub(crate) async fn start_run(
+        &self,
+        tenant: &Tenant,
+        session: &str,
+        input: Option<String>,
+        read: bool,
+    ) -> Result<Option<Reader>, ApiError> {
+        let provider = tenant.model.provider().map_err(|reason| ApiError(StatusCode::SERVICE_UNAVAILABLE, reason))?;
+        let Ok(permit) = tenant.runs.clone().try_acquire_owned() else { return Err(too_many_runs(self, tenant)) };
+        let ChatAgent { agent, workspace, questions } = self.chat_agent(tenant, session)?;
+        let runner = Runner::new(agent, provider).with_store(self.inner.stores.runs.clone());
+        let mut state =
+            RunState { session_id: Some(session.to_owned()), tenant: Some(tenant.name.clone()), ..RunState::default() };
+        let key = (tenant.index, session.to_owned());
+        let in_progress = || ApiError(StatusCode::CONFLICT, "a run is in progress for this session".into());
+        if self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&key) {
+            return Err(in_progress());
+        }
+        let taking = Instant::now();
+        let lease = self.take_run_lease(tenant, session, input.is_none()).await?;
         // With a shared store the ids continue the session's stored events.
         let first_id = match self.first_event_id(&tenant.name, session, input.is_some()).await {
             Ok(first) => first,
@@ -759,177 +696,20 @@ impl Service {
         let reader = read.then(|| live.subscribe(None));
         // A run without input resumes one the store holds unfinished.
         let resumed = input.is_none();
-        let mut handle = runner.stream_with(input, state);
-        let service = self.clone();
-        let (tenant_name, tenant_index, session) = (tenant.name.clone(), tenant.index, session.to_owned());
-        tokio::spawn(async move {
-            let _permit = permit;
-            // Closed (its background processes ended) when the run's task ends.
-            let _workspace = workspace;
-            let mut started: HashMap<String, Instant> = HashMap::new();
-            // What the session list says once the run is over; a run whose
-            // stream ends without a final event counts as failed.
-            let mut outcome: &'static str = "failed";
-            let mut lost = false;
-            let fence = live.fence.clone();
-            let fence_ended = async move {
-                match fence {
-                    Some(fence) => fence.ended().await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::pin!(fence_ended);
-            loop {
-                let next = tokio::select! {
-                    biased;
-                    () = live.lease_lost.notified() => None,
-                    () = &mut fence_ended => None,
-                    event = handle.next_event() => Some(event),
-                };
-                // Told the lease is gone, or past the fence: another replica
-                // may run it now. Stop here without saving (the checkpoint is
-                // what the other resumes) and publish nothing more of it.
-                let event = match next {
-                    Some(event) if live.fence.as_ref().is_none_or(lovia_host::Fence::holds) => event,
-                    _ => {
-                        handle.abort();
-                        lost = true;
-                        None
-                    }
-                };
-                let Some(event) = event else { break };
-                let metrics = &service.inner.metrics;
-                // A call a program made (code mode) streams like the model's
-                // own, with `parent`: the program's call id.
-                let (event, parent) = match event {
-                    RunEvent::Tool(ToolEvent::Nested { parent, event }) => (RunEvent::Tool(*event), Some(parent)),
-                    event => (event, None),
-                };
-                let mut out = match event {
-                    RunEvent::RunStarted { agent, run_id } => Some((
-                        "run_started",
-                        json!({"run_id": run_id, "session_id": session, "agent": agent, "resumed": resumed}),
-                    )),
-                    RunEvent::TextDelta { text } => Some(("text_delta", json!({"text": text}))),
-                    RunEvent::Tool(ToolEvent::ToolCallStarted { call }) => {
-                        started.insert(call.id.clone(), Instant::now());
-                        Some(("tool_call", json!({"id": call.id, "name": call.name, "arguments": call.arguments})))
-                    }
-                    RunEvent::Tool(ToolEvent::ToolCallCompleted {
-                        call,
-                        output,
-                        is_error,
-                        error_kind,
-                        parts,
-                        tool_error_kind,
-                        ..
-                    }) => {
-                        live.asked.lock().unwrap_or_else(|p| p.into_inner()).remove(&call.id);
-                        let elapsed = started.remove(&call.id).map_or(Duration::ZERO, |t| t.elapsed());
-                        metrics.record_call(&tenant_name, &call.name, elapsed, error_kind, tool_error_kind.as_deref());
-                        let mut data =
-                            json!({"id": call.id, "name": call.name, "result": output, "is_error": is_error});
-                        if let Some(kind) = error_kind {
-                            data["error_kind"] = json!(kind.as_str());
-                        }
-                        if let Some(kind) = tool_error_kind {
-                            data["tool_error_kind"] = json!(kind);
-                        }
-                        if let Some(parts) = parts {
-                            data["parts"] = json!(parts);
-                        }
-                        Some(("tool_result", data))
-                    }
-                    RunEvent::Tool(ToolEvent::AttemptFailed { call, attempt, error, retry_in }) => Some((
-                        "tool_attempt_failed",
-                        json!({"id": call.id, "name": call.name, "attempt": attempt, "error": error,
-                               "retry_in_ms": u64::try_from(retry_in.as_millis()).unwrap_or(u64::MAX)}),
-                    )),
-                    RunEvent::Tool(ToolEvent::ToolProgress { call, message }) => {
-                        Some(("tool_progress", json!({"id": call.id, "name": call.name, "message": message})))
-                    }
-                    // The ticket is dropped here: the decision comes out of band, through
-                    // /api/chat/approve, while the handler waits.
-                    RunEvent::Tool(ToolEvent::ApprovalRequired { call, ticket: _ }) => {
-                        live.asked.lock().unwrap_or_else(|p| p.into_inner()).insert(call.id.clone(), SystemTime::now());
-                        Some((
-                            "approval_required",
-                            json!({"id": call.id, "name": call.name, "arguments": call.arguments}),
-                        ))
-                    }
-                    RunEvent::Tool(ToolEvent::AutoApproved { call }) => Some((
-                        "approval_auto",
-                        json!({"id": call.id, "name": call.name, "reason": "allowed for this chat"}),
-                    )),
-                    RunEvent::Tool(ToolEvent::ToolCallFailed { call, error }) => {
-                        Some(("error", json!({"type": "ToolCallFailed", "message": error, "call_id": call.id})))
-                    }
-                    RunEvent::ContextCompacted { reason, tokens_before, tokens_after } => Some((
-                        "context_compacted",
-                        json!({"reason": reason, "tokens_before": tokens_before, "tokens_after": tokens_after}),
-                    )),
-                    RunEvent::HandoffOccurred { from_agent, to_agent } => {
-                        Some(("handoff", json!({"from_agent": from_agent, "to_agent": to_agent})))
-                    }
-                    RunEvent::RunCompleted { output } => {
-                        metrics.run_ended(&tenant_name, "completed");
-                        outcome = "completed";
-                        Some(("run_completed", json!({"output": output, "session_id": session})))
-                    }
-                    RunEvent::RunFailed { error } => {
-                        metrics.run_ended(&tenant_name, error.kind());
-                        outcome = error.kind();
-                        Some(("error", json!({"type": error.kind(), "message": error.to_string(), "fatal": true})))
-                    }
-                    // Turn boundaries, whole messages, and any event a newer
-                    // runner adds are not part of the SSE stream.
-                    _ => None,
-                };
-                if let (Some(parent), Some((_, data))) = (parent, out.as_mut()) {
-                    data["parent"] = json!(parent);
-                }
-                if let Some((name, data)) = out {
-                    live.publish(name, data);
-                }
-            }
-            // No more events for the table: a lost run's next owner writes
-            // the run's events from now on.
-            let relay = live.relay.lock().unwrap_or_else(|p| p.into_inner()).take();
-            drop(relay);
-            if lost {
-                outcome = "handed_over";
-                live.publish(
-                    "error",
-                    json!({"type": "handed_over", "fatal": true,
-                           "message": "this replica no longer holds the run; another replica continues it"}),
-                );
-            }
-            let _ = handle.result().await;
-            if let Some(tenant) = service.inner.tenants.get(tenant_index) {
-                tenant.outcomes.ended(&session, outcome);
-            }
-            {
-                let mut map = service.inner.live.lock().unwrap_or_else(|p| p.into_inner());
-                if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, &live)) {
-                    map.remove(&key);
-                }
-            }
-            live.close();
-            // Every event is in the table before the lease goes: a remote
-            // reader that sees no lease has read all there is.
-            if let Some(relaying) = relaying {
-                let _ = tokio::time::timeout(RELAY_FLUSH, relaying).await;
-            }
-            // The run ended here (its checkpoint says how), or stopped at its
-            // fence or a lost lease: the lease goes. The delete names this
-            // replica as the owner, so a lease another replica holds now
-            // stays; one still this replica's (a fence that ended before a
-            // late renewal came back) must go, or the renewals would keep
-            // it, and with it the stopped run, from every other replica.
-            if let Err(e) = service.inner.stores.leases.release(&tenant_name, &session).await {
-                tracing::warn!(tenant = %tenant_name, %session, error = %e, "cannot release the run's lease; it expires");
-            }
-        });
+        let handle = runner.stream_with(input, state);
+        let task = RunTask {
+            service: self.clone(),
+            live,
+            handle,
+            key,
+            tenant_name: tenant.name.clone(),
+            session: session.to_owned(),
+            resumed,
+            relaying,
+            permit,
+            workspace,
+        };
+        tokio::spawn(task.drive());
         Ok(reader)
     }
 }

@@ -1213,13 +1213,11 @@ impl ServeConfig {
 impl PluginEntry {
     /// The plugin config this entry describes.
     pub fn plugin_config(&self) -> PluginConfig {
-        PluginConfig {
-            digest: self.digest.clone(),
-            instance: self.instance,
-            grants: self.grants.clone(),
-            limits: self.limits.clone(),
-            ..PluginConfig::default()
-        }
+        PluginConfig::default()
+            .with_digest(self.digest.clone())
+            .with_instance(self.instance)
+            .with_grants(self.grants.clone())
+            .with_limits(self.limits.clone())
     }
 }
 

@@ -441,7 +441,7 @@ impl Service {
                     .map_err(|e| ServeError::Conflict { tenant: t.name.clone(), reason: e.to_string() })?;
             }
             let mcp_servers = mcp_sources::add(&t.name, &t.mcp_servers, &mut tools).await?;
-            let settings = ExecSettings { agent: "lovia-serve".into(), ..ExecSettings::default() };
+            let settings = ExecSettings::default().with_agent("lovia-serve".into());
             for key in &t.api_keys {
                 keys.insert(key.clone(), index);
             }
@@ -662,7 +662,7 @@ impl Service {
                     }
                     let origin = format!("upload by {}", tenant.name);
                     let host = self.inner.host.clone();
-                    let (compiled, _) = upload::compile_on_the_blocking_pool(
+                    let (compiled, _) = upload::compile_in_a_slot(
                         host,
                         &self.inner.compile_slots,
                         None,

@@ -95,15 +95,9 @@ async fn accept(service: &Service, tenant: &super::Tenant, body: Bytes) -> Resul
     }
     let origin = format!("upload by {}", tenant.name);
     let host = service.inner.host.clone();
-    let (compiled, _compiling) = compile_on_the_blocking_pool(
-        host,
-        &service.inner.compile_slots,
-        Some(compiling),
-        body.clone(),
-        origin,
-        tenant.fuel_cap,
-    )
-    .await;
+    let (compiled, _compiling) =
+        compile_in_a_slot(host, &service.inner.compile_slots, Some(compiling), body.clone(), origin, tenant.fuel_cap)
+            .await;
     // A refused upload is counted against the tenant: it cost the service
     // a compile, and it leaves nothing behind (the host keeps the compiled
     // artifact only of a component that loaded).
@@ -151,18 +145,18 @@ fn store_failed(e: &PluginStoreError) -> (StatusCode, String) {
     (StatusCode::SERVICE_UNAVAILABLE, "the plugin store is unreachable; retry later".into())
 }
 
-/// Compiling a component takes from milliseconds to seconds of CPU. It runs
-/// on tokio's blocking pool, never on a service worker, and at most
-/// [`COMPILE_SLOTS`](super::COMPILE_SLOTS) compile at once across tenants
-/// (later ones wait their turn), so uploads cannot take every core.
+/// Compiling a component takes from milliseconds to seconds of CPU. The
+/// host compiles on tokio's blocking pool, never on a service worker, and
+/// at most [`COMPILE_SLOTS`](super::COMPILE_SLOTS) compile at once across
+/// tenants (later ones wait their turn), so uploads cannot take every core.
 ///
 /// Both permits (the shared slot and the tenant's `compiling` one) move into
-/// the blocking task: it runs to its end even when the client hangs up and
-/// this future is dropped, and until then it still counts. The tenant's
+/// a task of its own: the load runs to its end even when the client hangs
+/// up and this future is dropped, and until then it still counts. The tenant's
 /// permit comes back with the result, so that the caller stores the upload
 /// before another one of the tenant's can pass the quota check. Uploads of
 /// other replicas, loaded from the store, come without one.
-pub(crate) async fn compile_on_the_blocking_pool(
+pub(crate) async fn compile_in_a_slot(
     host: lovia_host::Host,
     slots: &Arc<Semaphore>,
     compiling: Option<OwnedSemaphorePermit>,
@@ -177,9 +171,8 @@ pub(crate) async fn compile_on_the_blocking_pool(
     let Ok(slot) = slots.clone().acquire_owned().await else {
         return (Err("the service is shutting down".to_owned()), compiling);
     };
-    let runtime = tokio::runtime::Handle::current();
-    let task = tokio::task::spawn_blocking(move || {
-        let result = runtime.block_on(host.load_bytes_with(&bytes, &origin, config)).map_err(|e| e.to_string());
+    let task = tokio::spawn(async move {
+        let result = host.load_bytes_with(&bytes, &origin, config).await.map_err(|e| e.to_string());
         drop(slot);
         (result, compiling)
     });

@@ -82,7 +82,11 @@ pub enum EgressError {
         /// The limit.
         what: &'static str,
     },
-    /// The HTTP client did not build (its TLS configuration).
+    /// The TLS configuration did not build (see
+    /// [`lovia_host::sandbox::tls_client_config`]).
+    #[error("the TLS configuration could not be built")]
+    Tls(#[source] rustls::Error),
+    /// The HTTP client did not build.
     #[error("the HTTP client could not be built")]
     Client(#[source] reqwest::Error),
 }
@@ -170,7 +174,9 @@ impl EgressBuilder {
                 }
             }
         });
+        let tls = lovia_host::sandbox::tls_client_config().map_err(EgressError::Tls)?;
         let client = reqwest::Client::builder()
+            .tls_backend_preconfigured((*tls).clone())
             .no_proxy()
             .redirect(redirects)
             .dns_resolver(Arc::new(CheckedResolver { rules: rules.clone() }))

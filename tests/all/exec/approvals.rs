@@ -13,7 +13,7 @@ fn gated() -> Tool {
 
 fn with_handler(answer: Result<HandlerAnswer, String>) -> ExecSettings {
     let handler = move |_: &ApprovalRequest, _: &CallContext| answer.clone();
-    ExecSettings { approval_handler: Some(Arc::new(handler)), ..ExecSettings::default() }
+    ExecSettings::default().with_approval_handler(Some(Arc::new(handler)))
 }
 
 #[tokio::test]

@@ -75,7 +75,7 @@ async fn a_cancelled_run_runs_nothing() {
 
 #[tokio::test]
 async fn the_budget_stops_spawning_but_in_flight_calls_finish() {
-    let settings = ExecSettings { max_tool_calls: Some(2), ..ExecSettings::default() };
+    let settings = ExecSettings::default().with_max_tool_calls(Some(2));
     let exec = executor(vec![sleeper("p")], settings);
     let calls = vec![call("a", "p", r#"{"ms": 100}"#), call("b", "nope", "{}"), call("c", "p", r#"{"ms": 0}"#)];
     let turn = run(&exec, calls, &RunState::default(), |_| None).await;
@@ -87,7 +87,7 @@ async fn the_budget_stops_spawning_but_in_flight_calls_finish() {
         }
         other => panic!("expected the budget to trip, got {other:?}"),
     }
-    let zero = executor(vec![], ExecSettings { max_tool_calls: Some(0), ..ExecSettings::default() });
+    let zero = executor(vec![], ExecSettings::default().with_max_tool_calls(Some(0)));
     let turn = run(&zero, vec![call("a", "unknown", "{}")], &RunState::default(), |_| None).await;
     assert!(
         matches!(turn.result, Err(TurnError::BudgetExceeded { message, .. }) if message == "tool call count 1 exceeds budget 0")

@@ -25,7 +25,7 @@ async fn one_call_through_the_executor_keeps_every_rule() {
     let orders = lovia_tests::load(lovia_tests::fixtures::ORDERS).await;
     let exec = Executor::new(
         Toolset::new().with(ToolSource::Plugin, Tool::from_plugin(&orders)).expect("unique names"),
-        ExecSettings { max_output_chars: Some(40), ..ExecSettings::default() },
+        ExecSettings::default().with_max_output_chars(Some(40)),
     );
     let found = exec.call_tool("lookup_order", r#"{"order_id": "A-1001"}"#).await.expect("a result");
     assert!(!found.is_error, "{}", found.output);

@@ -22,7 +22,7 @@ fn renderer(tag: &'static str) -> Renderer {
 
 #[tokio::test]
 async fn tool_renderer_beats_agent_renderer_beats_default() {
-    let settings = ExecSettings { renderer: Some(renderer("agent")), ..ExecSettings::default() };
+    let settings = ExecSettings::default().with_renderer(Some(renderer("agent")));
     let tools = vec![
         returns("plain", ToolOutput::Text("hi".into())).with_renderer(renderer("tool")),
         returns("json", ToolOutput::Json(json!({"a": 1, "b": [1, 2.5, true, null], "s": "héllo"}))),
@@ -50,7 +50,7 @@ async fn tool_renderer_beats_agent_renderer_beats_default() {
 async fn renderers_never_see_errors_and_a_failing_renderer_is_an_error_result() {
     let failing: Renderer = Arc::new(|_, _| Err("template missing".into()));
     let value: Renderer = Arc::new(|_, _| Ok(Rendered::Value(json!({"wrapped": true}))));
-    let settings = ExecSettings { renderer: Some(failing), ..ExecSettings::default() };
+    let settings = ExecSettings::default().with_renderer(Some(failing));
     let tools = vec![
         returns("ok", ToolOutput::Text("x".into())),
         Tool::builder("bad")

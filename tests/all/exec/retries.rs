@@ -56,7 +56,7 @@ async fn the_last_failure_is_reported_and_success_ends_the_loop() {
     assert_eq!(count.load(Ordering::SeqCst), 3);
 
     let count = Arc::new(AtomicU32::new(0));
-    let settings = ExecSettings { default_retries: 1, ..ExecSettings::default() };
+    let settings = ExecSettings::default().with_default_retries(1);
     let turn = run(
         &executor(vec![flaky("f", 9, count.clone())], settings),
         vec![call("c", "f", "{}")],
@@ -67,7 +67,7 @@ async fn the_last_failure_is_reported_and_success_ends_the_loop() {
     assert_eq!(turn.output("c"), "Tool error: failure 2", "the agent default applies; the last error wins");
 
     let count = Arc::new(AtomicU32::new(0));
-    let settings = ExecSettings { default_retries: 3, ..ExecSettings::default() };
+    let settings = ExecSettings::default().with_default_retries(3);
     let tool = flaky("f", 9, count.clone()).with_retries(0);
     run(&executor(vec![tool], settings), vec![call("c", "f", "{}")], &RunState::default(), |_| None).await;
     assert_eq!(count.load(Ordering::SeqCst), 1, "retries=0 on the tool overrides the agent default");

@@ -53,7 +53,7 @@ async fn timeout_and_retries_take_timeout_plus_backoff_per_attempt() {
 
 #[tokio::test]
 async fn the_agent_default_timeout_applies_to_tools_without_one() {
-    let settings = ExecSettings { default_timeout: Some(Duration::from_millis(30)), ..ExecSettings::default() };
+    let settings = ExecSettings::default().with_default_timeout(Some(Duration::from_millis(30)));
     let turn = run(
         &executor(vec![sleeper("slow")], settings),
         vec![call("c", "slow", r#"{"ms": 5000}"#)],

@@ -19,7 +19,7 @@ fn layout(root: &Path) {
 }
 
 async fn with_grants(grants: Grants) -> Plugin {
-    host().load_file_with(fixtures::HOSTILE, PluginConfig { grants, ..Default::default() }).await.expect("load")
+    host().load_file_with(fixtures::HOSTILE, PluginConfig::default().with_grants(grants)).await.expect("load")
 }
 
 async fn call(plugin: &Plugin, tool: &str, args: serde_json::Value) -> CallOutcome {

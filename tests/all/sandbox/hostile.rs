@@ -42,7 +42,7 @@ async fn the_host_keeps_serving_and_neighbours_are_unaffected() {
     let diag = load(fixtures::DIAGNOSTICS).await;
     let mut tools = Tool::from_plugin(&hostile);
     tools.extend(Tool::from_plugin(&diag));
-    let settings = ExecSettings { default_timeout: Some(Duration::from_millis(300)), ..ExecSettings::default() };
+    let settings = ExecSettings::default().with_default_timeout(Some(Duration::from_millis(300)));
     let exec = executor(tools, settings);
     let mut calls = Vec::new();
     for (i, (tool, args)) in [

@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 
 #[tokio::test]
 async fn a_plugin_config_lowers_the_memory_limit() {
-    let config =
-        PluginConfig { limits: LimitOverrides { memory_mib: Some(16), ..Default::default() }, ..Default::default() };
+    let config = PluginConfig::default().with_limits(LimitOverrides { memory_mib: Some(16), ..Default::default() });
     let hostile = lovia_tests::host().load_file_with(fixtures::HOSTILE, config).await.expect("load");
     let out = hostile.invoke(&CallRequest::new("memory_bomb", "{}")).await;
     assert_eq!(out.model_output(), "Tool error: out of memory (limit 16 MiB)");
@@ -17,7 +16,7 @@ async fn a_plugin_config_lowers_the_memory_limit() {
 #[tokio::test]
 async fn the_wall_clock_ceiling_applies_without_a_timeout() {
     let diag = load(fixtures::DIAGNOSTICS).await;
-    let limits = CallLimits { max_wall_clock: Duration::from_millis(100), ..CallLimits::default() };
+    let limits = CallLimits::default().with_max_wall_clock(Duration::from_millis(100));
     let start = Instant::now();
     let out =
         diag.invoke(&CallRequest { limits: Some(limits), ..CallRequest::new("spin_ms", r#"{"ms": 60000}"#) }).await;
@@ -30,7 +29,7 @@ async fn the_wall_clock_ceiling_also_stops_a_call_waiting_on_the_host() {
     // A sleeping guest runs no wasm, so no epoch tick can stop it: the
     // ceiling must also hold while the guest waits on a host import.
     let diag = load(fixtures::DIAGNOSTICS).await;
-    let limits = CallLimits { max_wall_clock: Duration::from_millis(100), ..CallLimits::default() };
+    let limits = CallLimits::default().with_max_wall_clock(Duration::from_millis(100));
     let start = Instant::now();
     let out =
         diag.invoke(&CallRequest { limits: Some(limits), ..CallRequest::new("sleep_ms", r#"{"ms": 60000}"#) }).await;
@@ -40,13 +39,13 @@ async fn the_wall_clock_ceiling_also_stops_a_call_waiting_on_the_host() {
 
 #[tokio::test]
 async fn fuel_bounds_a_call_and_a_tenant() {
-    let host = Host::new(HostConfig {
-        fuel_metering: true,
-        tenant_fuel: Some(30_000_000),
-        limits: CallLimits { fuel: Some(10_000_000), ..CallLimits::default() },
-        pool_slots: 8,
-        ..HostConfig::default()
-    })
+    let host = Host::new(
+        HostConfig::default()
+            .with_fuel_metering(true)
+            .with_tenant_fuel(Some(30_000_000))
+            .with_limits(CallLimits::default().with_fuel(Some(10_000_000)))
+            .with_pool_slots(8),
+    )
     .expect("host");
     let hostile = host.load_file(fixtures::HOSTILE).await.expect("load");
     let diag = host.load_file(fixtures::DIAGNOSTICS).await.expect("load");

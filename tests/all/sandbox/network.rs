@@ -13,7 +13,7 @@ use serde_json::json;
 async fn with_http(origins: &[&str]) -> Plugin {
     let http = origins.iter().map(|o| o.parse::<HttpOrigin>().expect("origin")).collect();
     let grants = Grants { http, ..Default::default() };
-    host().load_file_with(fixtures::HOSTILE, PluginConfig { grants, ..Default::default() }).await.expect("load")
+    host().load_file_with(fixtures::HOSTILE, PluginConfig::default().with_grants(grants)).await.expect("load")
 }
 
 async fn fetch(plugin: &Plugin, args: serde_json::Value) -> String {

@@ -7,7 +7,7 @@ use lovia_tests::{fixtures, host, load};
 use std::time::Duration;
 
 async fn session_mode() -> Plugin {
-    let config = PluginConfig { instance: InstanceMode::Session, ..Default::default() };
+    let config = PluginConfig::default().with_instance(InstanceMode::Session);
     host().load_file_with(fixtures::DIAGNOSTICS, config).await.expect("load")
 }
 

@@ -135,8 +135,7 @@ async fn mcp_calls_burn_their_tenants_fuel() {
     let dir = tempfile::tempdir().expect("tempdir");
     config.store = Some(dir.path().join("s.db").into());
     config.resolve(Path::new(".")).expect("config");
-    let metered =
-        lovia_host::Host::new(lovia_host::HostConfig { fuel_metering: true, ..Default::default() }).expect("host");
+    let metered = lovia_host::Host::new(lovia_host::HostConfig::default().with_fuel_metering(true)).expect("host");
     let service = lovia_serve::Service::new(&metered, &config).await.expect("service");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");

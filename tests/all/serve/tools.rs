@@ -205,8 +205,7 @@ async fn a_tenant_fuel_quota_stops_its_calls_and_no_one_elses() {
         err.expect("refused").to_string(),
         "tenant hungry: fuel_per_minute needs a host with fuel metering (HostConfig::fuel_metering)"
     );
-    let metered =
-        lovia_host::Host::new(lovia_host::HostConfig { fuel_metering: true, ..Default::default() }).expect("host");
+    let metered = lovia_host::Host::new(lovia_host::HostConfig::default().with_fuel_metering(true)).expect("host");
     let router = lovia_serve::Service::with_store(&metered, &config, store).await.expect("service").router();
     let call = |key: &str, tool: &str, body: &'static str| {
         let request = axum::http::Request::post(format!("/api/tools/{tool}/call"))

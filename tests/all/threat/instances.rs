@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// A small host of its own: 8 slots, 2 per tenant.
 fn small_host(extra: impl FnOnce(&mut HostConfig)) -> Host {
-    let mut config = HostConfig { pool_slots: 8, tenant_instances: 2, ..HostConfig::default() };
+    let mut config = HostConfig::default().with_pool_slots(8).with_tenant_instances(2);
     extra(&mut config);
     Host::new(config).expect("host")
 }
@@ -52,7 +52,7 @@ async fn a_tenant_with_many_long_calls_takes_only_its_own_slots() {
 #[tokio::test]
 async fn warm_sessions_of_one_tenant_cannot_hold_every_slot() {
     let host = small_host(|_| {});
-    let config = PluginConfig { instance: InstanceMode::Session, ..Default::default() };
+    let config = PluginConfig::default().with_instance(InstanceMode::Session);
     let plugin = host.load_file_with(fixtures::SLOW, config).await.expect("load");
     for i in 0..20 {
         let session = format!("s{i}");
@@ -68,7 +68,7 @@ async fn warm_sessions_of_one_tenant_cannot_hold_every_slot() {
 #[tokio::test]
 async fn a_tenant_at_its_limit_with_warm_instances_elsewhere_still_gets_a_slot() {
     let host = small_host(|_| {});
-    let session = || PluginConfig { instance: InstanceMode::Session, ..Default::default() };
+    let session = || PluginConfig::default().with_instance(InstanceMode::Session);
     let first = host.load_file_with(fixtures::SLOW, session()).await.expect("load");
     let second = host.load_file_with(fixtures::SLOW, session()).await.expect("load");
     for s in ["s1", "s2"] {
@@ -84,7 +84,7 @@ async fn a_tenant_at_its_limit_with_warm_instances_elsewhere_still_gets_a_slot()
 #[tokio::test]
 async fn idle_warm_instances_are_dropped_and_free_their_slot() {
     let host = small_host(|c| c.warm_idle_timeout = Duration::from_millis(200));
-    let config = PluginConfig { instance: InstanceMode::Session, ..Default::default() };
+    let config = PluginConfig::default().with_instance(InstanceMode::Session);
     let plugin = host.load_file_with(fixtures::SLOW, config).await.expect("load");
     assert_eq!(plugin.invoke(&hold(1, "a", Some("s"))).await.model_output(), "held 1 ms");
     assert_eq!(plugin.warm_sessions(), 1);

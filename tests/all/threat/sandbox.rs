@@ -18,12 +18,12 @@ fn tenant(name: &str) -> CallContext {
 }
 
 fn metered_host(call_fuel: Option<u64>) -> Host {
-    Host::new(HostConfig {
-        fuel_metering: true,
-        limits: CallLimits { fuel: call_fuel, ..CallLimits::default() },
-        pool_slots: 16,
-        ..HostConfig::default()
-    })
+    Host::new(
+        HostConfig::default()
+            .with_fuel_metering(true)
+            .with_limits(CallLimits::default().with_fuel(call_fuel))
+            .with_pool_slots(16),
+    )
     .expect("host")
 }
 
@@ -95,7 +95,7 @@ async fn fuel_held_by_a_timed_out_or_dropped_call_is_refunded() {
 }
 
 fn cache_host(dir: &Path) -> Result<Host, lovia_host::HostError> {
-    Host::new(HostConfig { cache_dir: Some(dir.to_owned()), pool_slots: 4, ..HostConfig::default() })
+    Host::new(HostConfig::default().with_cache_dir(Some(dir.to_owned())).with_pool_slots(4))
 }
 
 fn only(dir: &Path, suffix: &str) -> PathBuf {
@@ -253,7 +253,7 @@ async fn with_http(origins: &[&str]) -> Plugin {
     let http = origins.iter().map(|o| o.parse::<HttpOrigin>().expect("origin")).collect();
     let grants = Grants { http, ..Default::default() };
     lovia_tests::host()
-        .load_file_with(fixtures::HOSTILE, PluginConfig { grants, ..Default::default() })
+        .load_file_with(fixtures::HOSTILE, PluginConfig::default().with_grants(grants))
         .await
         .expect("load")
 }

@@ -322,14 +322,14 @@ async fn a_component_that_calls_itself_notes_reads_none_of_the_notes() {
     assert_eq!(read.model_output(), "ship it");
 
     // Sharing is the operator's explicit choice.
-    let shared = || PluginConfig { store_namespace: Some("notes".into()), ..PluginConfig::default() };
+    let shared = || PluginConfig::default().with_store_namespace(Some("notes".into()));
     let notes = host().load_file_with(fixtures::NOTES, shared()).await.expect("notes");
     let friend = host().load_file_with(fixtures::NOTES_IMPOSTOR, shared()).await.expect("friend");
     notes.invoke(&with_store(&store, in_session("s1"), "save_note", r#"{"title": "todo", "body": "share"}"#)).await;
     let seen = friend.invoke(&with_store(&store, in_session("s1"), "steal_notes", "{}")).await;
     assert_eq!(json(&seen.model_output()), serde_json::json!(["note/todo=share"]));
 
-    let bad = PluginConfig { store_namespace: Some("acme/notes".into()), ..PluginConfig::default() };
+    let bad = PluginConfig::default().with_store_namespace(Some("acme/notes".into()));
     let err = host().load_file_with(fixtures::NOTES, bad).await.expect_err("refused");
     assert_eq!(
         err.to_string(),
@@ -586,11 +586,8 @@ fn component_that_is_no_plugin() -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_upload_leaves_no_artifact_and_is_counted_against_its_tenant() {
     let cache = tempfile::tempdir().expect("cache dir");
-    let host = lovia_host::Host::new(lovia_host::HostConfig {
-        cache_dir: Some(cache.path().to_owned()),
-        ..lovia_host::HostConfig::default()
-    })
-    .expect("host");
+    let host = lovia_host::Host::new(lovia_host::HostConfig::default().with_cache_dir(Some(cache.path().to_owned())))
+        .expect("host");
     let mut config = ServeConfig::new(vec![tenant("up", "up-key", &[])]);
     config.metrics_public = true;
     let addr = crate::serve::start_on(&host, config).await;
@@ -634,10 +631,11 @@ async fn a_refused_upload_leaves_no_artifact_and_is_counted_against_its_tenant()
 async fn compiles_have_a_deadline_and_failed_uploads_are_bounded() {
     use lovia_host::compile_worker::CompileWorker;
     let with_worker = |timeout: Duration| {
-        lovia_host::Host::new(lovia_host::HostConfig {
-            compile_worker: Some(CompileWorker::new(env!("CARGO_BIN_EXE_lovia"), ["compile-worker"], timeout)),
-            ..lovia_host::HostConfig::default()
-        })
+        lovia_host::Host::new(lovia_host::HostConfig::default().with_compile_worker(Some(CompileWorker::new(
+            env!("CARGO_BIN_EXE_lovia"),
+            ["compile-worker"],
+            timeout,
+        ))))
         .expect("host")
     };
     let serve = |host: lovia_host::Host, rejections: u32| async move {

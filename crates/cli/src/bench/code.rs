@@ -113,7 +113,7 @@ pub(super) async fn code(host: &Host) -> Result<CodeFigure, CliError> {
         .map_err(|e| CliError::new(e.to_string()))?;
     // The person always allows the refund: the approval's wait is not measured.
     let allow = |_: &ApprovalRequest, _: &CallContext| Ok(HandlerAnswer::Allow);
-    let settings = ExecSettings { approval_handler: Some(Arc::new(allow)), ..ExecSettings::default() };
+    let settings = ExecSettings::default().with_approval_handler(Some(Arc::new(allow)));
     let exec = Executor::new(toolset, settings);
     let run = RunState::default();
     let program = |code: &str| ToolCall::new("p", "run_code", json!({ "code": code }).to_string());

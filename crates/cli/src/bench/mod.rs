@@ -245,7 +245,7 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     })?;
     // Enough pool slots for every sleeping call plus headroom, so the memory
     // figure measures the pooling allocator as a server would size it.
-    let mut config = HostConfig { pool_slots: args.concurrent + 64, ..HostConfig::default() };
+    let mut config = HostConfig::default().with_pool_slots(args.concurrent + 64);
     if let Some(mib) = args.keep_resident_mib {
         config.keep_resident_bytes = (mib as usize) << 20;
     }
@@ -274,7 +274,7 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
         let mut figure = overhead(&exec, args.calls, None).await;
         figure.floor_us_per_call = floor::fresh_per_call(&fresh, "echo", ECHO_ARGS, args.calls).await?;
         report.overhead.push(figure);
-        let session = PluginConfig { instance: InstanceMode::Session, ..PluginConfig::default() };
+        let session = PluginConfig::default().with_instance(InstanceMode::Session);
         let warm = host.load_bytes_with(&bytes, &origin, session).await?;
         let mut figure = overhead(&executor(&warm), args.calls, Some("bench")).await;
         figure.floor_us_per_call = floor::warm_per_call(&warm, "echo", ECHO_ARGS, args.calls).await?;
@@ -432,7 +432,7 @@ async fn guest_calls(host: &Host, path: &Path, source: &str) -> Result<GuestCall
             CliError::new(format!("{origin} has no `echo` tool")).hint(format!("pass {source}, built by bench/run"))
         );
     }
-    let session = PluginConfig { instance: InstanceMode::Session, ..PluginConfig::default() };
+    let session = PluginConfig::default().with_instance(InstanceMode::Session);
     let warm = host.load_bytes_with(&bytes, &origin, session).await?;
     let run = RunState { session_id: Some("bench".into()), ..RunState::default() };
     Ok(GuestCalls {
@@ -474,15 +474,14 @@ async fn cold_start(path: &Path) -> Result<ColdStart, CliError> {
     let origin = path.display().to_string();
     let mut compile = Vec::new();
     for _ in 0..3 {
-        let host = Host::new(HostConfig { pool_slots: 16, ..HostConfig::default() })?;
+        let host = Host::new(HostConfig::default().with_pool_slots(16))?;
         let start = Instant::now();
         host.load_bytes(&bytes, &origin).await?;
         compile.push(start.elapsed().as_secs_f64());
     }
     // A private directory of its own, removed however this returns.
     let cache = tempfile::tempdir().map_err(|e| CliError::new(format!("cannot make a temporary directory: {e}")))?;
-    let host =
-        Host::new(HostConfig { pool_slots: 16, cache_dir: Some(cache.path().join("cache")), ..HostConfig::default() })?;
+    let host = Host::new(HostConfig::default().with_pool_slots(16).with_cache_dir(Some(cache.path().join("cache"))))?;
     host.load_bytes(&bytes, &origin).await?;
     let timed_loads = |n: usize| {
         let host = &host;
@@ -521,8 +520,7 @@ async fn timeout(exec: &Executor) -> TimeoutFigure {
     let timeout_ms = 50;
     let calls = [ToolCall::new("spin", "spin_ms", r#"{"ms": 10000}"#)];
     let exec = {
-        let settings =
-            ExecSettings { default_timeout: Some(Duration::from_millis(timeout_ms)), ..exec.settings().clone() };
+        let settings = exec.settings().clone().with_default_timeout(Some(Duration::from_millis(timeout_ms)));
         Executor::new(exec.tools().clone(), settings)
     };
     let mut returned = Vec::new();

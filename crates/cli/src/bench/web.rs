@@ -104,7 +104,12 @@ pub(super) async fn web() -> Result<WebFigure, CliError> {
     )
     .await;
 
-    let client = reqwest::Client::builder().no_proxy().build().map_err(|e| CliError::new(e.to_string()))?;
+    let tls = lovia_host::sandbox::tls_client_config().map_err(|e| CliError::new(format!("TLS setup: {e}")))?;
+    let client = reqwest::Client::builder()
+        .tls_backend_preconfigured((*tls).clone())
+        .no_proxy()
+        .build()
+        .map_err(|e| CliError::new(e.to_string()))?;
     let page_get = floor(&client, 20, 500, |i| format!("{base}/page?n={i}"), false).await;
     let search_get = floor(&client, 20, 500, |i| format!("{base}/search?q=bench+{i}&format=json"), true).await;
     server.abort();

@@ -99,7 +99,7 @@ async fn pack_and_write(args: &Args, unpacked: &Path) -> Result<ExitCode, CliErr
     } else {
         // The unpacked component is compiled once to run `info` and `tools` and never loaded again,
         // so its artifact stays out of the cache.
-        let host = Host::new(HostConfig { cache_dir: None, ..HostConfig::default() })?;
+        let host = Host::new(HostConfig::default().with_cache_dir(None))?;
         let (packed, manifest) = crate::pack::pack_bytes(&host, &bytes, &args.tool_file.display().to_string()).await?;
         let names: Vec<&str> = manifest.tools.iter().map(|t| t.name.as_str()).collect();
         (

@@ -206,11 +206,9 @@ pub(crate) async fn run(args: Args, host: Host, supply: Supply) -> Result<ExitCo
     options.list_changed = args.watch;
     // No approval handler: lovia-mcp asks the client and decides every gated
     // call itself; one nobody decided is denied (docs/semantics.md §13).
-    let settings = ExecSettings {
-        agent: "lovia-mcp".into(),
-        default_timeout: args.timeout_ms.map(std::time::Duration::from_millis),
-        ..ExecSettings::default()
-    };
+    let settings = ExecSettings::default()
+        .with_agent("lovia-mcp".into())
+        .with_default_timeout(args.timeout_ms.map(std::time::Duration::from_millis));
     let server = McpServer::with_options(Executor::new(tools, settings.clone()), options)
         .map_err(|e| CliError::new(e.to_string()))?;
     let count = server.tools().len();

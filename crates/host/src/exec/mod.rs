@@ -75,6 +75,7 @@ pub struct ToolResultEntry {
 
 /// Agent-level settings of the executor. Every field documents its default.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct ExecSettings {
     /// The agent's name, given to tools. Default: `"assistant"`.
     pub agent: String,
@@ -94,6 +95,16 @@ pub struct ExecSettings {
     /// Checked with the run's other limits in [`RunState::meter`].
     pub max_tool_calls: Option<u64>,
 }
+
+crate::setters::setters!(ExecSettings {
+    with_agent => agent: String,
+    with_default_retries => default_retries: u32,
+    with_default_timeout => default_timeout: Option<Duration>,
+    with_max_output_chars => max_output_chars: Option<u64>,
+    with_renderer => renderer: Option<Renderer>,
+    with_approval_handler => approval_handler: Option<Arc<dyn ApprovalHandler>>,
+    with_max_tool_calls => max_tool_calls: Option<u64>,
+});
 
 impl Default for ExecSettings {
     fn default() -> Self {

@@ -7,7 +7,7 @@
 
 use super::manifest::Manifest;
 use crate::artifacts::{ArtifactCache, ArtifactError, FileStamp};
-use crate::error::LoadError;
+use crate::error::{InvalidComponent, LoadError};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use wasmtime::Engine;
@@ -40,8 +40,9 @@ pub(crate) fn store_artifact(
     component: &Component,
 ) -> Result<(), LoadError> {
     let path = artifact_path(cache.dir(), engine, digest);
-    let serialized =
-        component.serialize().map_err(|e| LoadError::Invalid { origin: origin.into(), reason: e.to_string() })?;
+    let serialized = component
+        .serialize()
+        .map_err(|e| LoadError::Invalid { origin: origin.into(), source: InvalidComponent::Serialize(e) })?;
     cache.write_artifact(&path, &serialized).map_err(|source| LoadError::Cache { path: path.clone(), source })
 }
 
@@ -68,7 +69,8 @@ pub(crate) fn load_cached(engine: &Engine, cache: &ArtifactCache, digest: &str) 
 /// keeps it once the plugin has loaded, so a component that is refused (an
 /// unknown import, a bad manifest) leaves nothing on disk.
 pub(crate) fn compile_fresh(engine: &Engine, bytes: &[u8], origin: &str) -> Result<Component, LoadError> {
-    Component::new(engine, bytes).map_err(|e| LoadError::Invalid { origin: origin.into(), reason: root_cause(&e) })
+    Component::new(engine, bytes)
+        .map_err(|e| LoadError::Invalid { origin: origin.into(), source: InvalidComponent::Compile(e) })
 }
 
 /// Why a cached artifact was not used.

@@ -36,6 +36,7 @@ pub fn pinned_sha256(pin: &str) -> Option<String> {
 /// limits, a fresh instance per call.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct PluginConfig {
     /// The component's SHA-256 as `sha256:<64 hex digits>`: a component
     /// with another digest is refused before it is compiled
@@ -62,6 +63,14 @@ pub struct PluginConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_namespace: Option<String>,
 }
+
+crate::setters::setters!(PluginConfig {
+    with_digest => digest: Option<String>,
+    with_instance => instance: InstanceMode,
+    with_grants => grants: Grants,
+    with_limits => limits: LimitOverrides,
+    with_store_namespace => store_namespace: Option<String>,
+});
 
 /// Whether `namespace` can be a [`PluginConfig::store_namespace`].
 pub fn is_valid_store_namespace(namespace: &str) -> bool {

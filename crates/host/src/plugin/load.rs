@@ -9,7 +9,7 @@ use crate::args::ArgumentValidator;
 use crate::bindings::{ContractVersion, guest, wit};
 use crate::call::{CallContext, ToolSpec};
 use crate::engine::{Abi, Host, Runtime};
-use crate::error::LoadError;
+use crate::error::{InvalidComponent, LoadError};
 use crate::sandbox::{self, GuestPre, StoreSpec};
 use sha2::{Digest, Sha256};
 use std::path::Path;
@@ -105,19 +105,36 @@ impl Host {
         Some((runtime, component))
     }
 
-    /// Compiles `bytes` for `runtime` here, or in a compile worker with a
-    /// deadline when the host has one ([`crate::HostConfig::compile_worker`]).
-    fn compile(
+    /// Compiles `bytes` for `runtime`, here or in a compile worker with a
+    /// deadline when the host has one ([`crate::HostConfig::compile_worker`]),
+    /// on tokio's blocking pool: a compile takes up to seconds of CPU (or
+    /// of waiting for the worker), which must not hold an async worker
+    /// thread and stall the calls and streams it serves. Outside a tokio
+    /// runtime it runs on the caller's thread.
+    async fn compile(
         &self,
         runtime: &Runtime,
         bytes: &[u8],
         origin: &str,
     ) -> Result<wasmtime::component::Component, LoadError> {
-        match &self.config.compile_worker {
-            None => cache::compile_fresh(&runtime.engine, bytes, origin),
-            Some(worker) => {
-                crate::compile_worker::compile(worker, self.engine_settings(runtime), &runtime.engine, bytes, origin)
+        let worker = self.config.compile_worker.clone().map(|w| (w, self.engine_settings(runtime)));
+        let engine = runtime.engine.clone();
+        let compile = {
+            let origin = origin.to_owned();
+            move |bytes: &[u8]| match worker {
+                None => cache::compile_fresh(&engine, bytes, &origin),
+                Some((worker, settings)) => crate::compile_worker::compile(&worker, settings, &engine, bytes, &origin),
             }
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return compile(bytes);
+        }
+        // The copy costs a memcpy of the component; the compile, thousands of them.
+        let bytes = bytes.to_vec();
+        match tokio::task::spawn_blocking(move || compile(&bytes)).await {
+            Ok(compiled) => compiled,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(LoadError::Cancelled { origin: origin.into() }),
         }
     }
 
@@ -140,7 +157,7 @@ impl Host {
         check_digest(&config, &digest, origin)?;
         let read = || {
             manifest::read_static(bytes)
-                .map_err(|e| LoadError::Invalid { origin: origin.into(), reason: e.to_string() })
+                .map_err(|e| LoadError::Invalid { origin: origin.into(), source: InvalidComponent::Sections(e) })
         };
         let cache_dir = self.cache.as_deref();
         let (runtime, component, fresh, imports_read) =
@@ -157,7 +174,7 @@ impl Host {
                     let runtime = self
                         .runtime(if asynchronous { Abi::Async } else { Abi::Sync })
                         .map_err(|e| LoadError::Engine { origin: origin.into(), source: Box::new(e) })?;
-                    let component = self.compile(&runtime, bytes, origin)?;
+                    let component = self.compile(&runtime, bytes, origin).await?;
                     (runtime, component, true, Some(view.imports))
                 }
             };

@@ -26,7 +26,7 @@ use crate::bindings::ContractVersion;
 use crate::call::{CallContext, CallOutcome, Failure, ToolSpec, text};
 use crate::engine::{Host, Runtime};
 use crate::sandbox::{self, CallLimits, GuestPre, SessionStore, StoreSpec};
-use call::{prepare, rejection, unavailable};
+use call::{prepare, unavailable};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -197,9 +197,16 @@ impl Plugin {
         prepare(t, arguments)
     }
 
-    /// Runs one call: lookup, argument checks, then the component in a fresh
-    /// sandbox. Every outcome, including traps and timeouts, is data. The
-    /// call's timeout covers the argument checks too (docs/semantics.md D15).
+    /// Runs one call straight into the sandbox: lookup, argument checks,
+    /// then the component in a fresh sandbox. Every outcome, including
+    /// traps and timeouts, is data. The call's timeout covers the argument
+    /// checks too (docs/semantics.md D15).
+    ///
+    /// None of the executor's rules apply (approval, policies, retries,
+    /// rendering, truncation), so it is public only with the
+    /// `direct-calls` feature, for tests of a plugin and of the sandbox; an
+    /// application runs a call with [`crate::Executor::call`].
+    #[cfg(feature = "direct-calls")]
     pub async fn invoke(&self, request: &CallRequest) -> CallOutcome {
         let Some(tool) = self.loaded(&request.tool) else { return unavailable(&request.tool) };
         let started = std::time::Instant::now();
@@ -215,7 +222,7 @@ impl Plugin {
             }
             Err(e) => Err(e),
         };
-        let args = match checked.map_err(rejection) {
+        let args = match checked.map_err(call::rejection) {
             Ok(args) => args.to_string(),
             Err(None) => return timed_out(timeout.unwrap_or_default()),
             Err(Some(rejection)) => return rejection,
@@ -232,8 +239,8 @@ impl Plugin {
     }
 
     /// Runs the component with arguments that [`Plugin::prepare_arguments`]
-    /// already accepted (as JSON text).
-    pub async fn run(&self, request: &CallRequest, arguments: &str) -> CallOutcome {
+    /// already accepted (as JSON text): the executor's last step.
+    pub(crate) async fn run(&self, request: &CallRequest, arguments: &str) -> CallOutcome {
         let Some(tool) = self.loaded(&request.tool) else { return unavailable(&request.tool) };
         self.execute(tool, request, arguments).await
     }

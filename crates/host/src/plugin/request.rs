@@ -1,4 +1,5 @@
-//! One call of a plugin's tool, as [`super::Plugin::invoke`] takes it.
+//! One call of a plugin's tool, as the executor gives it to the plugin (and
+//! `Plugin::invoke`, with the `direct-calls` feature, takes it).
 
 use crate::call::CallContext;
 use crate::sandbox::{CallLimits, SessionStore};

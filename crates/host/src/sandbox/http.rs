@@ -429,7 +429,7 @@ async fn send(
         Err(_) => return Err(WasiHttpError::ConnectionTimeout),
     };
     let stream: Box<dyn Stream> = if target.https {
-        let config = tls_config().map_err(|e| WasiHttpError::InternalError(Some(e)))?;
+        let config = tls_client_config().map_err(|e| WasiHttpError::InternalError(Some(format!("TLS setup: {e}"))))?;
         let name = match target.host.parse::<IpAddr>() {
             Ok(ip) => rustls::pki_types::ServerName::from(ip),
             Err(_) => rustls::pki_types::ServerName::try_from(target.host.clone())
@@ -480,16 +480,28 @@ async fn send(
 trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> Stream for T {}
 
-/// TLS with the webpki roots and ring, built once.
-pub(crate) fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
-    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+/// The TLS client configuration every outgoing connection of lovia uses:
+/// the webpki roots (Mozilla's, compiled in: no system store is read) and
+/// ring as the crypto provider (no C build of aws-lc), built once. The
+/// sandbox's `wasi:http`, the model providers' client, the web tools and
+/// MCP's HTTP client all take it, so one change of trust applies to all.
+///
+/// Errors only if ring offers none of rustls's safe protocol versions,
+/// which no released ring does; the error is kept and returned on every call.
+///
+/// ```
+/// let config = lovia_host::sandbox::tls_client_config()?;
+/// assert!(config.alpn_protocols.is_empty());
+/// # Ok::<(), rustls::Error>(())
+/// ```
+pub fn tls_client_config() -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
+    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, rustls::Error>> = OnceLock::new();
     CONFIG
         .get_or_init(|| {
             let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.into() };
             rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
                 .with_safe_default_protocol_versions()
                 .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
-                .map_err(|e| format!("TLS setup: {e}"))
         })
         .clone()
 }

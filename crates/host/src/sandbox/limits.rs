@@ -5,6 +5,7 @@ use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 
 /// Limits applied to every call's store.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CallLimits {
     /// Linear memory of the instance, in bytes: the sum over all of its
     /// linear memories (a component may define several). Default: 64 MiB.
@@ -33,6 +34,17 @@ pub struct CallLimits {
     /// [`crate::HostConfig::fuel_metering`].
     pub fuel: Option<u64>,
 }
+
+crate::setters::setters!(CallLimits {
+    with_memory_bytes => memory_bytes: usize,
+    with_max_wall_clock => max_wall_clock: Duration,
+    with_stderr_bytes => stderr_bytes: usize,
+    with_stdout_bytes => stdout_bytes: usize,
+    with_events_per_call => events_per_call: u32,
+    with_event_bytes => event_bytes: usize,
+    with_result_bytes => result_bytes: usize,
+    with_fuel => fuel: Option<u64>,
+});
 
 impl Default for CallLimits {
     fn default() -> Self {

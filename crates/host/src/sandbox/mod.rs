@@ -25,7 +25,7 @@ use fuel::Reservation;
 pub use grants::{DirGrant, DirMode, Grants, SecretSource};
 pub(crate) use guest::{GuestInstance, GuestPre};
 pub(crate) use http::HttpHooks;
-pub use http::{HttpOrigin, InvalidOrigin, is_special_address};
+pub use http::{HttpOrigin, InvalidOrigin, is_special_address, tls_client_config};
 pub use limits::CallLimits;
 pub(crate) use limits::{InstanceLimiter, MemoryLimitExceeded};
 pub(crate) use logs::Admit;

@@ -2,16 +2,14 @@
 //! client, on a reqwest client built here, with the configured headers
 //! read from lovia's environment and lovia's bound on one message.
 //!
-//! Why rmcp's reqwest client and not one over the workspace's reqwest 0.12:
-//! rmcp implements `StreamableHttpClient` only for reqwest 0.13 (and a Unix
-//! socket). Our own implementation over 0.12 would repeat rmcp's reqwest
-//! one (src/transport/common/reqwest/streamable_http_client.rs): the
+//! Why rmcp's reqwest client and not one of our own: rmcp implements
+//! `StreamableHttpClient` for reqwest (and a Unix socket), and our own
+//! would repeat its reqwest one
+//! (src/transport/common/reqwest/streamable_http_client.rs): the
 //! transport's HTTP rules (session header, status codes, content types, SSE
 //! framing and its size bounds, session expiry), the hand-written protocol
-//! lovia leaves to the SDK. reqwest 0.13 costs one more HTTP client crate
-//! and a few small ones in the build (and turns on tokio's `fs`);
-//! `rustls-no-provider` keeps it on the ring provider and the webpki roots
-//! the rest of lovia uses (aws-lc, reqwest 0.13's default, needs a C build).
+//! lovia leaves to the SDK. It is the workspace's reqwest, on the host's TLS
+//! configuration (ring and the webpki roots).
 
 use super::config::{MAX_MESSAGE_BYTES, McpServerConfig, START_TIMEOUT};
 use super::connection::StartError;
@@ -33,7 +31,7 @@ const RESUME_WAIT: Duration = Duration::from_millis(250);
 pub(crate) fn transport(
     config: &McpServerConfig,
     url: &str,
-) -> Result<StreamableHttpClientTransport<reqwest_mcp::Client>, StartError> {
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, StartError> {
     let server = || config.name.clone();
     let mut headers = HashMap::new();
     for (header, variable) in &config.headers_from_env {
@@ -72,23 +70,19 @@ pub(crate) fn transport(
     Ok(StreamableHttpClientTransport::with_client(client, transport))
 }
 
-/// One client for every `url` server: TLS with ring and the webpki roots,
+/// One client for every `url` server: the host's TLS configuration
+/// ([`lovia_host::sandbox::tls_client_config`]),
 /// no redirects (a redirect would carry the headers elsewhere), no proxy,
 /// no idle connections kept (rmcp's advice: reusing one whose last body
 /// was not read to the end stalls on delayed ACKs).
-fn client() -> Result<reqwest_mcp::Client, String> {
-    static CLIENT: OnceLock<Result<reqwest_mcp::Client, String>> = OnceLock::new();
+fn client() -> Result<reqwest::Client, String> {
+    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
-            let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.into() };
-            let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()
-                .map_err(|e| format!("TLS setup: {e}"))?
-                .with_root_certificates(roots)
-                .with_no_client_auth();
-            reqwest_mcp::Client::builder()
-                .tls_backend_preconfigured(tls)
-                .redirect(reqwest_mcp::redirect::Policy::none())
+            let tls = lovia_host::sandbox::tls_client_config().map_err(|e| format!("TLS setup: {e}"))?;
+            reqwest::Client::builder()
+                .tls_backend_preconfigured((*tls).clone())
+                .redirect(reqwest::redirect::Policy::none())
                 .no_proxy()
                 .pool_max_idle_per_host(0)
                 .connect_timeout(START_TIMEOUT)
@@ -108,7 +102,7 @@ const MAX_REASON_CHARS: usize = 300;
 pub(crate) fn reason(error: &(dyn std::error::Error + 'static)) -> String {
     let mut next = Some(error);
     while let Some(e) = next {
-        if let Some(e) = e.downcast_ref::<StreamableHttpError<reqwest_mcp::Error>>() {
+        if let Some(e) = e.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
             return bounded(describe(e));
         }
         next = e.source();
@@ -116,7 +110,7 @@ pub(crate) fn reason(error: &(dyn std::error::Error + 'static)) -> String {
     bounded(error.to_string())
 }
 
-fn describe(error: &StreamableHttpError<reqwest_mcp::Error>) -> String {
+fn describe(error: &StreamableHttpError<reqwest::Error>) -> String {
     match error {
         StreamableHttpError::Client(e) if e.is_connect() => "cannot connect to the server".to_owned(),
         StreamableHttpError::Client(e) if e.is_timeout() => "the HTTP request timed out".to_owned(),

@@ -2,8 +2,9 @@
 //! on 408, 409, 429, 5xx and 529.
 //!
 //! One pooled `reqwest` client serves every provider of the process: it keeps
-//! connections alive between turns, speaks HTTPS with rustls and the webpki
-//! roots, and honours `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY`
+//! connections alive between turns, speaks HTTPS with the host's TLS
+//! configuration (rustls with ring and the webpki roots,
+//! [`lovia_host::sandbox::tls_client_config`]), and honours `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY`
 //! as curl does.
 
 use super::sse::{SseEvent, SseParser};
@@ -19,7 +20,10 @@ fn client() -> Result<&'static reqwest::Client, String> {
     static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
+            let tls = lovia_host::sandbox::tls_client_config().map_err(|e| format!("TLS setup: {e}"))?;
             reqwest::Client::builder()
+                // reqwest takes the configuration itself, not the Arc it is shared in.
+                .tls_backend_preconfigured((*tls).clone())
                 .user_agent(concat!("lovia/", env!("CARGO_PKG_VERSION")))
                 .tcp_nodelay(true)
                 .build()
@@ -35,6 +39,7 @@ fn client() -> Result<&'static reqwest::Client, String> {
 /// factor in [0.5, 1), or the server's `Retry-After` when it sends one
 /// (capped at `max_delay`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RetryPolicy {
     /// Retries after the first attempt. Default: 3.
     pub max_retries: u32,
@@ -51,6 +56,12 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// `max_retries` retries after the first attempt, the first after about
+    /// `base`, none after more than `max_delay`.
+    pub fn new(max_retries: u32, base: Duration, max_delay: Duration) -> Self {
+        Self { max_retries, base, max_delay }
+    }
+
     fn delay(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
         if let Some(after) = retry_after {
             return after.min(self.max_delay);

@@ -42,6 +42,7 @@ pub enum ProviderKind {
 
 /// Where and how to reach a model.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ProviderOptions {
     /// The API's base URL, e.g. `https://api.openai.com/v1`.
     pub base_url: String,
