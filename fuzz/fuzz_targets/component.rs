@@ -13,7 +13,7 @@ fn host() -> &'static (Host, tokio::runtime::Runtime) {
     static H: OnceLock<(Host, tokio::runtime::Runtime)> = OnceLock::new();
     H.get_or_init(|| {
         let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
-        let host = Host::new(HostConfig { pool_slots: 4, ..HostConfig::default() }).expect("host");
+        let host = Host::new(HostConfig::default().with_pool_slots(4)).expect("host");
         (host, rt)
     })
 }
