@@ -7,6 +7,7 @@ mod code_mode;
 mod console;
 mod contract;
 mod exec;
+mod fuzz;
 mod load;
 mod mcp;
 mod mcp_sources;
