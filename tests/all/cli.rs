@@ -1,6 +1,7 @@
 //! The `lovia` binary, black-box: exit codes, output, and every bad-input case.
 
 use lovia_tests::{fixtures, packed};
+use serde_json::json;
 use std::process::{Command, Output};
 
 fn lovia(args: &[&str]) -> Output {
@@ -283,15 +284,46 @@ async fn run_plays_the_example_script() {
     assert_eq!(kinds.last(), Some(&"run_completed"));
     assert!(events.iter().all(|e| e["t_ms"].is_f64()), "every event has t_ms");
     let find = |kind: &str, id: &str| {
-        events.iter().find(|e| e["event"] == kind && e["call_id"] == id).unwrap_or_else(|| panic!("{kind} {id}"))
+        events.iter().find(|e| e["event"] == kind && e["id"] == id).unwrap_or_else(|| panic!("{kind} {id}"))
     };
-    assert_eq!(find("tool_call_completed", "call_unknown")["output"], "Tool 'delete_everything' is not available.");
+    assert_eq!(find("tool_result", "call_unknown")["result"], "Tool 'delete_everything' is not available.");
     assert_eq!(find("approval_required", "call_refund_big")["decision"], "approve");
-    assert_eq!(find("tool_call_completed", "call_refund_big")["output"], "Refunded 6000 cents on A-1002 (late)");
-    assert_eq!(find("tool_call_completed", "call_refund_other")["output"], "Tool refund was not approved.");
-    assert_eq!(find("tool_call_completed", "call_spin")["output"], "Tool error: timed out after 100 ms");
+    assert_eq!(find("tool_result", "call_refund_big")["result"], "Refunded 6000 cents on A-1002 (late)");
+    assert_eq!(find("tool_result", "call_refund_other")["result"], "Tool refund was not approved.");
+    assert_eq!(find("tool_result", "call_spin")["result"], "Tool error: timed out after 100 ms");
     let turn1 = events.iter().find(|e| e["event"] == "tool_messages" && e["turn"] == 1).expect("turn 1 messages");
     assert_eq!(turn1["messages"].as_array().map(Vec::len), Some(4), "one message per call id");
+}
+
+/// `lovia run` and the chat stream share one vocabulary
+/// (lovia_runner::wire, tests/golden/events.txt): every event the run
+/// prints is one of its names or one of the run's own three.
+#[tokio::test]
+async fn run_prints_the_shared_event_vocabulary_in_both_formats() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/support-turns.json");
+    let (o, events) = run_script(script, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let golden = include_str!("../golden/events.txt");
+    let shared: Vec<&str> = golden.lines().collect();
+    for e in &events {
+        let name = e["event"].as_str().expect("event");
+        assert!(
+            shared.contains(&name) || ["turn_started", "tool_messages", "turn_ended"].contains(&name),
+            "{name} is in neither tests/golden/events.txt nor the run's own: {e}"
+        );
+    }
+    let text = stdout(&run_script_text(script));
+    let refund =
+        text.lines().find(|l| l.contains("tool_result") && l.contains("call_refund_big")).expect("a result line");
+    assert!(refund.ends_with("call_refund_big Refunded 6000 cents on A-1002 (late)"), "{refund}");
+    assert!(text.lines().any(|l| l.contains("approval_required") && l.contains("call_refund_big refund(")), "{text}");
+}
+
+fn run_script_text(script: &str) -> Output {
+    let args = ["run", "--plugin", fixtures::ORDERS, "--plugin", fixtures::DOCS, "--plugin", fixtures::DIAGNOSTICS];
+    let o = lovia(&[&args[..], &["--script", script, "--events", "text"]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    o
 }
 
 #[tokio::test]
@@ -302,18 +334,16 @@ async fn run_plays_the_code_mode_script() {
     // The program's calls are printed with their parent; the approval the
     // script gives by the nested call's id lets the refund run.
     let nested: Vec<&serde_json::Value> =
-        events.iter().filter(|e| e["parent"] == "call_program" && e["event"] == "tool_call_completed").collect();
+        events.iter().filter(|e| e["parent"] == "call_program" && e["event"] == "tool_result").collect();
     assert_eq!(nested.len(), 6, "five lookups and a refund");
     let approval = events.iter().find(|e| e["event"] == "approval_required").expect("the refund is asked about");
     assert_eq!(
-        (&approval["call_id"], &approval["decision"]),
+        (&approval["id"], &approval["decision"]),
         (&serde_json::json!("call_program/6"), &serde_json::json!("approve"))
     );
-    let done = events
-        .iter()
-        .find(|e| e["event"] == "tool_call_completed" && e["call_id"] == "call_program")
-        .expect("the program's result");
-    assert_eq!(done["output"], "3 orders over $30, 19350 cents in all\nRefunded 6000 cents on A-1002 (late)");
+    let done =
+        events.iter().find(|e| e["event"] == "tool_result" && e["id"] == "call_program").expect("the program's result");
+    assert_eq!(done["result"], "3 orders over $30, 19350 cents in all\nRefunded 6000 cents on A-1002 (late)");
     // The model's transcript has the program's one result, not its calls.
     let turn1 = events.iter().find(|e| e["event"] == "tool_messages" && e["turn"] == 1).expect("turn 1 messages");
     assert_eq!(turn1["messages"].as_array().map(Vec::len), Some(1));
@@ -337,8 +367,11 @@ async fn run_answers_every_call_id_when_the_budget_trips() {
     assert_eq!(messages[1]["tool_call_id"], "b");
     assert_eq!(messages[1]["content"], "Tool error: not run: budget exceeded");
     let failed = events.last().expect("last");
-    assert_eq!(failed["event"], "run_failed");
-    assert_eq!(failed["error"]["message"], "tool call count 2 exceeds budget 1");
+    assert_eq!(
+        (&failed["event"], &failed["type"], &failed["fatal"]),
+        (&json!("error"), &json!("budget_exceeded"), &json!(true))
+    );
+    assert_eq!(failed["message"], "tool call count 2 exceeds budget 1");
 }
 
 #[tokio::test]
@@ -371,19 +404,19 @@ async fn run_scripts_reach_overrides_policies_and_cancellation() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let seq: Vec<String> = events
         .iter()
-        .filter(|e| e["call_id"] == "s1" || e["call_id"] == "s2")
-        .map(|e| format!("{}:{}", e["event"].as_str().unwrap_or(""), e["call_id"].as_str().unwrap_or("")))
+        .filter(|e| e["id"] == "s1" || e["id"] == "s2")
+        .map(|e| format!("{}:{}", e["event"].as_str().unwrap_or(""), e["id"].as_str().unwrap_or("")))
         .collect();
     assert_eq!(
         seq,
-        ["tool_call_started:s1", "tool_call_completed:s1", "tool_call_started:s2", "tool_call_completed:s2"],
+        ["tool_call:s1", "tool_result:s1", "tool_call:s2", "tool_result:s2"],
         "the override made sleep_ms a barrier"
     );
-    let echo = events.iter().find(|e| e["event"] == "tool_call_completed" && e["call_id"] == "e").expect("echo");
-    assert_eq!(echo["output"], "key [REDACTED]");
+    let echo = events.iter().find(|e| e["event"] == "tool_result" && e["id"] == "e").expect("echo");
+    assert_eq!(echo["result"], "key [REDACTED]");
     let last = events.last().expect("last");
-    assert_eq!(last["event"], "run_failed");
-    assert_eq!(last["error"]["message"], "cancelled by the script");
+    assert_eq!((&last["event"], &last["type"]), (&json!("error"), &json!("cancelled")));
+    assert_eq!(last["message"], "cancelled by the script");
     let messages = events.iter().rev().find(|e| e["event"] == "tool_messages").expect("messages");
     assert_eq!(messages["messages"][0]["content"], "Tool error: run cancelled");
     assert!(last["t_ms"].as_f64().expect("t_ms") < 5_000.0, "the 30 s sleep was interrupted");
@@ -601,19 +634,11 @@ async fn run_reports_a_script_that_ends_without_a_text_turn() {
     let kinds: Vec<&str> = events.iter().map(|e| e["event"].as_str().expect("event")).collect();
     assert_eq!(
         kinds,
-        [
-            "turn_started",
-            "approval_required",
-            "tool_call_started",
-            "tool_call_completed",
-            "tool_messages",
-            "turn_ended",
-            "run_failed"
-        ]
+        ["turn_started", "approval_required", "tool_call", "tool_result", "tool_messages", "turn_ended", "error"]
     );
     assert_eq!(events[1]["decision"], "undecided", "the handler allowed it");
-    assert_eq!(events[3]["output"], "x");
+    assert_eq!(events[3]["result"], "x");
     let failed = events.last().expect("last");
-    assert_eq!(failed["error"]["type"], "ScriptExhausted");
-    assert_eq!(failed["error"]["message"], "the script ended without a text turn");
+    assert_eq!((&failed["type"], &failed["fatal"]), (&json!("max_turns"), &json!(true)));
+    assert_eq!(failed["message"], "the script ended without a text turn");
 }

@@ -130,8 +130,8 @@ fn calls(list: &[(&str, &str, Value)]) -> Value {
 fn output<'a>(events: &'a [Value], id: &str) -> &'a str {
     events
         .iter()
-        .find(|e| e["event"] == "tool_call_completed" && e["call_id"] == id)
-        .and_then(|e| e["output"].as_str())
+        .find(|e| e["event"] == "tool_result" && e["id"] == id)
+        .and_then(|e| e["result"].as_str())
         .unwrap_or_else(|| panic!("no completed call {id} in {events:#?}"))
 }
 
@@ -223,7 +223,7 @@ fn an_is_error_result_and_an_image_are_text() {
     completed(&o, &events);
     // A successful call whose output says the tool failed (the reference's string).
     assert_eq!(output(&events, "fail"), "[tool error] disk full");
-    let ok = events.iter().find(|e| e["event"] == "tool_call_completed" && e["call_id"] == "fail").expect("fail");
+    let ok = events.iter().find(|e| e["event"] == "tool_result" && e["id"] == "fail").expect("fail");
     assert!(ok.get("error").is_none_or(Value::is_null), "not a failed call: {ok}");
     assert_eq!(output(&events, "pic"), "a chart\n[image: image/png, 16 B]");
 }
@@ -343,7 +343,7 @@ fn a_servers_progress_becomes_tool_progress_events_of_its_call() {
     assert_eq!(output(&events, "s"), "stepped");
     let progress: Vec<&str> = events
         .iter()
-        .filter(|e| e["event"] == "tool_progress" && e["call_id"] == "s")
+        .filter(|e| e["event"] == "tool_progress" && e["id"] == "s")
         .map(|e| e["message"].as_str().expect("message"))
         .collect();
     let steps = ["step 1 of 3", "step 2 of 3", "step 3 of 3"];
@@ -375,7 +375,7 @@ fn approval_rules_ask_only_for_the_calls_they_match() {
     let (o, events) = case.run_script(&servers, &script, &[], &[]);
     completed(&o, &events);
     let asked: Vec<&str> =
-        events.iter().filter(|e| e["event"] == "approval_required").filter_map(|e| e["call_id"].as_str()).collect();
+        events.iter().filter(|e| e["event"] == "approval_required").filter_map(|e| e["id"].as_str()).collect();
     assert_eq!(asked, ["etc", "thirteen"], "{events:#?}");
     assert_eq!(output(&events, "etc"), "Tool src__write_file was not approved.");
     assert_eq!(output(&events, "sum"), "3");

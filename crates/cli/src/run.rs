@@ -7,6 +7,7 @@ use lovia_host::{
     ExecSettings, HandlerAnswer, Host, MemoryStore, NeedsApproval, RateLimit, Redact, ResultCache, RunState,
     SessionStore, Tool, ToolCall, ToolEvent, ToolSource, Toolset,
 };
+use lovia_runner::wire::{self, WireEvent};
 use lovia_runner::{Agent, Message, ModelReply, RunError, RunEvent, Runner, ScriptedProvider};
 use serde::{Deserialize, Deserializer, de::Error as _};
 use serde_json::{Value, json};
@@ -495,6 +496,7 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
     let mut code = ExitCode::from(1);
     while let Some(event) = handle.next_event().await {
         match event {
+            // The text turn's text is the run_completed output.
             RunEvent::RunStarted { .. } | RunEvent::TextDelta { .. } => {}
             RunEvent::TurnStarted { turn: n, .. } => {
                 turn = n;
@@ -516,24 +518,13 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
                 if let (ToolEvent::ToolCallCompleted { call, output, .. }, Some(messages)) = (&event, open.as_mut()) {
                     messages.push(tool_message(&call.id, output));
                 }
-                printer.event(event, &script.agent.approvals);
+                printer.tool(event, &script.agent.approvals);
             }
             RunEvent::TurnEnded { turn: n, .. } => {
                 if let Some(messages) = open.take() {
                     printer.print(json!({"event": "tool_messages", "turn": n, "messages": messages}));
                 }
                 printer.print(json!({"event": "turn_ended", "turn": n}));
-            }
-            RunEvent::ContextCompacted { reason, tokens_before, tokens_after } => {
-                printer.print(json!({"event": "context_compacted", "reason": reason, "tokens_before": tokens_before, "tokens_after": tokens_after}));
-            }
-            RunEvent::HandoffOccurred { from_agent, to_agent } => {
-                // A script has no handoff tools; printed for completeness.
-                printer.print(json!({"event": "handoff_occurred", "from_agent": from_agent, "to_agent": to_agent}));
-            }
-            RunEvent::RunCompleted { output } => {
-                printer.print(json!({"event": "run_completed", "output": output}));
-                code = ExitCode::SUCCESS;
             }
             RunEvent::RunFailed { error } => {
                 if open.take().is_some() {
@@ -542,34 +533,31 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
                     let messages = last_tool_messages(&error);
                     printer.print(json!({"event": "tool_messages", "turn": turn, "messages": messages}));
                 }
-                let (kind, message) = match &error {
-                    RunError::MaxTurns { .. } => ("ScriptExhausted", "the script ended without a text turn".into()),
-                    other => (failure_type(other), other.to_string()),
-                };
-                printer.print(json!({"event": "run_failed", "error": {"type": kind, "message": message}}));
+                let script_ended = matches!(error, RunError::MaxTurns { .. });
+                if let Some(mut wire) =
+                    wire::run_event(&RunEvent::RunFailed { error }, script.session_id.as_deref(), false)
+                {
+                    if script_ended {
+                        // One model turn per script turn: running out of turns is running out of script.
+                        wire.data["message"] = json!("the script ended without a text turn");
+                    }
+                    printer.wire(wire);
+                }
             }
-            // An event a newer runner adds is not part of this output.
-            _ => {}
+            event => {
+                if matches!(event, RunEvent::RunCompleted { .. }) {
+                    code = ExitCode::SUCCESS;
+                }
+                // An event a newer runner adds and the wire does not carry is not printed.
+                if let Some(wire) = wire::run_event(&event, script.session_id.as_deref(), false) {
+                    printer.wire(wire);
+                }
+            }
         }
     }
-    // The outcome was printed as run_completed or run_failed.
+    // The outcome was printed as run_completed or a fatal error.
     let _ = handle.result().await;
     Ok(code)
-}
-
-/// The `type` of a `run_failed` event.
-fn failure_type(error: &RunError) -> &'static str {
-    match error {
-        RunError::MaxTurns { .. } => "ScriptExhausted",
-        RunError::Cancelled { .. } => "RunCancelled",
-        RunError::BudgetExceeded { .. } => "BudgetExceeded",
-        RunError::Provider(_) => "ProviderError",
-        RunError::Tools(_) => "NameConflict",
-        RunError::Store(_) => "StoreError",
-        RunError::UnknownAgent { .. } => "UnknownAgent",
-        RunError::Aborted { .. } => "RunAborted",
-        _ => "RunError",
-    }
 }
 
 fn tool_message(call_id: &str, content: &str) -> Value {
@@ -616,67 +604,41 @@ impl Printer {
         let _ = writeln!(out, "{line}");
     }
 
-    fn event(&self, event: ToolEvent, decisions: &HashMap<String, Decision>) {
-        // A call a program made (code mode): printed like the model's, with its parent.
-        let (event, parent) = match event {
-            ToolEvent::Nested { parent, event } => (*event, Some(parent)),
-            event => (event, None),
-        };
-        let call = event.call().clone();
-        let base = |name: &str| {
-            let mut v = json!({"event": name, "call_id": call.id, "name": call.name});
-            if let Some(parent) = &parent {
-                v["parent"] = json!(parent);
-            }
-            v
-        };
-        let value = match event {
-            ToolEvent::ApprovalRequired { ticket, .. } => {
-                let mut v = base("approval_required");
-                v["arguments"] = json!(call.arguments);
-                let decision = decisions.get(&call.id).copied();
-                v["decision"] = json!(match decision {
-                    Some(Decision::Approve) => "approve",
-                    Some(Decision::Deny) => "deny",
-                    None => "undecided",
-                });
-                match decision {
-                    Some(Decision::Approve) => {
-                        ticket.approve();
-                    }
-                    Some(Decision::Deny) => {
-                        ticket.reject();
-                    }
-                    None => drop(ticket),
-                }
-                v
-            }
-            ToolEvent::AutoApproved { .. } => base("auto_approved"),
-            ToolEvent::ToolCallStarted { .. } => {
-                let mut v = base("tool_call_started");
-                v["arguments"] = json!(call.arguments);
-                v
-            }
-            ToolEvent::ToolCallFailed { error, .. } => {
-                let mut v = base("tool_call_failed");
-                v["error"] = json!(error);
-                v
-            }
-            ToolEvent::ToolCallCompleted { output, is_error, .. } => {
-                let mut v = base("tool_call_completed");
-                v["output"] = json!(output);
-                v["is_error"] = json!(is_error);
-                v
-            }
-            ToolEvent::ToolProgress { message, .. } => {
-                let mut v = base("tool_progress");
-                v["message"] = json!(message);
-                v
-            }
-            // An event this build does not print.
-            _ => return,
-        };
+    /// Prints a wire event as one line, `event` naming it.
+    fn wire(&self, wire: WireEvent) {
+        let mut value = json!({"event": wire.name});
+        if let (Some(line), Value::Object(data)) = (value.as_object_mut(), wire.data) {
+            line.extend(data);
+        }
         self.print(value);
+    }
+
+    /// Prints a tool event; an approval (a program's nested one too) is
+    /// decided here by the script's `approvals`, and the line says how.
+    fn tool(&self, event: ToolEvent, decisions: &HashMap<String, Decision>) {
+        let Some(mut wire) = wire::tool_event(&event) else { return };
+        let mut innermost = event;
+        while let ToolEvent::Nested { event, .. } = innermost {
+            innermost = *event;
+        }
+        if let ToolEvent::ApprovalRequired { call, ticket } = innermost {
+            let decision = decisions.get(&call.id).copied();
+            wire.data["decision"] = json!(match decision {
+                Some(Decision::Approve) => "approve",
+                Some(Decision::Deny) => "deny",
+                None => "undecided",
+            });
+            match decision {
+                Some(Decision::Approve) => {
+                    ticket.approve();
+                }
+                Some(Decision::Deny) => {
+                    ticket.reject();
+                }
+                None => drop(ticket),
+            }
+        }
+        self.wire(wire);
     }
 }
 
@@ -684,17 +646,17 @@ fn text_line(v: &Value) -> String {
     let s = |k: &str| v.get(k).map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_owned)).unwrap_or_default();
     let head = format!("{:>9.1} ms  {:<20}", v["t_ms"].as_f64().unwrap_or(0.0), s("event"));
     match v["event"].as_str().unwrap_or_default() {
-        "tool_call_completed" => {
-            format!("{head} {} {}{}", s("call_id"), if v["is_error"] == true { "ERROR " } else { "" }, s("output"))
+        "tool_result" => {
+            format!("{head} {} {}{}", s("id"), if v["is_error"] == true { "ERROR " } else { "" }, s("result"))
         }
-        "tool_call_started" | "approval_required" => {
-            format!("{head} {} {}({})", s("call_id"), s("name"), s("arguments"))
-        }
-        "tool_call_failed" => format!("{head} {} {}", s("call_id"), s("error")),
-        "tool_progress" => format!("{head} {} {}", s("call_id"), s("message")),
+        "tool_call" | "approval_required" => format!("{head} {} {}({})", s("id"), s("name"), s("arguments")),
+        "approval_auto" => format!("{head} {} {}", s("id"), s("name")),
+        "error" => format!("{head} {} {}: {}", s("call_id"), s("type"), s("message")),
+        "tool_progress" => format!("{head} {} {}", s("id"), s("message")),
+        "tool_attempt_failed" => format!("{head} {} attempt {}: {}", s("id"), s("attempt"), s("error")),
         "tool_messages" => format!("{head} {}", v["messages"]),
         "run_completed" => format!("{head} {}", s("output")),
-        "run_failed" => format!("{head} {}", v["error"]),
-        _ => format!("{head} turn {}", s("turn")),
+        "turn_started" | "turn_ended" => format!("{head} turn {}", s("turn")),
+        _ => format!("{head} {}", v),
     }
 }

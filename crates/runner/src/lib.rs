@@ -21,6 +21,7 @@ mod scripted;
 mod sqlite;
 mod store_url;
 mod stream;
+pub mod wire;
 
 pub use agent::{Agent, DEFAULT_MAX_TURNS, tool_name};
 pub use checkpoint::{

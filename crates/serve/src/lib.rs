@@ -965,15 +965,7 @@ async fn call_tool(
     };
     service.inner.metrics.record_call(&tenant.name, &name, started.elapsed(), error_kind, tool_error_kind.as_deref());
     let mut body = json!({ "output": output, "is_error": error_kind.is_some() });
-    if let Some(kind) = error_kind {
-        body["error_kind"] = json!(kind.as_str());
-    }
-    if let Some(kind) = tool_error_kind {
-        body["tool_error_kind"] = json!(kind);
-    }
-    if let Some(parts) = parts {
-        body["parts"] = json!(parts);
-    }
+    lovia_runner::wire::attach_outcome(&mut body, error_kind, tool_error_kind.as_deref(), parts.as_deref());
     Json(body).into_response()
 }
 

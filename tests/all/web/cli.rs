@@ -43,8 +43,8 @@ async fn lovia_run_offers_read_page_and_web_search_to_the_agent() {
         stdout
             .lines()
             .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json line"))
-            .find(|e| e["event"] == "tool_call_completed" && e["call_id"] == id)
-            .unwrap_or_else(|| panic!("no result for {id}: {stdout}"))["output"]
+            .find(|e| e["event"] == "tool_result" && e["id"] == id)
+            .unwrap_or_else(|| panic!("no result for {id}: {stdout}"))["result"]
             .as_str()
             .expect("text")
             .to_owned()

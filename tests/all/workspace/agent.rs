@@ -103,16 +103,16 @@ async fn lovia_run_gives_the_script_a_confined_workspace_whose_asks_are_the_scri
     let completed = |id: &str| {
         events
             .iter()
-            .find(|e| e["event"] == "tool_call_completed" && e["call_id"] == id)
+            .find(|e| e["event"] == "tool_result" && e["id"] == id)
             .unwrap_or_else(|| panic!("no result for {id}: {stdout}"))
     };
-    let asked = |id: &str| events.iter().any(|e| e["event"] == "approval_required" && e["call_id"] == id);
+    let asked = |id: &str| events.iter().any(|e| e["event"] == "approval_required" && e["id"] == id);
     assert_eq!(std::fs::read_to_string(d.root.join("notes/hello.txt")).expect("written"), "hi\n");
     // Coding mode: writes inside run, commands ask and the script approves them.
     assert!(!asked("w") && asked("sh") && asked("etc"));
-    assert_eq!(completed("sh")["output"], "exit code: 0\nhi", "{}", completed("sh"));
+    assert_eq!(completed("sh")["result"], "exit code: 0\nhi", "{}", completed("sh"));
     // An approved command still cannot write outside the root: the kernel refuses it.
-    let refused = completed("etc")["output"].as_str().expect("text").to_owned();
+    let refused = completed("etc")["result"].as_str().expect("text").to_owned();
     assert!(
         refused.starts_with("exit code: ")
             && !refused.starts_with("exit code: 0")
@@ -123,7 +123,7 @@ async fn lovia_run_gives_the_script_a_confined_workspace_whose_asks_are_the_scri
     // A write outside the root is denied by the policy, not asked.
     assert!(!asked("out"));
     assert!(
-        completed("out")["output"]
+        completed("out")["result"]
             .as_str()
             .expect("text")
             .starts_with("Tool error: Writing outside the workspace is not permitted: "),
@@ -183,8 +183,8 @@ async fn without_landlock_the_shell_is_not_offered_unless_chosen_off() {
         let output = |id: &str| {
             events
                 .iter()
-                .find(|e| e["event"] == "tool_call_completed" && e["call_id"] == id)
-                .and_then(|e| e["output"].as_str())
+                .find(|e| e["event"] == "tool_result" && e["id"] == id)
+                .and_then(|e| e["result"].as_str())
                 .unwrap_or_else(|| panic!("no result for {id}: {stdout}"))
                 .to_owned()
         };

@@ -7,8 +7,8 @@ use super::{LiveRun, RELAY_FLUSH};
 use crate::Service;
 use crate::workspace::OpenWorkspace;
 use lovia_host::exec::ToolEvent;
-use lovia_runner::{RunEvent, RunHandle};
-use serde_json::{Value, json};
+use lovia_runner::{RunEvent, RunHandle, wire};
+use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -43,20 +43,14 @@ impl RunTask {
         let lost = loop {
             let Some(event) = self.next_event().await else { break false };
             let Some(event) = event else { break true };
-            // A call a program made (code mode) streams like the model's
-            // own, with `parent`: the program's call id.
-            let (event, parent) = match event {
-                RunEvent::Tool(ToolEvent::Nested { parent, event }) => (RunEvent::Tool(*event), Some(parent)),
-                event => (event, None),
-            };
+            // A call a program made (code mode) is observed like the
+            // model's own; its events stream with `parent`, the program's
+            // call id (lovia_runner::wire, the vocabulary `lovia run` shares).
             if let Some(ended) = self.observe(&event, &mut started) {
                 outcome = ended;
             }
-            if let Some((name, mut data)) = sse_event(event, &self.session, self.resumed) {
-                if let Some(parent) = parent {
-                    data["parent"] = json!(parent);
-                }
-                self.live.publish(name, data);
+            if let Some(wire) = wire::run_event(&event, Some(&self.session), self.resumed) {
+                self.live.publish(wire.name, wire.data);
             }
         };
         self.end(outcome, lost).await;
@@ -94,19 +88,8 @@ impl RunTask {
     /// approvals' times. Returns the run's outcome when the event ends it.
     fn observe(&self, event: &RunEvent, started: &mut HashMap<String, Instant>) -> Option<&'static str> {
         let metrics = &self.service.inner.metrics;
-        let asked = || self.live.asked.lock().unwrap_or_else(|p| p.into_inner());
         match event {
-            RunEvent::Tool(ToolEvent::ToolCallStarted { call }) => {
-                started.insert(call.id.clone(), Instant::now());
-            }
-            RunEvent::Tool(ToolEvent::ToolCallCompleted { call, error_kind, tool_error_kind, .. }) => {
-                asked().remove(&call.id);
-                let elapsed = started.remove(&call.id).map_or(Duration::ZERO, |t| t.elapsed());
-                metrics.record_call(&self.tenant_name, &call.name, elapsed, *error_kind, tool_error_kind.as_deref());
-            }
-            RunEvent::Tool(ToolEvent::ApprovalRequired { call, .. }) => {
-                asked().insert(call.id.clone(), SystemTime::now());
-            }
+            RunEvent::Tool(event) => self.observe_tool(event, started),
             RunEvent::RunCompleted { .. } => {
                 metrics.run_ended(&self.tenant_name, "completed");
                 return Some("completed");
@@ -118,6 +101,28 @@ impl RunTask {
             _ => {}
         }
         None
+    }
+
+    /// A call's timing and metrics, and the approvals it waits for; a call
+    /// a program made (code mode) like any other.
+    fn observe_tool(&self, event: &ToolEvent, started: &mut HashMap<String, Instant>) {
+        let asked = || self.live.asked.lock().unwrap_or_else(|p| p.into_inner());
+        match event {
+            ToolEvent::ToolCallStarted { call } => {
+                started.insert(call.id.clone(), Instant::now());
+            }
+            ToolEvent::ToolCallCompleted { call, error_kind, tool_error_kind, .. } => {
+                asked().remove(&call.id);
+                let elapsed = started.remove(&call.id).map_or(Duration::ZERO, |t| t.elapsed());
+                let metrics = &self.service.inner.metrics;
+                metrics.record_call(&self.tenant_name, &call.name, elapsed, *error_kind, tool_error_kind.as_deref());
+            }
+            ToolEvent::ApprovalRequired { call, .. } => {
+                asked().insert(call.id.clone(), SystemTime::now());
+            }
+            ToolEvent::Nested { event, .. } => self.observe_tool(event, started),
+            _ => {}
+        }
     }
 
     /// The run is over, or stopped: its outcome recorded, its entry gone,
@@ -163,71 +168,4 @@ impl RunTask {
         }
         drop((permit, workspace));
     }
-}
-
-/// One run event as the chat's SSE stream names it (docs/operators.md,
-/// "Chat events"); `None` for the events the stream does not carry (turn
-/// boundaries, whole messages, and any event a newer runner adds).
-fn sse_event(event: RunEvent, session: &str, resumed: bool) -> Option<(&'static str, Value)> {
-    Some(match event {
-        RunEvent::RunStarted { agent, run_id } => {
-            ("run_started", json!({"run_id": run_id, "session_id": session, "agent": agent, "resumed": resumed}))
-        }
-        RunEvent::TextDelta { text } => ("text_delta", json!({"text": text})),
-        RunEvent::Tool(ToolEvent::ToolCallStarted { call }) => {
-            ("tool_call", json!({"id": call.id, "name": call.name, "arguments": call.arguments}))
-        }
-        RunEvent::Tool(ToolEvent::ToolCallCompleted {
-            call,
-            output,
-            is_error,
-            error_kind,
-            parts,
-            tool_error_kind,
-            ..
-        }) => {
-            let mut data = json!({"id": call.id, "name": call.name, "result": output, "is_error": is_error});
-            if let Some(kind) = error_kind {
-                data["error_kind"] = json!(kind.as_str());
-            }
-            if let Some(kind) = tool_error_kind {
-                data["tool_error_kind"] = json!(kind);
-            }
-            if let Some(parts) = parts {
-                data["parts"] = json!(parts);
-            }
-            ("tool_result", data)
-        }
-        RunEvent::Tool(ToolEvent::AttemptFailed { call, attempt, error, retry_in }) => (
-            "tool_attempt_failed",
-            json!({"id": call.id, "name": call.name, "attempt": attempt, "error": error,
-                   "retry_in_ms": u64::try_from(retry_in.as_millis()).unwrap_or(u64::MAX)}),
-        ),
-        RunEvent::Tool(ToolEvent::ToolProgress { call, message }) => {
-            ("tool_progress", json!({"id": call.id, "name": call.name, "message": message}))
-        }
-        // The ticket is dropped here: the decision comes out of band, through
-        // /api/chat/approve, while the handler waits.
-        RunEvent::Tool(ToolEvent::ApprovalRequired { call, ticket: _ }) => {
-            ("approval_required", json!({"id": call.id, "name": call.name, "arguments": call.arguments}))
-        }
-        RunEvent::Tool(ToolEvent::AutoApproved { call }) => {
-            ("approval_auto", json!({"id": call.id, "name": call.name, "reason": "allowed for this chat"}))
-        }
-        RunEvent::Tool(ToolEvent::ToolCallFailed { call, error }) => {
-            ("error", json!({"type": "ToolCallFailed", "message": error, "call_id": call.id}))
-        }
-        RunEvent::ContextCompacted { reason, tokens_before, tokens_after } => (
-            "context_compacted",
-            json!({"reason": reason, "tokens_before": tokens_before, "tokens_after": tokens_after}),
-        ),
-        RunEvent::HandoffOccurred { from_agent, to_agent } => {
-            ("handoff", json!({"from_agent": from_agent, "to_agent": to_agent}))
-        }
-        RunEvent::RunCompleted { output } => ("run_completed", json!({"output": output, "session_id": session})),
-        RunEvent::RunFailed { error } => {
-            ("error", json!({"type": error.kind(), "message": error.to_string(), "fatal": true}))
-        }
-        _ => return None,
-    })
 }
