@@ -5,7 +5,7 @@
 
 use crate::serve::{IdSse, Sse, json, plugin, request, start_with, tenant};
 use lovia_host::InstanceMode;
-use lovia_serve::{ProviderChoice, ProviderConfig, ServeConfig, TenantConfig};
+use lovia_serve::{ProviderConfig, ServeConfig, TenantConfig};
 use lovia_tests::fixtures;
 use serde_json::{Value, json as j};
 use std::path::{Path, PathBuf};
@@ -72,7 +72,7 @@ fn retry_and_chart_script(dir: &Path) -> PathBuf {
 }
 
 fn scripted(mut t: TenantConfig, script: PathBuf) -> TenantConfig {
-    t.provider = ProviderConfig { kind: ProviderChoice::Scripted, script: Some(script), ..ProviderConfig::default() };
+    t.provider = ProviderConfig::scripted(script);
     t
 }
 

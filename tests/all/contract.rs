@@ -7,7 +7,7 @@
 use crate::exec::executor;
 use crate::serve::{Sse, json, request, start_with, tenant};
 use lovia_host::{CallRequest, ContentPart, ContractVersion, ExecSettings, RunState, Tool};
-use lovia_serve::{ProviderChoice, ProviderConfig, ServeConfig};
+use lovia_serve::{ProviderConfig, ServeConfig};
 use lovia_tests::turn::{call, run};
 use lovia_tests::{fixtures, load};
 use serde_json::{Value, json as j};
@@ -214,7 +214,7 @@ fn chart_tenant(dir: &std::path::Path) -> lovia_serve::TenantConfig {
     ]);
     std::fs::write(&script, replies.to_string()).expect("script");
     let mut t = tenant("acme", "acme-key", &[fixtures::CHARTS, fixtures::CONTRACT_0_1]);
-    t.provider = ProviderConfig { kind: ProviderChoice::Scripted, script: Some(script), ..ProviderConfig::default() };
+    t.provider = ProviderConfig::scripted(script);
     t
 }
 

@@ -149,12 +149,12 @@ impl Runtime {
             Ok(engine) => (engine, true),
             Err(err) => {
                 tracing::warn!(%err, "pooling allocator unavailable; falling back to on-demand allocation");
-                let engine = Engine::new(&engine_config(config, false, abi))
-                    .map_err(|e| HostError::Engine { reason: e.to_string() })?;
+                let engine =
+                    Engine::new(&engine_config(config, false, abi)).map_err(|source| HostError::Engine { source })?;
                 (engine, false)
             }
         };
-        let linker = crate::sandbox::linker(&engine).map_err(|e| HostError::Engine { reason: e.to_string() })?;
+        let linker = crate::sandbox::linker(&engine).map_err(|source| HostError::Linker { source })?;
         let ticker = Ticker::start(engine.clone());
         Ok(Runtime { engine, linker, ticker, pooled, abi })
     }

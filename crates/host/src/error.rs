@@ -8,10 +8,16 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum HostError {
     /// wasmtime refused the engine configuration.
-    #[error("cannot create the WebAssembly engine: {reason}")]
+    #[error("cannot create the WebAssembly engine: {source}")]
     Engine {
-        /// wasmtime's explanation.
-        reason: String,
+        /// wasmtime's error.
+        source: wasmtime::Error,
+    },
+    /// The host functions could not be defined in the engine's linker.
+    #[error("cannot define the host functions in the engine's linker: {source}")]
+    Linker {
+        /// wasmtime's error.
+        source: wasmtime::Error,
     },
     /// The compiled-artifact cache directory cannot be used.
     #[error("cannot use the cache directory {path}: {source}")]

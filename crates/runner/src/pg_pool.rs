@@ -42,15 +42,15 @@ impl PgPool {
     /// A pool of at most `max_size` connections to `url` (TLS is not
     /// supported: use a local socket or a trusted network), with one
     /// connection made now so that a wrong URL fails here. The error is the
-    /// server's message ([`pg_message`]) or why the URL is not one.
-    pub async fn connect(url: &str, max_size: usize) -> Result<PgPool, String> {
-        let config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| e.to_string())?;
+    /// server's ([`PgError::Server`]) or why the URL is not one.
+    pub async fn connect(url: &str, max_size: usize) -> Result<PgPool, PgError> {
+        let config: tokio_postgres::Config = url.parse().map_err(PgError::Url)?;
         let pool = PgPool::with_config(config, super::store_url::redact(url).into(), max_size)?;
         drop(pool.get().await?);
         Ok(pool)
     }
 
-    fn with_config(config: tokio_postgres::Config, location: Arc<str>, max_size: usize) -> Result<PgPool, String> {
+    fn with_config(config: tokio_postgres::Config, location: Arc<str>, max_size: usize) -> Result<PgPool, PgError> {
         let manager = Manager::from_config(
             config.clone(),
             tokio_postgres::NoTls,
@@ -64,38 +64,38 @@ impl PgPool {
             .runtime(Runtime::Tokio1)
             .create_timeout(Some(PG_CONNECT_TIMEOUT))
             .build()
-            .map_err(|e| e.to_string())?;
+            .map_err(PgError::Build)?;
         Ok(PgPool { pool, config, location })
     }
 
     /// Another pool of at most `max_size` connections to the same database,
     /// for work that must never wait behind this pool's (lease renewals).
-    pub fn separate(&self, max_size: usize) -> Result<PgPool, String> {
+    pub fn separate(&self, max_size: usize) -> Result<PgPool, PgError> {
         PgPool::with_config(self.config.clone(), self.location.clone(), max_size)
     }
 
     /// A connection; it goes back to the pool when dropped.
-    pub async fn get(&self) -> Result<PgClient, String> {
+    pub async fn get(&self) -> Result<PgClient, PgError> {
         self.pool.get().await.map_err(|e| match e {
-            deadpool_postgres::PoolError::Backend(e) => pg_message(&e),
-            other => other.to_string(),
+            deadpool_postgres::PoolError::Backend(e) => PgError::Server(e),
+            other => PgError::Pool(other),
         })
     }
 
-    /// Runs `f` on a pooled connection; the error is the server's message
-    /// ([`pg_message`]) or why no connection could be had.
+    /// Runs `f` on a pooled connection; the error is the server's
+    /// ([`PgError::Server`]) or why no connection could be had.
     pub async fn run<T: Send>(
         &self,
         f: impl for<'c> FnOnce(&'c mut PgClient) -> lovia_host::BoxFuture<'c, Result<T, tokio_postgres::Error>> + Send,
-    ) -> Result<T, String> {
+    ) -> Result<T, PgError> {
         let mut client = self.get().await?;
-        f(&mut client).await.map_err(|e| pg_message(&e))
+        f(&mut client).await.map_err(PgError::Server)
     }
 
     /// Runs `schema` (statements that must be safe to run again, each
     /// store's `CREATE … IF NOT EXISTS`) on one connection.
-    pub async fn run_schema(&self, schema: &str) -> Result<(), String> {
-        self.get().await?.batch_execute(schema).await.map_err(|e| pg_message(&e))
+    pub async fn run_schema(&self, schema: &str) -> Result<(), PgError> {
+        self.get().await?.batch_execute(schema).await.map_err(PgError::Server)
     }
 
     /// The connection settings, for a connection of its own outside the
@@ -108,6 +108,26 @@ impl PgPool {
     pub fn location(&self) -> &str {
         &self.location
     }
+}
+
+/// Why a pooled PostgreSQL call failed. A server's error reads as the
+/// server's own message ([`pg_message`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PgError {
+    /// The URL is not a PostgreSQL connection string.
+    #[error("not a PostgreSQL URL: {0}")]
+    Url(#[source] tokio_postgres::Error),
+    /// The pool's settings were refused.
+    #[error("cannot build the connection pool: {0}")]
+    Build(#[source] deadpool_postgres::BuildError),
+    /// No connection could be had: none was made within
+    /// [`PG_CONNECT_TIMEOUT`], or the pool is closed.
+    #[error("no database connection: {0}")]
+    Pool(#[source] deadpool_postgres::PoolError),
+    /// The server refused the connection or a statement, or the connection broke.
+    #[error("{}", pg_message(.0))]
+    Server(#[source] tokio_postgres::Error),
 }
 
 /// The server's own message when there is one (`tokio_postgres::Error`

@@ -5,7 +5,7 @@
 //! other stores.
 
 use super::checkpoint::{Checkpoint, RunStatus, RunStore, SessionInfo, SessionPage, StoreError};
-use super::pg_pool::{PG_POOL_CONNECTIONS, PgClient, PgPool};
+use super::pg_pool::{PG_POOL_CONNECTIONS, PgClient, PgError, PgPool};
 use lovia_host::BoxFuture;
 
 /// A [`RunStore`] in a PostgreSQL database given by URL, e.g.
@@ -52,7 +52,8 @@ impl PostgresRunStore {
     /// Connects to `url` with a pool of its own ([`PG_POOL_CONNECTIONS`]
     /// connections at most) and creates the tables if they are missing.
     pub async fn open(url: &str) -> Result<Self, StoreError> {
-        let fail = |message: String| StoreError::Database { location: super::store_url::redact(url), message };
+        let fail =
+            |e: PgError| StoreError::Database { location: super::store_url::redact(url), message: e.to_string() };
         let pool = PgPool::connect(url, PG_POOL_CONNECTIONS).await.map_err(fail)?;
         Self::with_pool(pool).await
     }
@@ -61,7 +62,7 @@ impl PostgresRunStore {
     pub async fn with_pool(pool: PgPool) -> Result<Self, StoreError> {
         pool.run_schema(SCHEMA)
             .await
-            .map_err(|message| StoreError::Database { location: pool.location().to_owned(), message })?;
+            .map_err(|e| StoreError::Database { location: pool.location().to_owned(), message: e.to_string() })?;
         Ok(Self { pool })
     }
 
@@ -73,7 +74,7 @@ impl PostgresRunStore {
         self.pool
             .run(f)
             .await
-            .map_err(|message| StoreError::Database { location: self.pool.location().to_owned(), message })
+            .map_err(|e| StoreError::Database { location: self.pool.location().to_owned(), message: e.to_string() })
     }
 }
 

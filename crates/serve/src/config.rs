@@ -73,6 +73,7 @@ use std::path::{Path, PathBuf};
 /// The whole service.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ServeConfig {
     /// Where to listen. Default: `127.0.0.1:8700` (loopback only).
     #[serde(default = "default_listen")]
@@ -278,6 +279,7 @@ fn default_listen() -> SocketAddr {
 /// One tenant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct TenantConfig {
     /// Its name (in metrics and logs; never in another tenant's responses).
     pub name: String,
@@ -553,6 +555,7 @@ fn default_guest_log_bytes() -> u64 {
 /// Which model a tenant's chats use.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ProviderConfig {
     /// `env` (default: `LOVIA_PROVIDER`, `OPENAI_API_KEY`, `OPENAI_BASE_URL`,
     /// `ANTHROPIC_API_KEY`, `LOVIA_MODEL`, as
@@ -581,6 +584,14 @@ pub struct ProviderConfig {
     pub script: Option<PathBuf>,
 }
 
+impl ProviderConfig {
+    /// A scripted model: the replies in the JSON file `script` (relative to
+    /// the config file when it is read from one), every other field its default.
+    pub fn scripted(script: impl Into<PathBuf>) -> ProviderConfig {
+        ProviderConfig { kind: ProviderChoice::Scripted, script: Some(script.into()), ..ProviderConfig::default() }
+    }
+}
+
 /// The provider kinds of [`ProviderConfig`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -602,6 +613,7 @@ pub enum ProviderChoice {
 /// The agent a tenant's chats run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct AgentConfig {
     /// Its name; `/api/chat`'s `agent` must match it. Default: `assistant`.
     #[serde(default = "default_agent_name")]
@@ -677,6 +689,7 @@ fn default_per_minute() -> u32 {
 /// unknown keys through a flattened struct.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct PluginEntry {
     /// The `.wasm` component (relative to the config file).
     pub path: PathBuf,
@@ -1211,6 +1224,19 @@ impl ServeConfig {
 }
 
 impl PluginEntry {
+    /// An entry for the plugin at `path`, with no digest pinned, the
+    /// default instance mode, and no grants or limit overrides: what a
+    /// `[[tenants.plugins]]` table with only `path` gives.
+    pub fn new(path: impl Into<PathBuf>) -> PluginEntry {
+        PluginEntry {
+            path: path.into(),
+            digest: None,
+            instance: Default::default(),
+            grants: Default::default(),
+            limits: Default::default(),
+        }
+    }
+
     /// The plugin config this entry describes.
     pub fn plugin_config(&self) -> PluginConfig {
         PluginConfig::default()

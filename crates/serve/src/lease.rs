@@ -141,7 +141,10 @@ impl RunLeases {
     /// `pool` is the store's when it is PostgreSQL.
     pub(crate) async fn open(pool: Option<&PgPool>, lease: Duration) -> Result<RunLeases, LeaseError> {
         let Some(pool) = pool else { return Ok(RunLeases::Local) };
-        let fail = |message: String| LeaseError::Database { location: pool.location().to_owned(), message };
+        let fail = |e: lovia_runner::PgError| LeaseError::Database {
+            location: pool.location().to_owned(),
+            message: e.to_string(),
+        };
         pool.run_schema(SCHEMA).await.map_err(fail)?;
         let renewals = pool.separate(1).map_err(fail)?;
         let owner = lovia_runner::new_id("replica");
@@ -315,6 +318,8 @@ impl PgLeases {
         pool: &PgPool,
         f: impl for<'c> FnOnce(&'c mut PgClient) -> BoxFuture<'c, Result<T, tokio_postgres::Error>> + Send,
     ) -> Result<T, LeaseError> {
-        pool.run(f).await.map_err(|message| LeaseError::Database { location: pool.location().to_owned(), message })
+        pool.run(f)
+            .await
+            .map_err(|e| LeaseError::Database { location: pool.location().to_owned(), message: e.to_string() })
     }
 }

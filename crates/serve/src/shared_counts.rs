@@ -54,7 +54,7 @@ impl SharedCounts {
     /// The counts' table in the store of `pool`, created if missing.
     pub(crate) async fn open(pool: &PgPool) -> Result<SharedCounts, SharedCountError> {
         let counts = SharedCounts { pool: pool.clone() };
-        pool.run_schema(SCHEMA).await.map_err(|message| counts.fail(message))?;
+        pool.run_schema(SCHEMA).await.map_err(|e| counts.fail(e.to_string()))?;
         Ok(counts)
     }
 
@@ -66,7 +66,7 @@ impl SharedCounts {
         &self,
         f: impl for<'c> FnOnce(&'c mut PgClient) -> BoxFuture<'c, Result<T, tokio_postgres::Error>> + Send,
     ) -> Result<T, SharedCountError> {
-        self.pool.run(f).await.map_err(|message| self.fail(message))
+        self.pool.run(f).await.map_err(|e| self.fail(e.to_string()))
     }
 
     /// Counts a call of `tenant` in the current wall-clock minute (the

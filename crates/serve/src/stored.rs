@@ -166,7 +166,7 @@ impl PluginStore {
             (StoreUrl::Postgres(raw), None) => {
                 let pool = PgPool::connect(raw, 1)
                     .await
-                    .map_err(|message| PluginStoreError::Database { location: url.to_string(), message })?;
+                    .map_err(|e| PluginStoreError::Database { location: url.to_string(), message: e.to_string() })?;
                 Ok(PluginStore::Postgres(Box::new(Pg::open(pool).await?)))
             }
             (StoreUrl::Sqlite(path), _) => {
@@ -314,7 +314,7 @@ impl PluginStore {
             }
             PluginStore::Postgres(pg) => {
                 let location = pg.pool.location().to_owned();
-                let mut c = pg.pool.get().await.map_err(|message| pg.fail(message))?;
+                let mut c = pg.pool.get().await.map_err(|e| pg.fail(e.to_string()))?;
                 async move {
                     let tx = c.transaction().await.map_err(|e| pg_error(&location, &e))?;
                     let db = |e: tokio_postgres::Error| pg_error(&location, &e);
@@ -477,7 +477,7 @@ impl Pg {
     async fn open(pool: PgPool) -> Result<Pg, PluginStoreError> {
         pool.run_schema(POSTGRES_SCHEMA)
             .await
-            .map_err(|message| PluginStoreError::Database { location: pool.location().to_owned(), message })?;
+            .map_err(|e| PluginStoreError::Database { location: pool.location().to_owned(), message: e.to_string() })?;
         Ok(Pg { pool })
     }
 
@@ -489,7 +489,7 @@ impl Pg {
         &self,
         f: impl for<'c> FnOnce(&'c mut PgClient) -> BoxFuture<'c, Result<T, tokio_postgres::Error>> + Send,
     ) -> Result<T, PluginStoreError> {
-        self.pool.run(f).await.map_err(|message| self.fail(message))
+        self.pool.run(f).await.map_err(|e| self.fail(e.to_string()))
     }
 }
 

@@ -34,7 +34,7 @@ impl Stores {
             StoreUrl::Postgres(raw) => Some(
                 PgPool::connect(raw, PG_POOL_CONNECTIONS)
                     .await
-                    .map_err(|message| StoreError::Database { location: url.to_string(), message })?,
+                    .map_err(|e| StoreError::Database { location: url.to_string(), message: e.to_string() })?,
             ),
             _ => None,
         };

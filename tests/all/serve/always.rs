@@ -3,7 +3,7 @@
 //! `approval_auto`, and never for another session or tenant.
 
 use super::{Sse, json, request, start_with, tenant};
-use lovia_serve::{ProviderChoice, ProviderConfig, ServeConfig};
+use lovia_serve::{ProviderConfig, ServeConfig};
 use lovia_tests::fixtures;
 use serde_json::json as j;
 
@@ -20,7 +20,7 @@ async fn an_always_allow_holds_for_the_rest_of_the_chat_and_no_other() {
     let replies = j!([refund("c1"), refund("c2"), {"content": "Two refunds."}, refund("c3"), {"content": "A third."}]);
     std::fs::write(&script, replies.to_string()).expect("script");
     let mut t = tenant("acme", "acme-key", &[fixtures::ORDERS]);
-    t.provider = ProviderConfig { kind: ProviderChoice::Scripted, script: Some(script), ..ProviderConfig::default() };
+    t.provider = ProviderConfig::scripted(script);
     let config = ServeConfig::new(vec![t, tenant("globex", "globex-key", &[fixtures::ORDERS])]);
     let addr = start_with(config).await;
 

@@ -7,7 +7,7 @@ use super::{Sse, json, request, start_with, tenant};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use lovia_runner::SqliteRunStore;
-use lovia_serve::{ProviderChoice, ProviderConfig, ServeConfig, Service, TenantConfig};
+use lovia_serve::{ProviderConfig, ServeConfig, Service, TenantConfig};
 use lovia_tests::{fixtures, host};
 use serde_json::{Value, json as j};
 use std::path::{Path, PathBuf};
@@ -30,7 +30,7 @@ fn calls(list: &[(&str, &str, &str)]) -> Value {
 
 fn chat_tenant(name: &str, key: &str, script: PathBuf) -> TenantConfig {
     let mut t = tenant(name, key, &[fixtures::ORDERS, fixtures::DIAGNOSTICS]);
-    t.provider = ProviderConfig { kind: ProviderChoice::Scripted, script: Some(script), ..ProviderConfig::default() };
+    t.provider = ProviderConfig::scripted(script);
     t
 }
 

@@ -4,7 +4,7 @@
 //! `/api/chat/approve` by the nested call's id, and the program goes on.
 
 use super::{Sse, json, request, start, tenant, tool_result};
-use lovia_serve::{ProviderChoice, ProviderConfig};
+use lovia_serve::ProviderConfig;
 use lovia_tests::fixtures;
 use serde_json::json as j;
 
@@ -24,7 +24,7 @@ async fn a_chats_program_streams_its_calls_under_it_and_waits_for_their_approval
     let path = dir.path().join("script.json");
     std::fs::write(&path, replies.to_string()).expect("script");
     let mut acme = tenant("acme", "acme-key", &[fixtures::ORDERS]);
-    acme.provider = ProviderConfig { kind: ProviderChoice::Scripted, script: Some(path), ..ProviderConfig::default() };
+    acme.provider = ProviderConfig::scripted(path);
     acme.agent.code_mode = true;
     let addr = start(vec![acme]).await;
     let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "s1", "input": "refund A-1002"}"#).await;

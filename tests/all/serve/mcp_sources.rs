@@ -6,7 +6,7 @@
 use super::{Sse, json, request, start, tenant};
 use crate::mcp::{python, root};
 use lovia_mcp::source::{McpServerConfig, SandboxConfig};
-use lovia_serve::{ProviderChoice, ProviderConfig, ServeConfig, Service};
+use lovia_serve::{ProviderConfig, ServeConfig, Service};
 use lovia_tests::{fixtures, host};
 
 /// The test server on stdio, taking only `include`.
@@ -101,8 +101,7 @@ async fn a_chat_follows_a_servers_list_change() {
     let script = dir.path().join("script.json");
     std::fs::write(&script, replies.to_string()).expect("write the script");
     let mut acme = tenant("acme", "acme-key", &[]);
-    acme.provider =
-        ProviderConfig { kind: ProviderChoice::Scripted, script: Some(script), ..ProviderConfig::default() };
+    acme.provider = ProviderConfig::scripted(script);
     acme.mcp_servers = vec![stdio_server(&py, &["grow", "extra"])];
     let addr = start(vec![acme]).await;
 
@@ -267,8 +266,7 @@ async fn a_chat_reaches_a_deferred_servers_tools_through_two_tools() {
     let script = dir.path().join("script.json");
     std::fs::write(&script, replies.to_string()).expect("write the script");
     let mut acme = tenant("acme", "acme-key", &[]);
-    acme.provider =
-        ProviderConfig { kind: ProviderChoice::Scripted, script: Some(script), ..ProviderConfig::default() };
+    acme.provider = ProviderConfig::scripted(script);
     let mut server = stdio_server(&py, &["echo", "add"]);
     server.defer = true;
     acme.mcp_servers = vec![server];

@@ -12,20 +12,13 @@ mod tools;
 mod web;
 mod workspace;
 
-use lovia_host::plugin::config::LimitOverrides;
 use lovia_serve::{PluginEntry, ServeConfig, Service, TenantConfig, hash_key};
 use lovia_tests::host;
 use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub(crate) fn plugin(path: &str) -> PluginEntry {
-    PluginEntry {
-        path: path.into(),
-        digest: None,
-        instance: Default::default(),
-        grants: Default::default(),
-        limits: LimitOverrides::default(),
-    }
+    PluginEntry::new(path)
 }
 
 pub(crate) fn tenant(name: &str, key: &str, plugins: &[&str]) -> TenantConfig {

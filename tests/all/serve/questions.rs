@@ -4,7 +4,7 @@
 //! timeout's exact words.
 
 use super::{Sse, json, request, start_with, tenant};
-use lovia_serve::{ProviderChoice, ProviderConfig, ServeConfig, TenantConfig};
+use lovia_serve::{ProviderConfig, ServeConfig, TenantConfig};
 use serde_json::{Value, json as j};
 use std::path::Path;
 
@@ -16,7 +16,7 @@ fn asking(dir: &Path, name: &str, key: &str, arguments: Value, ask_human: bool) 
     let path = dir.join(format!("{name}.json"));
     std::fs::write(&path, replies.to_string()).expect("script");
     let mut t = tenant(name, key, &[]);
-    t.provider = ProviderConfig { kind: ProviderChoice::Scripted, script: Some(path), ..ProviderConfig::default() };
+    t.provider = ProviderConfig::scripted(path);
     t.agent.ask_human = ask_human;
     t
 }

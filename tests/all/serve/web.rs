@@ -4,7 +4,7 @@
 
 use super::{Sse, start_with, tenant};
 use crate::web::{Reply, Site};
-use lovia_serve::{ProviderChoice, ProviderConfig, ServeConfig, TenantWeb};
+use lovia_serve::{ProviderConfig, ServeConfig, TenantWeb};
 use serde_json::json as j;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -30,8 +30,7 @@ async fn a_tenants_chats_read_pages_and_search_through_its_web_table() {
     ]);
     std::fs::write(&script, replies.to_string()).expect("script");
     let mut acme = tenant("acme", "acme-key", &[]);
-    acme.provider =
-        ProviderConfig { kind: ProviderChoice::Scripted, script: Some(script), ..ProviderConfig::default() };
+    acme.provider = ProviderConfig::scripted(script);
     let mut web = TenantWeb::default();
     web.read_page = true;
     web.allow = vec![site.origin().parse().expect("origin")];

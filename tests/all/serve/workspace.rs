@@ -4,7 +4,7 @@
 //! sessions, and an idle session's workspace removed after its retention.
 
 use super::{Sse, start_with, tenant};
-use lovia_serve::{ProviderChoice, ProviderConfig, ServeConfig, TenantConfig, TenantWorkspace, WorkspaceMode};
+use lovia_serve::{ProviderConfig, ServeConfig, TenantConfig, TenantWorkspace, WorkspaceMode};
 use lovia_tests::fixtures;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -19,7 +19,7 @@ fn scripted(dir: &Path, name: &str, replies: &Value) -> TenantConfig {
     let script = dir.join(format!("{name}.json"));
     std::fs::write(&script, replies.to_string()).expect("script");
     let mut t = tenant(name, &format!("{name}-key"), &[fixtures::DIAGNOSTICS]);
-    t.provider = ProviderConfig { kind: ProviderChoice::Scripted, script: Some(script), ..ProviderConfig::default() };
+    t.provider = ProviderConfig::scripted(script);
     t
 }
 

@@ -55,7 +55,7 @@ impl SharedStates {
     pub(crate) async fn open(pool: Option<&PgPool>) -> Result<Option<SharedStates>, OpenError> {
         let Some(pool) = pool else { return Ok(None) };
         let fail = |message: String| (pool.location().to_owned(), message);
-        pool.run_schema(SCHEMA).await.map_err(fail)?;
+        pool.run_schema(SCHEMA).await.map_err(|e| fail(e.to_string()))?;
         let mut mine = [0u8; 32];
         getrandom::fill(&mut mine).map_err(|e| fail(format!("no randomness for the MCP state key: {e}")))?;
         let redeemed = PgRedeemed { pool: pool.clone() };
