@@ -1,8 +1,8 @@
-//! The `arguments` target: its body is fuzz/bodies/arguments.rs, which the fuzz smoke
+//! The `arguments` target: its body is fuzz/fuzz_targets/bodies/arguments.rs, which the fuzz smoke
 //! in the test build (tests/all/fuzz.rs) runs too.
 #![no_main]
 
-#[path = "../bodies/arguments.rs"]
+#[path = "bodies/arguments.rs"]
 mod body;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| body::run(data));

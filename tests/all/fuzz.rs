@@ -1,4 +1,4 @@
-//! The fuzz smoke: the two cargo-fuzz targets' bodies (fuzz/bodies/) run in
+//! The fuzz smoke: the two cargo-fuzz targets' bodies (fuzz/fuzz_targets/bodies/) run in
 //! the test build, over their seeds and then over mutations of them for a
 //! bounded time, so that CI needs no nightly build of its own
 //! (docs/contributing.md, "Fuzzing").
@@ -9,9 +9,9 @@
 //! written to target/fuzz-smoke/ and named in the failure, to be replayed with
 //! `cargo +nightly fuzz run <target> <file>`.
 
-#[path = "../../fuzz/bodies/arguments.rs"]
+#[path = "../../fuzz/fuzz_targets/bodies/arguments.rs"]
 mod arguments;
-#[path = "../../fuzz/bodies/component.rs"]
+#[path = "../../fuzz/fuzz_targets/bodies/component.rs"]
 mod component;
 
 use lovia_tests::fixtures;

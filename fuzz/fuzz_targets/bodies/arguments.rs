@@ -27,11 +27,11 @@ fn validators() -> &'static [ArgumentValidator] {
     V.get_or_init(|| {
         let mut out = Vec::new();
         for golden in [
-            include_str!("../../tests/golden/orders.json"),
-            include_str!("../../tests/golden/docs.json"),
-            include_str!("../../tests/golden/notes.json"),
-            include_str!("../../tests/golden/ops.json"),
-            include_str!("../../tests/golden/diagnostics.json"),
+            include_str!("../../../tests/golden/orders.json"),
+            include_str!("../../../tests/golden/docs.json"),
+            include_str!("../../../tests/golden/notes.json"),
+            include_str!("../../../tests/golden/ops.json"),
+            include_str!("../../../tests/golden/diagnostics.json"),
         ] {
             let specs: Vec<serde_json::Value> = serde_json::from_str(golden).expect("golden specs");
             for spec in specs {
