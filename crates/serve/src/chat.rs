@@ -4,16 +4,18 @@
 //! leaving, and is persisted so that it survives the process too.
 
 mod agent;
+mod outcomes;
 mod run_task;
 
+use super::auth::Caller;
 use super::lease::Taken;
 use super::question::Questions;
 use super::remote::{Order, Posted};
 use super::sse::{READER_QUEUE, Reader, frame};
-use super::{Service, Tenant, error, unauthorized};
+use super::{Service, Tenant, error};
 use agent::ChatAgent;
 use axum::Json;
-use axum::extract::{Path as UrlPath, State};
+use axum::extract::Path as UrlPath;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
@@ -40,6 +42,30 @@ pub(crate) const RUN_REPLAY_BYTES: usize = 1 << 20;
 /// Bytes of event data all of a tenant's runs keep for replay together:
 /// 8 MiB. A run that would pass it drops its own oldest events instead.
 pub(crate) const TENANT_REPLAY_BYTES: usize = 8 << 20;
+
+/// One tenant's runs in this process.
+pub(crate) struct TenantRuns {
+    /// A place for each run in progress here.
+    pub(crate) slots: Arc<tokio::sync::Semaphore>,
+    /// `max_concurrent_runs`: with a shared store, across replicas (`lease`).
+    pub(crate) max: u32,
+    /// How the runs this process ended ended, for `GET /api/chat`.
+    pub(crate) outcomes: outcomes::Outcomes,
+    /// Bytes of its runs' events kept for replay ([`TENANT_REPLAY_BYTES`]).
+    pub(crate) replay_bytes: Arc<AtomicUsize>,
+}
+
+impl TenantRuns {
+    /// Room for `max_concurrent_runs` runs.
+    pub(crate) fn new(max_concurrent_runs: u32) -> Self {
+        Self {
+            slots: Arc::new(tokio::sync::Semaphore::new(max_concurrent_runs as usize)),
+            max: max_concurrent_runs,
+            outcomes: outcomes::Outcomes::default(),
+            replay_bytes: Arc::default(),
+        }
+    }
+}
 
 /// How long a run's end waits for its events to reach the table before
 /// it lets the lease go: 5 s.
@@ -303,8 +329,8 @@ pub(crate) fn valid_session_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 128 && id.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
 }
 
-pub(crate) async fn chat(State(service): State<Service>, headers: HeaderMap, body: String) -> Response {
-    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+pub(crate) async fn chat(caller: Caller, headers: HeaderMap, body: String) -> Response {
+    let (service, tenant) = (caller.service(), caller.tenant());
     let request: ChatRequest = match parse(&body) {
         Ok(r) => r,
         Err(refusal) => return refusal.into_response(),
@@ -371,14 +397,14 @@ pub(crate) async fn chat(State(service): State<Service>, headers: HeaderMap, bod
 
 impl Service {
     fn sse_response(&self, reader: Reader) -> Response {
-        let mut response = reader.into_response(self.inner.sse_keep_alive);
+        let mut response = reader.into_response(self.inner.limits.sse_keep_alive);
         response.headers_mut().insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-cache"));
         response
     }
 }
 
-pub(crate) async fn approve(State(service): State<Service>, headers: HeaderMap, body: String) -> Response {
-    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+pub(crate) async fn approve(caller: Caller, body: String) -> Response {
+    let (service, tenant) = (caller.service(), caller.tenant());
     let request: ApproveRequest = match parse(&body) {
         Ok(r) => r,
         Err(refusal) => return refusal.into_response(),
@@ -391,7 +417,7 @@ pub(crate) async fn approve(State(service): State<Service>, headers: HeaderMap, 
         return error(StatusCode::BAD_REQUEST, "always is for approve only");
     }
     let order = Order::Decide { call_id: request.call_id, decision, always: request.always };
-    let decided = match deliver(&service, tenant, &request.session_id, &order).await {
+    let decided = match deliver(service, tenant, &request.session_id, &order).await {
         Ok(decided) => decided,
         Err(answer) => return answer,
     };
@@ -422,8 +448,8 @@ enum AnswerText {
 /// [`lovia_runner::MAX_ANSWER_CHARS`] characters of it).
 const MAX_ANSWER_BYTES: usize = 32 * 1024;
 
-pub(crate) async fn answer(State(service): State<Service>, headers: HeaderMap, body: String) -> Response {
-    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+pub(crate) async fn answer(caller: Caller, body: String) -> Response {
+    let (service, tenant) = (caller.service(), caller.tenant());
     let request: AnswerRequest = match parse(&body) {
         Ok(r) => r,
         Err(refusal) => return refusal.into_response(),
@@ -439,7 +465,7 @@ pub(crate) async fn answer(State(service): State<Service>, headers: HeaderMap, b
     if answer.len() > MAX_ANSWER_BYTES {
         return error(StatusCode::BAD_REQUEST, &format!("answer is over {MAX_ANSWER_BYTES} bytes"));
     }
-    match deliver(&service, tenant, &request.session_id, &Order::Answer { answer }).await {
+    match deliver(service, tenant, &request.session_id, &Order::Answer { answer }).await {
         Ok(true) => Json(json!({"ok": true})).into_response(),
         Ok(false) => not_found("no pending question matches").into_response(),
         Err(answer) => answer,
@@ -483,13 +509,13 @@ fn unreachable_store(e: &super::LeaseError) -> Response {
     error(StatusCode::SERVICE_UNAVAILABLE, "the run store is unreachable; retry later")
 }
 
-pub(crate) async fn cancel(State(service): State<Service>, headers: HeaderMap, body: String) -> Response {
-    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+pub(crate) async fn cancel(caller: Caller, body: String) -> Response {
+    let (service, tenant) = (caller.service(), caller.tenant());
     let request: CancelRequest = match parse(&body) {
         Ok(r) => r,
         Err(refusal) => return refusal.into_response(),
     };
-    let cancelled = match deliver(&service, tenant, &request.session_id, &Order::Cancel).await {
+    let cancelled = match deliver(service, tenant, &request.session_id, &Order::Cancel).await {
         Ok(cancelled) => cancelled,
         Err(answer) => return answer,
     };
@@ -500,12 +526,8 @@ pub(crate) async fn cancel(State(service): State<Service>, headers: HeaderMap, b
     }
 }
 
-pub(crate) async fn transcript(
-    State(service): State<Service>,
-    UrlPath(session): UrlPath<String>,
-    headers: HeaderMap,
-) -> Response {
-    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+pub(crate) async fn transcript(caller: Caller, UrlPath(session): UrlPath<String>) -> Response {
+    let (service, tenant) = (caller.service(), caller.tenant());
     match service.inner.stores.runs.load(&tenant.name, &session).await {
         Ok(Some(cp)) => Json(json!({
             "session_id": session,
@@ -564,7 +586,7 @@ impl Service {
         session: &str,
         resuming: bool,
     ) -> Result<Option<lovia_host::LeaseToken>, ApiError> {
-        let lease = match self.inner.stores.leases.take(&tenant.name, session, tenant.max_runs).await {
+        let lease = match self.inner.stores.leases.take(&tenant.name, session, tenant.runs.max).await {
             Ok(Taken::Yes(lease)) => lease,
             Ok(Taken::HeldElsewhere) => {
                 return Err(ApiError(
@@ -615,7 +637,7 @@ impl Service {
         read: bool,
     ) -> Result<Option<Reader>, ApiError> {
         let provider = tenant.model.provider().map_err(|reason| ApiError(StatusCode::SERVICE_UNAVAILABLE, reason))?;
-        let Ok(permit) = tenant.runs.clone().try_acquire_owned() else { return Err(too_many_runs(self, tenant)) };
+        let Ok(permit) = tenant.runs.slots.clone().try_acquire_owned() else { return Err(too_many_runs(self, tenant)) };
         let ChatAgent { agent, workspace, questions } = self.chat_agent(tenant, session)?;
         let runner = Runner::new(agent, provider).with_store(self.inner.stores.runs.clone());
         let mut state =
@@ -649,8 +671,11 @@ impl Service {
         // Every effect of the run (a call, an outbound request, a store or
         // checkpoint write) checks the fence through the run's cancel token.
         let fence = self.inner.stores.leases.is_shared().then(|| {
-            let fence =
-                lovia_host::Fence::until(super::lease::fence_end(taking, self.inner.lease, self.inner.lease_renew));
+            let fence = lovia_host::Fence::until(super::lease::fence_end(
+                taking,
+                self.inner.limits.lease,
+                self.inner.limits.lease_renew,
+            ));
             match lease {
                 Some(lease) => fence.for_lease(lease),
                 None => fence,
@@ -663,7 +688,7 @@ impl Service {
             approvals: state.approvals.clone(),
             cancel: state.cancel.clone(),
             feed: Mutex::default(),
-            tenant_replay: tenant.replay_bytes.clone(),
+            tenant_replay: tenant.runs.replay_bytes.clone(),
             asked: Mutex::default(),
             started: SystemTime::now(),
             lease_lost: tokio::sync::Notify::new(),
@@ -692,7 +717,7 @@ impl Service {
         if let Some(first) = first_id {
             live.feed.lock().unwrap_or_else(|p| p.into_inner()).next_id = first;
         }
-        tenant.outcomes.started(session);
+        tenant.runs.outcomes.started(session);
         let reader = read.then(|| live.subscribe(None));
         // A run without input resumes one the store holds unfinished.
         let resumed = input.is_none();

@@ -10,23 +10,17 @@
 //! from itself and the `blob:` URLs its script makes from checked image
 //! bytes, and the script renders every value as text.
 
-use super::{Service, Tenant, error, unauthorized};
+use super::auth::Caller;
+use super::{Service, Tenant, error};
 use axum::Json;
+use axum::extract::Query;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use lovia_runner::{RunStatus, SESSION_PAGE_DEFAULT, SESSION_PAGE_MAX, SessionCursor, SessionPage};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
-
-/// How many ended runs' outcomes a tenant's [`Outcomes`] remembers: 100.
-/// The store keeps a status for every session; this only refines it for
-/// runs this process ended (`cancelled` rather than `interrupted`).
-pub(crate) const RECENT_OUTCOMES: usize = 100;
 
 /// The policy of every console response: its own script and style only,
 /// requests only to its own origin, never framed. `blob:` images are the
@@ -85,29 +79,6 @@ pub(crate) async fn icon() -> Response {
     asset("image/svg+xml", ICON_SVG)
 }
 
-/// The outcomes of the runs this process ended, newest first, at most
-/// [`RECENT_OUTCOMES`]: the run error's kind (`cancelled`, `max_turns`, …)
-/// says more than the store's `interrupted` or `failed`.
-#[derive(Default)]
-pub(crate) struct Outcomes(Mutex<VecDeque<(String, &'static str)>>);
-
-impl Outcomes {
-    pub(crate) fn started(&self, id: &str) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).retain(|(s, _)| s != id);
-    }
-
-    pub(crate) fn ended(&self, id: &str, outcome: &'static str) {
-        let mut list = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        list.retain(|(s, _)| s != id);
-        list.push_front((id.to_owned(), outcome));
-        list.truncate(RECENT_OUTCOMES);
-    }
-
-    fn of(&self, id: &str) -> Option<&'static str> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|(s, _)| s == id).map(|(_, o)| *o)
-    }
-}
-
 /// The query of `GET /api/chat`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -120,12 +91,8 @@ pub(crate) struct SessionsQuery {
 
 /// `GET /api/chat?limit=&before=`: a page of the tenant's sessions from the
 /// run store, newest first, with their status; they outlive the process.
-pub(crate) async fn sessions(
-    State(service): State<Service>,
-    headers: HeaderMap,
-    query: Result<Query<SessionsQuery>, QueryRejection>,
-) -> Response {
-    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+pub(crate) async fn sessions(caller: Caller, query: Result<Query<SessionsQuery>, QueryRejection>) -> Response {
+    let (service, tenant) = (caller.service(), caller.tenant());
     let query = match query {
         Ok(Query(q)) => q,
         Err(rejection) => return error(StatusCode::BAD_REQUEST, &rejection.body_text()),
@@ -151,7 +118,7 @@ pub(crate) async fn sessions(
             let status = match (&live, s.status) {
                 (Some(_), _) => "running",
                 (None, RunStatus::Running) => "running",
-                (None, stored) => tenant.outcomes.of(&s.session).unwrap_or(match stored {
+                (None, stored) => tenant.runs.outcomes.of(&s.session).unwrap_or(match stored {
                     RunStatus::Completed => "completed",
                     RunStatus::Failed => "failed",
                     _ => "interrupted",
@@ -174,10 +141,10 @@ pub(crate) async fn sessions(
 
 /// `GET /api/approvals`: every approval of the tenant's runs waiting for a
 /// decision, with what an approver needs to decide it.
-pub(crate) async fn approvals(State(service): State<Service>, headers: HeaderMap) -> Response {
-    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+pub(crate) async fn approvals(caller: Caller) -> Response {
+    let (service, tenant) = (caller.service(), caller.tenant());
     let executor = tenant.executor();
-    let timeout = service.inner.approval_timeout;
+    let timeout = service.inner.limits.approval_timeout;
     let runs: Vec<(String, std::sync::Arc<super::chat::LiveRun>)> = {
         let live = service.inner.live.lock().unwrap_or_else(|p| p.into_inner());
         // Only this tenant's runs: the key's first half is the tenant index.
@@ -211,8 +178,8 @@ pub(crate) async fn approvals(State(service): State<Service>, headers: HeaderMap
 
 /// `GET /api/questions`: the open `ask_human` questions of the tenant's
 /// runs on this replica, oldest first.
-pub(crate) async fn questions(State(service): State<Service>, headers: HeaderMap) -> Response {
-    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+pub(crate) async fn questions(caller: Caller) -> Response {
+    let (service, tenant) = (caller.service(), caller.tenant());
     let runs: Vec<(String, std::sync::Arc<super::chat::LiveRun>)> = {
         let live = service.inner.live.lock().unwrap_or_else(|p| p.into_inner());
         live.iter().filter(|((i, _), _)| *i == tenant.index).map(|((_, s), r)| (s.clone(), r.clone())).collect()
@@ -233,8 +200,8 @@ pub(crate) async fn questions(State(service): State<Service>, headers: HeaderMap
 
 /// `GET /api/tools/detailed`: each tool with its schema, hints, limits,
 /// grants and plugin.
-pub(crate) async fn tools(State(service): State<Service>, headers: HeaderMap) -> Response {
-    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+pub(crate) async fn tools(caller: Caller) -> Response {
+    let tenant = caller.tenant();
     let executor = tenant.executor();
     let list: Vec<Value> = executor
         .tools()
@@ -282,9 +249,9 @@ fn millis(d: Duration) -> u64 {
 
 /// `GET /api/metrics`: the tenant's own figures from the service metrics,
 /// with its calls per minute as the service counted them.
-pub(crate) async fn metrics(State(service): State<Service>, headers: HeaderMap) -> Response {
-    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
-    let pending = pending_of(&service, tenant);
+pub(crate) async fn metrics(caller: Caller) -> Response {
+    let (service, tenant) = (caller.service(), caller.tenant());
+    let pending = pending_of(service, tenant);
     let now = SystemTime::now();
     let mut body = service.inner.metrics.tenant_json(&tenant.name, now);
     body["tenant"] = json!(tenant.name);
@@ -299,26 +266,4 @@ fn pending_of(service: &Service, tenant: &Tenant) -> usize {
     let chats: usize =
         live.iter().filter(|((i, _), _)| *i == tenant.index).map(|(_, r)| r.approvals.pending_ids().len()).sum();
     chats + tenant.mcp.pending().len()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_outcomes_are_bounded_newest_first_and_a_new_run_clears_its_own() {
-        let outcomes = Outcomes::default();
-        for i in 0..RECENT_OUTCOMES + 5 {
-            outcomes.ended(&format!("s{i}"), "completed");
-        }
-        assert_eq!(outcomes.0.lock().expect("lock").len(), RECENT_OUTCOMES);
-        assert_eq!(outcomes.of("s4"), None, "the oldest were forgotten");
-        assert_eq!(outcomes.of("s5"), Some("completed"));
-        outcomes.ended("s50", "cancelled");
-        assert_eq!(outcomes.of("s50"), Some("cancelled"));
-        assert_eq!(outcomes.0.lock().expect("lock").iter().filter(|(s, _)| s == "s50").count(), 1);
-        // A session that runs again has no outcome until it ends again.
-        outcomes.started("s50");
-        assert_eq!(outcomes.of("s50"), None);
-    }
 }

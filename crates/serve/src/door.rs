@@ -7,6 +7,7 @@
 //! body extractors run before the handler that checks the key.
 
 use super::{Service, error, unauthorized};
+use crate::auth::{self, Authenticated};
 use crate::listener::Connection;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
@@ -40,9 +41,12 @@ fn units(bytes: usize) -> usize {
     bytes.div_ceil(UNIT).max(1)
 }
 
-pub(crate) async fn admit(State(door): State<Door>, request: Request, next: Next) -> Response {
+pub(crate) async fn admit(State(door): State<Door>, mut request: Request, next: Next) -> Response {
     let service = &door.service;
-    let Some(tenant) = service.tenant(request.headers()) else { return unauthorized() };
+    let Some(index) = auth::tenant_index(service, request.headers()) else { return unauthorized() };
+    let tenant = &service.inner.tenants[index];
+    // The handler's `Caller` takes the tenant from here.
+    request.extensions_mut().insert(Authenticated(index));
     // The connection presented a valid key: it may use the connection
     // places kept for authenticated traffic (`listener`).
     if let Some(ConnectInfo(connection)) = request.extensions().get::<ConnectInfo<Connection>>() {
@@ -78,7 +82,7 @@ pub(crate) async fn admit(State(door): State<Door>, request: Request, next: Next
         service.inner.metrics.refuse(&tenant.name, "service_body_bytes_in_flight");
         return error(StatusCode::SERVICE_UNAVAILABLE, "the service is reading too many request bodies; retry shortly");
     };
-    let timeout = service.inner.body_read_timeout;
+    let timeout = service.inner.limits.body_read_timeout;
     let bytes = match tokio::time::timeout(timeout, Limited::new(body, door.limit).collect()).await {
         Err(_) => {
             return error(

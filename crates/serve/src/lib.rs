@@ -52,6 +52,7 @@ mod config;
 mod console;
 mod door;
 mod lease;
+mod limits;
 mod listener;
 mod mcp;
 mod mcp_sources;
@@ -68,6 +69,7 @@ mod stored;
 mod stores;
 mod takeover;
 mod upload;
+mod upload_sync;
 mod workspace;
 
 /// The embedders' pages, whose Rust snippets rustdoc compiles as this
@@ -93,6 +95,7 @@ pub use listener::{Connection, ConnectionLimits, LimitedListener, LimitedStream}
 pub use shared_counts::SharedCountError;
 pub use stored::PluginStoreError;
 
+use auth::{Caller, Operator};
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -101,13 +104,13 @@ use axum::{Json, Router};
 use lovia_host::Host;
 use lovia_host::call::text;
 use lovia_host::error::LoadError;
-use lovia_host::exec::{EventSink, ExecSettings, Executor, NameConflict, RunState, ToolCall};
+use lovia_host::exec::{EventSink, ExecSettings, Executor, RunState, ToolCall};
 use lovia_host::{ErrorKind, Tool};
 use lovia_host::{ToolSource, Toolset};
 use lovia_runner::{RunStore, StoreError};
 use serde_json::json;
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
@@ -126,7 +129,7 @@ struct Inner {
     /// Code mode's engine, compiled once when a tenant's agent has `code_mode`.
     code_engine: Option<Arc<lovia_code::CodeEngine>>,
     tenants: Vec<Tenant>,
-    /// Key hash → index into `tenants`.
+    /// Key hash → index into `tenants` ([`auth`]).
     keys: HashMap<String, usize>,
     metrics: Arc<metrics::Metrics>,
     calls: AtomicU64,
@@ -134,37 +137,16 @@ struct Inner {
     stores: stores::Stores,
     /// Runs in progress by (tenant index, session id).
     live: Mutex<HashMap<(usize, String), Arc<chat::LiveRun>>>,
-    approval_timeout: Duration,
-    /// How long an `ask_human` question waits for its answer.
-    question_timeout: Duration,
-    /// Shared by every tenant's uploads ([`COMPILE_SLOTS`]).
-    compile_slots: Arc<Semaphore>,
-    /// Silence on an SSE stream before a keep-alive comment.
-    sse_keep_alive: Duration,
-    max_plugin_bytes: usize,
+    /// The config's service-wide bounds and timings.
+    limits: limits::ServiceLimits,
     /// Bytes of request bodies held at once, across tenants ([`door`]).
     bodies: Arc<Semaphore>,
-    body_read_timeout: Duration,
-    /// SHA-256 (hex) of the token `/metrics` needs.
-    metrics_token: Option<String>,
-    metrics_public: bool,
-    connections: ConnectionLimits,
-    /// The ids of the stored uploads this process has added to its tenants.
-    installed: Mutex<HashSet<i64>>,
-    /// The highest upload id read from the store so far.
-    uploads_read: AtomicI64,
-    /// One read of new uploads at a time (the start, a notification, a poll).
-    syncing: tokio::sync::Mutex<()>,
-    /// How often a shared store is read again for others' changes.
-    poll_interval: Duration,
-    /// Why the last read of new uploads failed, until one succeeds.
-    uploads_failed: Mutex<Option<String>>,
+    /// Who may read `/metrics` and `/audit`.
+    operator: auth::OperatorAccess,
+    /// Where this process is in the stored uploads.
+    uploads: upload_sync::UploadSync,
     /// Set by [`Service::drain`]: `/readyz` answers 503 from then on.
     draining: std::sync::atomic::AtomicBool,
-    /// How long a run's lease lasts after its last renewal (`run_lease_ms`).
-    lease: Duration,
-    /// How often this replica renews its leases (`lease_renew_ms`).
-    lease_renew: Duration,
     /// Bumped on each notification of new run events, for the readers of
     /// other replicas' runs (`relay`).
     events_seen: Arc<tokio::sync::watch::Sender<u64>>,
@@ -179,28 +161,16 @@ struct Tenant {
     mcp_servers: mcp_sources::TenantSources,
     model: model::TenantModel,
     agent: config::AgentConfig,
-    runs: Arc<Semaphore>,
-    /// `max_concurrent_runs`: with a shared store, across replicas (`lease`).
-    max_runs: u32,
+    /// Its runs here, and their bound across replicas.
+    runs: chat::TenantRuns,
     /// With `fuel_per_minute`, each call's fuel unless its plugin sets one:
     /// `fuel_per_minute / max_concurrent_calls`.
     fuel_cap: Option<u64>,
-    /// One upload of this tenant compiles at a time.
-    uploads: Arc<Semaphore>,
+    /// What bounds its uploads.
+    uploads: upload::TenantUploads,
     quota: Arc<quota::Quota>,
     /// Bytes of this tenant's request bodies held at once ([`door`]).
     bodies: Arc<Semaphore>,
-    /// The upload bounds, checked against the store.
-    max_plugins: u32,
-    max_uploaded_bytes: u64,
-    /// Which components it may upload (`upload_digests`, `upload_signers`).
-    upload_policy: upload::UploadPolicy,
-    /// Its uploads refused after a compile in the last hour.
-    rejected_uploads: upload::RejectedUploads,
-    /// How the runs this process ended ended, for `GET /api/chat`.
-    outcomes: console::Outcomes,
-    /// Bytes of its runs' events kept for replay (`chat::TENANT_REPLAY_BYTES`).
-    replay_bytes: Arc<std::sync::atomic::AtomicUsize>,
     /// Its `/mcp`.
     mcp: mcp::TenantMcp,
     /// Its chat workspaces, with a `[tenants.workspace]` table.
@@ -409,7 +379,7 @@ impl Service {
             );
         }
         for (index, t) in config.tenants.iter().enumerate() {
-            let upload_policy = upload::UploadPolicy::new(&t.upload_digests, &t.upload_signers)
+            let uploads = upload::TenantUploads::new(t)
                 .map_err(|source| ServeError::Supply { tenant: t.name.clone(), source })?;
             if let Some(fuel) = t.fuel_per_minute {
                 if !host.config().fuel_metering {
@@ -509,18 +479,11 @@ impl Service {
                 mcp_servers,
                 model: model::TenantModel::from_config(&t.provider),
                 agent: t.agent.clone(),
-                runs: Arc::new(Semaphore::new(t.max_concurrent_runs as usize)),
-                max_runs: t.max_concurrent_runs,
+                runs: chat::TenantRuns::new(t.max_concurrent_runs),
                 fuel_cap,
-                uploads: Arc::new(Semaphore::new(1)),
+                uploads,
                 quota,
                 bodies: door::budget(t.max_body_bytes_in_flight),
-                max_plugins: t.max_plugins,
-                max_uploaded_bytes: t.max_uploaded_bytes,
-                upload_policy,
-                rejected_uploads: upload::RejectedUploads::new(t.max_rejected_uploads_per_hour),
-                outcomes: console::Outcomes::default(),
-                replay_bytes: Arc::default(),
                 mcp,
                 workspaces,
                 web_tools,
@@ -542,32 +505,14 @@ impl Service {
                 metrics,
                 calls: AtomicU64::new(0),
                 live: Mutex::default(),
-                approval_timeout: Duration::from_secs(config.approval_timeout_secs),
-                question_timeout: Duration::from_secs(config.question_timeout_secs.max(1)),
-                compile_slots: Arc::new(Semaphore::new(COMPILE_SLOTS)),
-                sse_keep_alive: Duration::from_secs(config.sse_keep_alive_secs.max(1)),
-                max_plugin_bytes: config.max_plugin_bytes,
+                limits: limits::ServiceLimits::from_config(config),
                 bodies: door::budget(config.max_body_bytes_in_flight),
-                body_read_timeout: Duration::from_secs(config.body_read_timeout_secs.max(1)),
-                metrics_token: config.metrics_token.clone(),
-                metrics_public: config.metrics_public,
-                connections: ConnectionLimits {
-                    max_connections: config.max_connections,
-                    max_connections_per_ip: config.max_connections_per_ip,
-                    max_connections_per_ipv6_48: config.max_connections_per_ipv6_48,
-                    idle_timeout: Duration::from_secs(config.idle_connection_secs.max(1)),
-                    first_byte_timeout: Duration::from_secs(config.first_byte_secs.max(1)),
-                    head_timeout: Duration::from_secs(config.request_head_secs.max(1)),
-                    authenticated_reserve_percent: config.authenticated_connections_percent,
+                operator: auth::OperatorAccess {
+                    token_hash: config.metrics_token.clone(),
+                    public: config.metrics_public,
                 },
-                installed: Mutex::default(),
-                uploads_read: AtomicI64::new(0),
-                syncing: tokio::sync::Mutex::new(()),
-                poll_interval: Duration::from_millis(config.poll_interval_ms.max(1)),
-                uploads_failed: Mutex::default(),
+                uploads: upload_sync::UploadSync::default(),
                 draining: Default::default(),
-                lease: Duration::from_millis(config.run_lease_ms),
-                lease_renew: Duration::from_millis(config.lease_renew_ms.max(1)),
                 events_seen: Arc::new(tokio::sync::watch::Sender::new(0)),
                 stores,
             }),
@@ -579,7 +524,7 @@ impl Service {
     /// `first_byte_secs`, `request_head_secs`, `authenticated_connections_percent`):
     /// serve the [`Service::app`] on it with `axum::serve`.
     pub fn listener(&self, listener: tokio::net::TcpListener) -> LimitedListener {
-        LimitedListener::new(listener, self.inner.connections, self.inner.metrics.clone())
+        LimitedListener::new(listener, self.inner.limits.connections, self.inner.metrics.clone())
     }
 
     /// The routes, to serve on a [`Service::listener`]: each request carries
@@ -618,9 +563,9 @@ impl Service {
             .route(
                 "/api/plugins",
                 post(upload::upload)
-                    .layer(axum::extract::DefaultBodyLimit::max(self.inner.max_plugin_bytes.saturating_add(1))),
+                    .layer(axum::extract::DefaultBodyLimit::max(self.inner.limits.max_plugin_bytes.saturating_add(1))),
             )
-            .route_layer(door(self.inner.max_plugin_bytes, true));
+            .route_layer(door(self.inner.limits.max_plugin_bytes, true));
         Router::new()
             .route("/healthz", get(|| async { "ok\n" }))
             .route("/readyz", get(readyz))
@@ -641,121 +586,6 @@ impl Service {
             .with_state(self.clone())
     }
 
-    /// Reads the uploads stored since the last read and adds each to its
-    /// tenant. One that no longer loads (a tenant gone from the config, a
-    /// component this build refuses, a tool name now configured) is logged
-    /// and skipped, so one tenant's upload cannot stop a replica from
-    /// starting; a store failure is returned and the next read retries.
-    async fn read_uploads(&self) -> Result<(), PluginStoreError> {
-        let _one = self.inner.syncing.lock().await;
-        let rows = self.inner.stores.plugins.after(self.inner.uploads_read.load(Ordering::Acquire)).await?;
-        for row in rows {
-            let known = self.inner.installed.lock().unwrap_or_else(|e| e.into_inner()).contains(&row.id);
-            let tenant = self.inner.tenants.iter().find(|t| t.name == row.tenant);
-            if let (false, Some(tenant)) = (known, tenant) {
-                if let Some(bytes) = self.inner.stores.plugins.bytes(row.id).await? {
-                    // The policy of now holds for what was stored under an older one.
-                    if let Err(reason) = tenant.upload_policy.admit(&bytes) {
-                        tracing::warn!(tenant = %row.tenant, plugin = %row.name, id = row.id, error = %reason, "stored upload skipped");
-                        self.inner.uploads_read.fetch_max(row.id, Ordering::AcqRel);
-                        continue;
-                    }
-                    let origin = format!("upload by {}", tenant.name);
-                    let host = self.inner.host.clone();
-                    let (compiled, _) = upload::compile_in_a_slot(
-                        host,
-                        &self.inner.compile_slots,
-                        None,
-                        bytes,
-                        origin,
-                        tenant.fuel_cap,
-                    )
-                    .await;
-                    match compiled.map(|plugin| self.install(tenant, row.id, &plugin)) {
-                        Ok(Ok(_)) => {
-                            tracing::info!(tenant = %row.tenant, plugin = %row.name, id = row.id, "stored upload loaded")
-                        }
-                        Ok(Err(e)) => {
-                            tracing::warn!(tenant = %row.tenant, plugin = %row.name, id = row.id, error = %e, "stored upload skipped")
-                        }
-                        Err(e) => {
-                            tracing::warn!(tenant = %row.tenant, plugin = %row.name, id = row.id, error = %e, "stored upload does not load")
-                        }
-                    }
-                }
-            } else if tenant.is_none() {
-                tracing::warn!(tenant = %row.tenant, plugin = %row.name, id = row.id, "stored upload of a tenant not in the config");
-            }
-            self.inner.uploads_read.fetch_max(row.id, Ordering::AcqRel);
-        }
-        Ok(())
-    }
-
-    /// With a shared store: reads new uploads and takes over runs left by
-    /// other replicas on each notification and every `poll_interval_ms`,
-    /// until the service is dropped.
-    fn follow_uploads(&self) {
-        let Some(pool) = &self.inner.stores.pool else { return };
-        let wake = Arc::new(tokio::sync::Notify::new());
-        notifications::watch(
-            pool,
-            self.inner.poll_interval,
-            Arc::downgrade(&wake),
-            (stored::CHANNEL, lease::RUNS_CHANNEL, relay::EVENTS_CHANNEL),
-            Arc::downgrade(&self.inner.events_seen),
-        );
-        let service = Arc::downgrade(&self.inner);
-        tokio::spawn(async move {
-            loop {
-                wake.notified().await;
-                let Some(inner) = service.upgrade() else { return };
-                let service = Service { inner };
-                // Orders first: a client waits for their outcome.
-                service.apply_orders().await;
-                let read = service.read_uploads().await;
-                // The same wake-up (a poll, or a replica handing its runs back)
-                // looks for runs whose owner is gone.
-                service.take_over().await;
-                // The minute counts of the shared quota are needed for one minute.
-                if let Some(counts) = &service.inner.stores.counts
-                    && let Err(e) = counts.forget_old_minutes().await
-                {
-                    tracing::warn!(error = %e, "cannot delete old call counts");
-                }
-                if let Some(states) = &service.inner.stores.mcp_states
-                    && let Err(e) = states.redeemed.forget_expired().await
-                {
-                    tracing::warn!(error = %e, "cannot delete expired MCP request states");
-                }
-                if let Err(e) = relay::forget_old_events(&service.inner.stores.leases).await {
-                    tracing::warn!(error = %e, "cannot delete old run events");
-                }
-                let mut failed = service.inner.uploads_failed.lock().unwrap_or_else(|e| e.into_inner());
-                *failed = read.err().map(|e| {
-                    tracing::warn!(error = %e, "cannot read the stored uploads; retrying at the next poll");
-                    e.to_string()
-                });
-            }
-        });
-    }
-
-    /// Adds the tools of stored upload `id` to `tenant`, once: the upload's
-    /// own replica and its notification both get here.
-    fn install(&self, tenant: &Tenant, id: i64, plugin: &lovia_host::Plugin) -> Result<(), NameConflict> {
-        let mut installed = self.inner.installed.lock().unwrap_or_else(|e| e.into_inner());
-        if installed.contains(&id) {
-            return Ok(());
-        }
-        let mut current = tenant.executor.write().unwrap_or_else(|e| e.into_inner());
-        let mut set: Toolset = current.tools().clone();
-        set.add(ToolSource::Plugin, Tool::from_plugin(plugin))?;
-        *current = Executor::new(set, current.settings().clone());
-        // Under the same locks, so two uploads reach /mcp in the order they were installed.
-        tenant.mcp.replace(&tenant.name, current.clone());
-        installed.insert(id);
-        Ok(())
-    }
-
     /// Marks the service as stopping: `/readyz` answers 503 `draining`, so a
     /// load balancer sends no new requests while those in flight finish.
     pub fn drain(&self) {
@@ -772,12 +602,6 @@ impl Service {
         if let Err(e) = self.inner.stores.plugins.record(entry).await {
             tracing::warn!(error = %e, "the audit trail could not be written");
         }
-    }
-
-    /// The tenant a request's key belongs to.
-    fn tenant(&self, headers: &HeaderMap) -> Option<&Tenant> {
-        let key = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(auth::bearer)?;
-        self.inner.keys.get(&hash_key(key)).map(|&i| &self.inner.tenants[i])
     }
 }
 
@@ -798,7 +622,7 @@ async fn readyz(State(service): State<Service>) -> Response {
         Ok(Err(e)) => return unready(format!("the store is unreachable: {e}")),
         Err(_) => return unready(format!("the store did not answer within {} s", READY_STORE_TIMEOUT.as_secs())),
     }
-    let failed = service.inner.uploads_failed.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let failed = service.inner.uploads.failed.lock().unwrap_or_else(|e| e.into_inner()).clone();
     if let Some(e) = failed {
         return unready(format!("the stored uploads could not be read: {e}"));
     }
@@ -823,11 +647,10 @@ fn default_audit_limit() -> usize {
 
 /// `GET /api/audit`: the tenant's own audit trail, newest first.
 async fn tenant_audit(
-    State(service): State<Service>,
-    headers: HeaderMap,
+    caller: Caller,
     query: Result<axum::extract::Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+    let (service, tenant) = (caller.service(), caller.tenant());
     let Ok(axum::extract::Query(query)) = query else {
         return error(StatusCode::BAD_REQUEST, "the only query parameter is limit, a number");
     };
@@ -843,13 +666,10 @@ async fn tenant_audit(
 /// `GET /audit`: every tenant's audit trail, for the operator (the metrics
 /// token, as `/metrics`).
 async fn operator_audit(
+    _: Operator,
     State(service): State<Service>,
-    headers: HeaderMap,
     query: Result<axum::extract::Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    if let Some(refused) = operator_refused(&service, &headers, "the operator's audit route is") {
-        return refused;
-    }
     let Ok(axum::extract::Query(query)) = query else {
         return error(StatusCode::BAD_REQUEST, "the only query parameter is limit, a number");
     };
@@ -862,8 +682,8 @@ async fn operator_audit(
     }
 }
 
-async fn status(State(service): State<Service>, headers: HeaderMap) -> Response {
-    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+async fn status(caller: Caller) -> Response {
+    let tenant = caller.tenant();
     let servers = tenant.mcp_servers.status();
     let ready = servers.iter().all(|s| s["ready"] == true);
     Json(json!({ "tenant": tenant.name, "ready": ready, "mcp_servers": servers })).into_response()
@@ -879,33 +699,9 @@ fn error(status: StatusCode, message: &str) -> Response {
     (status, Json(json!({ "error": message }))).into_response()
 }
 
-/// Whether the request may read what only the operator may (every tenant's
-/// metrics and audit trail): the `metrics_token`, or anyone with
-/// `metrics_public`. `Some` of the refusal otherwise.
-fn operator_refused(service: &Service, headers: &HeaderMap, what: &str) -> Option<Response> {
-    match &service.inner.metrics_token {
-        Some(hash) => {
-            let token = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(auth::bearer);
-            if token.is_none_or(|t| hash_key(t) != *hash) {
-                let mut response = error(StatusCode::UNAUTHORIZED, "missing or wrong metrics token");
-                response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
-                return Some(response);
-            }
-            None
-        }
-        None if service.inner.metrics_public => None,
-        None => Some(error(
-            StatusCode::FORBIDDEN,
-            &format!("{what} not enabled: set metrics_token (or metrics_public = true) in the service config"),
-        )),
-    }
-}
-
-async fn metrics_text(State(service): State<Service>, headers: HeaderMap) -> Response {
-    // The metrics name every tenant and its tools: never served by default.
-    if let Some(refused) = operator_refused(&service, &headers, "metrics are") {
-        return refused;
-    }
+/// `GET /metrics`: the metrics name every tenant and its tools, so only
+/// the [`Operator`] reads them (never anyone by default).
+async fn metrics_text(_: Operator, State(service): State<Service>) -> Response {
     let in_flight: Vec<(String, usize)> =
         service.inner.tenants.iter().map(|t| (t.name.clone(), t.quota.in_flight())).collect();
     let pending = service.pending_approvals();
@@ -919,19 +715,14 @@ async fn metrics_text(State(service): State<Service>, headers: HeaderMap) -> Res
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
-async fn list_tools(State(service): State<Service>, headers: HeaderMap) -> Response {
-    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+async fn list_tools(caller: Caller) -> Response {
+    let tenant = caller.tenant();
     let tools: Vec<serde_json::Value> = tenant.executor().tools().iter().map(|t| t.spec().openai_function()).collect();
     Json(tools).into_response()
 }
 
-async fn call_tool(
-    State(service): State<Service>,
-    UrlPath(name): UrlPath<String>,
-    headers: HeaderMap,
-    body: String,
-) -> Response {
-    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
+async fn call_tool(caller: Caller, UrlPath(name): UrlPath<String>, headers: HeaderMap, body: String) -> Response {
+    let (service, tenant) = (caller.service(), caller.tenant());
     // The session id keys warm instances and the session store: only the
     // ids a chat may have, never arbitrary bytes of any length.
     let session_id = match headers.get("x-lovia-session") {

@@ -198,7 +198,7 @@ impl Service {
                 if ended || !held {
                     return;
                 }
-                let poll = service.inner.poll_interval;
+                let poll = service.inner.limits.poll_interval;
                 tokio::select! {
                     _ = changed.changed() => {}
                     () = tokio::time::sleep(poll) => {}

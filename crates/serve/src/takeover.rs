@@ -71,7 +71,7 @@ impl Service {
         }
         let service = Arc::downgrade(&self.inner);
         let leases = self.inner.stores.leases.clone();
-        let (every, lease) = (self.inner.lease_renew, self.inner.lease);
+        let (every, lease) = (self.inner.limits.lease_renew, self.inner.limits.lease);
         let renewing = async move || loop {
             tokio::time::sleep(every).await;
             if service.strong_count() == 0 {

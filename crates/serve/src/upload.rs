@@ -8,11 +8,11 @@
 //! store or the service's memory with compiled code.
 
 use super::audit::{AuditAction, AuditEntry};
+use super::auth::Caller;
 use super::stored::{NewPlugin, PluginStoreError, UploadLimits};
-use super::{ServeError, Service, error, unauthorized};
+use super::{ServeError, Service, error};
 use axum::Json;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use lovia_host::{Tool, ToolSource};
@@ -22,9 +22,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, body: Bytes) -> Response {
-    let Some(tenant) = service.tenant(&headers) else { return unauthorized() };
-    let limit = service.inner.max_plugin_bytes;
+pub(crate) async fn upload(caller: Caller, body: Bytes) -> Response {
+    let (service, tenant) = (caller.service(), caller.tenant());
+    let limit = service.inner.limits.max_plugin_bytes;
     if body.len() > limit {
         return error(StatusCode::PAYLOAD_TOO_LARGE, &format!("a plugin may be at most {limit} bytes"));
     }
@@ -34,8 +34,8 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
     // Every upload that got this far is in the audit trail, accepted or not.
     let entry = AuditEntry::now(&tenant.name, AuditAction::Upload, "POST /api/plugins")
         .digest(Some(lovia_host::plugin::sha256_hex(&body)))
-        .signer(tenant.upload_policy.signer(&body));
-    match accept(&service, tenant, body).await {
+        .signer(tenant.uploads.policy.signer(&body));
+    match accept(service, tenant, body).await {
         Ok(response) => {
             service.audit(entry).await;
             response
@@ -52,13 +52,14 @@ pub(crate) async fn upload(State(service): State<Service>, headers: HeaderMap, b
 async fn accept(service: &Service, tenant: &super::Tenant, body: Bytes) -> Result<Response, (StatusCode, String)> {
     // One upload compiles at a time per tenant, so a tenant cannot queue up
     // the compile slots that every tenant shares.
-    let Ok(compiling) = tenant.uploads.clone().try_acquire_owned() else {
+    let uploads = &tenant.uploads;
+    let Ok(compiling) = uploads.compiling.clone().try_acquire_owned() else {
         return Err((
             StatusCode::TOO_MANY_REQUESTS,
             "an upload of this tenant is already compiling; retry when it is done".into(),
         ));
     };
-    let limits = UploadLimits { max_plugins: tenant.max_plugins, max_bytes: tenant.max_uploaded_bytes };
+    let limits = uploads.limits;
     // Checked before the compile, so that an upload over the bounds costs no
     // CPU; checked again when it is stored, where another replica's upload
     // of the same moment is seen.
@@ -75,35 +76,41 @@ async fn accept(service: &Service, tenant: &super::Tenant, body: Bytes) -> Resul
     }
     // Which components the tenant may add at all: decided on the bytes, for
     // the cost of a hash and a signature check, before any compile.
-    if let Err(message) = tenant.upload_policy.admit(&body) {
+    if let Err(message) = uploads.policy.admit(&body) {
         service.inner.metrics.refuse(&tenant.name, "upload_policy");
         tracing::info!(tenant = %tenant.name, error = %message, "upload refused by the tenant's policy");
         return Err((StatusCode::FORBIDDEN, message));
     }
     // A tenant whose uploads keep failing after a compile stops getting
     // compiles for a while: each cost the service CPU.
-    if let Some(wait) = tenant.rejected_uploads.full() {
+    if let Some(wait) = uploads.rejected.full() {
         service.inner.metrics.refuse(&tenant.name, "max_rejected_uploads_per_hour");
         return Err((
             StatusCode::TOO_MANY_REQUESTS,
             format!(
                 "this tenant's uploads were refused {} times in the last hour after a compile (max_rejected_uploads_per_hour); retry in {} s",
-                tenant.rejected_uploads.limit,
+                uploads.rejected.limit,
                 wait.as_secs().max(1)
             ),
         ));
     }
     let origin = format!("upload by {}", tenant.name);
     let host = service.inner.host.clone();
-    let (compiled, _compiling) =
-        compile_in_a_slot(host, &service.inner.compile_slots, Some(compiling), body.clone(), origin, tenant.fuel_cap)
-            .await;
+    let (compiled, _compiling) = compile_in_a_slot(
+        host,
+        &service.inner.uploads.compile_slots,
+        Some(compiling),
+        body.clone(),
+        origin,
+        tenant.fuel_cap,
+    )
+    .await;
     // A refused upload is counted against the tenant: it cost the service
     // a compile, and it leaves nothing behind (the host keeps the compiled
     // artifact only of a component that loaded).
     let rejected = |status: StatusCode, message: String| {
         service.inner.metrics.refuse(&tenant.name, "upload_rejected");
-        tenant.rejected_uploads.note();
+        uploads.rejected.note();
         tracing::info!(tenant = %tenant.name, %status, error = %message, "upload refused");
         (status, message)
     };
@@ -179,6 +186,32 @@ pub(crate) async fn compile_in_a_slot(
     match task.await {
         Ok((result, compiling)) => (result, compiling),
         Err(e) => (Err(format!("the compile task failed: {e}")), None),
+    }
+}
+
+/// What bounds one tenant's uploads.
+pub(crate) struct TenantUploads {
+    /// One upload of the tenant compiles at a time, so a tenant cannot queue
+    /// up the compile slots that every tenant shares.
+    pub(crate) compiling: Arc<Semaphore>,
+    /// `max_plugins` and `max_uploaded_bytes`, checked against the store.
+    pub(crate) limits: UploadLimits,
+    /// Which components it may upload (`upload_digests`, `upload_signers`).
+    pub(crate) policy: UploadPolicy,
+    /// Its uploads refused after a compile in the last hour.
+    pub(crate) rejected: RejectedUploads,
+}
+
+impl TenantUploads {
+    /// The bounds of `tenant`'s config; `Err` when a key of its
+    /// `upload_signers` cannot be read.
+    pub(crate) fn new(tenant: &super::TenantConfig) -> Result<Self, lovia_supply::SupplyError> {
+        Ok(Self {
+            compiling: Arc::new(Semaphore::new(1)),
+            limits: UploadLimits { max_plugins: tenant.max_plugins, max_bytes: tenant.max_uploaded_bytes },
+            policy: UploadPolicy::new(&tenant.upload_digests, &tenant.upload_signers)?,
+            rejected: RejectedUploads::new(tenant.max_rejected_uploads_per_hour),
+        })
     }
 }
 

@@ -85,11 +85,11 @@ impl Service {
             }
         }
         // ask_human: its question goes to the run's stream once the run exists.
-        let questions = config.ask_human.then(|| Arc::new(Questions::new(self.inner.question_timeout)));
+        let questions = config.ask_human.then(|| Arc::new(Questions::new(self.inner.limits.question_timeout)));
         if let Some(questions) = &questions {
             agent.tools.push(lovia_runner::ask_human(questions.clone()));
         }
-        agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.approval_timeout)));
+        agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.limits.approval_timeout)));
         Ok(ChatAgent { agent, workspace, questions })
     }
 }

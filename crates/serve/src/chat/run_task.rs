@@ -143,7 +143,7 @@ impl RunTask {
         }
         let _ = handle.result().await;
         if let Some(tenant) = service.inner.tenants.get(key.0) {
-            tenant.outcomes.ended(&session, outcome);
+            tenant.runs.outcomes.ended(&session, outcome);
         }
         {
             let mut map = service.inner.live.lock().unwrap_or_else(|p| p.into_inner());

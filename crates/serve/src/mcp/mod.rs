@@ -16,9 +16,10 @@ pub(crate) mod states;
 
 pub(crate) use hook::Pending;
 
-use super::{Service, error, unauthorized};
+use super::auth::Caller;
+use super::error;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
@@ -108,8 +109,8 @@ impl TenantMcp {
 }
 
 /// `/mcp` (POST, GET, DELETE): the request goes to its tenant's MCP service.
-pub(crate) async fn serve(State(service): State<Service>, request: Request) -> Response {
-    let Some(tenant) = service.tenant(request.headers()) else { return unauthorized() };
+pub(crate) async fn serve(caller: Caller, request: Request) -> Response {
+    let (service, tenant) = (caller.service(), caller.tenant());
     let mcp = &tenant.mcp;
     // An `initialize` past the bound gets a 429 that says why; the session
     // manager refuses it anyway should two pass this check at once.
