@@ -629,10 +629,6 @@ async fn readyz(State(service): State<Service>) -> Response {
     "ready\n".into_response()
 }
 
-/// `GET /api/status`: whether the tenant has all it was configured with:
-/// `{"ready": bool, "mcp_servers": [{"name", "ready", "error"?}]}`. An MCP
-/// server that did not start is not ready (with its last error) while the
-/// service retries it; the rest of the tenant is served meanwhile.
 /// `?limit=N` of the audit routes: at most [`audit::MAX_READ`], default 100.
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -682,6 +678,10 @@ async fn operator_audit(
     }
 }
 
+/// `GET /api/status`: whether the tenant has all it was configured with:
+/// `{"ready": bool, "mcp_servers": [{"name", "ready", "error"?}]}`. An MCP
+/// server that did not start is not ready (with its last error) while the
+/// service retries it; the rest of the tenant is served meanwhile.
 async fn status(caller: Caller) -> Response {
     let tenant = caller.tenant();
     let servers = tenant.mcp_servers.status();
