@@ -32,12 +32,12 @@ const TAKEOVER_BATCH: i64 = 256;
 #[non_exhaustive]
 pub enum LeaseError {
     /// The database failed.
-    #[error("run leases in {location}: {message}")]
+    #[error("run leases in {location}: {source}")]
     Database {
         /// The URL without its password.
         location: String,
-        /// What failed.
-        message: String,
+        /// The pool's or the server's error.
+        source: lovia_runner::PgError,
     },
 }
 
@@ -141,10 +141,7 @@ impl RunLeases {
     /// `pool` is the store's when it is PostgreSQL.
     pub(crate) async fn open(pool: Option<&PgPool>, lease: Duration) -> Result<RunLeases, LeaseError> {
         let Some(pool) = pool else { return Ok(RunLeases::Local) };
-        let fail = |e: lovia_runner::PgError| LeaseError::Database {
-            location: pool.location().to_owned(),
-            message: e.to_string(),
-        };
+        let fail = |source| LeaseError::Database { location: pool.location().to_owned(), source };
         pool.run_schema(SCHEMA).await.map_err(fail)?;
         let renewals = pool.separate(1).map_err(fail)?;
         let owner = lovia_runner::new_id("replica");
@@ -318,8 +315,6 @@ impl PgLeases {
         pool: &PgPool,
         f: impl for<'c> FnOnce(&'c mut PgClient) -> BoxFuture<'c, Result<T, tokio_postgres::Error>> + Send,
     ) -> Result<T, LeaseError> {
-        pool.run(f)
-            .await
-            .map_err(|e| LeaseError::Database { location: pool.location().to_owned(), message: e.to_string() })
+        pool.run(f).await.map_err(|source| LeaseError::Database { location: pool.location().to_owned(), source })
     }
 }

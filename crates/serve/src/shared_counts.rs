@@ -20,13 +20,13 @@ COMMIT;";
 
 /// Why the shared counts could not be read or written.
 #[derive(Debug, thiserror::Error)]
-#[error("shared call counts in {location}: {message}")]
+#[error("shared call counts in {location}: {source}")]
 #[non_exhaustive]
 pub struct SharedCountError {
     /// The URL without its password.
     pub location: String,
-    /// What failed.
-    pub message: String,
+    /// The pool's or the server's error.
+    pub source: lovia_runner::PgError,
 }
 
 /// What the shared count said of one call.
@@ -54,19 +54,19 @@ impl SharedCounts {
     /// The counts' table in the store of `pool`, created if missing.
     pub(crate) async fn open(pool: &PgPool) -> Result<SharedCounts, SharedCountError> {
         let counts = SharedCounts { pool: pool.clone() };
-        pool.run_schema(SCHEMA).await.map_err(|e| counts.fail(e.to_string()))?;
+        pool.run_schema(SCHEMA).await.map_err(|e| counts.fail(e))?;
         Ok(counts)
     }
 
-    fn fail(&self, message: String) -> SharedCountError {
-        SharedCountError { location: self.pool.location().to_owned(), message }
+    fn fail(&self, source: lovia_runner::PgError) -> SharedCountError {
+        SharedCountError { location: self.pool.location().to_owned(), source }
     }
 
     async fn run<T: Send>(
         &self,
         f: impl for<'c> FnOnce(&'c mut PgClient) -> BoxFuture<'c, Result<T, tokio_postgres::Error>> + Send,
     ) -> Result<T, SharedCountError> {
-        self.pool.run(f).await.map_err(|e| self.fail(e.to_string()))
+        self.pool.run(f).await.map_err(|e| self.fail(e))
     }
 
     /// Counts a call of `tenant` in the current wall-clock minute (the

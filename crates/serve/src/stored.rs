@@ -13,7 +13,7 @@
 
 use bytes::Bytes;
 use lovia_host::BoxFuture;
-use lovia_runner::{PgClient, PgPool, StoreUrl, pg_message};
+use lovia_runner::{PgClient, PgError, PgPool, StoreUrl};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -37,6 +37,14 @@ pub enum PluginStoreError {
         location: String,
         /// What failed.
         message: String,
+    },
+    /// The PostgreSQL store failed.
+    #[error("plugin store {location}: {source}")]
+    Postgres {
+        /// The URL without its password.
+        location: String,
+        /// The pool's or the server's error.
+        source: lovia_runner::PgError,
     },
     /// The tenant keeps `max_plugins` uploads already.
     #[error("this tenant has uploaded {count} plugins; the limit is {limit} (max_plugins)")]
@@ -166,7 +174,7 @@ impl PluginStore {
             (StoreUrl::Postgres(raw), None) => {
                 let pool = PgPool::connect(raw, 1)
                     .await
-                    .map_err(|e| PluginStoreError::Database { location: url.to_string(), message: e.to_string() })?;
+                    .map_err(|source| PluginStoreError::Postgres { location: url.to_string(), source })?;
                 Ok(PluginStore::Postgres(Box::new(Pg::open(pool).await?)))
             }
             (StoreUrl::Sqlite(path), _) => {
@@ -314,10 +322,10 @@ impl PluginStore {
             }
             PluginStore::Postgres(pg) => {
                 let location = pg.pool.location().to_owned();
-                let mut c = pg.pool.get().await.map_err(|e| pg.fail(e.to_string()))?;
+                let mut c = pg.pool.get().await.map_err(|e| pg.fail(e))?;
                 async move {
-                    let tx = c.transaction().await.map_err(|e| pg_error(&location, &e))?;
-                    let db = |e: tokio_postgres::Error| pg_error(&location, &e);
+                    let tx = c.transaction().await.map_err(|e| pg_error(&location, e))?;
+                    let db = |e: tokio_postgres::Error| pg_error(&location, e);
                     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&UPLOAD_LOCK]).await.map_err(db)?;
                     let row = tx
                         .query_one(
@@ -477,22 +485,22 @@ impl Pg {
     async fn open(pool: PgPool) -> Result<Pg, PluginStoreError> {
         pool.run_schema(POSTGRES_SCHEMA)
             .await
-            .map_err(|e| PluginStoreError::Database { location: pool.location().to_owned(), message: e.to_string() })?;
+            .map_err(|source| PluginStoreError::Postgres { location: pool.location().to_owned(), source })?;
         Ok(Pg { pool })
     }
 
-    fn fail(&self, message: String) -> PluginStoreError {
-        PluginStoreError::Database { location: self.pool.location().to_owned(), message }
+    fn fail(&self, source: PgError) -> PluginStoreError {
+        PluginStoreError::Postgres { location: self.pool.location().to_owned(), source }
     }
 
     pub(crate) async fn run<T: Send>(
         &self,
         f: impl for<'c> FnOnce(&'c mut PgClient) -> BoxFuture<'c, Result<T, tokio_postgres::Error>> + Send,
     ) -> Result<T, PluginStoreError> {
-        self.pool.run(f).await.map_err(|e| self.fail(e.to_string()))
+        self.pool.run(f).await.map_err(|e| self.fail(e))
     }
 }
 
-fn pg_error(location: &str, e: &tokio_postgres::Error) -> PluginStoreError {
-    PluginStoreError::Database { location: location.to_owned(), message: pg_message(e) }
+fn pg_error(location: &str, e: tokio_postgres::Error) -> PluginStoreError {
+    PluginStoreError::Postgres { location: location.to_owned(), source: PgError::Server(e) }
 }
