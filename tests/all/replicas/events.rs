@@ -22,6 +22,30 @@ fn stored_sessions(url: &str) -> Vec<String> {
     .expect("query thread")
 }
 
+/// Waits, up to 10 s, until the lease of `session` is gone from the table:
+/// a run's stream ends before its events are flushed and its lease is let
+/// go, and only then does it count as ended for the pruning.
+async fn wait_for_release(url: &str, session: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (url, owned) = (url.to_owned(), session.to_owned());
+        let held: i64 = std::thread::spawn(move || {
+            let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+            let row = client
+                .query_one("SELECT count(*) FROM lovia_run_leases WHERE tenant = 'acme' AND session = $1", &[&owned])
+                .expect("query");
+            row.get(0)
+        })
+        .join()
+        .expect("query thread");
+        if held == 0 {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "the lease of {session} was not let go within 10 s");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// 20 chats of one tenant, one after the other, on a replica with a
 /// PostgreSQL store: once they have ended, the table holds the events of
 /// the newest 17 (the 16 ended runs kept when the last started, and the
@@ -54,9 +78,11 @@ async fn a_tenants_stored_events_keep_only_its_newest_ended_runs() {
         assert_eq!(sse.status, 200);
         let events = sse.rest().await;
         assert_eq!(events.last().map(|e| e.0.as_str()), Some("run_completed"), "{events:?}");
+        // The next run prunes the ended ones: this one has ended once its lease is gone.
+        wait_for_release(&url, &format!("s{i:02}")).await;
     }
-    // The last run's events reach the table before its lease goes, and its
-    // stream ends after: they are all there now.
+    // The last run's events reach the table before its lease goes: they
+    // are all there now.
     let stored = stored_sessions(&url);
     let newest: Vec<String> = (3..20).map(|i| format!("s{i:02}")).collect();
     assert_eq!(stored, newest, "the newest 16 ended runs and the last");
