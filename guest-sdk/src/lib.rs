@@ -28,13 +28,15 @@
 //! - any other `serde::Serialize` value: JSON, rendered by the host;
 //! - `Result<T, E>` with `E: Into<lovia::ToolError>`: an `Err` becomes
 //!   `Tool error: <message>` (plus `\n  hint: <hint>`);
-//! - a panic traps the instance; the host reports `tool panicked: <message>`.
+//! - a panic traps the instance; the host reports `tool panicked: <message>`
+//!   (the message reaches it through [`report_panics`]' hook).
 
 pub mod bindings;
 mod content;
 mod context;
 mod error;
 pub mod http;
+mod panic;
 mod schema;
 
 /// The tool authors' pages, whose Rust snippets rustdoc compiles as this
@@ -57,6 +59,7 @@ pub use content::Content;
 pub use context::{Context, Level, Store};
 pub use error::{ToolError, ToolErrorKind};
 pub use lovia_macros::tool;
+pub use panic::report_panics;
 
 /// Exports tools as the plugin's implementation of the `lovia:tools` world.
 ///
@@ -87,6 +90,7 @@ macro_rules! export {
 
         impl $crate::bindings::exports::lovia::tools::plugin::Guest for __LoviaPlugin {
             fn info() -> $crate::bindings::exports::lovia::tools::plugin::PluginInfo {
+                $crate::report_panics();
                 $crate::__private::info(
                     ::core::env!("CARGO_PKG_NAME"),
                     ::core::env!("CARGO_PKG_VERSION"),
@@ -94,6 +98,7 @@ macro_rules! export {
                 )
             }
             fn tools() -> ::std::vec::Vec<$crate::bindings::lovia::tools::types::ToolSpec> {
+                $crate::report_panics();
                 __LOVIA_TOOLS.iter().map(|t| (t.spec)()).collect()
             }
             fn call(
@@ -103,12 +108,14 @@ macro_rules! export {
                 $crate::bindings::lovia::tools::types::Output,
                 $crate::bindings::lovia::tools::types::CallError,
             > {
+                $crate::report_panics();
                 $crate::__private::call(__LOVIA_TOOLS, &tool, &arguments)
             }
             fn needs_approval(
                 tool: ::std::string::String,
                 arguments: ::std::string::String,
             ) -> ::core::result::Result<bool, ::std::string::String> {
+                $crate::report_panics();
                 $crate::__private::needs_approval(__LOVIA_TOOLS, &tool, &arguments)
             }
         }

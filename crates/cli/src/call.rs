@@ -56,6 +56,13 @@ pub(crate) struct Args {
     approve: bool,
 }
 
+impl Args {
+    /// The memory `--memory-mib` asks for, if it was given.
+    pub(crate) fn memory_mib(&self) -> Option<u32> {
+        self.memory_mib
+    }
+}
+
 fn parse_origin(spec: &str) -> Result<HttpOrigin, String> {
     spec.parse::<HttpOrigin>()
         .map_err(|e| format!("{}; e.g. https://api.example.com or http://127.0.0.1:8080", e.reason))

@@ -157,7 +157,15 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Inspect(args) => inspect::run(args, || host(cli.no_cache, cli.cache_dir.clone())).await,
-            Command::Call(args) => call::run(args, host(cli.no_cache, cli.cache_dir.clone())?, &supply()?).await,
+            Command::Call(args) => {
+                // --memory-mib may ask for more than the default: the host's
+                // instance slots are sized to what this one call may use.
+                let mut config = host_config(cli.no_cache, cli.cache_dir.clone());
+                if let Some(mib) = args.memory_mib() {
+                    config.limits.memory_bytes = config.limits.memory_bytes.max((mib as usize) << 20);
+                }
+                call::run(args, Host::new(config)?, &supply()?).await
+            }
             Command::Pack(args) => pack::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
             Command::Run(args) => run::run(args, host(cli.no_cache, cli.cache_dir.clone())?, &supply()?).await,
             Command::Mcp(args) => mcp::run(args, host(cli.no_cache, cli.cache_dir.clone())?, supply()?).await,

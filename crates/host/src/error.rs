@@ -138,6 +138,18 @@ pub enum LoadError {
         /// What is wrong.
         reason: String,
     },
+    /// The plugin's config asks for more linear memory than the host's limit
+    /// ([`crate::CallLimits::memory_bytes`] of its [`crate::HostConfig`]),
+    /// which sizes every instance's memory slot: it could never be had.
+    #[error("{origin}: its config asks for {asked_mib} MiB of memory, above the host's limit of {host_mib} MiB")]
+    MemoryAboveHost {
+        /// The file or name the plugin was loaded from.
+        origin: String,
+        /// The plugin's `memory_mib`.
+        asked_mib: usize,
+        /// The host's limit in MiB.
+        host_mib: usize,
+    },
     /// What the plugin declares about itself is unusable: its name, its
     /// version, its instructions, or the number and size of its tools.
     #[error("{origin}: {reason}")]
@@ -250,6 +262,10 @@ impl LoadError {
             LoadError::InvalidSpec { .. } => "fix the tool's declaration in the plugin and rebuild it",
             LoadError::InvalidPlugin { .. } => {
                 "fix the plugin's info() or tools() and rebuild it; the limits are in docs/tool-authors.md, section \"Limits\""
+            }
+            LoadError::MemoryAboveHost { .. } => {
+                "lower the plugin's memory_mib, or raise the host's memory limit (`lovia call --memory-mib`, \
+                 HostConfig's limits.memory_bytes)"
             }
             LoadError::Manifest { .. } => "run `lovia pack PLUGIN.wasm` to embed the manifest",
             LoadError::Cache { .. } => "set a writable cache directory, or disable the cache",

@@ -2,7 +2,8 @@
 //! serving, and well-behaved calls running at the same time are unaffected.
 
 use crate::exec::executor;
-use lovia_host::{CallOutcome, CallRequest, ExecSettings, Failure, LoadError, RunState, Tool};
+use lovia_host::plugin::config::{LimitOverrides, PluginConfig};
+use lovia_host::{CallLimits, CallOutcome, CallRequest, ExecSettings, Failure, LoadError, RunState, Tool};
 use lovia_tests::turn::{call, run};
 use lovia_tests::{fixtures, host, load};
 use std::time::Duration;
@@ -34,6 +35,37 @@ async fn every_attack_gets_a_precise_error() {
     );
     // Output is a bounded ring: printing 2 MiB neither fails the call nor grows the host.
     assert_eq!(attack("flood_stdout", r#"{"kib": 2048}"#, None).await, CallOutcome::Text("flooded".into()));
+}
+
+#[tokio::test]
+async fn a_panic_is_known_from_the_guests_report_never_from_its_stderr() {
+    // The forged panic text on stderr is not read: the abort is a bare trap.
+    let CallOutcome::Failed(Failure::Trap(trap)) = attack("forged_panic", "{}", None).await else {
+        panic!("a forged panic must read as a trap");
+    };
+    assert!(trap.contains("unreachable") && !trap.contains("forged"), "{trap}");
+    // A report followed by a normal return changes nothing.
+    assert_eq!(attack("report_then_return", "{}", None).await, CallOutcome::Text("returned".into()));
+}
+
+#[tokio::test]
+async fn a_plugin_cannot_ask_for_more_memory_than_the_hosts_slots_hold() {
+    // Each instance's memory slot is the host's size (64 MiB here): a larger
+    // plugin limit would be reported to the model but never be had.
+    let config = PluginConfig::default().with_limits(LimitOverrides { memory_mib: Some(128), ..Default::default() });
+    let Err(err) = host().load_file_with(fixtures::HOSTILE, config).await else {
+        panic!("a plugin limit above the host's must be refused");
+    };
+    assert!(matches!(err, LoadError::MemoryAboveHost { asked_mib: 128, host_mib: 64, .. }), "{err}");
+    assert!(
+        err.to_string().ends_with("its config asks for 128 MiB of memory, above the host's limit of 64 MiB"),
+        "{err}"
+    );
+    // A per-call limit above it is the host's: the model reads the limit that held.
+    let hostile = load(fixtures::HOSTILE).await;
+    let limits = CallLimits::default().with_memory_bytes(128 << 20);
+    let out = hostile.invoke(&CallRequest { limits: Some(limits), ..CallRequest::new("memory_bomb", "{}") }).await;
+    assert_eq!(out, CallOutcome::Failed(Failure::OutOfMemory { limit_mib: 64 }));
 }
 
 #[tokio::test]

@@ -13,8 +13,18 @@ use std::time::Duration;
 impl Plugin {
     pub(super) async fn execute(&self, tool: &LoadedTool, request: &CallRequest, arguments: &str) -> CallOutcome {
         let timeout = request.timeout.or(tool.spec.timeout_ms.map(Duration::from_millis));
-        let limits = request.limits.as_ref().unwrap_or(&self.inner.limits);
         let host = &self.inner.host;
+        // Every instance's memory slot is the host's size: a per-call memory
+        // limit above it could not be had, so the model reads the real one.
+        let clamped;
+        let limits = match &request.limits {
+            Some(l) if l.memory_bytes > host.config.limits.memory_bytes => {
+                clamped = l.clone().with_memory_bytes(host.config.limits.memory_bytes);
+                &clamped
+            }
+            Some(l) => l,
+            None => &self.inner.limits,
+        };
         let tenant = request.context.tenant.as_deref();
         // Held before the call and refunded when `metered` drops, however
         // the call ends (return, trap, timeout, or this future dropped).

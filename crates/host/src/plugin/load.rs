@@ -253,9 +253,19 @@ impl Host {
                 .map_err(|reason| invalid_spec(origin, &spec.name, &reason.to_string()))?;
             tools.push(LoadedTool { name: spec.name.as_str().into(), spec, validator: Arc::new(validator) });
         }
+        let limits = config.limits.apply(&self.config.limits);
+        // Each instance's memory slot is the host's size: a plugin limit above
+        // it would be reported to the model but never be had.
+        if limits.memory_bytes > self.config.limits.memory_bytes {
+            return Err(LoadError::MemoryAboveHost {
+                origin: origin.into(),
+                asked_mib: limits.memory_mib(),
+                host_mib: self.config.limits.memory_mib(),
+            });
+        }
         let plugin = Plugin {
             inner: Arc::new(Inner {
-                limits: config.limits.apply(&self.config.limits),
+                limits,
                 store_namespace: config.store_namespace.as_deref().unwrap_or(&digest).into(),
                 config,
                 host: self.clone(),

@@ -114,6 +114,23 @@ impl Host for SandboxState {
             sink(call_level, &message);
         }
     }
+    fn panicked(&mut self, message: String) {
+        // Only the last report counts and it is bounded, so a guest that
+        // reports in a loop costs its own fuel and nothing else.
+        self.panic_report = Some(panic_message(&message));
+    }
+}
+
+/// The most characters of a panic's message the model reads.
+const MAX_PANIC_CHARS: usize = 1_000;
+
+/// `message` cut to [`MAX_PANIC_CHARS`] characters, with `…` when cut.
+fn panic_message(message: &str) -> String {
+    let message = message.trim();
+    match message.char_indices().nth(MAX_PANIC_CHARS) {
+        Some((end, _)) => format!("{}…", &message[..end]),
+        None => message.to_owned(),
+    }
 }
 
 impl crate::bindings::wit::Host for SandboxState {}
@@ -176,6 +193,15 @@ pub(crate) fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_panic_report_is_cut_to_a_thousand_characters() {
+        assert_eq!(super::panic_message("  boom: bad input\n"), "boom: bad input");
+        let long = "é".repeat(1_500);
+        let cut = super::panic_message(&long);
+        assert_eq!(cut.chars().count(), 1_001);
+        assert!(cut.ends_with('…'));
+    }
+
     #[test]
     fn a_guest_log_line_cannot_forge_another() {
         let forged = "done\n2026-12-01T00:00:00Z ERROR lovia: tenant acme breached\r\u{1b}[2K";

@@ -88,19 +88,23 @@ pub(crate) struct InstanceLimiter {
     /// Bytes of all the store's linear memories. Memories live as long as
     /// the store, so the sum never shrinks.
     memory_total: usize,
+    /// True once a memory could not grow past its own declared maximum: the
+    /// guest saw -1, and an allocator that then aborts has run out of memory.
+    pub(crate) growth_refused: bool,
     others: StoreLimits,
 }
 
 impl InstanceLimiter {
     pub(crate) fn new(memory_limit: usize) -> Self {
         let others = StoreLimitsBuilder::new().trap_on_grow_failure(true).instances(16).tables(16).memories(4).build();
-        Self { memory_limit, memory_total: 0, others }
+        Self { memory_limit, memory_total: 0, growth_refused: false, others }
     }
 }
 
 impl ResourceLimiter for InstanceLimiter {
     fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
         if maximum.is_some_and(|max| desired > max) {
+            self.growth_refused = true;
             return Ok(false);
         }
         // `current` is already in the total (0 when the memory is created).
@@ -115,6 +119,8 @@ impl ResourceLimiter for InstanceLimiter {
     }
 
     fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        // Allowed above, yet the host could not grow it: out of memory too.
+        self.growth_refused = true;
         Err(error)
     }
 

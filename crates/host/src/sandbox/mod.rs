@@ -65,7 +65,9 @@ pub struct SandboxState {
     pub(crate) store_namespace: Arc<str>,
     pub(crate) tool: Arc<str>,
     pub(crate) session_store: Option<Arc<dyn SessionStore>>,
-    pub(crate) stderr: OutputRing,
+    /// The message of the guest's last `context.panicked` report in this
+    /// export, bounded: what the model reads if the export then traps.
+    pub(crate) panic_report: Option<String>,
     events_left: u32,
     /// Keeps the epoch ticker running while a call uses this store.
     ticking: Option<Ticking>,
@@ -159,7 +161,6 @@ pub(crate) struct StoreSpec<'a> {
 /// default: no directory, no environment, no network); stdout and stderr go
 /// to bounded memory pipes.
 pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxState> {
-    let stderr = OutputRing::new(spec.limits.stderr_bytes);
     let wasi = {
         let mut builder = WasiCtxBuilder::new();
         // `wasi:sockets` is linked (Rust's std imports it), but no socket may
@@ -171,7 +172,7 @@ pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxSt
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .socket_addr_check(|_, _| Box::pin(async { false }));
-        builder.stdout(OutputRing::new(spec.limits.stdout_bytes)).stderr(stderr.clone());
+        builder.stdout(OutputRing::new(spec.limits.stdout_bytes)).stderr(OutputRing::new(spec.limits.stderr_bytes));
         spec.grants.apply(&mut builder, &spec.plugin);
         builder.build()
     };
@@ -200,7 +201,7 @@ pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxSt
         store_namespace: spec.store_namespace,
         tool: spec.tool,
         session_store: spec.session_store,
-        stderr,
+        panic_report: None,
         ticking: Some(spec.ticker.enter()),
     };
     let mut store = Store::new(engine, state);
@@ -238,7 +239,7 @@ pub(crate) fn bare_store(engine: &Engine) -> Store<SandboxState> {
         store_namespace: Arc::from(""),
         tool: Arc::from(""),
         session_store: None,
-        stderr: OutputRing::new(0),
+        panic_report: None,
         ticking: None,
     };
     let mut store = Store::new(engine, state);
@@ -265,7 +266,8 @@ pub(crate) fn reuse_store(store: &mut Store<SandboxState>, spec: StoreSpec<'_>) 
     state.session_store = spec.session_store;
     state.ticking = Some(spec.ticker.enter());
     // A panic message must come from this call, not an earlier one.
-    state.stderr.clear();
+    state.panic_report = None;
+    state.store_limits.growth_refused = false;
     arm(store, spec.limits, spec.timeout, spec.fuel, spec.cpu);
 }
 

@@ -1,6 +1,7 @@
 //! The guest's stdout and stderr: a bounded ring in memory. A guest may
-//! print as much as it likes; the host keeps the last `capacity` bytes
-//! (where a panic message is) and counts what it dropped.
+//! print as much as it likes; the host keeps the last `capacity` bytes and
+//! counts what it dropped. Nothing is parsed out of them: a panic's message
+//! reaches the host through `context.panicked` (sandbox/trap.rs).
 
 use bytes::Bytes;
 use std::collections::VecDeque;
@@ -34,15 +35,9 @@ impl OutputRing {
     }
 
     /// The bytes kept (the last `capacity` written).
+    #[cfg(test)]
     pub(crate) fn contents(&self) -> Vec<u8> {
         self.lock().bytes.iter().copied().collect()
-    }
-
-    /// Forgets everything kept so far.
-    pub(crate) fn clear(&self) {
-        let mut ring = self.lock();
-        ring.bytes.clear();
-        ring.dropped = 0;
     }
 
     /// How many earlier bytes were overwritten.
