@@ -88,8 +88,9 @@ pub(crate) struct InstanceLimiter {
     /// Bytes of all the store's linear memories. Memories live as long as
     /// the store, so the sum never shrinks.
     memory_total: usize,
-    /// True once a memory could not grow past its own declared maximum: the
-    /// guest saw -1, and an allocator that then aborts has run out of memory.
+    /// True once a growth was refused without a trap: past the memory's own
+    /// declared maximum (the guest saw -1), or allowed here but failed in the
+    /// host. An allocator that then aborts has run out of memory.
     pub(crate) growth_refused: bool,
     others: StoreLimits,
 }
