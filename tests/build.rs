@@ -38,6 +38,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("REGEX_BOMB", "regex_bomb"),
     ("BAD_LINKS", "bad_links"),
     ("CHATTY", "chatty"),
+    ("SMALL_MEMORY", "small_memory"),
 ];
 
 fn main() -> anyhow::Result<()> {

@@ -4,7 +4,7 @@
 
 /// Makes every later panic of this instance report its message to the host
 /// before it traps. Without it, a panic reads as a bare trap
-/// (``wasm `unreachable` instruction executed``).
+/// (``Tool error: trap: wasm trap: wasm `unreachable` instruction executed``).
 ///
 /// [`export!`](crate::export) calls it at the start of every export, so a
 /// plugin built with the macros never calls it itself; a hand-written

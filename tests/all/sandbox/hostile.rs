@@ -69,6 +69,18 @@ async fn a_plugin_cannot_ask_for_more_memory_than_the_hosts_slots_hold() {
 }
 
 #[tokio::test]
+async fn an_allocation_past_the_guests_own_memory_maximum_is_out_of_memory() {
+    // The module declares a 4 MiB maximum: memory.grow fails under the host's
+    // 64 MiB, the guest's allocator aborts without a panic, and the refused
+    // growth the limiter saw (not what the guest printed) names the failure.
+    let small = load(fixtures::SMALL_MEMORY).await;
+    let fits = small.invoke(&CallRequest::new("allocate", r#"{"mib": 1}"#)).await;
+    assert_eq!(fits, CallOutcome::Text("allocated 1048576 bytes".into()));
+    let out = small.invoke(&CallRequest::new("allocate", r#"{"mib": 8}"#)).await;
+    assert_eq!(out, CallOutcome::Failed(Failure::OutOfMemory { limit_mib: 64 }));
+}
+
+#[tokio::test]
 async fn the_host_keeps_serving_and_neighbours_are_unaffected() {
     let hostile = load(fixtures::HOSTILE).await;
     let diag = load(fixtures::DIAGNOSTICS).await;
