@@ -162,6 +162,53 @@ fn signed_plugins_load_under_require_and_nothing_else_does() {
     assert!(shown.contains(&format!("digest: sha256:{digest}\nsigned: embedded")), "{shown}");
 }
 
+/// `lovia serve --signatures require --trusted-key K`: the global flags are
+/// the config's `[signatures]` spelled on the command line, so an unsigned
+/// configured plugin stops the start exactly as `mode = "require"` does (the
+/// flags were once in serve's help and silently ignored).
+#[test]
+fn serve_obeys_the_signature_flags() {
+    let s = Signing::new();
+    let signed = s.copy("signed.wasm");
+    assert!(lovia(&["sign", "--key", &s.path("acme.key"), &signed]).status.success());
+    let config = |plugin: &str, name: &str| {
+        let path = s.path(name);
+        let toml = format!(
+            "listen = \"127.0.0.1:0\"\nstore = \"{}\"\n[[tenants]]\nname = \"acme\"\napi_keys = [\"{}\"]\n[[tenants.plugins]]\npath = \"{plugin}\"\n",
+            s.path(&format!("{name}.db")),
+            lovia_serve::hash_key("acme-key"),
+        );
+        std::fs::write(&path, toml).expect("config");
+        path
+    };
+    let unsigned = config(&s.path("docs.wasm"), "unsigned.toml");
+    let acme_pub = s.path("acme.pub");
+    let require = ["--signatures", "require", "--trusted-key", acme_pub.as_str()];
+    let o = lovia(&[&require[..], &["serve", "--config", &unsigned]].concat());
+    assert_eq!(o.status.code(), Some(2), "refused: {}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(err.contains("docs.wasm is refused: it is not signed (signatures = require)"), "{err}");
+    // Without a key, require is refused as the config's would be.
+    let o = lovia(&["serve", "--config", &unsigned, "--signatures", "require"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("needs trusted_keys"), "{}", text(&o.stderr));
+    // A signed plugin starts: the service listens (and is stopped here).
+    let signed_config = config(&signed, "signed.toml");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lovia"))
+        .args(["--no-cache", "serve", "--config", &signed_config])
+        .args(&require)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("lovia serve");
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().expect("stdout")), &mut first)
+        .expect("read");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(first.starts_with("lovia serve listening on http://"), "{first}");
+}
+
 /// `lovia serve`: `[signatures] mode = "require"` stops the start on an
 /// unsigned configured plugin; a tenant's `upload_signers` and
 /// `upload_digests` refuse uploads before they are compiled.

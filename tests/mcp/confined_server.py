@@ -4,8 +4,8 @@ tests/all/mcp_sources/confined.rs starts under lovia's kernel confinement.
 Tools:
   connect {port: int}  opens a TCP connection to 127.0.0.1:PORT and sends
                        "hello"; answers "sent" or "refused: <error>"
-  spawn                starts `sleep 300` (a grandchild of lovia that ignores
-                       SIGTERM) and answers {"pid", "cwd", "tmpdir"} as JSON
+  spawn                starts `sleep 300.N` (a grandchild of lovia that ignores
+                       SIGTERM) and answers {"sleep": "300.N", "cwd", "tmpdir"}
   write {path}         writes "written" to PATH; answers "wrote" or
                        "refused: <error>"
 """
@@ -54,10 +54,13 @@ async def call_tool(ctx, params):
     if params.name == "spawn":
         # Not holding lovia's stderr: a survivor would not delay lovia's exit,
         # and the test's wait for its death fails fast.
-        child = subprocess.Popen(
-            ["sleep", "300"], preexec_fn=ignore_sigterm, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        # A duration no other process has: the test finds the grandchild on
+        # the host by its command line (its pid here is its PID namespace's).
+        duration = "300.%d" % int.from_bytes(os.urandom(4), "big")
+        subprocess.Popen(
+            ["sleep", duration], preexec_fn=ignore_sigterm, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        return text(json.dumps({"pid": child.pid, "cwd": os.getcwd(), "tmpdir": os.environ.get("TMPDIR")}))
+        return text(json.dumps({"sleep": duration, "cwd": os.getcwd(), "tmpdir": os.environ.get("TMPDIR")}))
     if params.name == "write":
         try:
             with open(args["path"], "w") as f:

@@ -46,13 +46,16 @@ from mcp.shared.exceptions import MCPError
 # The PNG signature and the start of an IHDR chunk: 16 bytes that read as a PNG.
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR").decode()
 grown = False
+# Which process answered, as a number no other start of this server has
+# (a confined server is pid 1 of its own PID namespace at every start).
+INSTANCE = int.from_bytes(os.urandom(6), "big")
 
 
 def log(name, arguments):
     path = os.environ.get("CALL_LOG")
     if path:
         with open(path, "a") as f:
-            f.write(json.dumps({"pid": os.getpid(), "tool": name, "arguments": arguments}) + "\n")
+            f.write(json.dumps({"instance": INSTANCE, "tool": name, "arguments": arguments}) + "\n")
 
 
 def tool(name, schema, description="", **extra):

@@ -266,3 +266,47 @@ pub mod native {
             .expect("tool")
     }
 }
+
+pub mod processes {
+    //! Finding a confined command's processes from the host. A confined
+    //! command runs in a PID namespace of its own, so the pids it prints
+    //! (`$!`, `$$`) are not the host's: tests give such a process a unique
+    //! command line and look it up by that.
+
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A `sleep` duration no other process has: `300.<this pid><n>`.
+    pub fn unique_sleep() -> String {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        format!("300.{}{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The host pids of the running (not zombie) processes whose command
+    /// line is exactly `args`.
+    pub fn running(args: &[&str]) -> Vec<u32> {
+        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+            .filter(|pid| {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let parts: Vec<&[u8]> = cmdline.split(|&b| b == 0).filter(|p| !p.is_empty()).collect();
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let zombie = stat.rsplit_once(") ").is_none_or(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'));
+                !zombie && parts.len() == args.len() && parts.iter().zip(args).all(|(a, b)| *a == b.as_bytes())
+            })
+            .collect()
+    }
+
+    /// Waits up to 10 s until no process runs `args`; whether none does.
+    pub async fn gone(args: &[&str]) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if running(args).is_empty() {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        false
+    }
+}

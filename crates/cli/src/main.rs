@@ -179,7 +179,7 @@ fn main() -> ExitCode {
             Command::Build(args) => build::run(args).await,
             Command::New(args) => new::run(args),
             Command::Serve(args) => {
-                serve::run(args, |fuel_metering, compile_timeout| {
+                serve::run(args, &cli.supply, |fuel_metering, compile_timeout| {
                     let mut config = host_config(cli.no_cache, cli.cache_dir.clone());
                     config.fuel_metering = fuel_metering;
                     // Every compile in a child of this same binary, killed past the timeout.

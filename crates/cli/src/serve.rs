@@ -51,6 +51,7 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(
     args: Args,
+    supply: &crate::supply::SupplyOptions,
     host: impl FnOnce(bool, std::time::Duration) -> Result<Host, CliError>,
 ) -> Result<ExitCode, CliError> {
     if args.hash_key {
@@ -79,6 +80,10 @@ pub(crate) async fn run(
             overridden.push(flag);
         }
     }
+    // The global supply flags (`--signatures`, `--trusted-key`,
+    // `--insecure-registry`) are spellings of the config's `[signatures]` and
+    // `[oci]`: a flag that is given wins over the file, and is never ignored.
+    overridden.extend(supply.apply_to(&mut config));
     if !overridden.is_empty() {
         config
             .resolve(std::path::Path::new("."))

@@ -17,8 +17,8 @@ pub(crate) struct SupplyOptions {
     /// What to do with a plugin's signature: `require` refuses a plugin no
     /// --trusted-key signed, `warn` loads it with a warning, `off` does not
     /// look [default: off, for local development].
-    #[arg(long, global = true, value_name = "MODE", default_value_t = SignatureMode::Off)]
-    signatures: SignatureMode,
+    #[arg(long, global = true, value_name = "MODE")]
+    signatures: Option<SignatureMode>,
     /// A publisher's public key (from `lovia keygen`, or an OpenSSH
     /// ed25519 key) whose signatures count (repeatable) [default: none].
     #[arg(long = "trusted-key", global = true, value_name = "FILE")]
@@ -42,7 +42,34 @@ impl SupplyOptions {
         let mut oci = OciOptions::default();
         oci.cache_dir = oci_cache;
         oci.insecure_registries = self.insecure_registries.clone();
-        Ok(Supply { policy: SignaturePolicy::new(self.signatures, &self.trusted_keys)?, oci })
+        let mode = self.signatures.unwrap_or(SignatureMode::Off);
+        Ok(Supply { policy: SignaturePolicy::new(mode, &self.trusted_keys)?, oci })
+    }
+
+    /// Applies the flags to `lovia serve`'s config, which has its own
+    /// `[signatures]` and `[oci]` sections: `--signatures` replaces the
+    /// config's mode, each `--trusted-key` and `--insecure-registry` is added
+    /// to the config's lists. Returns the flags that changed something, for
+    /// the start-up log. Flags that are not given change nothing, so a
+    /// config's `require` is never weakened by the flags' default.
+    pub(crate) fn apply_to(&self, config: &mut lovia_serve::ServeConfig) -> Vec<&'static str> {
+        let mut applied = Vec::new();
+        if let Some(mode) = self.signatures {
+            config.signatures.mode = mode;
+            applied.push("--signatures");
+        }
+        if !self.trusted_keys.is_empty() {
+            // Resolved against the current directory, as every path flag is:
+            // `resolve` joins only relative paths to the config's directory.
+            let cwd = std::env::current_dir().unwrap_or_default();
+            config.signatures.trusted_keys.extend(self.trusted_keys.iter().map(|k| cwd.join(k)));
+            applied.push("--trusted-key");
+        }
+        if !self.insecure_registries.is_empty() {
+            config.oci.insecure_registries.extend(self.insecure_registries.iter().cloned());
+            applied.push("--insecure-registry");
+        }
+        applied
     }
 }
 

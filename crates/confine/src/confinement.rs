@@ -3,8 +3,10 @@
 
 use crate::cgroup::{self, ProcessLimit};
 use crate::child::{self, ChildSetup};
-use crate::{ConfineError, Limits, Prepared, ruleset, seccomp};
-use std::path::PathBuf;
+use crate::view::{Access, MountView, ViewSpec};
+use crate::{ConfineError, Limits, Prepared, privileges, ruleset, seccomp, supervisor};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// What a confined process may touch. The defaults deny: it may read and
 /// execute the system directories (`/bin`, `/sbin`, `/usr`, `/lib*`, the
@@ -84,11 +86,22 @@ impl Confinement {
     /// filters (`CONFIG_SECCOMP_FILTER`) for this architecture. The error says what is missing. The
     /// process limit is reported apart, by [`Confinement::process_limit`]:
     /// a machine without a usable pids cgroup still confines.
+    ///
+    /// It also starts one confined `/bin/sh -c :` (once per process, the
+    /// answer kept): the namespaces and the mount view need the kernel's and
+    /// the container's consent, which only trying shows. And a root process
+    /// needs a pids cgroup: `RLIMIT_NPROC` does not bind root.
     pub fn check_supported() -> Result<(), ConfineError> {
         ruleset::check_supported()?;
         seccomp::check_supported()?;
         seccomp::compile(false)?;
-        Ok(())
+        if rustix::process::geteuid().is_root()
+            && let ProcessLimit::Rlimit { reason } = cgroup::process_limit()
+        {
+            return Err(ConfineError::NoProcessBound { reason: reason.clone() });
+        }
+        static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
+        PROBE.get_or_init(probe).clone().map_err(|reason| ConfineError::NamespacesUnavailable { reason })
     }
 
     /// How [`Limits::processes`] is enforced on this machine: a pids cgroup
@@ -119,10 +132,13 @@ impl Confinement {
         }
         let ruleset = ruleset::build(&confinement)?;
         let filters = seccomp::compile(self.network)?;
+        let view = confinement.view(cmd.get_current_dir())?;
+        let watch_pipe = supervisor::watch_pipe().map_err(|source| ConfineError::Supervisor { source })?;
         let process_limit = cgroup::process_limit().clone();
         let (cgroup, cgroup_procs) = match &process_limit {
             ProcessLimit::Cgroup { parent } => {
-                let (cgroup, procs) = cgroup::create(parent, self.limits.processes)?;
+                // One more for the supervisor, which only waits.
+                let (cgroup, procs) = cgroup::create(parent, self.limits.processes.saturating_add(1))?;
                 (Some(cgroup), Some(procs))
             }
             ProcessLimit::Rlimit { .. } => (None, None),
@@ -132,10 +148,104 @@ impl Confinement {
                 cmd.env(name, tmp);
             }
         }
-        let setup =
-            ChildSetup { ruleset, filters, nproc_rlimit: cgroup_procs.is_none(), cgroup_procs, limits: self.limits };
+        let setup = ChildSetup {
+            ruleset,
+            filters,
+            nproc_rlimit: cgroup_procs.is_none(),
+            cgroup_procs,
+            limits: self.limits,
+            view,
+            last_capability: privileges::last_capability(),
+            watch_pipe,
+        };
         child::install(cmd, setup);
         Ok(Prepared { cgroup, process_limit })
+    }
+
+    /// The view of the file system this confinement gives, with the
+    /// command starting in `cwd` (relative to this process's own, which is
+    /// also the default).
+    fn view(&self, cwd: Option<&Path>) -> Result<MountView, ConfineError> {
+        let here = || std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let cwd = match cwd {
+            Some(dir) if dir.is_absolute() => dir.to_path_buf(),
+            Some(dir) => here().join(dir),
+            None => here(),
+        };
+        let view = MountView::new(ViewSpec {
+            system: system_view(self.network),
+            read_only: &self.read_only,
+            read_write: &self.read_write,
+            cwd: cwd.clone(),
+            shm_dir: self.private_tmp.as_deref(),
+            shared_memory_bytes: self.limits.shared_memory_bytes,
+            user_namespace: needs_user_namespace(),
+        })?;
+        if !view.contains(&cwd) {
+            return Err(ConfineError::WorkingDirectory { path: cwd });
+        }
+        Ok(view)
+    }
+}
+
+/// What of the host every confined process sees: the system directories
+/// and `/etc` read-only, the machine-wide `/proc` files, the four devices
+/// (and the resolver's directory with the network). Landlock still decides
+/// what of it may be read: `/etc`'s private files stay closed.
+fn system_view(network: bool) -> &'static [(PathBuf, Access)] {
+    static WITHOUT_NETWORK: OnceLock<Vec<(PathBuf, Access)>> = OnceLock::new();
+    static WITH_NETWORK: OnceLock<Vec<(PathBuf, Access)>> = OnceLock::new();
+    let cache = if network { &WITH_NETWORK } else { &WITHOUT_NETWORK };
+    cache.get_or_init(|| {
+        let read_only = |p: &&str| (PathBuf::from(p), Access::ReadOnly);
+        let mut view: Vec<(PathBuf, Access)> = ruleset::SYSTEM_READ.iter().map(read_only).collect();
+        view.push((PathBuf::from(ruleset::ETC), Access::ReadOnly));
+        view.extend(ruleset::PROC_READ.iter().map(read_only));
+        view.extend(
+            ruleset::DEVICES_READ.iter().chain(ruleset::DEVICES_READ_WRITE).map(|p| (PathBuf::from(p), Access::Device)),
+        );
+        if network {
+            view.push((PathBuf::from(ruleset::RESOLVER), Access::ReadOnly));
+        }
+        view
+    })
+}
+
+/// Whether the child must make a user namespace to make the others: when
+/// this process is not root, or is root without `CAP_SYS_ADMIN` (a
+/// container's root). Read once.
+fn needs_user_namespace() -> bool {
+    static NEEDS: OnceLock<bool> = OnceLock::new();
+    *NEEDS.get_or_init(|| {
+        const CAP_SYS_ADMIN: u32 = 21;
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let effective = status
+            .lines()
+            .find_map(|line| line.strip_prefix("CapEff:"))
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+            .unwrap_or(0);
+        !rustix::process::geteuid().is_root() || effective & (1 << CAP_SYS_ADMIN) == 0
+    })
+}
+
+/// Starts `/bin/sh -c :` under the default confinement: `Ok` when it ran
+/// and exited 0, else what went wrong.
+fn probe() -> Result<(), String> {
+    let mut cmd = std::process::Command::new("/bin/sh");
+    cmd.args(["-c", ":"])
+        .env_clear()
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let prepared = Confinement::new().apply_std(&mut cmd).map_err(|e| e.to_string())?;
+    let output = cmd.output().map_err(|e| format!("a confined /bin/sh did not start: {e}"))?;
+    drop(prepared);
+    if output.status.success() {
+        Ok(())
+    } else {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        Err(format!("a confined /bin/sh -c : ended with {}: {}", output.status, stderr.trim()))
     }
 }
 

@@ -71,6 +71,43 @@ pub enum ConfineError {
         /// `std::env::consts::ARCH`.
         arch: &'static str,
     },
+    /// The command's working directory is not in its view of the file
+    /// system: it must be at or beneath a grant (or `/`).
+    #[error("cannot start in {path}: the working directory is outside every grant")]
+    WorkingDirectory {
+        /// The working directory, made absolute.
+        path: PathBuf,
+    },
+    /// A device was granted: the only devices in a confined process's view
+    /// are `/dev/null`, `zero`, `random` and `urandom`.
+    #[error("cannot grant {path}: it is a device")]
+    DeviceGrant {
+        /// The path as the caller gave it.
+        path: PathBuf,
+    },
+    /// The kernel would not give a confined process its own namespaces and
+    /// view of the file system (the probe of [`crate::Confinement::check_supported`]
+    /// failed): without them a root process would keep power outside.
+    #[error("the kernel cannot give a confined process its own mount, IPC and PID namespaces: {reason}")]
+    NamespacesUnavailable {
+        /// What the probe reported.
+        reason: String,
+    },
+    /// This process is root and no pids cgroup is usable: `RLIMIT_NPROC`
+    /// does not bind root, so nothing would bound a fork bomb.
+    #[error("no bound on the number of processes for a root host: {reason}")]
+    NoProcessBound {
+        /// Why no pids cgroup is usable.
+        reason: String,
+    },
+    /// The pipe through which supervisors learn that this process died
+    /// could not be made.
+    #[error("cannot make the supervisors' watch pipe: {source}")]
+    Supervisor {
+        /// The error from pipe2(2).
+        #[source]
+        source: std::io::Error,
+    },
     /// Creating, configuring or removing the process's pids cgroup failed.
     #[error("pids cgroup {path}: {source}")]
     Cgroup {

@@ -29,8 +29,11 @@ mod error;
 mod kill;
 mod limits;
 mod prepared;
+mod privileges;
 mod ruleset;
 mod seccomp;
+mod supervisor;
+mod view;
 
 /// docs/confinement.md, whose Rust snippet rustdoc compiles as a doctest
 /// of this crate, so that it cannot drift from the API.

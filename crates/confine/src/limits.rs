@@ -24,11 +24,23 @@ pub struct Limits {
     pub file_size_bytes: u64,
     /// Open file descriptors (`RLIMIT_NOFILE`). Default 256.
     pub open_files: u64,
+    /// SysV shared memory of the process and everything it starts,
+    /// together: the `shmmax` and `shmall` of its own IPC namespace, whose
+    /// segments go when it ends. (POSIX shared memory lives in the private
+    /// temporary directory, which is also its `/dev/shm`.) Default 64 MiB.
+    pub shared_memory_bytes: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { cpu_seconds: 60, memory_bytes: 1 << 30, processes: 64, file_size_bytes: 100 << 20, open_files: 256 }
+        Self {
+            cpu_seconds: 60,
+            memory_bytes: 1 << 30,
+            processes: 64,
+            file_size_bytes: 100 << 20,
+            open_files: 256,
+            shared_memory_bytes: 64 << 20,
+        }
     }
 }
 
@@ -54,6 +66,12 @@ impl Limits {
     /// These limits with `file_size_bytes` replaced.
     pub fn file_size_bytes(mut self, bytes: u64) -> Self {
         self.file_size_bytes = bytes;
+        self
+    }
+
+    /// These limits with `shared_memory_bytes` replaced.
+    pub fn shared_memory_bytes(mut self, bytes: u64) -> Self {
+        self.shared_memory_bytes = bytes;
         self
     }
 

@@ -28,11 +28,11 @@ pub(crate) const LANDLOCK_ABI: ABI = ABI::V6;
 /// `/proc` is not among them: Landlock does not stop a confined process
 /// from reading `/proc/<pid>/environ`, `maps` or `fd/` of an unconfined
 /// process of the same user, such as the host with its API keys.
-const SYSTEM_READ: &[&str] = &["/bin", "/sbin", "/usr", "/lib", "/lib32", "/lib64", "/libx32"];
+pub(crate) const SYSTEM_READ: &[&str] = &["/bin", "/sbin", "/usr", "/lib", "/lib32", "/lib64", "/libx32"];
 
 /// The machine-wide files of `/proc` that runtimes read for CPU and memory
 /// figures (node's `os.cpus()`, `nproc`, `free`); nothing per process.
-const PROC_READ: &[&str] = &[
+pub(crate) const PROC_READ: &[&str] = &[
     "/proc/cpuinfo",
     "/proc/meminfo",
     "/proc/stat",
@@ -43,19 +43,19 @@ const PROC_READ: &[&str] = &[
 ];
 
 /// Device files a confined process may read.
-const DEVICES_READ: &[&str] = &["/dev/zero", "/dev/urandom", "/dev/random"];
+pub(crate) const DEVICES_READ: &[&str] = &["/dev/zero", "/dev/urandom", "/dev/random"];
 
 /// Device files a confined process may read and write (and truncate, as
 /// `> /dev/null` does).
-const DEVICES_READ_WRITE: &[&str] = &["/dev/null"];
+pub(crate) const DEVICES_READ_WRITE: &[&str] = &["/dev/null"];
 
 /// `/etc` is readable only in the parts every user may read: a root process
 /// would otherwise read `/etc/shadow`, private TLS keys or SSH host keys.
-const ETC: &str = "/etc";
+pub(crate) const ETC: &str = "/etc";
 
 /// Where name resolution reads its configuration on systemd hosts
 /// (`/etc/resolv.conf` links there); granted with the network only.
-const RESOLVER: &str = "/run/systemd/resolve";
+pub(crate) const RESOLVER: &str = "/run/systemd/resolve";
 
 /// The ruleset of `confinement`, as the descriptor `landlock_restrict_self`
 /// takes (close-on-exec, so the confined program does not inherit it).

@@ -96,6 +96,50 @@ const LOCAL_FAMILIES: &[libc::c_int] = &[libc::AF_UNIX];
 /// hypervisor) and the rest stay closed.
 const NETWORK_FAMILIES: &[libc::c_int] = &[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK];
 
+/// The namespace flags of `clone(2)`: a process that made a new user
+/// namespace would hold every capability inside it, and new namespaces of
+/// any kind are not the confinement's to hand out.
+const NAMESPACE_FLAGS: &[libc::c_int] = &[
+    libc::CLONE_NEWNS,
+    libc::CLONE_NEWCGROUP,
+    libc::CLONE_NEWUTS,
+    libc::CLONE_NEWIPC,
+    libc::CLONE_NEWUSER,
+    libc::CLONE_NEWPID,
+    libc::CLONE_NEWNET,
+];
+
+/// The mode bits that make an executable run as its owner or group: a
+/// file root makes in a read-write grant must not become a way to root for
+/// whoever can run it outside.
+const SET_ID_BITS: &[u64] = &[libc::S_ISUID as u64, libc::S_ISGID as u64];
+
+/// `(system call, index of its mode argument)` of the calls that set a
+/// file's mode outright.
+const MODE_SETTERS: &[(libc::c_long, u8)] = &[
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_chmod, 1),
+    (libc::SYS_fchmod, 1),
+    (libc::SYS_fchmodat, 2),
+    (libc::SYS_fchmodat2, 2),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_mknod, 1),
+    (libc::SYS_mknodat, 2),
+];
+
+/// `(system call, index of its flags, index of its mode)` of the calls
+/// that give a mode when `O_CREAT` or `O_TMPFILE` makes a file.
+const CREATORS: &[(libc::c_long, u8, u8)] = &[
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_open, 1, 2),
+    (libc::SYS_openat, 2, 3),
+];
+
+/// System calls answered "not implemented": their arguments sit behind a
+/// pointer a filter cannot read (`clone3`'s flags, `openat2`'s mode), and
+/// libc falls back to `clone` and `openat`, which the main filter checks.
+const NOT_IMPLEMENTED: &[libc::c_long] = &[libc::SYS_clone3, libc::SYS_openat2];
+
 /// The compiled filters, installed in order in the child. Compiled in the
 /// parent: compiling allocates, and the child may not.
 pub(crate) fn compile(network: bool) -> Result<Vec<BpfProgram>, ConfineError> {
@@ -103,6 +147,39 @@ pub(crate) fn compile(network: bool) -> Result<Vec<BpfProgram>, ConfineError> {
         .map_err(|_| ConfineError::UnsupportedArch { arch: std::env::consts::ARCH })?;
     let seccomp = |source| ConfineError::Seccomp { source };
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    let bit_set = |index: u8, bit: u64| {
+        SeccompCondition::new(index, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(bit), bit).map_err(seccomp)
+    };
+    let mut clone_rules = Vec::new();
+    for &flag in NAMESPACE_FLAGS {
+        clone_rules.push(SeccompRule::new(vec![bit_set(0, flag as u64)?]).map_err(seccomp)?);
+    }
+    rules.insert(libc::SYS_clone, clone_rules);
+    for &(nr, mode) in MODE_SETTERS {
+        let mut set_id = Vec::new();
+        for &bit in SET_ID_BITS {
+            set_id.push(SeccompRule::new(vec![bit_set(mode, bit)?]).map_err(seccomp)?);
+        }
+        rules.insert(nr, set_id);
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut set_id = Vec::new();
+        for &bit in SET_ID_BITS {
+            set_id.push(SeccompRule::new(vec![bit_set(1, bit)?]).map_err(seccomp)?);
+        }
+        rules.insert(libc::SYS_creat, set_id);
+    }
+    let tmpfile = (libc::O_TMPFILE & !libc::O_DIRECTORY) as u64;
+    for &(nr, flags, mode) in CREATORS {
+        let mut set_id = Vec::new();
+        for creating in [libc::O_CREAT as u64, tmpfile] {
+            for &bit in SET_ID_BITS {
+                set_id.push(SeccompRule::new(vec![bit_set(flags, creating)?, bit_set(mode, bit)?]).map_err(seccomp)?);
+            }
+        }
+        rules.insert(nr, set_id);
+    }
     for &nr in REFUSED {
         rules.insert(nr, Vec::new());
     }
@@ -135,7 +212,14 @@ pub(crate) fn compile(network: bool) -> Result<Vec<BpfProgram>, ConfineError> {
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
         .map_err(seccomp)?;
     let main: BpfProgram = filter.try_into().map_err(seccomp)?;
-    let mut programs = vec![main];
+    let not_implemented = SeccompFilter::new(
+        NOT_IMPLEMENTED.iter().map(|&nr| (nr, Vec::new())).collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch,
+    )
+    .map_err(seccomp)?;
+    let mut programs = vec![main, not_implemented.try_into().map_err(seccomp)?];
     if let Some(x32) = x32_guard() {
         programs.push(x32);
     }

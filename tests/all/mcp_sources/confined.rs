@@ -167,16 +167,6 @@ fn a_confined_server_reaches_no_loopback_listener_unless_granted_the_network() {
     assert_eq!(arrived.as_deref(), Some(&b"hello"[..]), "with the network granted it arrives");
 }
 
-/// Whether process `pid` is gone (or a zombie nobody has reaped yet).
-fn dead(pid: u64) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => {
-            stat.rsplit_once(')').is_some_and(|(_, rest)| matches!(rest.trim_start().chars().next(), Some('Z' | 'X')))
-        }
-    }
-}
-
 #[test]
 fn a_stopped_server_takes_its_grandchildren_and_working_directory_with_it() {
     let Some(case) = Case::new() else { return };
@@ -204,10 +194,10 @@ fn a_stopped_server_takes_its_grandchildren_and_working_directory_with_it() {
     }
     assert!(!escaped.exists() && !Path::new("/etc/lovia-escaped").exists(), "nothing was written outside");
     // The grandchild ignores SIGTERM; the server's process group is killed.
-    let pid = spawned["pid"].as_u64().expect("pid");
+    let duration = spawned["sleep"].as_str().expect("its sleep");
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !dead(pid) {
-        assert!(Instant::now() < deadline, "the server's grandchild {pid} outlived it");
+    while !lovia_tests::processes::running(&["sleep", duration]).is_empty() {
+        assert!(Instant::now() < deadline, "the server's grandchild (sleep {duration}) outlived it");
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(!cwd.exists(), "its working directory {cwd:?} was removed");

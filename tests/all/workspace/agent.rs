@@ -116,7 +116,7 @@ async fn lovia_run_gives_the_script_a_confined_workspace_whose_asks_are_the_scri
     assert!(
         refused.starts_with("exit code: ")
             && !refused.starts_with("exit code: 0")
-            && refused.contains("Permission denied"),
+            && refused.contains("Read-only file system"),
         "{refused}"
     );
     assert!(!std::path::Path::new(&etc).exists(), "{etc} was written");

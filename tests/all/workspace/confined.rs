@@ -5,7 +5,7 @@
 //! run as root, so nothing here holds by file permissions: each refusal is
 //! the kernel's, and the same command run unconfined shows it would work.
 
-use super::shell::{gone, started};
+use super::shell::started;
 use super::{dirs, executor, out};
 use lovia_workspace::{Mode, ShellGrants, ShellSandbox, Workspace};
 use serde_json::json;
@@ -149,21 +149,20 @@ async fn a_confined_command_reaches_what_its_grants_name_and_no_more() {
 async fn kill_process_ends_a_confined_grandchild_that_ignores_sigterm() {
     let d = dirs();
     let exec = executor(&workspace(&d.root, ShellSandbox::Required));
-    let (id, _) = started(
-        &out(&exec, "shell", json!({"command": "trap '' TERM; sleep 300 & echo $!; wait", "background": true})).await,
-    );
+    // Its pid inside its PID namespace means nothing here: it is found by
+    // its command line.
+    let duration = lovia_tests::processes::unique_sleep();
+    let sleeper = ["sleep", duration.as_str()];
+    let command = format!("trap '' TERM; sleep {duration} & echo $!; wait");
+    let (id, _) = started(&out(&exec, "shell", json!({"command": command, "background": true})).await);
     let deadline = Instant::now() + Duration::from_secs(10);
-    let grandchild: u32 = loop {
-        let text = out(&exec, "read_process_output", json!({"process_id": id})).await;
-        if let Some(pid) = text.lines().nth(1).and_then(|l| l.trim().parse().ok()) {
-            break pid;
-        }
-        assert!(Instant::now() < deadline, "no pid printed: {text}");
+    while lovia_tests::processes::running(&sleeper).is_empty() {
+        assert!(Instant::now() < deadline, "the grandchild did not start");
         tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    }
     let killed = out(&exec, "kill_process", json!({"process_id": id})).await;
     assert!(killed.starts_with(&format!("process {id}: killed")), "{killed}");
-    assert!(gone(grandchild).await, "the grandchild {grandchild} outlived kill_process");
+    assert!(lovia_tests::processes::gone(&sleeper).await, "the grandchild outlived kill_process");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
