@@ -109,7 +109,11 @@ impl Case {
         text.lines()
             .map(|l| {
                 let v: Value = serde_json::from_str(l).expect("log line");
-                (v["instance"].as_u64().expect("instance"), v["tool"].as_str().expect("tool").to_owned(), v["arguments"].clone())
+                (
+                    v["instance"].as_u64().expect("instance"),
+                    v["tool"].as_str().expect("tool").to_owned(),
+                    v["arguments"].clone(),
+                )
             })
             .collect()
     }

@@ -292,7 +292,8 @@ pub mod processes {
                 let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
                 let parts: Vec<&[u8]> = cmdline.split(|&b| b == 0).filter(|p| !p.is_empty()).collect();
                 let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-                let zombie = stat.rsplit_once(") ").is_none_or(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'));
+                let zombie =
+                    stat.rsplit_once(") ").is_none_or(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'));
                 !zombie && parts.len() == args.len() && parts.iter().zip(args).all(|(a, b)| *a == b.as_bytes())
             })
             .collect()

@@ -188,15 +188,14 @@ impl MountView {
             };
             let target = bytes_of(&target);
             if system && meta.file_type().is_symlink() {
-                let points_to = std::fs::read_link(&path).map_err(|source| ConfineError::GrantedPath {
-                    path: path.clone(),
-                    source,
-                })?;
+                let points_to = std::fs::read_link(&path)
+                    .map_err(|source| ConfineError::GrantedPath { path: path.clone(), source })?;
                 entries.push(Entry::Link { target, points_to: c_string(&points_to)? });
                 continue;
             }
             // Grants follow symbolic links, as their Landlock rules do.
-            let meta = std::fs::metadata(&path).map_err(|source| ConfineError::GrantedPath { path: path.clone(), source })?;
+            let meta =
+                std::fs::metadata(&path).map_err(|source| ConfineError::GrantedPath { path: path.clone(), source })?;
             let directory = meta.is_dir();
             if !system && (meta.file_type().is_char_device() || meta.file_type().is_block_device()) {
                 // A device is never granted into the view: only the ones

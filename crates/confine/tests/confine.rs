@@ -801,7 +801,9 @@ async fn root_shares_no_ipc_with_the_host() -> Result<()> {
     let tmp = tempfile::tempdir()?;
     let ran = confined(
         &Confinement::new().private_tmp(tmp.path()),
-        &format!("{PYTHON} -c 'import multiprocessing; multiprocessing.Lock(); print(\"lock\")' && echo x > /dev/shm/a"),
+        &format!(
+            "{PYTHON} -c 'import multiprocessing; multiprocessing.Lock(); print(\"lock\")' && echo x > /dev/shm/a"
+        ),
     )
     .await?;
     ensure!(ran.status.success() && ran.stdout == "lock\n", "{ran:?}");
@@ -1018,5 +1020,79 @@ async fn a_grant_through_a_system_link_works() -> Result<()> {
     require_support();
     let ran = confined(&Confinement::new().read_only("/bin").read_only("/usr/bin"), "/bin/sh -c 'echo ok'").await?;
     ensure!(ran.status.success() && ran.stdout == "ok\n", "{ran:?}");
+    Ok(())
+}
+
+/// Set by [`a_missing_piece_fails_closed`] on the run of
+/// [`the_kernel_confines_here`] it makes in a namespace that hides a piece.
+const REPORT_ROLE: &str = "LOVIA_CONFINE_TEST_REPORT";
+
+/// This machine gives every piece. With [`REPORT_ROLE`] set, it prints
+/// what `check_supported` says instead of asserting it.
+#[test]
+fn the_kernel_confines_here() {
+    let supported = Confinement::check_supported();
+    if std::env::var_os(REPORT_ROLE).is_some() {
+        match supported {
+            Ok(()) => println!("check: supported"),
+            Err(e) => println!("check: {e}"),
+        }
+        return;
+    }
+    if let Err(e) = supported {
+        panic!("this kernel cannot confine a process: {e}");
+    }
+}
+
+/// Item 4 of round two: where the kernel cannot give a piece, confinement
+/// is refused and says which, never given without it. Each piece is hidden
+/// from a run of this test binary by `unshare(1)`: the pids hierarchy
+/// unmounted in a mount namespace of its own (so a root host would have no
+/// process bound), and mount namespaces forbidden in a user namespace
+/// (`user.max_mnt_namespaces = 0`).
+#[test]
+fn a_missing_piece_fails_closed() -> Result<()> {
+    require_support();
+    require_pids_cgroup();
+    let exe = std::env::current_exe()?;
+    let exe = s(&exe);
+    let helper = format!("{exe} --exact the_kernel_confines_here --nocapture --test-threads=1");
+    let mounted_pids = |mountinfo: &str| {
+        mountinfo
+            .lines()
+            .filter(|line| {
+                line.contains(" - cgroup ")
+                    && line.split(' ').next_back().is_some_and(|o| o.split(',').any(|o| o == "pids"))
+            })
+            .filter_map(|line| line.split(' ').nth(4).map(str::to_owned))
+            .collect::<Vec<_>>()
+    };
+    let pids_mounts = mounted_pids(&std::fs::read_to_string("/proc/self/mountinfo")?);
+    ensure!(!pids_mounts.is_empty());
+    let unmount: String = pids_mounts.iter().map(|m| format!("umount -l {m} && ")).collect();
+    for (how, script, says) in [
+        ("nothing hidden", helper.clone(), "check: supported"),
+        (
+            "no pids cgroup",
+            format!("unshare --mount --propagation private sh -c '{unmount}exec {helper}'"),
+            "check: no bound on the number of processes for a root host",
+        ),
+        (
+            "no mount namespaces",
+            format!(
+                "unshare --user --map-root-user sh -c 'echo 0 > /proc/sys/user/max_mnt_namespaces && exec {helper}'"
+            ),
+            "check: the kernel cannot give a confined process its own mount, IPC and PID namespaces",
+        ),
+    ] {
+        let output = std::process::Command::new("/bin/sh").arg("-c").arg(&script).env(REPORT_ROLE, "1").output()?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let line = stdout.lines().find_map(|l| l.split_once("check: ").map(|(_, c)| format!("check: {c}")));
+        ensure!(
+            line.as_deref().is_some_and(|l| l.starts_with(says)),
+            "{how}: {line:?}; stdout {stdout}; stderr {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
     Ok(())
 }

@@ -195,3 +195,28 @@ async fn a_fork_bomb_ends_at_the_process_limit_and_the_host_keeps_answering() {
         .count();
     assert_eq!(leftover, 0, "processes of the bomb are left: {text}");
 }
+
+/// What users do in a workspace still works under the confinement that
+/// holds root: a Python virtual environment, a git repository with a
+/// commit, `chmod +x` and deleting, all in the root; the files belong to
+/// the host's own user, as files it made itself would.
+#[tokio::test]
+async fn a_venv_and_a_git_commit_work_in_a_confined_root() {
+    let d = dirs();
+    let exec = executor(&workspace(&d.root, ShellSandbox::Required));
+    let line = "python3 -m venv --without-pip .venv && .venv/bin/python -c 'import sys; print(sys.prefix != sys.base_prefix)' \
+        && git init -q . && echo 'print(1)' > main.py && printf '#!/bin/sh\\necho run\\n' > run.sh && chmod +x run.sh \
+        && ./run.sh && git add main.py run.sh && git -c user.name=lovia -c user.email=lovia@example.invalid commit -qm first \
+        && git log --oneline | wc -l && touch gone.txt && rm gone.txt";
+    let text = out(&exec, "shell", json!({"command": line, "timeout": 120})).await;
+    assert_eq!(text, "exit code: 0\nTrue\nrun\n1", "{text}");
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    // The test process made the root: its owner is the host's user.
+    let uid = std::fs::metadata(&d.root).expect("root").uid();
+    for made in [".venv/bin/python", ".git/HEAD", "main.py", "run.sh"] {
+        let meta = std::fs::symlink_metadata(d.root.join(made)).expect(made);
+        assert_eq!(meta.uid(), uid, "{made} belongs to the host's user");
+    }
+    let mode = std::fs::metadata(d.root.join("run.sh")).expect("run.sh").permissions().mode();
+    assert_eq!(mode & 0o111, 0o111, "chmod +x held: {mode:o}");
+}

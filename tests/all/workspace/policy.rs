@@ -167,3 +167,37 @@ fn the_prompt_fragment_states_the_policy() {
     let confined = Workspace::builder(&d.root).denied_path(".env").build().expect("workspace");
     assert_eq!(confined.prompt_fragment(), workspace.prompt_fragment());
 }
+
+/// Round two of the confinement, item 6: in trusted mode a write outside
+/// the root is asked about, and a command cannot slip one past the policy by
+/// a `cd`, an expansion or a nested shell: what it cannot know, it asks
+/// about. What it can follow (`cd` into the root) it does not ask about.
+#[tokio::test]
+async fn trusted_mode_asks_where_a_write_cannot_be_known() {
+    let d = dirs();
+    std::fs::create_dir(d.root.join("sub")).expect("sub");
+    let exec = executor(&builder(&d.root, Mode::Trusted).build().expect("workspace"));
+    let outside = d.outside.display();
+    for command in [
+        format!("echo x > {outside}/f"),
+        format!("cd {outside} && echo x > f"),
+        format!("pushd {outside}; echo x > f"),
+        "cd && echo x > f".to_owned(),
+        "cd - ; echo x > f".to_owned(),
+        "echo x > $HOME/f".to_owned(),
+        "echo x > \"$(dirname /etc/x)/f\"".to_owned(),
+        "echo x > `echo /etc/f`".to_owned(),
+        "eval 'echo x > /etc/f'".to_owned(),
+        "sh -c 'echo x > /etc/f'".to_owned(),
+        "bash -c 'echo x > /etc/f'".to_owned(),
+        format!("(cd {outside}; echo x > f)"),
+    ] {
+        let turn = call_deciding(&exec, "shell", json!({"command": command}), false).await;
+        assert!(asked(&turn), "not asked: {command}");
+    }
+    for command in ["echo x > f", "cd sub && echo x > f", "cd sub; ls > list.txt", "git status", "echo $HOME"] {
+        let turn = call_deciding(&exec, "shell", json!({"command": command}), false).await;
+        assert!(!asked(&turn), "asked: {command}");
+    }
+    assert!(!d.outside.join("f").exists());
+}

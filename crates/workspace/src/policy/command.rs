@@ -226,6 +226,99 @@ pub(crate) fn path_claims(segment: &str) -> Vec<PathClaim> {
     claims
 }
 
+/// What a segment does to the working directory of the segments after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Chdir {
+    /// Nothing: it is not `cd`, `pushd` or `popd`.
+    Stays,
+    /// `cd DIR` or `pushd DIR` with a literal `DIR`.
+    To(String),
+    /// A change the policy cannot follow: `cd` alone (home), `cd -`,
+    /// `popd`, or a target with an expansion in it.
+    Unknown,
+}
+
+/// Whether a word holds an expansion the policy cannot evaluate: a
+/// variable, a command substitution.
+pub(crate) fn has_expansion(word: &str) -> bool {
+    word.contains('$') || word.contains('`')
+}
+
+/// The words of the command a segment runs: after `VAR=value`
+/// assignments, with the `(` or `{` of a group taken off the first.
+fn command_words(segment: &str) -> Vec<String> {
+    let Some(words) = words(segment) else { return Vec::new() };
+    let mut words: Vec<String> = words
+        .into_iter()
+        .skip_while(|w| {
+            w.split_once('=').is_some_and(|(name, _)| {
+                !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            })
+        })
+        .collect();
+    if let Some(first) = words.first_mut() {
+        *first = first.trim_start_matches(['(', '{']).to_owned();
+        if first.is_empty() {
+            words.remove(0);
+        }
+    }
+    words
+}
+
+/// What `segment` does to the working directory.
+pub(crate) fn chdir(segment: &str) -> Chdir {
+    let words = command_words(segment);
+    match words.first().map(String::as_str) {
+        Some("cd" | "pushd") => {
+            let targets: Vec<&String> =
+                words[1..].iter().filter(|w| !w.starts_with('-') || w.as_str() == "-").collect();
+            match targets.as_slice() {
+                [target] if target.as_str() != "-" && !has_expansion(target) => {
+                    Chdir::To(target.trim_end_matches([')', '}']).to_owned())
+                }
+                _ => Chdir::Unknown,
+            }
+        }
+        Some("popd") => Chdir::Unknown,
+        _ => Chdir::Stays,
+    }
+}
+
+/// Shells that run a string given with `-c`.
+const SHELLS: [&str; 7] = ["sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"];
+
+/// Whether `segment` runs text the policy cannot read, so that where it
+/// writes cannot be known: a command substitution (`$(…)`, backquotes), a
+/// process substitution, `eval`, `source` or `.`, or a shell given `-c`.
+pub(crate) fn opaque(segment: &str) -> bool {
+    let mut single = false;
+    let chars: Vec<char> = segment.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        let next = chars.get(i + 1).copied();
+        if c == '\'' {
+            single = !single;
+        } else if !single && (c == '`' || (matches!(c, '$' | '<' | '>') && next == Some('('))) {
+            return true;
+        }
+    }
+    let words = command_words(segment);
+    let program = words.first().map(|w| w.rsplit('/').next().unwrap_or(w));
+    match program {
+        Some("eval" | "source" | ".") => true,
+        Some(shell) if SHELLS.contains(&shell) => {
+            words[1..].iter().any(|w| w.starts_with('-') && !w.starts_with("--") && w.contains('c'))
+        }
+        Some("env" | "exec" | "nohup" | "timeout" | "nice" | "xargs" | "sudo" | "command") => {
+            // A wrapper: what it runs is judged as if written alone.
+            let rest =
+                words[1..].iter().skip_while(|w| w.starts_with('-') || w.contains('=') || w.parse::<f64>().is_ok());
+            let rest: Vec<&str> = rest.map(String::as_str).collect();
+            !rest.is_empty() && opaque(&rest.join(" "))
+        }
+        _ => false,
+    }
+}
+
 /// Whether `segment` starts with `prefix` at a word boundary, whitespace collapsed.
 fn prefix_matches(segment: &str, prefix: &str) -> bool {
     let seg: Vec<&str> = segment.split_whitespace().collect();
@@ -336,5 +429,40 @@ mod tests {
         assert_eq!(claims("echo 'unbalanced > /etc/x"), []);
         assert_eq!(claims("git status"), []);
         assert_eq!(claims("echo \"a b/c\""), [("a b/c".into(), Op::Read)]);
+    }
+
+    #[test]
+    fn a_working_directory_change_is_followed_or_unknown() {
+        assert_eq!(chdir("cd /etc"), Chdir::To("/etc".into()));
+        assert_eq!(chdir("pushd -q sub"), Chdir::To("sub".into()));
+        assert_eq!(chdir("(cd ../x"), Chdir::To("../x".into()));
+        assert_eq!(chdir("CDPATH= cd /tmp"), Chdir::To("/tmp".into()));
+        for unknown in ["cd", "cd -", "cd $HOME", "cd `pwd`/..", "popd", "cd a b"] {
+            assert_eq!(chdir(unknown), Chdir::Unknown, "{unknown}");
+        }
+        assert_eq!(chdir("echo cd /etc"), Chdir::Stays);
+    }
+
+    #[test]
+    fn text_the_policy_cannot_read_is_opaque() {
+        for opaque_segment in [
+            "echo $(cat f) > x",
+            "echo `id`",
+            "diff <(ls a) b",
+            "eval \"$CMD\"",
+            "source ./env.sh",
+            ". ./env.sh",
+            "sh -c 'echo x > /etc/f'",
+            "bash -ec 'x'",
+            "/bin/bash -c x",
+            "env FOO=1 sh -c x",
+            "timeout 5 bash -c x",
+            "nohup eval x",
+        ] {
+            assert!(opaque(opaque_segment), "{opaque_segment}");
+        }
+        for plain in ["echo '$(not run)'", "sh script.sh", "bash --version", "ls -c", "make", "echo $HOME"] {
+            assert!(!opaque(plain), "{plain}");
+        }
     }
 }

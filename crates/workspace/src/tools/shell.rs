@@ -4,7 +4,7 @@
 
 use super::{bool_arg, object, ok, str_arg};
 use crate::config::{Decision, Op};
-use crate::policy::command::{command_decision, path_claims, split_segments};
+use crate::policy::command::{Chdir, chdir, command_decision, has_expansion, opaque, path_claims, split_segments};
 use crate::shell::{self as run, Finished};
 use crate::{Session, text};
 use lovia_host::{CallContext, Failure, NeedsApproval, Tool};
@@ -29,18 +29,45 @@ const KILL_DESCRIPTION: &str = "Stop a background process (and everything it sta
 
 /// The verdict of a command: its segments, the read check of `cwd`, and
 /// its path claims resolved from `cwd`. The most restrictive wins.
+///
+/// The verdict is advisory (docs/workspace.md): only the kernel's
+/// confinement binds. Still, it does not let a target it cannot know pass
+/// as harmless: a segment that runs text it cannot read (`$(…)`,
+/// backquotes, `eval`, `sh -c`, …), a path with an expansion in it, and a
+/// `cd` it cannot follow are each asked about, as a write outside the root
+/// would be (never denied for that alone). A
+/// `cd DIR` it can follow moves where the later segments' paths resolve.
 fn command_verdict(s: &Session, command: &str, cwd: &str) -> (Decision, Option<PathBuf>) {
     let mut worst = command_decision(command, s.decider.as_ref(), &s.rules.command_rules, s.shell_default());
     let Ok(cwd_abs) = s.paths.resolve(cwd, s.paths.root()) else { return (Decision::Deny, None) };
     worst = worst.max(s.paths.judge(&cwd_abs, Op::Read).decision);
+    // Asked about where writing outside would be asked or refused; left as
+    // it is where writing outside is allowed.
+    let unknown = s.paths.judge(std::path::Path::new("/"), Op::Write).decision.min(Decision::Ask);
+    let mut here = cwd_abs.clone();
     for segment in split_segments(command) {
+        if opaque(&segment) {
+            worst = worst.max(unknown);
+        }
         for claim in path_claims(&segment) {
-            let decision = match s.paths.resolve(&claim.path, &cwd_abs) {
+            if has_expansion(&claim.path) {
+                worst = worst.max(unknown);
+                continue;
+            }
+            let decision = match s.paths.resolve(&claim.path, &here) {
                 Ok(abs) => s.paths.judge(&abs, claim.op).decision,
                 // A path the policy cannot even resolve is not allowed blindly.
                 Err(_) => Decision::Ask,
             };
             worst = worst.max(decision);
+        }
+        match chdir(&segment) {
+            Chdir::Stays => {}
+            Chdir::To(dir) => match s.paths.resolve(&dir, &here) {
+                Ok(abs) => here = abs,
+                Err(_) => worst = worst.max(unknown),
+            },
+            Chdir::Unknown => worst = worst.max(unknown),
         }
     }
     (worst, Some(cwd_abs))
