@@ -231,6 +231,12 @@ pub struct Limits {
     pub grep_file_bytes: u64,
     /// Characters shown per grep line. Default: 400.
     pub grep_line_chars: usize,
+    /// Bytes one `grep_files` call reads in all, over every file it
+    /// searches (a sparse file costs nothing on disk and all of this).
+    /// Default: 50,000,000.
+    pub grep_total_bytes: u64,
+    /// Time one `grep_files` call may search. Default: 10 s.
+    pub grep_time: Duration,
     /// `list_files` results when the model gives no `max_results`. Default: 500.
     pub list_results: usize,
     /// `grep_files` matches when the model gives no `max_matches`. Default: 100.
@@ -255,6 +261,8 @@ impl Default for Limits {
             shell_output_chars: 30_000,
             grep_file_bytes: 5_000_000,
             grep_line_chars: 400,
+            grep_total_bytes: 50_000_000,
+            grep_time: Duration::from_secs(10),
             list_results: 500,
             grep_matches: 100,
             walk_entries: 100_000,

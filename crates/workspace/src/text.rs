@@ -67,6 +67,21 @@ pub(crate) fn clip_notice(limit: usize, len: usize, hint: &str) -> String {
 /// `1,234,567`: the host's grouping, which the executor's truncation notice uses too.
 pub(crate) use lovia_host::call::text::thousands;
 
+/// A file name as one line of a listing: control characters (a newline,
+/// a carriage return, an escape) are written as `\n`, `\r`, `\u{1b}`, so
+/// that a name cannot forge a line or a terminal sequence; other names are
+/// shown as they are.
+pub(crate) fn escape_name(name: &str) -> std::borrow::Cow<'_, str> {
+    if !name.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len() + 8);
+    for c in name.chars() {
+        if c.is_control() { out.extend(c.escape_default()) } else { out.push(c) }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// The first `n` characters of `s`.
 pub(crate) fn first_chars(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {
@@ -77,6 +92,13 @@ pub(crate) fn first_chars(s: &str, n: usize) -> &str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn names_with_control_characters_are_escaped() {
+        assert_eq!(super::escape_name("plain name.txt"), "plain name.txt");
+        assert_eq!(super::escape_name("a\nb.txt: 1: forged"), "a\\nb.txt: 1: forged");
+        assert_eq!(super::escape_name("\u{1b}[2Jx\r"), "\\u{1b}[2Jx\\r");
+    }
+
     #[test]
     fn thousands_groups_digits() {
         assert_eq!(super::thousands(5_242_880), "5,242,880");

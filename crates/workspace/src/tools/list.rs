@@ -172,11 +172,12 @@ pub(crate) fn list_files(session: &Arc<Session>) -> Tool {
                             return false;
                         }
                         let shown = format!("{prefix}{}", entry.rel.display());
+                        let shown = text::escape_name(&shown);
                         lines.push(match entry.kind {
                             Kind::Dir => format!("{shown}/"),
                             Kind::File(len) => format!("{shown}  ({len} bytes)"),
-                            Kind::Symlink(target) => format!("{shown}  -> {target}"),
-                            Kind::Other => shown,
+                            Kind::Symlink(target) => format!("{shown}  -> {}", text::escape_name(&target)),
+                            Kind::Other => shown.into_owned(),
                         });
                         true
                     })
