@@ -12,13 +12,17 @@
 
 use std::io;
 
-/// The highest capability number this kernel knows, read in the parent.
+/// The highest capability number this kernel knows, read in the parent
+/// once per process.
 pub(crate) fn last_capability() -> u32 {
-    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|text| text.trim().parse().ok())
-        // CAP_CHECKPOINT_RESTORE, the last in Linux 6.x.
-        .unwrap_or(40)
+    static LAST: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *LAST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            // CAP_CHECKPOINT_RESTORE, the last in Linux 6.x.
+            .unwrap_or(40)
+    })
 }
 
 /// `SECBIT_NOROOT`, `SECBIT_NO_SETUID_FIXUP`, `SECBIT_KEEP_CAPS_LOCKED`

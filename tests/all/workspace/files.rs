@@ -316,8 +316,7 @@ async fn names_cannot_forge_lines_and_a_search_is_bounded() {
     assert_eq!(lines.len(), 4, "{found}");
     assert!(lines[..3].iter().all(|l| l.starts_with('f') && l.contains(": needle ")), "{found}");
     assert_eq!(
-        lines[3],
-        "… (stopped after reading 2,500 bytes or 10 s, this search's budget; narrow the path or glob)",
+        lines[3], "… (stopped after reading 2,500 bytes or 10 s, this search's budget; narrow the path or glob)",
         "{found}"
     );
 }
