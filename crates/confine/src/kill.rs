@@ -11,8 +11,10 @@ use rustix::process::{Pid, Signal};
 ///
 /// A group that is gone already is not an error. The caller still waits for
 /// (reaps) its own child. A process that left the group (with `setsid` of
-/// its own) is not reached: [`crate::Prepared::kill_all`] kills everything in
-/// the child's pids cgroup, wherever it moved.
+/// its own) dies too: the command's first process, which the signal
+/// reaches, is the init of its PID namespace, and the kernel kills the rest
+/// of the namespace with it. [`crate::Prepared::kill_all`] also kills
+/// everything in the child's pids cgroup.
 ///
 /// Refuses pids that cannot be a confined child's group: 0 and this
 /// process's own group (which would kill the caller), 1 (`kill(-1)` signals

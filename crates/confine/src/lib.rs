@@ -39,6 +39,7 @@ mod privileges;
 mod ruleset;
 mod seccomp;
 mod supervisor;
+mod temp;
 mod view;
 
 /// docs/confinement.md, whose Rust snippet rustdoc compiles as a doctest
@@ -53,3 +54,4 @@ pub use error::ConfineError;
 pub use kill::kill_group;
 pub use limits::Limits;
 pub use prepared::Prepared;
+pub use temp::{temp_dir, temp_dir_in};

@@ -545,29 +545,37 @@ async fn kill_group_ends_a_grandchild_that_ignores_sigterm() -> Result<()> {
     Ok(())
 }
 
+/// A process that left the command's group with `setsid` is still ended:
+/// by `Prepared::kill_all` (its cgroup), and by `kill_group` alone, since
+/// the command's first process is the init of its PID namespace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_all_reaches_a_process_that_left_the_group() -> Result<()> {
+async fn a_process_that_left_the_group_is_still_reached() -> Result<()> {
     require_support();
     require_pids_cgroup();
-    let mut cmd = shell("setsid sleep 100 & echo $!; wait");
-    let prepared = Confinement::new().apply(&mut cmd)?;
-    let mut child = cmd.spawn()?;
-    let pid = child.id().context("no pid")?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().context("no stdout")?).read_line(&mut line).await?;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let escaped = host_pid(&prepared, line.trim().parse()?)?;
-    kill_group(pid)?;
-    tokio::time::timeout(Duration::from_secs(10), child.wait()).await??;
-    // setsid put it in a group of its own: kill_group did not reach it.
-    ensure!(alive(escaped), "the escaped sleeper died with the group");
-    prepared.kill_all()?;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while alive(escaped) {
-        ensure!(Instant::now() < deadline, "kill_all did not reach {escaped}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    for by_group in [false, true] {
+        let mut cmd = shell("setsid sleep 100 & echo $!; wait");
+        let prepared = Confinement::new().apply(&mut cmd)?;
+        let mut child = cmd.spawn()?;
+        let pid = child.id().context("no pid")?;
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().context("no stdout")?).read_line(&mut line).await?;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let escaped = host_pid(&prepared, line.trim().parse()?)?;
+        ensure!(alive(escaped));
+        if by_group {
+            kill_group(pid)?;
+        } else {
+            prepared.kill_all()?;
+        }
+        tokio::time::timeout(Duration::from_secs(10), child.wait()).await??;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive(escaped) {
+            ensure!(Instant::now() < deadline, "{escaped} outlived the kill (by group: {by_group})");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        wait_until_empty(&prepared).await?;
     }
-    wait_until_empty(&prepared).await
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -719,7 +727,8 @@ attempt("chattr", flags)
 
 /// C1: no set-user-ID or set-group-ID bit, and no file capability, on a
 /// file root makes in its read-write grant: outside, whoever can run it
-/// would run it as root. Ordinary modes still work.
+/// would run it as root. No immutable flag either (M5: the host could not
+/// remove it). Ordinary modes still work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn root_makes_no_set_id_program_in_its_grant() -> Result<()> {
     require_support();
@@ -734,16 +743,30 @@ attempt("chmod_sgid", lambda: os.chmod(g + "/tool", 0o2755))
 attempt("create_suid", lambda: os.close(os.open(g + "/made", os.O_CREAT | os.O_WRONLY, 0o4755)))
 attempt("mknod_suid", lambda: os.mknod(g + "/node", 0o104755))
 attempt("file_caps", lambda: os.setxattr(g + "/tool", "security.capability", bytes.fromhex("0000000200200000000000000000000000000000")))
+def immutable(on):
+    fd = os.open(g + "/tool", os.O_RDONLY)
+    try:
+        cur = struct.unpack("i", fcntl.ioctl(fd, 0x80086601, struct.pack("i", 0)))[0]
+        fcntl.ioctl(fd, 0x40086602, struct.pack("i", (cur | 0x10) if on else (cur & ~0x10)))
+    finally:
+        os.close(fd)
+attempt("chattr_i", lambda: immutable(True))
+attempt("chattr_i_off", lambda: immutable(False))
 "#
     ));
     let plain = unconfined(&probe).await?;
-    all_are(&plain, &["chmod_x", "chmod_suid", "chmod_sgid", "create_suid", "mknod_suid", "file_caps"], "ok")?;
+    all_are(
+        &plain,
+        &["chmod_x", "chmod_suid", "chmod_sgid", "create_suid", "mknod_suid", "file_caps", "chattr_i"],
+        "ok",
+    )?;
     for name in ["tool", "made", "node"] {
         let _ = std::fs::remove_file(grant.path().join(name));
     }
     let ran = confined(&Confinement::new().read_write(grant.path()), &probe).await?;
     all_are(&ran, &["chmod_x"], "ok")?;
-    all_are(&ran, &["chmod_suid", "chmod_sgid", "create_suid", "mknod_suid", "file_caps"], "refused")?;
+    // And no immutable flag, which would keep the host from removing it.
+    all_are(&ran, &["chmod_suid", "chmod_sgid", "create_suid", "mknod_suid", "file_caps", "chattr_i"], "refused")?;
     use std::os::unix::fs::PermissionsExt;
     for entry in std::fs::read_dir(grant.path())? {
         let mode = entry?.metadata()?.permissions().mode();

@@ -7,10 +7,11 @@
 //! The usage is measured by walking the directory before every write
 //! (`write_file`, `edit_file`) and every command. A walk, not a running
 //! counter, because commands write files the tools never see; it stops
-//! one entry past the file bound, so its cost is bounded too. What one
-//! command writes while it runs is bounded by its file-size rlimit (set to
-//! the byte bound when confined), not by this check, which refuses the
-//! next write or command once the bound is passed.
+//! one entry past the file bound, so its cost is bounded too. A confined
+//! command's temporary directory lives under the same directory, and while
+//! the command runs the walk is repeated every 250 ms: past a bound the
+//! command is killed (and one file is bounded by its file-size rlimit, set
+//! to the byte bound, in between).
 
 use crate::text;
 use lovia_host::Failure;
@@ -94,6 +95,12 @@ impl SharedBounds {
             }
         }
         usage
+    }
+
+    /// Whether the directory is over a bound now (a blocking walk).
+    pub(crate) fn is_over(&self) -> bool {
+        let usage = self.usage();
+        usage.bytes > self.inner.max_bytes || usage.files > self.inner.max_files
     }
 
     /// Fails when the directory, with `adding` more bytes, would be over a

@@ -2,11 +2,13 @@
 //! environment with an allowlist, the confinement hook, and a foreground run
 //! bounded by a timeout that kills the whole group.
 
-use crate::Session;
 use crate::config::ShellSandbox;
 use crate::output::HeadTail;
+use crate::{Session, SharedBounds};
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
@@ -49,6 +51,8 @@ pub(crate) fn unavailable(sandbox: ShellSandbox) -> Option<String> {
 pub(crate) struct Confined {
     prepared: lovia_confine::Prepared,
     _tmp: tempfile::TempDir,
+    /// With shared bounds: stops the command once they are passed.
+    watch: Option<StorageWatch>,
 }
 
 impl Confined {
@@ -56,7 +60,66 @@ impl Confined {
     pub(crate) fn kill_all(&self) {
         let _ = self.prepared.kill_all();
     }
+
+    /// Starts watching the shared bounds for the command `pid` leads.
+    fn watch(&mut self, pid: Option<u32>, bounds: Option<&SharedBounds>) {
+        if let (Some(pid), Some(bounds)) = (pid, bounds) {
+            self.watch = Some(StorageWatch::start(pid, bounds.clone()));
+        }
+    }
+
+    /// The byte bound the command was stopped for passing, if it was.
+    pub(crate) fn storage_passed(&self) -> Option<u64> {
+        self.watch.as_ref().filter(|w| w.passed.load(Ordering::Relaxed)).map(|w| w.max_bytes)
+    }
 }
+
+/// How often the shared bounds are measured while a confined command runs.
+/// A walk of the tenant's directory each time: at most `max_files` entries,
+/// on the blocking pool.
+const WATCH_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Measures the shared bounds while a command runs, and kills it (its
+/// group, and with its PID namespace everything it started) once they are
+/// passed: a command's writes count against the tenant's `max_bytes` while
+/// it runs, not only at the next check. Stops when dropped.
+#[derive(Debug)]
+struct StorageWatch {
+    task: tokio::task::JoinHandle<()>,
+    passed: Arc<AtomicBool>,
+    max_bytes: u64,
+}
+
+impl StorageWatch {
+    fn start(pid: u32, bounds: SharedBounds) -> Self {
+        let passed = Arc::new(AtomicBool::new(false));
+        let max_bytes = bounds.max_bytes();
+        let flag = passed.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(WATCH_INTERVAL).await;
+                let measured = bounds.clone();
+                let Ok(over) = tokio::task::spawn_blocking(move || measured.is_over()).await else { return };
+                if over {
+                    flag.store(true, Ordering::Relaxed);
+                    kill_group(pid);
+                    return;
+                }
+            }
+        });
+        StorageWatch { task, passed, max_bytes }
+    }
+}
+
+impl Drop for StorageWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The directory under a shared bounds' directory that holds its commands'
+/// temporary directories (no session's root is named so).
+const TMP_DIR: &str = ".lovia-tmp";
 
 /// Applies the kernel confinement to `cmd`, or refuses when it is required
 /// and unavailable. The one place a command's confinement is decided:
@@ -81,7 +144,16 @@ pub(crate) fn confine(cmd: &mut Command, ws: &Session) -> Result<Option<Confined
             if let Some(reason) = unavailable(ws.shell_sandbox) {
                 return Err(ShellError::Unconfined(reason));
             }
-            let tmp = tempfile::Builder::new().prefix("lovia-shell-").tempdir()?;
+            // Under shared bounds, the temporary directory lives under the
+            // bounded directory, so that what a command writes there counts.
+            let tmp = match &ws.bounds {
+                Some(bounds) => {
+                    let parent = bounds.dir().join(TMP_DIR);
+                    std::fs::create_dir_all(&parent)?;
+                    lovia_confine::temp_dir_in(&parent, "shell")?
+                }
+                None => lovia_confine::temp_dir("shell")?,
+            };
             // Under shared bounds, no one file may be larger than all of them.
             let mut limits = lovia_confine::Limits::default();
             if let Some(bounds) = &ws.bounds {
@@ -102,7 +174,7 @@ pub(crate) fn confine(cmd: &mut Command, ws: &Session) -> Result<Option<Confined
             let prepared = confinement
                 .apply(cmd)
                 .map_err(|e| ShellError::Unconfined(format!("the command cannot be confined: {e}")))?;
-            Ok(Some(Confined { prepared, _tmp: tmp }))
+            Ok(Some(Confined { prepared, _tmp: tmp, watch: None }))
         }
     }
 }
@@ -159,16 +231,21 @@ pub(crate) enum Finished {
     Exited { code: i32, stdout: String, stderr: String },
     /// The timeout passed; the group was killed.
     TimedOut { after: Duration },
+    /// The shared bounds were passed while it ran; the group was killed.
+    StorageFull { max_bytes: u64 },
 }
 
 /// Runs `cmd` to the end or to `timeout`, keeping the session's
 /// `shell_output_chars` of each stream. Whatever the command left running
 /// in its group is killed after.
 pub(crate) async fn run(mut cmd: Command, ws: &Session, timeout: Duration) -> Result<Finished, ShellError> {
-    let confined = confine(&mut cmd, ws)?;
+    let mut confined = confine(&mut cmd, ws)?;
     let limit_chars = ws.limits.shell_output_chars;
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn()?;
+    if let Some(confined) = &mut confined {
+        confined.watch(child.id(), ws.bounds.as_ref());
+    }
     let guard = GroupGuard(child.id());
     let (out, err) = (child.stdout.take(), child.stderr.take());
     let work = async {
@@ -185,6 +262,10 @@ pub(crate) async fn run(mut cmd: Command, ws: &Session, timeout: Duration) -> Re
             Finished::Exited { code, stdout, stderr }
         }
         Err(_) => Finished::TimedOut { after: timeout },
+    };
+    let finished = match confined.as_ref().and_then(Confined::storage_passed) {
+        Some(max_bytes) => Finished::StorageFull { max_bytes },
+        None => finished,
     };
     drop(guard);
     if let Some(confined) = &confined {
@@ -212,7 +293,11 @@ async fn drain(stream: Option<impl tokio::io::AsyncRead + Unpin>, limit_chars: u
 /// Starts `cmd` in the background with stdout and stderr piped; the
 /// confinement must be kept as long as the process.
 pub(crate) fn spawn_background(mut cmd: Command, ws: &Session) -> Result<(Child, Option<Confined>), ShellError> {
-    let confined = confine(&mut cmd, ws)?;
+    let mut confined = confine(&mut cmd, ws)?;
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    Ok((cmd.spawn()?, confined))
+    let child = cmd.spawn()?;
+    if let Some(confined) = &mut confined {
+        confined.watch(child.id(), ws.bounds.as_ref());
+    }
+    Ok((child, confined))
 }

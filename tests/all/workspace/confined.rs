@@ -220,3 +220,29 @@ async fn a_venv_and_a_git_commit_work_in_a_confined_root() {
     let mode = std::fs::metadata(d.root.join("run.sh")).expect("run.sh").permissions().mode();
     assert_eq!(mode & 0o111, 0o111, "chmod +x held: {mode:o}");
 }
+
+/// Round two of the confinement, item 5: a tenant's byte bound holds while
+/// a command runs. The command's temporary directory lives under the
+/// bounded directory, and a command that keeps writing (each file under the
+/// file-size limit) is stopped soon after the bound is passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_storage_bound_holds_while_a_command_runs() {
+    let d = dirs();
+    let tenant = d.root.parent().expect("the root's parent").to_path_buf();
+    let bounds = lovia_workspace::SharedBounds::new(&tenant, 2 << 20, 10_000, 2);
+    let workspace = Workspace::builder(&d.root)
+        .mode(Mode::Trusted)
+        .shell_sandbox(ShellSandbox::Required)
+        .shared_bounds(bounds)
+        .build()
+        .expect("workspace");
+    let exec = executor(&workspace);
+    let tmp = out(&exec, "shell", json!({"command": "echo \"$TMPDIR\""})).await;
+    assert!(tmp.starts_with(&format!("exit code: 0\n{}/.lovia-tmp/lovia-", tenant.display())), "{tmp}");
+    let line = "for i in $(seq 40); do head -c 500000 /dev/urandom > \"$TMPDIR/f$i\"; sleep 0.1; done; echo finished";
+    let text = out(&exec, "shell", json!({"command": line})).await;
+    assert_eq!(
+        text,
+        "command stopped\n[this account's workspaces passed their storage bound of 2,097,152 bytes while it ran; remove files, then run it again]"
+    );
+}

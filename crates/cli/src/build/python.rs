@@ -127,9 +127,7 @@ fn check_confined(
         );
         return Ok(None);
     }
-    let tmp = tempfile::Builder::new()
-        .prefix("lovia-check-")
-        .tempdir()
+    let tmp = lovia_confine::temp_dir("check")
         .map_err(|e| CliError::new(format!("cannot create a temporary directory: {e}")))?;
     let mut confinement = lovia_confine::Confinement::new().private_tmp(tmp.path()).network(false).read_only(sdk);
     for dir in tool_file.parent().into_iter().chain(paths.iter().map(PathBuf::as_path)) {

@@ -134,9 +134,7 @@ fn confine_command(
 ) -> Result<Confined, StartError> {
     let refused = |reason: String| StartError::Confine { server: config.name.clone(), reason };
     Confinement::check_supported().map_err(|e| refused(e.to_string()))?;
-    let workdir = tempfile::Builder::new()
-        .prefix(&format!("lovia-mcp-{}-", config.name))
-        .tempdir()
+    let workdir = lovia_confine::temp_dir(&format!("mcp-{}", config.name))
         .map_err(|e| refused(format!("cannot make its working directory: {e}")))?;
     let sandbox = &config.sandbox;
     let mut confinement =

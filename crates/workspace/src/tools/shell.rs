@@ -161,6 +161,10 @@ pub(crate) fn shell(session: &Arc<Session>) -> Tool {
                     Finished::TimedOut { after } => {
                         format!("command timed out\n[timeout after {:.1}s]", after.as_secs_f64())
                     }
+                    Finished::StorageFull { max_bytes } => format!(
+                        "command stopped\n[this account's workspaces passed their storage bound of {} bytes while it ran; remove files, then run it again]",
+                        text::thousands(max_bytes)
+                    ),
                     Finished::Exited { code, stdout, stderr } => {
                         let (stdout, stderr) = (stdout.trim_end_matches('\n'), stderr.trim_end_matches('\n'));
                         let mut out = format!("exit code: {code}\n");
