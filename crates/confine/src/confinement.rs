@@ -271,6 +271,7 @@ mod tests {
         let confinement = super::Confinement::new().read_write(dir.path());
         let rounds: u32 = 200;
         let mut steps = [Duration::ZERO; 6];
+        let mut split_totals = [Duration::ZERO; 2];
         let mut time = |step: usize, f: &mut dyn FnMut()| {
             let start = Instant::now();
             f();
@@ -284,12 +285,19 @@ mod tests {
                     drop(cgroup::create(parent, 64).expect("cgroup"));
                 }
             });
+            let mut split = [Duration::ZERO; 2];
             time(3, &mut || {
                 let mut cmd = std::process::Command::new("true");
                 let prepared = confinement.apply_std(&mut cmd).expect("confined");
-                assert!(cmd.status().expect("spawn").success());
+                let start = Instant::now();
+                let mut child = cmd.spawn().expect("spawn");
+                split[0] = start.elapsed();
+                assert!(child.wait().expect("wait").success());
+                split[1] = start.elapsed() - split[0];
                 drop(prepared);
             });
+            split_totals[0] += split[0];
+            split_totals[1] += split[1];
             time(4, &mut || assert!(std::process::Command::new("true").status().expect("spawn").success()));
             time(5, &mut || drop(confinement.view(Some(dir.path())).expect("view")));
         }
@@ -300,8 +308,11 @@ mod tests {
             "confined spawn and wait (all steps)",
             "plain spawn and wait",
             "mount view (prepared in the parent)",
+            "  of the confined: spawn (fork to exec)",
+            "  of the confined: wait (run, exit)",
         ];
-        for (name, total) in names.iter().zip(steps) {
+        let all = steps.into_iter().chain(split_totals);
+        for (name, total) in names.iter().zip(all) {
             println!("{name:40} {:8.0} µs", total.as_secs_f64() * 1e6 / f64::from(rounds));
         }
     }
