@@ -34,7 +34,8 @@
 //! As root the child has `CAP_SYS_ADMIN` and makes the namespaces itself; a
 //! host that is not root (or is root without `CAP_SYS_ADMIN`, as in a
 //! container) makes a user namespace first, mapping only its own uid and
-//! gid, so that the files the command makes belong to the host's user.
+//! gid (as 0 inside), so that the files the command makes belong to the
+//! host's user.
 
 use crate::ConfineError;
 use std::ffi::{CString, OsStr};
@@ -208,12 +209,16 @@ impl MountView {
         let cwd = c_string(&spec.cwd)?;
         let shm = spec.shared_memory_bytes.max(4096);
         let page = 4096;
+        // The host's own uid and gid become 0 inside: what the command
+        // makes belongs to the host's user outside, and the namespace's
+        // root (who owns its IPC limits) is the command, so it can bound
+        // them. It holds no capability after the setup.
         let user = if spec.user_namespace {
             let uid = rustix::process::geteuid().as_raw();
             let gid = rustix::process::getegid().as_raw();
             Some((
-                CString::new(format!("{uid} {uid} 1\n")).unwrap_or_default(),
-                CString::new(format!("{gid} {gid} 1\n")).unwrap_or_default(),
+                CString::new(format!("0 {uid} 1\n")).unwrap_or_default(),
+                CString::new(format!("0 {gid} 1\n")).unwrap_or_default(),
             ))
         } else {
             None

@@ -1119,3 +1119,36 @@ fn a_missing_piece_fails_closed() -> Result<()> {
     }
     Ok(())
 }
+
+/// A host that is not root confines too: it makes a user namespace first
+/// (mapping only its own uid and gid). Some of this file's tests are run
+/// again as uid and gid 65534 (`setpriv(1)`), from a copy of this test
+/// binary that user can run; their unconfined halves hold for any user.
+#[test]
+fn a_host_that_is_not_root_confines_too() -> Result<()> {
+    require_support();
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir()?;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
+    let copy = dir.path().join("confine-tests");
+    std::fs::copy(std::env::current_exe()?, &copy)?;
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755))?;
+    let tests = [
+        "the_kernel_confines_here",
+        "writes_land_only_inside_the_read_write_grant",
+        "root_reaches_only_the_unix_sockets_it_was_granted",
+        "root_learns_nothing_of_paths_outside_its_grants",
+        "a_grant_through_a_system_link_works",
+        "private_tmp_is_the_only_temporary_directory",
+    ];
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(&copy).arg("--exact").args(tests);
+    let output = cmd.args(["--test-threads=1"]).current_dir(dir.path()).env("HOME", dir.path()).output()?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    ensure!(
+        output.status.success() && stdout.contains(&format!("test result: ok. {} passed", tests.len())),
+        "as uid 65534: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(())
+}
