@@ -196,7 +196,7 @@ fn serve_obeys_the_signature_flags() {
     let signed_config = config(&signed, "signed.toml");
     let mut child = Command::new(env!("CARGO_BIN_EXE_lovia"))
         .args(["--no-cache", "serve", "--config", &signed_config])
-        .args(&require)
+        .args(require)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
