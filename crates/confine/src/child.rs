@@ -74,7 +74,7 @@ impl ChildSetup {
         // host inherited from its own parent, or opened without
         // close-on-exec, is closed at `exec`.
         close_all_from_3_on_exec()?;
-        supervisor::split(self.watch_pipe.0, self.watch_pipe.1)
+        supervisor::split(self.watch_pipe.0)
     }
 }
 

@@ -87,8 +87,8 @@ impl Confinement {
     /// process limit is reported apart, by [`Confinement::process_limit`]:
     /// a machine without a usable pids cgroup still confines.
     ///
-    /// It also starts one confined `/bin/sh -c :` (once per process, the
-    /// answer kept): the namespaces and the mount view need the kernel's and
+    /// It also starts one confined `/bin/sh -c :` (until one succeeds, once
+    /// per process): the namespaces and the mount view need the kernel's and
     /// the container's consent, which only trying shows. And a root process
     /// needs a pids cgroup: `RLIMIT_NPROC` does not bind root.
     pub fn check_supported() -> Result<(), ConfineError> {
@@ -100,8 +100,14 @@ impl Confinement {
         {
             return Err(ConfineError::NoProcessBound { reason: reason.clone() });
         }
-        static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
-        PROBE.get_or_init(probe).clone().map_err(|reason| ConfineError::NamespacesUnavailable { reason })
+        // Only a success is kept: a probe that failed for a passing reason
+        // (a full process table) must not leave the shell off for good.
+        static PROBED: OnceLock<()> = OnceLock::new();
+        if PROBED.get().is_none() {
+            probe().map_err(|reason| ConfineError::NamespacesUnavailable { reason })?;
+            let _ = PROBED.set(());
+        }
+        Ok(())
     }
 
     /// How [`Limits::processes`] is enforced on this machine: a pids cgroup

@@ -16,8 +16,10 @@ pub struct Limits {
     /// Address space in bytes (`RLIMIT_AS`), per process. Default 1 GiB.
     pub memory_bytes: u64,
     /// Processes (and threads) at once: the `pids.max` of the child's own
-    /// pids cgroup when one is usable, else `RLIMIT_NPROC` (which the kernel
-    /// does not enforce for uid 0; see [`crate::ProcessLimit`]). Default 64.
+    /// pids cgroup when one is usable (plus one for the supervisor, which
+    /// only waits), else `RLIMIT_NPROC` (which the kernel does not enforce
+    /// for uid 0, so a root host without a pids cgroup does not confine;
+    /// see [`crate::ProcessLimit`]). Default 64.
     pub processes: u64,
     /// Largest file the process may write, in bytes (`RLIMIT_FSIZE`): a
     /// larger write fails with `EFBIG` after `SIGXFSZ`. Default 100 MiB.

@@ -23,7 +23,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::OnceLock;
 
-/// The host's end of the watch pipe: `(read, write)`, both close-on-exec.
+/// The watch pipe's descriptors: `(read, write)`, both close-on-exec.
 /// The write end is held by the host for its whole life and by nothing
 /// else after an `exec`; a supervisor closes its copy at once.
 pub(crate) fn watch_pipe() -> io::Result<(libc::c_int, libc::c_int)> {
@@ -38,14 +38,15 @@ pub(crate) fn watch_pipe() -> io::Result<(libc::c_int, libc::c_int)> {
 
 /// In the child, last of all: splits into the supervisor, which never
 /// returns, and the command, which returns `Ok` and goes on to `exec`.
-pub(crate) fn split(watch_read: libc::c_int, watch_write: libc::c_int) -> io::Result<()> {
+/// The command's copy of the watch pipe closes at its `exec` (both ends are
+/// close-on-exec); the supervisor closes all but the read end itself.
+pub(crate) fn split(watch_read: libc::c_int) -> io::Result<()> {
     let command = raw::fork()?;
     if command == 0 {
         // The command: dies with its supervisor.
         raw::prctl_pdeathsig()?;
         return Ok(());
     }
-    let _ = watch_write;
     supervise(command, watch_read)
 }
 
