@@ -218,3 +218,44 @@ fn no_landlock_filter() -> seccompiler::BpfProgram {
         .expect("filter");
     filter.try_into().expect("compile")
 }
+
+/// Round two of the confinement, item 3, at a door: a command `lovia run`
+/// started dies when `lovia run` dies, however it dies (SIGKILL, SIGTERM,
+/// SIGINT), wherever the command is in its run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_dies_with_lovia_run_however_it_dies() {
+    for signal in ["KILL", "TERM", "INT"] {
+        let d = dirs();
+        let duration = lovia_tests::processes::unique_sleep();
+        let sleeper = ["sleep", duration.as_str()];
+        let script = d.outside.join("script.json");
+        let command = serde_json::json!({"command": format!("sleep {duration}")}).to_string();
+        std::fs::write(
+            &script,
+            serde_json::json!({
+                "agent": {"approvals": {"sh": "approve"}},
+                "turns": [{"tool_calls": [{"id": "sh", "name": "shell", "arguments": command}]}, {"text": "Done."}]
+            })
+            .to_string(),
+        )
+        .expect("script");
+        let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_lovia"))
+            .args(["run", "--workspace"])
+            .arg(&d.root)
+            .arg("--script")
+            .arg(&script)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("lovia run");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while lovia_tests::processes::running(&sleeper).is_empty() {
+            assert!(std::time::Instant::now() < deadline, "the command did not start");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let killed = Command::new("kill").args(["-s", signal]).arg(run.id().to_string()).status().expect("kill");
+        assert!(killed.success());
+        let _ = run.wait();
+        assert!(lovia_tests::processes::gone(&sleeper).await, "signal {signal}: the command outlived lovia run");
+    }
+}
