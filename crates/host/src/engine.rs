@@ -334,6 +334,17 @@ pub(crate) fn engine_config(host: &HostConfig, pooled: bool, abi: Abi) -> Config
         pooling.pagemap_scan(wasmtime::Enabled::Auto);
         pooling.decommit_batch_size(DECOMMIT_BATCH);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    } else {
+        // The on-demand fallback serves a host whose address space is
+        // bounded (`RLIMIT_AS`: lovia run as a confined MCP server of
+        // another lovia, a container), where the pool could not be mapped.
+        // wasmtime's defaults would reserve 4 GiB and a 32 GiB guard per
+        // memory, which such a host cannot map either: reserve only what a
+        // plugin may use, with explicit bounds checks instead of guards.
+        config.memory_reservation(host.limits.memory_bytes as u64);
+        config.memory_guard_size(0);
+        config.memory_reservation_for_growth(0);
+        config.guard_before_linear_memory(false);
     }
     config
 }

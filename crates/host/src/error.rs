@@ -258,6 +258,12 @@ impl LoadError {
             LoadError::WrongExports { .. } => {
                 "export the lovia:tools/plugin@0.2.0 interface (or @0.1.0, or async-plugin@0.2.0), e.g. with the `lovia` guest SDK's `export!` macro"
             }
+            // Making the instance is the host's work, before any of the
+            // plugin's code runs: what fails there is a host resource.
+            LoadError::Describe { function: "instantiate", .. } => {
+                "making an instance failed in the host, before the plugin's code ran: the usual cause is a limit on \
+                 this process's memory or address space (ulimit -v; an MCP server's sandbox memory_bytes)"
+            }
             LoadError::Describe { .. } => "the plugin's info()/tools() must return without side effects",
             LoadError::InvalidSpec { .. } => "fix the tool's declaration in the plugin and rebuild it",
             LoadError::InvalidPlugin { .. } => {

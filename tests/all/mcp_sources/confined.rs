@@ -238,3 +238,40 @@ fn a_sandbox_that_cannot_be_installed_stops_the_start_with_the_reason() {
     );
     assert!(case.calls().is_empty(), "the server never ran");
 }
+
+/// `lovia mcp` started as a confined MCP server of another lovia works
+/// under the default sandbox (its 1 GiB of address space among them): the
+/// engine cannot map its instance pool there, and its fallback reserves
+/// only what a plugin may use (issue 46: every load failed with `Cannot
+/// allocate memory`, and the hint blamed the plugin's info()/tools()).
+#[test]
+fn lovia_mcp_serves_as_a_confined_server_of_another_lovia() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let docs = PathBuf::from(lovia_tests::fixtures::DOCS);
+    let fixtures = docs.parent().expect("the fixtures' directory");
+    let servers = format!(
+        "[[mcp_servers]]\nname = \"inner\"\ncommand = {:?}\nargs = [\"--no-cache\", \"mcp\", {:?}]\nsandbox = {{ read_only = [{:?}] }}\n",
+        env!("CARGO_BIN_EXE_lovia"),
+        docs.display().to_string(),
+        fixtures.display().to_string(),
+    );
+    let servers_path = dir.path().join("servers.toml");
+    std::fs::write(&servers_path, servers).expect("servers");
+    let turns =
+        json!({"turns": [calls(&[("s", "inner__search_docs", json!({"query": "timeouts"}))]), {"text": "done"}]});
+    let script = dir.path().join("script.json");
+    std::fs::write(&script, turns.to_string()).expect("script");
+    let o = Command::new(env!("CARGO_BIN_EXE_lovia"))
+        .args(["--no-cache", "run", "--mcp-servers"])
+        .arg(&servers_path)
+        .arg("--script")
+        .arg(&script)
+        .output()
+        .expect("lovia run");
+    let events: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    completed(&o, &events);
+    assert_eq!(output(&events, "s"), "[\"Timeouts\"]", "{}", stderr(&o));
+}
