@@ -250,15 +250,18 @@ fn lovia_mcp_serves_as_a_confined_server_of_another_lovia() {
     let docs = PathBuf::from(lovia_tests::fixtures::DOCS);
     let fixtures = docs.parent().expect("the fixtures' directory");
     let servers = format!(
-        "[[mcp_servers]]\nname = \"inner\"\ncommand = {:?}\nargs = [\"--no-cache\", \"mcp\", {:?}]\nsandbox = {{ read_only = [{:?}] }}\n",
+        "[[mcp_servers]]\nname = \"inner\"\ncommand = {:?}\nargs = [\"--no-cache\", \"mcp\", {:?}, {:?}]\nsandbox = {{ read_only = [{:?}] }}\n",
         env!("CARGO_BIN_EXE_lovia"),
         docs.display().to_string(),
+        lovia_tests::fixtures::HOSTILE,
         fixtures.display().to_string(),
     );
     let servers_path = dir.path().join("servers.toml");
     std::fs::write(&servers_path, servers).expect("servers");
-    let turns =
-        json!({"turns": [calls(&[("s", "inner__search_docs", json!({"query": "timeouts"}))]), {"text": "done"}]});
+    let turns = json!({"turns": [
+        calls(&[("s", "inner__search_docs", json!({"query": "timeouts"})), ("m", "inner__memory_bomb", json!({}))]),
+        {"text": "done"}
+    ]});
     let script = dir.path().join("script.json");
     std::fs::write(&script, turns.to_string()).expect("script");
     let o = Command::new(env!("CARGO_BIN_EXE_lovia"))
@@ -274,4 +277,6 @@ fn lovia_mcp_serves_as_a_confined_server_of_another_lovia() {
         .collect();
     completed(&o, &events);
     assert_eq!(output(&events, "s"), "[\"Timeouts\"]", "{}", stderr(&o));
+    // The memory limit still holds in the fallback, at the limit the pool would have had.
+    assert_eq!(output(&events, "m"), "[tool error] Tool error: out of memory (limit 64 MiB)", "{}", stderr(&o));
 }
