@@ -6,8 +6,8 @@
 //! Each is named `lovia-<host pid>-<purpose>-XXXXXX`, and the first
 //! directory a process makes sweeps those whose host is gone.
 
-use std::path::Path;
-use std::sync::OnceLock;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// Makes a private temporary directory for a confined command, under the
 /// system's temporary directory, removed when the returned value is
@@ -15,17 +15,14 @@ use std::sync::OnceLock;
 /// a process also removes the directories that processes no longer running
 /// left.
 pub fn temp_dir(purpose: &str) -> std::io::Result<tempfile::TempDir> {
-    static SWEPT: OnceLock<()> = OnceLock::new();
-    let parent = std::env::temp_dir();
-    SWEPT.get_or_init(|| sweep(&parent));
-    tempfile::Builder::new().prefix(&format!("lovia-{}-{purpose}-", std::process::id())).tempdir_in(parent)
+    temp_dir_in(&std::env::temp_dir(), purpose)
 }
 
 /// [`temp_dir`] under `parent` instead of the system's temporary
 /// directory (a tenant's own, so that what a command writes there counts
 /// against the tenant's storage). Each `parent` is swept once per process.
 pub fn temp_dir_in(parent: &Path, purpose: &str) -> std::io::Result<tempfile::TempDir> {
-    static SWEPT: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+    static SWEPT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
     {
         let mut swept = SWEPT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if !swept.iter().any(|p| p == parent) {
