@@ -804,21 +804,27 @@ async fn root_shares_no_ipc_with_the_host() -> Result<()> {
     let made = unconfined("ipcmk -M 4096 | grep -o '[0-9]*$'").await?;
     let host_segment = made.stdout.trim().to_owned();
     ensure!(!host_segment.is_empty(), "unconfined: {made:?}");
+    // A size no other segment has, to find the command's own on the host.
+    let own_size = 40_001 + u64::from(std::process::id() % 20_000) * 2;
     let ran = confined(
         &Confinement::new(),
         &format!(
-            "ipcs -m | grep -qw {host_segment} && echo seen; ipcmk -M 4096 >/dev/null && echo own; \
+            "ipcs -m | awk '{{print $2}}' | grep -qx {host_segment} && echo seen; ipcmk -M {own_size} >/dev/null && echo own; \
              ipcmk -M 134217728 >/dev/null 2>&1 && echo large"
         ),
     )
     .await?;
+    let host_segments = unconfined("ipcs -m").await?;
     let _ = unconfined(&format!("ipcrm -m {host_segment}")).await;
+    ensure!(host_segments.stdout.lines().any(|l| l.split_whitespace().nth(1) == Some(host_segment.as_str())));
     ensure!(!ran.stdout.contains("seen"), "the host's segment is visible: {ran:?}");
     ensure!(ran.stdout.contains("own") && !ran.stdout.contains("large"), "{ran:?}");
     // Its own segment went with it.
-    let after = unconfined("ipcs -m | grep -c '^0x' || true").await?;
-    let before_count: usize = made.stdout.lines().count().saturating_sub(1);
-    ensure!(after.stdout.trim().parse::<usize>().unwrap_or(0) <= before_count + 1, "{after:?}");
+    let own = own_size.to_string();
+    ensure!(
+        !host_segments.stdout.lines().any(|l| l.split_whitespace().nth(4) == Some(own.as_str())),
+        "the command's segment outlived it: {host_segments:?}"
+    );
     // POSIX shared memory lives in the command's private temporary
     // directory, which is also its /dev/shm, and nowhere else.
     let tmp = tempfile::tempdir()?;
