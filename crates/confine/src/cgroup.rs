@@ -241,12 +241,18 @@ fn sweep(parent: &Path) {
         // `<pid>-<n>`, or `probe-<pid>`.
         let pid = owner.strip_prefix("probe-").unwrap_or(owner).split('-').next().and_then(|p| p.parse::<u32>().ok());
         let Some(pid) = pid else { continue };
-        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+        if !owner_is_gone(pid) {
             continue;
         }
         // EBUSY while processes are in it: kept, as said above.
         let _ = std::fs::remove_dir(entry.path());
     }
+}
+
+/// Whether what `pid` left behind may be removed: it is not this process,
+/// and no process with that pid runs (one that reused the pid keeps it).
+pub(crate) fn owner_is_gone(pid: u32) -> bool {
+    pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// Cgroups whose removal failed because processes were still in them.

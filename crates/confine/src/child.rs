@@ -29,8 +29,8 @@ pub(crate) struct ChildSetup {
     pub(crate) view: MountView,
     /// `/proc/sys/kernel/cap_last_cap`, read in the parent.
     pub(crate) last_capability: u32,
-    /// The watch pipe's `(read, write)` descriptors (see `supervisor`).
-    pub(crate) watch_pipe: (libc::c_int, libc::c_int),
+    /// The watch pipe's read end (see `supervisor`).
+    pub(crate) watch_read: libc::c_int,
 }
 
 impl ChildSetup {
@@ -74,7 +74,7 @@ impl ChildSetup {
         // host inherited from its own parent, or opened without
         // close-on-exec, is closed at `exec`.
         close_all_from_3_on_exec()?;
-        supervisor::split(self.watch_pipe.0)
+        supervisor::split(self.watch_read)
     }
 }
 

@@ -139,7 +139,7 @@ impl Confinement {
         let ruleset = ruleset::build(&confinement)?;
         let filters = seccomp::compile(self.network)?;
         let view = confinement.view(cmd.get_current_dir())?;
-        let watch_pipe = supervisor::watch_pipe().map_err(|source| ConfineError::Supervisor { source })?;
+        let watch_read = supervisor::watch_pipe().map_err(|source| ConfineError::Supervisor { source })?;
         let process_limit = cgroup::process_limit().clone();
         let (cgroup, cgroup_procs) = match &process_limit {
             ProcessLimit::Cgroup { parent } => {
@@ -162,7 +162,7 @@ impl Confinement {
             limits: self.limits,
             view,
             last_capability: privileges::last_capability(),
-            watch_pipe,
+            watch_read,
         };
         child::install(cmd, setup);
         Ok(Prepared { cgroup, process_limit })
@@ -180,23 +180,18 @@ impl Confinement {
             Some(dir) => (here().join(dir), true),
             None => (here(), false),
         };
-        let spec = |cwd: PathBuf| ViewSpec {
+        let mut view = MountView::new(ViewSpec {
             system: system_view(self.network),
             read_only: &self.read_only,
             read_write: &self.read_write,
-            cwd,
             shm_dir: self.private_tmp.as_deref(),
             shared_memory_bytes: self.limits.shared_memory_bytes,
             user_namespace: needs_user_namespace(),
-        };
-        let view = MountView::new(spec(cwd.clone()))?;
-        if view.contains(&cwd) {
-            Ok(view)
-        } else if chosen {
-            Err(ConfineError::WorkingDirectory { path: cwd })
-        } else {
-            MountView::new(spec(PathBuf::from("/")))
+        })?;
+        if !view.start_in(&cwd)? && chosen {
+            return Err(ConfineError::WorkingDirectory { path: cwd });
         }
+        Ok(view)
     }
 }
 

@@ -115,10 +115,13 @@ const NAMESPACE_FLAGS: &[libc::c_int] = &[
 const SET_ID_BITS: &[u64] = &[libc::S_ISUID as u64, libc::S_ISGID as u64];
 
 /// `(system call, index of its mode argument)` of the calls that set a
-/// file's mode outright.
+/// file's mode outright, or make a file with it.
 const MODE_SETTERS: &[(libc::c_long, u8)] = &[
     #[cfg(target_arch = "x86_64")]
     (libc::SYS_chmod, 1),
+    // creat(path, mode) always creates.
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_creat, 1),
     (libc::SYS_fchmod, 1),
     (libc::SYS_fchmodat, 2),
     (libc::SYS_fchmodat2, 2),
@@ -161,14 +164,6 @@ pub(crate) fn compile(network: bool) -> Result<Vec<BpfProgram>, ConfineError> {
             set_id.push(SeccompRule::new(vec![bit_set(mode, bit)?]).map_err(seccomp)?);
         }
         rules.insert(nr, set_id);
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        let mut set_id = Vec::new();
-        for &bit in SET_ID_BITS {
-            set_id.push(SeccompRule::new(vec![bit_set(1, bit)?]).map_err(seccomp)?);
-        }
-        rules.insert(libc::SYS_creat, set_id);
     }
     let tmpfile = (libc::O_TMPFILE & !libc::O_DIRECTORY) as u64;
     for &(nr, flags, mode) in CREATORS {

@@ -23,17 +23,18 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::OnceLock;
 
-/// The watch pipe's descriptors: `(read, write)`, both close-on-exec.
-/// The write end is held by the host for its whole life and by nothing
-/// else after an `exec`; a supervisor closes its copy at once.
-pub(crate) fn watch_pipe() -> io::Result<(libc::c_int, libc::c_int)> {
+/// The read end of the watch pipe, made once per process; both ends are
+/// close-on-exec. The write end stays in the static for the host's whole
+/// life and is held by nothing else after an `exec`; a supervisor closes
+/// its copy at once.
+pub(crate) fn watch_pipe() -> io::Result<libc::c_int> {
     static PIPE: OnceLock<(OwnedFd, OwnedFd)> = OnceLock::new();
-    if let Some((read, write)) = PIPE.get() {
-        return Ok((read.as_raw_fd(), write.as_raw_fd()));
+    if let Some((read, _)) = PIPE.get() {
+        return Ok(read.as_raw_fd());
     }
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-    let (read, write) = PIPE.get_or_init(|| (read, write));
-    Ok((read.as_raw_fd(), write.as_raw_fd()))
+    let (read, _) = PIPE.get_or_init(|| (read, write));
+    Ok(read.as_raw_fd())
 }
 
 /// In the child, last of all: splits into the supervisor, which never

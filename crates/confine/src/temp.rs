@@ -48,7 +48,7 @@ fn sweep(parent: &Path) {
         else {
             continue;
         };
-        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+        if !crate::cgroup::owner_is_gone(pid) {
             continue;
         }
         if entry.file_type().is_ok_and(|t| t.is_dir()) {

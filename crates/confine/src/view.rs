@@ -89,7 +89,8 @@ pub(crate) struct MountView {
     /// One slot per entry for the cloned tree's descriptor (the child
     /// writes into it; no allocation after the fork).
     trees: Vec<libc::c_int>,
-    /// Where the command starts, inside the view.
+    /// Where the command starts, inside the view: `/` until
+    /// [`MountView::start_in`] says otherwise.
     cwd: CString,
     /// SysV shared memory bound of the IPC namespace, in pages and bytes.
     shm_pages: CString,
@@ -104,7 +105,6 @@ pub(crate) struct ViewSpec<'a> {
     pub(crate) system: &'a [(PathBuf, Access)],
     pub(crate) read_only: &'a [PathBuf],
     pub(crate) read_write: &'a [PathBuf],
-    pub(crate) cwd: PathBuf,
     /// Bound read-write at `/dev/shm` too.
     pub(crate) shm_dir: Option<&'a Path>,
     pub(crate) shared_memory_bytes: u64,
@@ -206,7 +206,6 @@ impl MountView {
             let source = c_string(&path)?;
             entries.push(Entry::Bind { source, target, directory, access });
         }
-        let cwd = c_string(&spec.cwd)?;
         let shm = spec.shared_memory_bytes.max(4096);
         let page = 4096;
         // The host's own uid and gid become 0 inside: what the command
@@ -226,24 +225,30 @@ impl MountView {
         Ok(Self {
             trees: vec![-1; entries.len()],
             entries,
-            cwd,
+            cwd: CString::from(c"/"),
             shm_pages: CString::new(format!("{}", shm.div_ceil(page))).unwrap_or_default(),
             shm_bytes: CString::new(format!("{shm}")).unwrap_or_default(),
             user,
         })
     }
 
-    /// Whether `path` (absolute) is inside the view: the root itself, or at
-    /// or beneath a bound directory, or a bound file.
-    pub(crate) fn contains(&self, path: &Path) -> bool {
-        path == Path::new("/")
+    /// Makes the command start in `cwd` (absolute) when it is inside the
+    /// view (the root itself, at or beneath a bound directory, or a bound
+    /// file); `Ok(false)`, and nothing changed, when it is not.
+    pub(crate) fn start_in(&mut self, cwd: &Path) -> Result<bool, ConfineError> {
+        let inside = cwd == Path::new("/")
             || self.entries.iter().any(|entry| match entry {
-                Entry::Bind { source, directory, .. } => {
-                    let bound = Path::new(OsStr::from_bytes(source.as_bytes()));
-                    if *directory { path.starts_with(bound) } else { path == bound }
+                Entry::Bind { target, directory, .. } => {
+                    // The path in the view: the target without the stage and the NUL.
+                    let bound = Path::new(OsStr::from_bytes(&target[STAGE.len()..target.len() - 1]));
+                    if *directory { cwd.starts_with(bound) } else { cwd == bound }
                 }
                 Entry::Link { .. } => false,
-            })
+            });
+        if inside {
+            self.cwd = c_string(cwd)?;
+        }
+        Ok(inside)
     }
 
     /// In the child: makes the namespaces and enters the view. Only system
