@@ -6,6 +6,7 @@
 mod changes;
 mod code_mode;
 mod questions;
+mod startup;
 
 use lovia_host::Tool;
 use lovia_host::call::text;

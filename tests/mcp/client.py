@@ -14,6 +14,7 @@ Usage:
   client.py MODE workspace SERVER         # a coding session with the workspace tools (lovia mcp --workspace)
   client.py MODE questions SERVER         # ask_human answered in every way (lovia mcp --ask-human)
   client.py MODE always SERVER            # an approval with "always allow" ticked, then the same tool again
+  client.py MODE probe SERVER             # connect (auto: server/discover alone), then leave
   client.py MODE watch_call FILE NEW TOOL ARGS SERVER
                                           # TOOL called, FILE replaced by NEW, TOOL called again
 
@@ -535,8 +536,20 @@ async def code_mode(mode, server):
     return out
 
 
+async def probe(mode, server):
+    """Connects and leaves at once, as SDKs probe a server: in "auto" mode
+    the only request the server sees is server/discover."""
+    started = time.monotonic()
+    async with Client(server, mode=mode) as client:
+        out = {"protocol": client.protocol_version, "connect_seconds": time.monotonic() - started}
+    return out
+
+
 async def main():
     mode, transport = sys.argv[1], sys.argv[2]
+    if transport == "probe":
+        print(json.dumps(await probe(mode, server_of(sys.argv[3:]))))
+        return
     if transport == "code":
         print(json.dumps(await code_mode(mode, server_of(sys.argv[3:]))))
         return

@@ -225,3 +225,14 @@ fn default_cache_dir() -> Option<PathBuf> {
         .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("lovia")))
         .or_else(|| env("HOME").map(|h| h.join(".cache").join("lovia")))
 }
+
+/// The code-mode engine, loaded from the artifact cache, or compiled (and
+/// kept there) with a line on stderr first: the compile takes seconds, once.
+fn code_engine(host: &Host, door: &str) -> Result<std::sync::Arc<lovia_code::CodeEngine>, CliError> {
+    let engine = lovia_code::CodeEngine::new_announcing(host, || {
+        let kept = if host.config().cache_dir.is_some() { "once; later starts load it from the cache" } else { "every start without a cache" };
+        eprintln!("{door}: compiling the code-mode engine (about 10 s, {kept})");
+    })
+    .map_err(|e| CliError::new(format!("--code-mode: {e}")))?;
+    Ok(std::sync::Arc::new(engine))
+}

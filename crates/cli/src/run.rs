@@ -437,8 +437,8 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
     if args.code_mode {
         // Over every tool listed now (the MCP servers' lists may change).
         let listed: Vec<Tool> = tools.iter().cloned().collect();
-        let engine = lovia_code::CodeEngine::new(&host).map_err(|e| CliError::new(format!("--code-mode: {e}")))?;
-        let run_code = lovia_code::run_code(Arc::new(engine), &listed, lovia_code::CodeLimits::default())
+        let engine = crate::code_engine(&host, "lovia run")?;
+        let run_code = lovia_code::run_code(engine, &listed, lovia_code::CodeLimits::default())
             .map_err(|e| CliError::new(format!("--code-mode: {e}")))?;
         let run_code = match script.agent.tools.get(run_code.name()) {
             Some(o) => o.apply(run_code)?,

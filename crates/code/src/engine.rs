@@ -6,7 +6,7 @@ use crate::state::{self, ProgramState};
 use lovia_host::Host;
 use lovia_host::sandbox::Ticker;
 use std::sync::Arc;
-use wasmtime::component::{Component, InstancePre, Linker};
+use wasmtime::component::{InstancePre, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// The engine component: QuickJS by componentize-qjs from
@@ -39,14 +39,28 @@ impl std::fmt::Debug for CodeEngine {
 }
 
 impl CodeEngine {
-    /// Compiles the engine (about a second) for programs whose CPU counts
-    /// against `host`'s tenant shares ([`lovia_host::HostConfig::tenant_cpu_cores`]).
+    /// The engine for programs whose CPU counts against `host`'s tenant
+    /// shares ([`lovia_host::HostConfig::tenant_cpu_cores`]). Compiling it
+    /// takes seconds (about 10 s on 2 cores), so the compiled form is kept in
+    /// `host`'s artifact cache ([`lovia_host::HostConfig::cache_dir`]) and
+    /// later processes load it in milliseconds.
     pub fn new(host: &Host) -> Result<CodeEngine, CodeModeError> {
-        Self::from_component(host, ENGINE_BYTES)
+        Self::new_announcing(host, || {})
     }
 
-    /// Compiles another build of the engine (it must have the same WIT world).
+    /// [`CodeEngine::new`], calling `compiling` first when the engine is not
+    /// in the cache and is about to be compiled (a door tells its user to wait).
+    pub fn new_announcing(host: &Host, compiling: impl FnOnce()) -> Result<CodeEngine, CodeModeError> {
+        Self::build(host, ENGINE_BYTES, compiling)
+    }
+
+    /// Another build of the engine (it must have the same WIT world), through
+    /// the same cache.
     pub fn from_component(host: &Host, bytes: &[u8]) -> Result<CodeEngine, CodeModeError> {
+        Self::build(host, bytes, || {})
+    }
+
+    fn build(host: &Host, bytes: &[u8], compiling: impl FnOnce()) -> Result<CodeEngine, CodeModeError> {
         let engine_error = |e: wasmtime::Error| CodeModeError::Engine { reason: format!("{e:#}") };
         let mut config = Config::new();
         config.wasm_component_model(true);
@@ -75,7 +89,12 @@ impl CodeEngine {
             Ok(engine) => engine,
             Err(_) => Engine::new(&config).map_err(engine_error)?,
         };
-        let component = Component::new(&engine, bytes).map_err(engine_error)?;
+        if !host.is_compiled(&engine, bytes) {
+            compiling();
+        }
+        let component = host
+            .compile_cached(&engine, bytes, "the code-mode engine")
+            .map_err(|e| CodeModeError::Engine { reason: e.to_string() })?;
         // Whatever else the component imports fails to link here: a build
         // with a WASI import left in is refused, not given one.
         let mut linker = Linker::<ProgramState>::new(&engine);

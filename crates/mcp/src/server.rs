@@ -225,13 +225,23 @@ impl McpServer {
 
     /// Serves one client on this process's stdin and stdout until the client
     /// closes them. Nothing else may write to stdout: it is the protocol.
+    /// A client that closes them before starting a session (one that only
+    /// probed with `server/discover` or `ping`, as the Python SDK and fastmcp
+    /// do, or that sent nothing) ends it normally: that is not an error.
     pub async fn serve_stdio(self) -> Result<(), ServeError> {
         // When both are pipes (as an MCP client starts a server), rmcp reads
         // and writes them on tokio's reactor; tokio's own stdin and stdout
         // hand every read and write to a blocking thread and back, which
         // was most of a lone call's cost over stdio (docs/performance.md).
         let transport = rmcp::transport::stdio_pipes();
-        let service = self.serve(transport).await.map_err(|e| ServeError::Start { reason: e.to_string() })?;
+        let service = match self.serve(transport).await {
+            Ok(service) => service,
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+                tracing::debug!("the client closed stdin before starting a session");
+                return Ok(());
+            }
+            Err(e) => return Err(ServeError::Start { reason: e.to_string() }),
+        };
         service.waiting().await.map_err(|e| ServeError::Session { reason: e.to_string() })?;
         Ok(())
     }

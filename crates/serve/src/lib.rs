@@ -493,7 +493,9 @@ impl Service {
         // ends with the service (it holds the workspaces weakly).
         workspace::TenantWorkspaces::spawn_sweeper(tenants.iter().filter_map(|t| t.workspaces.clone()).collect());
         let code_engine = match tenants.iter().any(|t| t.agent.code_mode) {
-            true => Some(Arc::new(lovia_code::CodeEngine::new(host)?)),
+            true => Some(Arc::new(lovia_code::CodeEngine::new_announcing(host, || {
+                tracing::info!("compiling the code-mode engine (about 10 s; kept in the artifact cache for the next start)")
+            })?)),
             false => None,
         };
         Ok(Service {

@@ -185,8 +185,8 @@ pub(crate) async fn run(args: Args, host: Host, supply: Supply) -> Result<ExitCo
     }
     if args.code_mode {
         let listed: Vec<Tool> = tools.iter().cloned().collect();
-        let engine = lovia_code::CodeEngine::new(&host).map_err(|e| CliError::new(format!("--code-mode: {e}")))?;
-        let run_code = lovia_code::run_code(std::sync::Arc::new(engine), &listed, lovia_code::CodeLimits::default())
+        let engine = crate::code_engine(&host, "lovia mcp")?;
+        let run_code = lovia_code::run_code(engine, &listed, lovia_code::CodeLimits::default())
             .map_err(|e| CliError::new(format!("--code-mode: {e}")))?;
         tools
             .add(ToolSource::AgentTools, [run_code])

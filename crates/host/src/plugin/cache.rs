@@ -155,3 +155,33 @@ pub(crate) fn store_described(
 }
 
 pub(crate) use crate::error::root_cause;
+
+impl crate::Host {
+    /// Whether the host's artifact cache holds `bytes` compiled for `engine`
+    /// (a door says "compiling …" only when it is about to).
+    pub fn is_compiled(&self, engine: &Engine, bytes: &[u8]) -> bool {
+        let digest = super::load::sha256_hex(bytes);
+        self.cache.as_deref().is_some_and(|cache| artifact_path(cache.dir(), engine, &digest).exists())
+    }
+
+    /// `bytes` compiled for `engine`, through this host's artifact cache:
+    /// loaded from it when it holds a verified artifact for `engine`'s
+    /// settings, else compiled here and kept for the next process. For
+    /// components the host runs itself with an engine of their own (the
+    /// code-mode engine), which are not plugins: no manifest is read or
+    /// cached. Without a cache directory it compiles every time.
+    pub fn compile_cached(&self, engine: &Engine, bytes: &[u8], origin: &str) -> Result<Component, LoadError> {
+        let digest = super::load::sha256_hex(bytes);
+        let Some(cache) = self.cache.as_deref() else { return compile_fresh(engine, bytes, origin) };
+        if let Some(component) = load_cached(engine, cache, &digest) {
+            return Ok(component);
+        }
+        let component = compile_fresh(engine, bytes, origin)?;
+        // A cache that cannot be written costs the next start a compile;
+        // this one has its component.
+        if let Err(err) = store_artifact(engine, cache, &digest, origin, &component) {
+            tracing::warn!(%err, "cannot keep a compiled component in the cache");
+        }
+        Ok(component)
+    }
+}
