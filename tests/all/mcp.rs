@@ -5,6 +5,7 @@
 
 mod changes;
 mod code_mode;
+mod hints;
 mod questions;
 mod startup;
 

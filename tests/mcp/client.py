@@ -14,6 +14,7 @@ Usage:
   client.py MODE workspace SERVER         # a coding session with the workspace tools (lovia mcp --workspace)
   client.py MODE questions SERVER         # ask_human answered in every way (lovia mcp --ask-human)
   client.py MODE always SERVER            # an approval with "always allow" ticked, then the same tool again
+  client.py MODE hints SERVER             # the tools' annotations, and those a client auto-approves
   client.py MODE probe SERVER             # connect (auto: server/discover alone), then leave
   client.py MODE watch_call FILE NEW TOOL ARGS SERVER
                                           # TOOL called, FILE replaced by NEW, TOOL called again
@@ -545,8 +546,25 @@ async def probe(mode, server):
     return out
 
 
+async def hints(mode, server):
+    """Each tool's annotations as sent, and the tools a client that
+    auto-approves read-only tools (as coding assistants do) would run
+    without asking."""
+    async with Client(server, mode=mode) as client:
+        listed = await client.list_tools()
+    annotations = {}
+    for tool in listed.tools:
+        wire = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+        annotations[tool.name] = wire.get("annotations", {})
+    auto = [name for name, a in annotations.items() if a.get("readOnlyHint") is True]
+    return {"annotations": annotations, "auto_approved": auto}
+
+
 async def main():
     mode, transport = sys.argv[1], sys.argv[2]
+    if transport == "hints":
+        print(json.dumps(await hints(mode, server_of(sys.argv[3:]))))
+        return
     if transport == "probe":
         print(json.dumps(await probe(mode, server_of(sys.argv[3:]))))
         return

@@ -44,6 +44,7 @@ pub fn run_code(engine: SharedEngine, tools: &[Tool], limits: CodeLimits) -> Res
     let max_code = limits.max_code_chars;
     let tool = Tool::builder(RUN_CODE)
         .title("Run code")
+        .hints(hints(&offered))
         .parameters(json!({
             "type": "object",
             "properties": {
@@ -68,4 +69,21 @@ pub fn run_code(engine: SharedEngine, tools: &[Tool], limits: CodeLimits) -> Res
             }
         })?;
     Ok(tool.with_description(description).with_parallel(false).with_retries(0))
+}
+
+/// `run_code`'s MCP hints: what the tools a program may call would say
+/// together. Read-only only when every one of them says it is; destructive
+/// or open-world when any says so or leaves it unsaid (MCP reads an unsaid
+/// `destructiveHint` and `openWorldHint` as true); never idempotent, since
+/// a program may do anything twice.
+fn hints(offered: &[Tool]) -> lovia_host::ToolHints {
+    let all = |f: fn(&lovia_host::ToolHints) -> Option<bool>, when: bool| {
+        offered.iter().all(|t| f(&t.spec().hints) == Some(when))
+    };
+    lovia_host::ToolHints::stated(
+        all(|h| h.read_only, true),
+        !all(|h| h.destructive, false),
+        false,
+        !all(|h| h.open_world, false),
+    )
 }

@@ -84,6 +84,9 @@ pub trait HumanChannel: Send + Sync + std::fmt::Debug {
 pub fn ask_human(channel: Arc<dyn HumanChannel>) -> Tool {
     let tool = Tool::builder(ASK_HUMAN)
         .description(DESCRIPTION)
+        // Asks a person (outside the system) and changes nothing; asking
+        // again asks again.
+        .hints(crate::ToolHints::stated(true, false, false, true))
         .parameters(json!({
             "type": "object",
             "properties": {

@@ -300,6 +300,8 @@ async fn summarize(
 /// latest first.
 pub(crate) fn recall_tool(transcript: std::sync::Arc<dyn Fn() -> Vec<Message> + Send + Sync>) -> Tool {
     let tool = Tool::builder(RECALL_TOOL)
+        // Reads the run's own transcript.
+        .hints(lovia_host::ToolHints::stated(true, false, true, false))
         .description("Return the full output of an earlier tool call by the reference\nshown in its compaction marker.")
         .parameters(json!({
             "type": "object",

@@ -75,6 +75,8 @@ pub fn page_reader(reader: Arc<dyn PageReader>, options: PageReaderOptions) -> R
     let max_chars = options.max_chars.max(1);
     let tool = Tool::builder(options.name)
         .description(DESCRIPTION)
+        // A GET of any URL: reads from the open web, changes nothing there.
+        .hints(lovia_host::ToolHints::stated(true, false, true, true))
         .parameters(json!({
             "type": "object",
             "properties": {

@@ -116,6 +116,8 @@ pub trait WebSearch: Send + Sync + std::fmt::Debug {
 pub fn web_search(backend: Arc<dyn WebSearch>, name: &str) -> Result<Tool, InvalidTool> {
     let tool = Tool::builder(name)
         .description(DESCRIPTION)
+        // Reads from the open web; changes nothing there.
+        .hints(lovia_host::ToolHints::stated(true, false, true, true))
         .parameters(json!({
             "type": "object",
             "properties": {

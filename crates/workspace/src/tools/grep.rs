@@ -89,6 +89,7 @@ pub(crate) fn grep_files(session: &Arc<Session>) -> Tool {
     let s = session.clone();
     Tool::builder("grep_files")
         .description(DESCRIPTION)
+        .hints(super::reads())
         .parameters(object(
             json!({
                 "pattern": {"type": "string", "description": "A regular expression."},

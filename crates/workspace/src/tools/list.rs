@@ -124,6 +124,7 @@ pub(crate) fn list_files(session: &Arc<Session>) -> Tool {
     let s = session.clone();
     Tool::builder("list_files")
         .description(DESCRIPTION)
+        .hints(super::reads())
         .parameters(object(
             json!({
                 "path": {"type": "string", "default": ".", "description": "The directory, relative to the workspace root."},

@@ -11,7 +11,7 @@ mod write;
 use crate::config::{Decision, Op};
 use crate::policy::{Verdict, Why};
 use crate::{Session, text};
-use lovia_host::{CallContext, Failure, NeedsApproval, Tool, ToolOutput};
+use lovia_host::{CallContext, Failure, NeedsApproval, Tool, ToolHints, ToolOutput};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -40,6 +40,25 @@ impl AskedCalls {
     fn take(&self, ctx: &CallContext) -> bool {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(&(ctx.run_id.clone(), ctx.call_id.clone()))
     }
+}
+
+/// The MCP hints of a tool that only reads the workspace: it changes
+/// nothing, and a repeat reads the same world again.
+pub(crate) fn reads() -> ToolHints {
+    ToolHints::stated(true, false, true, false)
+}
+
+/// The MCP hints of the shell and the tools that act on its processes, as
+/// the session makes them: never read-only (even in `readonly` mode a
+/// command may start, stop or signal processes), destructive wherever the
+/// policy lets anything be written or the shell is not confined (then the
+/// policy's path checks are all that stands between a command and the
+/// host's files), and reaching an open world when commands have the network
+/// or run unconfined.
+pub(crate) fn commands(session: &Session) -> ToolHints {
+    let unconfined = session.shell_sandbox == crate::config::ShellSandbox::Off;
+    let destructive = session.paths.may_write() || unconfined;
+    ToolHints::stated(false, destructive, false, session.shell_grants.network || unconfined)
 }
 
 /// The longest path a tool takes, in bytes: Linux's `PATH_MAX`. A longer

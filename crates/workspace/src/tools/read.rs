@@ -74,6 +74,7 @@ pub(crate) fn read_file(session: &Arc<Session>) -> Tool {
     let s = session.clone();
     Tool::builder("read_file")
         .description(READ_DESCRIPTION)
+        .hints(super::reads())
         .parameters(object(
             json!({
                 "path": {"type": "string", "description": "The file, relative to the workspace root."},
@@ -150,6 +151,7 @@ pub(crate) fn view_image(session: &Arc<Session>) -> Tool {
     let s = session.clone();
     Tool::builder("view_image")
         .description(IMAGE_DESCRIPTION)
+        .hints(super::reads())
         .parameters(object(
             json!({"path": {"type": "string", "description": "The image, relative to the workspace root."}}),
             &["path"],

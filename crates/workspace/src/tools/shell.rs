@@ -101,6 +101,7 @@ pub(crate) fn shell(session: &Arc<Session>) -> Tool {
     let s = session.clone();
     Tool::builder("shell")
         .description(SHELL_DESCRIPTION)
+        .hints(super::commands(session))
         .parameters(object(
             json!({
                 "command": {"type": "string", "description": "The command, run with sh -c."},
@@ -199,6 +200,8 @@ pub(crate) fn read_process_output(session: &Arc<Session>) -> Tool {
     let s = session.clone();
     Tool::builder("read_process_output")
         .description(READ_DESCRIPTION)
+        // Reads what a process printed: a repeat may read more, but changes nothing.
+        .hints(super::reads())
         .parameters(process_schema())
         .invoke(move |args, _| {
             let s = s.clone();
@@ -218,6 +221,7 @@ pub(crate) fn kill_process(session: &Arc<Session>) -> Tool {
     let s = session.clone();
     Tool::builder("kill_process")
         .description(KILL_DESCRIPTION)
+        .hints(lovia_host::ToolHints::stated(false, true, true, false))
         .parameters(process_schema())
         .invoke(move |args, _| {
             let s = s.clone();

@@ -25,6 +25,8 @@ pub(crate) fn write_file(session: &Arc<Session>) -> Tool {
     let s = session.clone();
     Tool::builder("write_file")
         .description(WRITE_DESCRIPTION)
+        // Writing the same content again changes nothing more.
+        .hints(lovia_host::ToolHints::stated(false, true, true, false))
         .parameters(object(
             json!({
                 "path": {"type": "string", "description": "The file, relative to the workspace root."},
@@ -78,6 +80,8 @@ pub(crate) fn edit_file(session: &Arc<Session>) -> Tool {
     let s = session.clone();
     Tool::builder("edit_file")
         .description(EDIT_DESCRIPTION)
+        // A repeated edit finds the text already replaced (or replaces it again).
+        .hints(lovia_host::ToolHints::stated(false, true, false, false))
         .parameters(object(
             json!({
                 "path": {"type": "string", "description": "The file, relative to the workspace root."},
