@@ -144,6 +144,9 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LOVIA_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal: in a file or a
+        // collector they are noise (and were most of a line's prefix).
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none())
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -230,7 +233,11 @@ fn default_cache_dir() -> Option<PathBuf> {
 /// kept there) with a line on stderr first: the compile takes seconds, once.
 fn code_engine(host: &Host, door: &str) -> Result<std::sync::Arc<lovia_code::CodeEngine>, CliError> {
     let engine = lovia_code::CodeEngine::new_announcing(host, || {
-        let kept = if host.config().cache_dir.is_some() { "once; later starts load it from the cache" } else { "every start without a cache" };
+        let kept = if host.config().cache_dir.is_some() {
+            "once; later starts load it from the cache"
+        } else {
+            "every start without a cache"
+        };
         eprintln!("{door}: compiling the code-mode engine (about 10 s, {kept})");
     })
     .map_err(|e| CliError::new(format!("--code-mode: {e}")))?;

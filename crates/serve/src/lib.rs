@@ -494,7 +494,9 @@ impl Service {
         workspace::TenantWorkspaces::spawn_sweeper(tenants.iter().filter_map(|t| t.workspaces.clone()).collect());
         let code_engine = match tenants.iter().any(|t| t.agent.code_mode) {
             true => Some(Arc::new(lovia_code::CodeEngine::new_announcing(host, || {
-                tracing::info!("compiling the code-mode engine (about 10 s; kept in the artifact cache for the next start)")
+                tracing::info!(
+                    "compiling the code-mode engine (about 10 s; kept in the artifact cache for the next start)"
+                )
             })?)),
             false => None,
         };

@@ -43,24 +43,6 @@ async fn chatter(addr: SocketAddr, key: &str, lines: u32, bytes: u32, level: &st
     assert!(answer.contains(&format!("wrote {lines} lines")), "{answer}");
 }
 
-/// `text` without the colour sequences (`ESC [ … m`) the log format adds.
-fn strip_ansi(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c == 'm' {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// Whether a log line has `field` equal to `value` (quoted or not, as the
 /// log format writes it).
 fn has_field(line: &str, field: &str, value: &str) -> bool {
@@ -95,13 +77,15 @@ async fn guest_log_lines_name_the_tenant_and_are_bounded_per_tenant() {
     // level first (dropped, not counted), then at its level.
     chatter(addr, "acme-key", 3, 100, "info", "acme-info").await;
     chatter(addr, "acme-key", 500, 1000, "warn", "acme-flood").await;
-    // 1,128 bytes (a line and its fields) refill in 3.4 s at 20,000 a minute.
+    // About 1,170 bytes (a line, its fields' values and 128) refill in 3.5 s at 20,000 a minute.
     tokio::time::sleep(Duration::from_secs(4)).await;
     chatter(addr, "acme-key", 1, 100, "warn", "acme-after").await;
     // globex's budget is its own.
     chatter(addr, "globex-key", 1, 60, "info", "globex-after").await;
     server.kill().await.expect("kill");
-    let text = strip_ansi(&std::fs::read_to_string(&log).expect("read the log"));
+    let text = std::fs::read_to_string(&log).expect("read the log");
+    // A log written to a file has no colour codes (they are for terminals).
+    assert!(!text.contains('\x1b'), "colour codes in a log file:\n{}", &text[..text.len().min(500)]);
     let lines: Vec<&str> = text.lines().collect();
     let tagged =
         |tag: &str| lines.iter().copied().filter(|l| l.contains(&format!("{tag} plugin orders"))).collect::<Vec<_>>();
@@ -119,8 +103,8 @@ async fn guest_log_lines_name_the_tenant_and_are_bounded_per_tenant() {
         "guest logs: acme's 500 lines of 1000 bytes wrote {} lines, {flood_bytes} bytes of log (budget 20000 bytes a minute)",
         flood.len()
     );
-    // 20,000 / 1,128 = 17 lines, and a few more refilled while the call ran.
-    assert!((15..=20).contains(&flood.len()), "{} lines:\n{text}", flood.len());
+    // 20,000 / 1,170 = 17 lines, and a few more refilled while the call ran.
+    assert!((14..=20).contains(&flood.len()), "{} lines:\n{text}", flood.len());
     assert!(flood.iter().all(|l| has_field(l, "tenant", "acme") && has_field(l, "digest", &digest)));
     let spent: Vec<&&str> = lines.iter().filter(|l| l.contains("guest log budget spent")).collect();
     assert_eq!(spent.len(), 1, "{text}");
@@ -128,11 +112,15 @@ async fn guest_log_lines_name_the_tenant_and_are_bounded_per_tenant() {
     let summary: Vec<&&str> = lines.iter().filter(|l| l.contains("guest log lines (")).collect();
     assert_eq!(summary.len(), 1, "{text}");
     let suppressed = 500 - flood.len();
-    assert!(
-        summary[0].contains(&format!("suppressed {suppressed} guest log lines ({} bytes)", suppressed * 1128)),
-        "{}",
-        summary[0]
-    );
+    let charged: usize = summary[0]
+        .split(&format!("suppressed {suppressed} guest log lines ("))
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the summary names {suppressed} lines and their bytes: {}", summary[0]));
+    // Each line is charged at least what it takes in the log as written.
+    let longest = flood.iter().map(|l| l.len() + 1).max().unwrap_or(0);
+    assert!(charged / suppressed >= longest, "{charged} bytes for {suppressed} lines of up to {longest} bytes");
     assert!(has_field(summary[0], "tenant", "acme"), "{}", summary[0]);
     assert_eq!(tagged("acme-after").len(), 1, "{text}");
     assert_eq!(tagged("globex-after").len(), 1, "{text}");

@@ -79,7 +79,9 @@ impl Host for SandboxState {
             LogLevel::Warn => CallLogLevel::Warn,
             LogLevel::Error => CallLogLevel::Error,
         };
-        match self.guest_logs.admit(tenant, call_level, message.len()) {
+        // The line as written: the message and the values the host adds.
+        let written = [tenant.unwrap_or_default(), digest, plugin, tool, call].iter().map(|v| v.len()).sum::<usize>();
+        match self.guest_logs.admit(tenant, call_level, message.len() + written) {
             Admit::BelowLevel | Admit::Suppressed { first: false } => return,
             Admit::Suppressed { first: true } => {
                 tracing::warn!(

@@ -13,16 +13,18 @@ use std::time::{Duration, Instant};
 /// is about a quarter of one call's most.
 pub const DEFAULT_GUEST_LOG_BYTES_PER_MINUTE: u64 = 1 << 20;
 
-/// What each line costs beyond its message, in bytes: the timestamp, level
-/// and fields the host adds (tenant, digest, plugin, tool, call), so that a
-/// flood of empty lines is bounded too. Fixed: 128.
+/// What each line costs beyond its message and the values of the fields the
+/// host adds (tenant, digest, plugin, tool, call, each counted as long as it
+/// is), in bytes: the timestamp, level, target, field names and quoting, so
+/// that a flood of empty lines is bounded too. A line of lovia's own log
+/// format without colours spends about 110 bytes on them. Fixed: 128.
 pub const GUEST_LOG_LINE_OVERHEAD: u64 = 128;
 
 /// One tenant's guest log limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct GuestLogLimits {
-    /// Bytes (message plus [`GUEST_LOG_LINE_OVERHEAD`] per line) its guests
+    /// Bytes (message, the host's field values, plus [`GUEST_LOG_LINE_OVERHEAD`] per line) its guests
     /// may write per minute, refilled continuously; the lines past it are
     /// dropped and counted. Default: [`DEFAULT_GUEST_LOG_BYTES_PER_MINUTE`].
     pub bytes_per_minute: u64,
