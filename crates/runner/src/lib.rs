@@ -16,7 +16,7 @@ mod pg_pool;
 mod postgres;
 mod provider;
 pub mod providers;
-mod scripted;
+pub mod scripted;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod store_url;

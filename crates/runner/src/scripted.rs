@@ -36,13 +36,12 @@ impl ScriptedProvider {
     }
 
     /// Reads the replies of [`ScriptedProvider::by_position`] from a JSON
-    /// file: an array of `{"content": "…"}` and
-    /// `{"tool_calls": [{"id", "name", "arguments"}]}` objects.
+    /// file, as [`parse_replies`] reads them.
     pub fn from_file(path: &std::path::Path) -> Result<Self, ProviderError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ProviderError::new("scripted", format!("cannot read {}: {e}", path.display())))?;
-        let replies: Vec<ModelReply> = serde_json::from_str(&text)
-            .map_err(|e| ProviderError::new("scripted", format!("{}: {e}", path.display())))?;
+        let replies =
+            parse_replies(&text).map_err(|e| ProviderError::new("scripted", format!("{}: {e}", path.display())))?;
         Ok(Self::by_position(replies))
     }
 
@@ -76,4 +75,71 @@ impl ModelProvider for ScriptedProvider {
         }
         Box::pin(async move { next.ok_or_else(|| ProviderError::new("scripted", "the script has no more replies")) })
     }
+}
+
+/// The keys a scripted reply may have, for error messages.
+const REPLY_KEYS: &str = "`tool_calls` (the model calls tools) or `text` (its final answer; `content` is the same)";
+
+/// The replies of a script file: a JSON array whose items are
+/// `{"tool_calls": [{"id", "name", "arguments"}]}` (the model calls tools;
+/// `arguments` is the raw text the model wrote, empty for `{}`) or
+/// `{"text": "…"}` (its final answer), the same turns `lovia run`'s
+/// scripts have. `content` is accepted for `text`, as earlier scripts
+/// spelled it. An unknown key, a reply with neither or both, or a call
+/// with a key of its own is an error naming the reply and the key: a
+/// misspelt reply would otherwise end a chat with empty output.
+///
+/// ```
+/// let replies = lovia_runner::scripted::parse_replies(r#"[{"text": "Done."}]"#).unwrap();
+/// assert_eq!(replies[0].content.as_deref(), Some("Done."));
+/// let error = lovia_runner::scripted::parse_replies(r#"[{"txt": "Done."}]"#).unwrap_err();
+/// assert!(error.contains("reply 1: unknown key `txt`"), "{error}");
+/// ```
+pub fn parse_replies(text: &str) -> Result<Vec<ModelReply>, String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let serde_json::Value::Array(items) = value else {
+        return Err(format!("a script is a JSON array of replies, each {REPLY_KEYS}"));
+    };
+    items.into_iter().enumerate().map(|(i, item)| reply(i + 1, item)).collect()
+}
+
+fn reply(n: usize, item: serde_json::Value) -> Result<ModelReply, String> {
+    let serde_json::Value::Object(fields) = item else {
+        return Err(format!("reply {n} is not an object; a reply has {REPLY_KEYS}"));
+    };
+    if let Some(key) = fields.keys().find(|k| !matches!(k.as_str(), "tool_calls" | "text" | "content")) {
+        return Err(format!("reply {n}: unknown key `{key}`; a reply has {REPLY_KEYS}"));
+    }
+    let text = match (fields.get("text"), fields.get("content")) {
+        (Some(_), Some(_)) => return Err(format!("reply {n} has both `text` and `content`; they are one key")),
+        (Some(t), None) | (None, Some(t)) => {
+            Some(t.as_str().ok_or_else(|| format!("reply {n}: the text is {t}, not a string"))?.to_owned())
+        }
+        (None, None) => None,
+    };
+    match (fields.get("tool_calls"), text) {
+        (Some(_), Some(_)) => {
+            Err(format!("reply {n} has both `tool_calls` and a text; a reply either calls tools or answers"))
+        }
+        (None, None) => Err(format!("reply {n} is empty; a reply has {REPLY_KEYS}")),
+        (None, Some(text)) => Ok(ModelReply::text(text)),
+        (Some(calls), None) => {
+            let calls: Vec<ScriptCall> = serde_json::from_value(calls.clone())
+                .map_err(|e| format!("reply {n}: `tool_calls`: {e} (a call has `id`, `name` and `arguments`)"))?;
+            if calls.is_empty() {
+                return Err(format!("reply {n}: `tool_calls` is empty; a reply without calls is a `text`"));
+            }
+            Ok(ModelReply::calls(calls.into_iter().map(|c| lovia_host::ToolCall::new(c.id, c.name, c.arguments))))
+        }
+    }
+}
+
+/// A call as a script writes it.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptCall {
+    id: String,
+    name: String,
+    #[serde(default)]
+    arguments: String,
 }

@@ -244,6 +244,15 @@ pub enum ServeError {
         /// Why.
         source: lovia_supply::SupplyError,
     },
+    /// A tenant's scripted model cannot be read: its file is missing or a
+    /// reply in it is not one a script may have.
+    #[error("tenant {tenant}: the scripted model: {reason}")]
+    Model {
+        /// The tenant.
+        tenant: String,
+        /// What is wrong, naming the reply and the key.
+        reason: String,
+    },
     /// A tenant sets `fuel_per_minute` on a host that does not meter fuel.
     #[error("tenant {tenant}: fuel_per_minute needs a host with fuel metering (HostConfig::fuel_metering)")]
     FuelMetering {
@@ -477,7 +486,8 @@ impl Service {
                 name: t.name.clone(),
                 executor: RwLock::new(executor),
                 mcp_servers,
-                model: model::TenantModel::from_config(&t.provider),
+                model: model::TenantModel::from_config(&t.provider)
+                    .map_err(|reason| ServeError::Model { tenant: t.name.clone(), reason })?,
                 agent: t.agent.clone(),
                 runs: chat::TenantRuns::new(t.max_concurrent_runs),
                 fuel_cap,

@@ -17,27 +17,30 @@ pub(crate) enum TenantModel {
 }
 
 impl TenantModel {
-    pub(crate) fn from_config(config: &ProviderConfig) -> TenantModel {
+    /// The model `config` names. A script that cannot be read or parsed is
+    /// an error (the service does not start); a model that is not
+    /// configured at all is [`TenantModel::Missing`].
+    pub(crate) fn from_config(config: &ProviderConfig) -> Result<TenantModel, String> {
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let kind = match config.kind {
             ProviderChoice::Env if env("LOVIA_PROVIDER").as_deref() == Some("scripted") => {
                 return match env("LOVIA_SCRIPT") {
-                    Some(path) => Self::script(&PathBuf::from(path)),
-                    None => TenantModel::Missing(
+                    Some(path) => Self::script(&PathBuf::from(path)).map_err(|e| format!("LOVIA_SCRIPT: {e}")),
+                    None => Ok(TenantModel::Missing(
                         "LOVIA_PROVIDER=scripted needs LOVIA_SCRIPT (a JSON file of replies)".into(),
-                    ),
+                    )),
                 };
             }
             ProviderChoice::Env => {
-                return match providers::from_env() {
+                return Ok(match providers::from_env() {
                     Ok((_, provider)) => TenantModel::Shared(provider),
                     Err(e) => TenantModel::Missing(e.message),
-                };
+                });
             }
             ProviderChoice::Scripted => {
                 return match &config.script {
-                    Some(path) => Self::script(path),
-                    None => TenantModel::Missing("a scripted provider needs `script`".into()),
+                    Some(path) => Self::script(path).map_err(|e| format!("[tenants.provider] script: {e}")),
+                    None => Ok(TenantModel::Missing("a scripted provider needs `script`".into())),
                 };
             }
             ProviderChoice::OpenaiChat => ProviderKind::OpenaiChat,
@@ -56,14 +59,12 @@ impl TenantModel {
         );
         options.api_key = env(config.api_key_env.as_deref().unwrap_or(key_var));
         options.stream = config.stream.unwrap_or(true);
-        TenantModel::Shared(providers::build(kind, options))
+        Ok(TenantModel::Shared(providers::build(kind, options)))
     }
 
-    fn script(path: &std::path::Path) -> TenantModel {
-        match ScriptedProvider::from_file(path) {
-            Ok(p) => TenantModel::Script(Arc::new(p)),
-            Err(e) => TenantModel::Missing(e.message),
-        }
+    fn script(path: &std::path::Path) -> Result<TenantModel, String> {
+        let provider = ScriptedProvider::from_file(path).map_err(|e| e.message)?;
+        Ok(TenantModel::Script(Arc::new(provider)))
     }
 
     /// The provider for one run.

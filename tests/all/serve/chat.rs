@@ -434,3 +434,36 @@ async fn an_idle_chat_stream_gets_keep_alive_comments() {
         "nothing but keep-alives while waiting: {lines:?}"
     );
 }
+
+// A script is the same list of turns as `lovia run`'s: `text` ends the
+// chat (`content` is its older spelling), and a reply with a key no reply
+// has stops the service from starting, naming the reply and the key,
+// instead of ending every chat with empty output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_shares_lovia_runs_turns_and_refuses_an_unknown_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replies = j!([calls(&[("c1", "lookup_order", r#"{"order_id": "A-1002"}"#)]), {"text": "Looked it up."}]);
+    let addr = start_with(ServeConfig::new(vec![chat_tenant("acme", "acme-key", script(dir.path(), replies))])).await;
+    let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "s1", "input": "A-1002?"}"#).await;
+    let events = sse.rest().await;
+    assert_eq!(events.last().expect("end").1["output"], "Looked it up.", "{events:?}");
+
+    for (replies, expected) in [
+        (j!([{"txt": "Done."}]), "reply 1: unknown key `txt`; a reply has `tool_calls`"),
+        (
+            j!([calls(&[("c1", "lookup_order", "{}")]), {"content": "a", "text": "b"}]),
+            "reply 2 has both `text` and `content`",
+        ),
+        (
+            j!([{"tool_calls": [{"id": "c1", "name": "x", "args": "{}"}]}]),
+            "reply 1: `tool_calls`: unknown field `args`",
+        ),
+        (j!({"content": "Done."}), "a script is a JSON array of replies"),
+    ] {
+        let mut config = ServeConfig::new(vec![chat_tenant("acme", "acme-key", script(dir.path(), replies))]);
+        config.resolve(Path::new(".")).expect("config");
+        let err = Service::new(&host(), &config).await.err().expect("refused").to_string();
+        assert!(err.starts_with("tenant acme: the scripted model: [tenants.provider] script: "), "{err}");
+        assert!(err.contains(expected), "{err}");
+    }
+}
