@@ -1,6 +1,8 @@
 //! `lovia new NAME [--lang rust|python|ts]`: a small tool project that builds
 //! as it is (docs/tool-authors.md, docs/python.md, docs/typescript.md).
 
+mod guest_sdk;
+
 use crate::CliError;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -34,7 +36,8 @@ pub(crate) struct Args {
     #[arg(long, value_enum, default_value_t = Lang::Rust)]
     lang: Lang,
     /// Rust only: depend on the guest SDK at this path (the guest-sdk/ directory
-    /// of a lovia checkout) [default: the `lovia` crate of this binary's version].
+    /// of a lovia checkout) [default: the SDK this binary carries, written
+    /// into the project's vendor/ directory].
     #[arg(long, value_name = "DIR")]
     sdk: Option<PathBuf>,
 }
@@ -59,10 +62,11 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, CliError> {
             "--sdk is for --lang rust; Python and TypeScript projects get the SDK from `lovia build`",
         ));
     }
-    let files = match args.lang {
+    let owned = |files: Vec<(&'static str, String)>| files.into_iter().map(|(p, t)| (p.to_owned(), t)).collect();
+    let files: Vec<(String, String)> = match args.lang {
         Lang::Rust => rust(&args.name, args.sdk.as_deref())?,
-        Lang::Python => python(&args.name),
-        Lang::Ts => typescript(&args.name),
+        Lang::Python => owned(python(&args.name)),
+        Lang::Ts => owned(typescript(&args.name)),
     };
     // create_dir (not create_dir_all) fails when the directory exists: an existing project is never overwritten.
     std::fs::create_dir(&dir).map_err(|e| match e.kind() {
@@ -83,7 +87,7 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, CliError> {
     }
     let next = match args.lang {
         Lang::Rust => format!(
-            "cd {0} && cargo build --release --target wasm32-wasip2 && lovia pack target/wasm32-wasip2/release/{1}.wasm",
+            "cd {0} && cargo build --release --target wasm32-wasip2 && lovia call target/wasm32-wasip2/release/{1}.wasm hello '{{\"name\": \"Ada\"}}'",
             args.name,
             args.name.replace('-', "_")
         ),
@@ -213,7 +217,11 @@ export const hello = tool(
     ]
 }
 
-fn rust(name: &str, sdk: Option<&Path>) -> Result<Vec<(&'static str, String)>, CliError> {
+/// A Rust project: its manifest names the SDK at `sdk`, or the copy this
+/// binary carries, written into the project (a registry has no `lovia`
+/// crate; docs/tool-authors.md, "Setting up").
+fn rust(name: &str, sdk: Option<&Path>) -> Result<Vec<(String, String)>, CliError> {
+    let mut files = Vec::new();
     let dependency = match sdk {
         Some(dir) => {
             if !dir.join("Cargo.toml").is_file() {
@@ -225,7 +233,12 @@ fn rust(name: &str, sdk: Option<&Path>) -> Result<Vec<(&'static str, String)>, C
             let shown = dir.display().to_string().replace('\\', "\\\\").replace('"', "\\\"");
             format!("{{ path = \"{shown}\" }}")
         }
-        None => format!("\"{}\"", env!("CARGO_PKG_VERSION")),
+        None => {
+            for (path, text) in guest_sdk::FILES {
+                files.push((format!("{}/{path}", guest_sdk::DIR), (*text).to_owned()));
+            }
+            format!("{{ path = \"{}/lovia\" }}", guest_sdk::DIR)
+        }
     };
     let cargo = format!(
         r#"[package]
@@ -255,13 +268,27 @@ fn hello(#[arg(description = "Who to greet", min_length = 1, max_length = 100)] 
 lovia::export!(hello);
 "#
     .to_owned();
+    let vendored = if sdk.is_none() {
+        format!(
+            "\n`{}/` holds the lovia guest SDK (the `lovia` crate) of the lovia that made this project; keep it with the project.\n",
+            guest_sdk::DIR
+        )
+    } else {
+        String::new()
+    };
     let readme = format!(
         "# {name}\n\nA lovia tool in Rust. Build it (needs `rustup target add wasm32-wasip2`) and call it:\n\n\
-         ```sh\ncargo build --release --target wasm32-wasip2\nlovia pack target/wasm32-wasip2/release/{0}.wasm\n\
-         lovia call target/wasm32-wasip2/release/{0}.wasm hello '{{\"name\": \"Ada\"}}'\n```\n",
+         ```sh\ncargo build --release --target wasm32-wasip2\n\
+         lovia call target/wasm32-wasip2/release/{0}.wasm hello '{{\"name\": \"Ada\"}}'\n\
+         lovia pack target/wasm32-wasip2/release/{0}.wasm   # embeds the manifest, for a plugin you ship\n```\n{vendored}",
         name.replace('-', "_")
     );
-    Ok(vec![("Cargo.toml", cargo), ("src/lib.rs", lib), ("README.md", readme), (".gitignore", "/target\n".to_owned())])
+    for (path, text) in
+        [("Cargo.toml", cargo), ("src/lib.rs", lib), ("README.md", readme), (".gitignore", "/target\n".to_owned())]
+    {
+        files.push((path.to_owned(), text));
+    }
+    Ok(files)
 }
 
 #[cfg(test)]
