@@ -85,6 +85,8 @@ async fn call_denies_a_call_that_needs_approval_without_approve() {
     let o = lovia(&["call", fixtures::ORDERS, "refund", BIG_REFUND]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert_eq!(stdout(&o), "Tool refund was not approved.\n");
+    // The person who piped it learns why, and what to do.
+    assert!(stderr(&o).contains("hint: pass --approve to approve it"), "{}", stderr(&o));
     let small = lovia(&["call", fixtures::ORDERS, "refund", r#"{"order_id": "A-1002", "amount_cents": 100}"#]);
     assert_eq!((small.status.code(), stdout(&small)), (Some(0), "Refunded 100 cents on A-1002\n".to_owned()));
 }
@@ -225,7 +227,20 @@ fn every_subcommand_has_help() {
     for sub in ["inspect", "call", "pack", "run", "bench", "serve", "build", "new"] {
         let o = lovia(&[sub, "--help"]);
         assert_eq!(o.status.code(), Some(0));
-        assert!(stdout(&o).contains("Usage: lovia"), "{sub}");
+        let help = stdout(&o);
+        assert!(help.contains("Usage: lovia"), "{sub}");
+        // The options every command takes come last, under their own
+        // heading, each said once.
+        let global = help.find("Global options:").unwrap_or_else(|| panic!("{sub}: no global heading:\n{help}"));
+        for flag in ["--no-cache", "--cache-dir", "--signatures", "--trusted-key", "--insecure-registry"] {
+            assert_eq!(
+                help.matches(&format!("{flag} ")).count() + help.matches(&format!("{flag}\n")).count(),
+                1,
+                "{sub}: {flag}"
+            );
+            assert!(help.find(flag).is_some_and(|at| at > global), "{sub}: {flag} before the heading:\n{help}");
+        }
+        assert!(!help.contains("development] [default"), "{sub}: a default said twice");
     }
     // What a user without the repository needs to know: the one install line and the lookup order.
     let build = stdout(&lovia(&["build", "--help"])).split_whitespace().collect::<Vec<_>>().join(" ");

@@ -303,6 +303,25 @@ fn mcp_help_names_both_transports() {
     }
 }
 
+/// Two plugins with a tool of one name: the refusal names the plugin and
+/// says what `lovia mcp` can do about it, not another framework's option.
+#[test]
+fn two_plugins_with_one_tool_name_are_refused_with_lovia_mcps_own_hint() {
+    let out = Command::new(env!("CARGO_BIN_EXE_lovia"))
+        .args(["--no-cache", "mcp", fixtures::DOCS, fixtures::DOCS])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run lovia");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("Tool name conflict for 'search_docs' from plugin."), "{stderr}");
+    assert!(
+        stderr.contains("hint: two plugins have a tool of this name: serve them from separate `lovia mcp` processes"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("MCPServer"), "{stderr}");
+}
+
 /// The servers of the approval tests: a migration that needs approval, a
 /// gated tool that logs when it runs, and a 1 s approval timeout for the
 /// client that answers late.

@@ -139,7 +139,7 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
         tool = tool.with_timeout(Duration::from_millis(ms));
     }
     let mut tools = Toolset::new();
-    tools.add(ToolSource::Plugin, [tool]).map_err(|e| CliError::new(e.to_string().replace("\n  hint: ", " — ")))?;
+    tools.add(ToolSource::Plugin, [tool]).map_err(|e| CliError::new(e.message()))?;
     let approver = if args.approve {
         Approver::Allow
     } else if std::io::stdin().is_terminal() {
@@ -194,7 +194,16 @@ impl ApprovalHandler for Approver {
         Box::pin(async move {
             match approver {
                 Approver::Allow => Ok(HandlerAnswer::Allow),
-                Approver::Deny => Ok(HandlerAnswer::Deny),
+                Approver::Deny => {
+                    // The model-facing denial goes to stdout; the person
+                    // who piped the call in learns why, and what to do.
+                    eprintln!(
+                        "lovia call: tool {} needs approval, and stdin is not a terminal to ask at, so it is denied",
+                        request.tool
+                    );
+                    eprintln!("  hint: pass --approve to approve it, or run lovia call from a terminal to be asked");
+                    Ok(HandlerAnswer::Deny)
+                }
                 // Reading stdin blocks: keep it off the async workers.
                 Approver::Terminal => tokio::task::spawn_blocking(move || ask_on_terminal(&request))
                     .await

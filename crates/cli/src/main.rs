@@ -22,16 +22,20 @@ use lovia_host::{Host, HostConfig, LoadError};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// The heading of the options every command takes: grouped apart in each
+/// command's help, after its own.
+const GLOBAL: &str = "Global options";
+
 /// Run LLM agent tools as sandboxed WebAssembly components.
 #[derive(Parser)]
 #[command(name = "lovia", version, about, long_about = None)]
 struct Cli {
     /// Do not read or write the compiled-artifact cache.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     no_cache: bool,
     /// Where compiled components are cached [default: $LOVIA_CACHE_DIR,
     /// else $XDG_CACHE_HOME/lovia, else ~/.cache/lovia].
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
     cache_dir: Option<PathBuf>,
     #[command(flatten)]
     supply: supply::SupplyOptions,

@@ -369,9 +369,9 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
                 None => Ok(t),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        tools.add(ToolSource::Plugin, these.iter().cloned()).map_err(|e| {
-            CliError::new(e.to_string().replace("\n  hint: ", " — ")).hint("load plugins whose tool names differ")
-        })?;
+        tools
+            .add(ToolSource::Plugin, these.iter().cloned())
+            .map_err(|e| CliError::new(e.message()).hint("load plugins whose tool names differ"))?;
         plugin_tools.extend(these);
     }
     // The workspace's tools follow the plugins' (a clash names its source).
@@ -381,10 +381,9 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
             if let Some(reason) = workspace.unavailable_reason() {
                 eprintln!("lovia run: the workspace's shell tools are not offered: {reason}");
             }
-            tools.add(ToolSource::Workspace, workspace.tools()).map_err(|e| {
-                CliError::new(e.to_string().replace("\n  hint: ", " — "))
-                    .hint("rename the plugin's tool or run without --workspace")
-            })?;
+            tools
+                .add(ToolSource::Workspace, workspace.tools())
+                .map_err(|e| CliError::new(e.message()).hint("rename the plugin's tool or run without --workspace"))?;
             Some(workspace)
         }
         None => None,
@@ -398,8 +397,7 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
         })
         .collect::<Result<Vec<_>, _>>()?;
     tools.add(ToolSource::AgentTools, web_tools.iter().cloned()).map_err(|e| {
-        CliError::new(e.to_string().replace("\n  hint: ", " — "))
-            .hint("a plugin's tool has a web tool's name; rename it or leave the web tool out")
+        CliError::new(e.message()).hint("a plugin's tool has a web tool's name; rename it or leave the web tool out")
     })?;
     let mut configured: Vec<&String> = script.agent.tools.keys().collect();
     configured.sort();
@@ -425,10 +423,9 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
         sources.push(Arc::new(deferred.clone()));
     }
     for source in &sources {
-        tools.add(source.source(), source.tools()).map_err(|e| {
-            CliError::new(e.to_string().replace("\n  hint: ", " — "))
-                .hint("set `prefix` on a server, or `exclude` one of the tools")
-        })?;
+        tools
+            .add(source.source(), source.tools())
+            .map_err(|e| CliError::new(e.message()).hint("set `prefix` on a server, or `exclude` one of the tools"))?;
     }
     let name = script.agent.name.clone().unwrap_or_else(|| "assistant".into());
     let mut agent = Agent::new(name.clone());

@@ -17,15 +17,15 @@ pub(crate) struct SupplyOptions {
     /// What to do with a plugin's signature: `require` refuses a plugin no
     /// --trusted-key signed, `warn` loads it with a warning, `off` does not
     /// look [default: off, for local development].
-    #[arg(long, global = true, value_name = "MODE")]
+    #[arg(long, global = true, value_name = "MODE", help_heading = crate::GLOBAL)]
     signatures: Option<SignatureMode>,
     /// A publisher's public key (from `lovia keygen`, or an OpenSSH
     /// ed25519 key) whose signatures count (repeatable) [default: none].
-    #[arg(long = "trusted-key", global = true, value_name = "FILE")]
+    #[arg(long = "trusted-key", global = true, value_name = "FILE", help_heading = crate::GLOBAL)]
     trusted_keys: Vec<PathBuf>,
     /// A registry (HOST:PORT) reached over plain HTTP instead of HTTPS,
     /// such as one on loopback (repeatable) [default: none].
-    #[arg(long = "insecure-registry", global = true, value_name = "HOST:PORT")]
+    #[arg(long = "insecure-registry", global = true, value_name = "HOST:PORT", help_heading = crate::GLOBAL)]
     insecure_registries: Vec<String>,
 }
 

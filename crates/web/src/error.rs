@@ -83,9 +83,20 @@ impl WebError {
         }
     }
 
+    /// Whether asking again could give another answer: a refused scheme,
+    /// URL or destination never changes, so those are not retried (each
+    /// retry was a failure event and a WARN line more).
+    pub fn is_retryable(&self) -> bool {
+        !matches!(self, WebError::Scheme { .. } | WebError::InvalidUrl { .. } | WebError::Refused { .. })
+    }
+
     /// The tool failure the model reads.
     pub(crate) fn into_failure(self) -> lovia_host::Failure {
         let hint = self.hint().map(str::to_owned);
-        lovia_host::Failure::Tool { message: self.to_string(), hint, kind: None }
+        if self.is_retryable() {
+            lovia_host::Failure::Tool { message: self.to_string(), hint, kind: None }
+        } else {
+            lovia_host::Failure::Refused { message: self.to_string(), hint }
+        }
     }
 }

@@ -280,7 +280,7 @@ impl Default for Limits {
 pub enum ConfigError {
     /// Both a whole policy and rule shorthands were given.
     #[error(
-        "Pass either policy= or rule shorthands (readable/writable/denied_paths/path_rules/command_rules), not both."
+        "Pass either .policy(..) or the rule shorthands (.readable, .writable, .denied_path, .path_rule, .command_rule), not both."
     )]
     PolicyAndShorthands,
     /// The root could not be opened as a directory.

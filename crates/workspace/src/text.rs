@@ -15,13 +15,16 @@ pub fn no_workspace() -> Failure {
     failure(
         "No workspace is configured for this run.",
         Some(
-            "Give the agent a workspace (lovia_workspace::Workspace::builder(\"path/to/root\"), or a [workspace] table with root = \"path/to/root\") to enable file tools.",
+            "The user can give this agent a workspace to enable file tools: --workspace DIR (lovia run, lovia mcp), a [tenants.workspace] table (lovia serve), or Workspace::builder(\"path/to/root\") in Rust.",
         ),
     )
 }
 
-pub(crate) const OUTSIDE_HINT: &str = "Access beyond the workspace root is controlled by policy. The user can grant it via the workspace's readable/writable paths (Workspace::builder(..).readable(..) / .writable(..), or readable = [...] / writable = [...] in the [workspace] table); otherwise work within the workspace.";
-pub(crate) const WRITE_MODE_HINT: &str = "Use mode='coding' (or a writable rule) to enable writes.";
+// The hints below are read by the model and relayed to a person, so they
+// name the settings each door really has: `--mode` (lovia run, lovia mcp),
+// `mode` in `[tenants.workspace]` (lovia serve), and the builder in Rust.
+pub(crate) const OUTSIDE_HINT: &str = "Access beyond the workspace root is controlled by the workspace's policy, which only the user can change: a less restrictive mode (--mode trusted, or mode = \"trusted\" in [tenants.workspace]) or, in Rust, Workspace::builder(..).readable(..) / .writable(..). Otherwise work within the workspace.";
+pub(crate) const WRITE_MODE_HINT: &str = "This workspace is read-only. The user can allow writes with --mode coding (or mode = \"coding\" in [tenants.workspace]), or, in Rust, a writable rule.";
 /// The hint of a full shared storage bound (`bounds.rs`).
 pub(crate) const STORAGE_FULL_HINT: &str =
     "Delete files you no longer need (with the shell, or by overwriting them with less), then try again.";
@@ -29,8 +32,7 @@ pub(crate) const STORAGE_FULL_HINT: &str =
 pub(crate) const COMMANDS_BUSY_HINT: &str =
     "Wait for a running command to finish, or stop a background process with kill_process, then try again.";
 pub(crate) const COMMAND_DENIED: &str = "Command denied by workspace policy.";
-pub(crate) const COMMAND_DENIED_HINT: &str =
-    "The command (or a path it references) is denied. Adjust WorkspacePolicy rules or use a less restrictive mode.";
+pub(crate) const COMMAND_DENIED_HINT: &str = "The command (or a path it references) is denied by the workspace's policy, which only the user can change (a less restrictive mode, or in Rust a command rule). Use another command, or work within the workspace.";
 pub(crate) const BINARY_HINT: &str =
     "read_file handles UTF-8 text only; inspect binary content via the shell (file, xxd, sqlite3, ...).";
 pub(crate) const NOT_UTF8_HINT: &str =

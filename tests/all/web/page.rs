@@ -68,6 +68,8 @@ async fn a_url_that_is_not_http_gets_the_exact_error() {
         turn.output("c"),
         "Tool error: Unsupported URL scheme: 'ftp'.\n  hint: Only http:// and https:// URLs can be fetched."
     );
+    // A refusal no retry can change is not retried (read_page retries twice otherwise).
+    assert_eq!(turn.trace(), ["started:c", "failed:c", "completed:c"]);
 }
 
 #[tokio::test]
@@ -78,6 +80,7 @@ async fn the_default_rules_refuse_loopback_and_a_name_that_resolves_to_it() {
     let exec = reader(wide, 1000);
     let by_ip = call_one(&exec, "read_page", json!({"url": format!("{}/x", site.origin())})).await;
     assert!(by_ip.output("c").starts_with("Tool error: Refused to fetch http://127.0.0.1:"), "{}", by_ip.output("c"));
+    assert_eq!(by_ip.trace(), ["started:c", "failed:c", "completed:c"], "an egress refusal is not retried");
     let by_name =
         call_one(&exec, "read_page", json!({"url": format!("http://localhost:{}/x", site.addr.port())})).await;
     assert!(

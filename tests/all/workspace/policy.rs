@@ -7,7 +7,7 @@ use lovia_workspace::{CommandRule, ConfigError, Decision, Mode, Op, PathRule, Wo
 use serde_json::json;
 use std::fs;
 
-const OUTSIDE_HINT: &str = "Access beyond the workspace root is controlled by policy. The user can grant it via the workspace's readable/writable paths (Workspace::builder(..).readable(..) / .writable(..), or readable = [...] / writable = [...] in the [workspace] table); otherwise work within the workspace.";
+const OUTSIDE_HINT: &str = "Access beyond the workspace root is controlled by the workspace's policy, which only the user can change: a less restrictive mode (--mode trusted, or mode = \"trusted\" in [tenants.workspace]) or, in Rust, Workspace::builder(..).readable(..) / .writable(..). Otherwise work within the workspace.";
 
 #[tokio::test]
 async fn coding_mode_asks_for_outside_reads_and_denies_outside_writes() {
@@ -104,7 +104,7 @@ async fn readonly_mode_leaves_out_the_writers_and_the_shell() {
     let inside_write = builder(&d.root, Mode::Readonly).writable("/nonexistent-elsewhere").build().expect("workspace");
     assert_eq!(
         out(&executor(&inside_write), "write_file", json!({"path": "x.txt", "content": "b"})).await,
-        "Tool error: Workspace policy denies writing to 'x.txt'.\n  hint: Use mode='coding' (or a writable rule) to enable writes."
+        "Tool error: Workspace policy denies writing to 'x.txt'.\n  hint: This workspace is read-only. The user can allow writes with --mode coding (or mode = \"coding\" in [tenants.workspace]), or, in Rust, a writable rule."
     );
 }
 
@@ -144,7 +144,7 @@ fn a_policy_and_shorthands_together_are_refused() {
     assert!(matches!(error, ConfigError::PolicyAndShorthands));
     assert_eq!(
         error.to_string(),
-        "Pass either policy= or rule shorthands (readable/writable/denied_paths/path_rules/command_rules), not both."
+        "Pass either .policy(..) or the rule shorthands (.readable, .writable, .denied_path, .path_rule, .command_rule), not both."
     );
 }
 

@@ -71,7 +71,7 @@ async fn rules_deny_and_compound_commands_take_the_most_restrictive() {
         .build()
         .expect("workspace");
     let exec = executor(&workspace);
-    let denied = "Tool error: Command denied by workspace policy.\n  hint: The command (or a path it references) is denied. Adjust WorkspacePolicy rules or use a less restrictive mode.";
+    let denied = "Tool error: Command denied by workspace policy.\n  hint: The command (or a path it references) is denied by the workspace's policy, which only the user can change (a less restrictive mode, or in Rust a command rule). Use another command, or work within the workspace.";
     for command in [
         "echo a; rm -rf sub",
         "echo a && rm -rf sub",

@@ -138,7 +138,8 @@ fn toolset(served: &[&Served]) -> Result<(Toolset, HashMap<String, String>), Cli
         // The approval prompt names the plugin beside its digest.
         names.insert(s.plugin.digest().to_owned(), s.plugin.info().name.clone());
         tools.add(ToolSource::Plugin, Tool::from_plugin(&s.plugin)).map_err(|e| {
-            CliError::new(format!("{}: {}", s.path.display(), e.to_string().replace("\n  hint: ", " — ")))
+            CliError::new(format!("{}: {}", s.path.display(), e.message()))
+                .hint("two plugins have a tool of this name: serve them from separate `lovia mcp` processes, or rename the tool in one of them")
         })?;
     }
     Ok((tools, names))
@@ -177,9 +178,10 @@ pub(crate) async fn run(args: Args, host: Host, supply: Supply) -> Result<ExitCo
         if let Some(reason) = workspace.unavailable_reason() {
             eprintln!("lovia mcp: the workspace's shell tools are not served: {reason}");
         }
-        tools
-            .add(ToolSource::Workspace, workspace.tools())
-            .map_err(|e| CliError::new(format!("--workspace: {}", e.to_string().replace("\n  hint: ", " — "))))?;
+        tools.add(ToolSource::Workspace, workspace.tools()).map_err(|e| {
+            CliError::new(format!("--workspace: {}", e.message()))
+                .hint("a plugin's tool has a workspace tool's name; rename it or serve without --workspace")
+        })?;
         // Its `## Workspace` section goes where MCP puts text for the model.
         context = Some(workspace.prompt_fragment());
     }
@@ -188,16 +190,18 @@ pub(crate) async fn run(args: Args, host: Host, supply: Supply) -> Result<ExitCo
         let engine = crate::code_engine(&host, "lovia mcp")?;
         let run_code = lovia_code::run_code(engine, &listed, lovia_code::CodeLimits::default())
             .map_err(|e| CliError::new(format!("--code-mode: {e}")))?;
-        tools
-            .add(ToolSource::AgentTools, [run_code])
-            .map_err(|e| CliError::new(format!("--code-mode: {}", e.to_string().replace("\n  hint: ", " — "))))?;
+        tools.add(ToolSource::AgentTools, [run_code]).map_err(|e| {
+            CliError::new(format!("--code-mode: {}", e.message()))
+                .hint("a plugin's tool is named run_code; rename it or serve without --code-mode")
+        })?;
     }
     let mut options = McpOptions::default();
     if args.ask_human {
         let questions = McpQuestions::with_timeout(std::time::Duration::from_secs(args.question_timeout_secs));
-        tools
-            .add(ToolSource::AgentTools, [questions.tool()])
-            .map_err(|e| CliError::new(format!("--ask-human: {}", e.to_string().replace("\n  hint: ", " — "))))?;
+        tools.add(ToolSource::AgentTools, [questions.tool()]).map_err(|e| {
+            CliError::new(format!("--ask-human: {}", e.message()))
+                .hint("a plugin's tool is named ask_human; rename it or serve without --ask-human")
+        })?;
         options.questions = Some(questions);
     }
     options.instructions = context;

@@ -18,6 +18,16 @@ pub enum Failure {
     },
     /// The arguments failed the host's schema check or the tool's own check; never retried.
     InvalidArguments(String),
+    /// A host-native tool refused the call for a reason no retry can change
+    /// (a URL scheme it does not fetch, a destination its egress rules
+    /// refuse); never retried. The model reads it as it reads
+    /// [`Failure::Tool`]: the message, then the hint.
+    Refused {
+        /// The message.
+        message: String,
+        /// The hint, if any.
+        hint: Option<String>,
+    },
     /// A sub-run's budget inside the tool; never retried.
     BudgetExceeded(String),
     /// The attempt's timeout passed; the instance was interrupted.
@@ -63,7 +73,10 @@ impl Failure {
     /// The kind of error result this failure makes.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Failure::Tool { .. } | Failure::BudgetExceeded(_) | Failure::ResultTooLarge { .. } => ErrorKind::ToolError,
+            Failure::Tool { .. }
+            | Failure::Refused { .. }
+            | Failure::BudgetExceeded(_)
+            | Failure::ResultTooLarge { .. } => ErrorKind::ToolError,
             Failure::InvalidArguments(_) => ErrorKind::InvalidArguments,
             Failure::TimedOut { .. } | Failure::WallClockCap { .. } => ErrorKind::Timeout,
             Failure::OutOfMemory { .. }
@@ -82,6 +95,7 @@ impl Failure {
         !matches!(
             self,
             Failure::InvalidArguments(_)
+                | Failure::Refused { .. }
                 | Failure::BudgetExceeded(_)
                 | Failure::OutOfMemory { .. }
                 | Failure::StackOverflow
@@ -104,6 +118,8 @@ impl std::fmt::Display for Failure {
             Failure::Tool { message, hint: None, .. } => f.write_str(message),
             Failure::Tool { message, hint: Some(h), .. } if message.is_empty() => f.write_str(h),
             Failure::Tool { message, hint: Some(h), .. } => write!(f, "{message}\n  hint: {h}"),
+            Failure::Refused { message, hint: None } => f.write_str(message),
+            Failure::Refused { message, hint: Some(h) } => write!(f, "{message}\n  hint: {h}"),
             Failure::InvalidArguments(m) | Failure::BudgetExceeded(m) => f.write_str(m),
             Failure::TimedOut { ms } => write!(f, "timed out after {ms} ms"),
             Failure::WallClockCap { ms } => write!(f, "timed out after {ms} ms (the host's wall-clock limit)"),

@@ -48,14 +48,23 @@ pub struct NameConflict {
     pub first: ToolSource,
 }
 
-impl std::fmt::Display for NameConflict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl NameConflict {
+    /// The conflict without the hint, for a door that gives its own (the
+    /// hint of `Display` names another framework's option, as the
+    /// reference's text does).
+    pub fn message(&self) -> String {
         let Self { name, from, first } = self;
         if matches!(from, ToolSource::Mcp(_)) || matches!(first, ToolSource::Mcp(_)) {
-            write!(f, "Tool name conflict for '{name}' from {from} (already from {first}).\n  hint: {CONFLICT_HINT}")
+            format!("Tool name conflict for '{name}' from {from} (already from {first}).")
         } else {
-            write!(f, "Tool name conflict for '{name}' from {from}.\n  hint: {CONFLICT_HINT}")
+            format!("Tool name conflict for '{name}' from {from}.")
         }
+    }
+}
+
+impl std::fmt::Display for NameConflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}\n  hint: {CONFLICT_HINT}", self.message())
     }
 }
 
