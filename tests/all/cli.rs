@@ -657,3 +657,47 @@ async fn run_reports_a_script_that_ends_without_a_text_turn() {
     assert_eq!((&failed["type"], &failed["fatal"]), (&json!("max_turns"), &json!(true)));
     assert_eq!(failed["message"], "the script ended without a text turn");
 }
+
+// The example requests `lovia serve` prints at its start come from the
+// config it runs: its first tenant's first tool with arguments of the
+// tool's shape, and chat requests only when chats have a model.
+#[test]
+fn serve_shows_example_requests_for_its_own_config() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("serve.toml");
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\nstore = \"{}\"\n[[tenants]]\nname = \"acme\"\napi_keys = [\"{}\"]\n[[tenants.plugins]]\npath = \"{}\"\n",
+        dir.path().join("s.db").display(),
+        lovia_serve::hash_key("acme-key"),
+        fixtures::DOCS,
+    );
+    std::fs::write(&config, toml).expect("config");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lovia"))
+        .args(["--no-cache", "serve", "--config"])
+        .arg(&config)
+        // No model: the tenant's chats answer 503.
+        .env_remove("LOVIA_PROVIDER")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("lovia serve");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().expect("stdout")));
+    let mut shown = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.expect("read");
+        let done = line.contains("/call");
+        shown.push(line);
+        if done {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let shown = shown.join("\n");
+    assert!(shown.contains("-d '{\"query\":\"...\",\"limit\":5,"), "{shown}");
+    assert!(shown.contains("/api/tools/search_docs/call"), "{shown}");
+    assert!(shown.contains("Bearer <api key of acme>"), "{shown}");
+    assert!(!shown.contains("lookup_order") && !shown.contains("/api/chat"), "nothing this config lacks:\n{shown}");
+}

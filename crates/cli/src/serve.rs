@@ -117,17 +117,23 @@ pub(crate) async fn run(
             "note: sessions, uploads, runs in progress, and calls and fuel per minute are shared through PostgreSQL with every replica on this store"
         ),
     }
+    // Example requests for what this config serves: its first tenant's
+    // first tool, and its chats only when they have a model.
     println!("  curl http://{local}/healthz");
-    println!("  curl -H 'Authorization: Bearer <key>' http://{local}/api/tools");
-    println!(
-        "  curl -H 'Authorization: Bearer <key>' -d '{{\"order_id\": \"A-1001\"}}' http://{local}/api/tools/lookup_order/call"
-    );
-    println!(
-        "  curl -N -H 'Authorization: Bearer <key>' -d '{{\"session_id\": \"s1\", \"input\": \"Refund 90 dollars on A-1002\"}}' http://{local}/api/chat"
-    );
-    println!(
-        "  curl -H 'Authorization: Bearer <key>' -d '{{\"session_id\": \"s1\", \"call_id\": \"<id>\", \"decision\": \"approve\"}}' http://{local}/api/chat/approve"
-    );
+    if let Some((tenant, tool, chats)) = service.first_steps() {
+        let auth = format!("-H 'Authorization: Bearer <api key of {tenant}>'");
+        println!("  curl {auth} http://{local}/api/tools");
+        if let Some((name, parameters)) = tool {
+            let example = example_arguments(&parameters).to_string().replace('\'', "'\\''");
+            println!("  curl {auth} -d '{example}' http://{local}/api/tools/{name}/call");
+        }
+        if chats {
+            println!("  curl -N {auth} -d '{{\"session_id\": \"s1\", \"input\": \"Hello\"}}' http://{local}/api/chat");
+            println!(
+                "  curl {auth} -d '{{\"session_id\": \"s1\", \"call_id\": \"<id>\", \"decision\": \"approve\"}}' http://{local}/api/chat/approve"
+            );
+        }
+    }
     // Ctrl-C or SIGTERM stops accepting connections and lets requests finish, but a chat
     // can wait on an approval for minutes: after --drain-secs the process
     // exits, and its unfinished runs resume from their checkpoints at the next start.
@@ -179,4 +185,28 @@ async fn terminate() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
+}
+
+/// Arguments that show the shape of a call of a tool with `parameters`:
+/// each required property with an example of its type (its first `examples`
+/// or `enum` value, its `default`, else a placeholder).
+fn example_arguments(parameters: &serde_json::Value) -> serde_json::Value {
+    use serde_json::{Value, json};
+    let mut out = serde_json::Map::new();
+    let required = parameters.get("required").and_then(Value::as_array).cloned().unwrap_or_default();
+    for name in required.iter().filter_map(Value::as_str) {
+        let schema = &parameters["properties"][name];
+        let given = schema["examples"].get(0).or_else(|| schema["enum"].get(0)).or_else(|| schema.get("default"));
+        let value = match (given, schema["type"].as_str()) {
+            (Some(v), _) => v.clone(),
+            (None, Some("integer")) => json!(schema["minimum"].as_i64().unwrap_or(1)),
+            (None, Some("number")) => json!(schema["minimum"].as_f64().unwrap_or(1.0)),
+            (None, Some("boolean")) => json!(true),
+            (None, Some("array")) => json!([]),
+            (None, Some("object")) => json!({}),
+            (None, _) => json!("..."),
+        };
+        out.insert(name.to_owned(), value);
+    }
+    Value::Object(out)
 }

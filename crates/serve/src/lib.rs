@@ -600,6 +600,17 @@ impl Service {
             .with_state(self.clone())
     }
 
+    /// What `lovia serve` shows at its start for a first try, taken from
+    /// the config it runs: the first tenant's name, its first tool (name and
+    /// parameters schema), and whether its chats have a model.
+    pub fn first_steps(&self) -> Option<(String, Option<(String, serde_json::Value)>, bool)> {
+        let tenant = self.inner.tenants.first()?;
+        let exec = tenant.executor();
+        let tool = exec.tools().iter().next().map(|t| (t.name().to_owned(), t.spec().parameters.clone()));
+        let chats = !matches!(tenant.model, model::TenantModel::Missing(_));
+        Some((tenant.name.clone(), tool, chats))
+    }
+
     /// Marks the service as stopping: `/readyz` answers 503 `draining`, so a
     /// load balancer sends no new requests while those in flight finish.
     pub fn drain(&self) {
