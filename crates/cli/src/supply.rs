@@ -83,13 +83,8 @@ impl Supply {
         if self.policy.mode == SignatureMode::Off && !oci::is_reference(&origin) {
             return Ok(host.load_file_with(path, config).await?);
         }
+        // A fall-back to the cache is logged (once) where it happens.
         let checked = lovia_supply::checked(path, &self.policy, &self.oci).await?;
-        if checked.from_cache {
-            eprintln!(
-                "lovia: {origin}: the registry cannot be reached; loading the cached sha256:{}",
-                lovia_host::plugin::sha256_hex(&checked.bytes)
-            );
-        }
         Ok(host.load_bytes_with(&checked.bytes, &origin, config).await?)
     }
 

@@ -85,7 +85,8 @@ pub struct Pulled {
     /// The manifest's digest (`sha256:…`), what `@sha256:` pins.
     pub manifest_digest: String,
     /// Whether it came from the cache because the registry could not be
-    /// reached (or was not asked, for a reference by digest).
+    /// reached. A reference by digest found in the cache is read from it
+    /// without asking the registry, and is not this: nothing went wrong.
     pub from_cache: bool,
 }
 
@@ -155,7 +156,7 @@ pub async fn pull(reference: &str, options: &OciOptions) -> Result<Pulled, Suppl
         && let Some(dir) = &options.cache_dir
         && let Some(pulled) = cached(dir, reference)
     {
-        return Ok(pulled);
+        return Ok(Pulled { from_cache: false, ..pulled });
     }
     let auth = auth_for(parsed.resolve_registry());
     let image = match options.client().pull(&parsed, &auth, vec![LAYER_MEDIA_TYPE]).await {
@@ -167,7 +168,8 @@ pub async fn pull(reference: &str, options: &OciOptions) -> Result<Pulled, Suppl
                 && let Some(dir) = &options.cache_dir
                 && let Some(pulled) = cached(dir, reference)
             {
-                tracing::warn!(%reference, error = %reason, "the registry cannot be reached; using the cached component");
+                // The one report of it: callers learn it from `from_cache`.
+                tracing::warn!(%reference, digest = %format!("sha256:{}", pulled.digest), error = %reason, "the registry cannot be reached; using the cached component");
                 return Ok(pulled);
             }
             return Err(SupplyError::Pull { reference: reference.to_owned(), reason });

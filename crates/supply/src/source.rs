@@ -26,10 +26,8 @@ pub struct Checked {
 pub async fn checked(source: &Path, policy: &SignaturePolicy, oci: &OciOptions) -> Result<Checked, SupplyError> {
     let origin = source.display().to_string();
     let (bytes, detached, from_cache) = if oci::is_reference(&origin) {
+        // `pull` reports a fall-back to the cache itself.
         let pulled = oci::pull(&origin, oci).await?;
-        if pulled.from_cache {
-            tracing::warn!(plugin = %origin, digest = %pulled.digest, "the registry cannot be reached; using the cached component");
-        }
         (pulled.bytes, None, pulled.from_cache)
     } else {
         let bytes = std::fs::read(source).map_err(|e| SupplyError::Read { path: source.to_owned(), source: e })?;
