@@ -233,12 +233,18 @@ fn every_subcommand_has_help() {
         // heading, each said once.
         let global = help.find("Global options:").unwrap_or_else(|| panic!("{sub}: no global heading:\n{help}"));
         for flag in ["--no-cache", "--cache-dir", "--signatures", "--trusted-key", "--insecure-registry"] {
-            assert_eq!(
-                help.matches(&format!("{flag} ")).count() + help.matches(&format!("{flag}\n")).count(),
-                1,
-                "{sub}: {flag}"
-            );
-            assert!(help.find(flag).is_some_and(|at| at > global), "{sub}: {flag} before the heading:\n{help}");
+            let listed: Vec<usize> = help
+                .lines()
+                .scan(0, |at, line| {
+                    let start = *at;
+                    *at += line.len() + 1;
+                    Some((start, line))
+                })
+                .filter(|(_, line)| line.trim_start().starts_with(&format!("{flag} ")) || line.trim() == flag)
+                .map(|(at, _)| at)
+                .collect();
+            assert_eq!(listed.len(), 1, "{sub}: {flag} is listed once:\n{help}");
+            assert!(listed[0] > global, "{sub}: {flag} before the heading:\n{help}");
         }
         assert!(!help.contains("development] [default"), "{sub}: a default said twice");
     }

@@ -110,17 +110,43 @@ async fn tool_errors_throw_inside_the_program_with_lovias_strings() {
             "ToolError: Tool error: no order A-9999",
             "  hint: ids look like A-1001",
             "ToolError: Tool error: Invalid arguments for tool 'lookup_order': order_id: Field required",
-            "TypeError: not a function",
+            "TypeError: tools.delete_everything is not a tool; the tools are tools.lookup_order, tools.refund, tools.top_customers, tools.nap",
         ]
     );
-    // An uncaught one ends the program as the call's error, with what it logged.
-    let turn = program(&exec, "console.log('before'); await tools.lookup_order({order_id: 'A-9999'});", |_| None).await;
-    let error = error_of(&turn);
-    assert!(error.starts_with("Tool error: Uncaught ToolError: Tool error: no order A-9999"), "{error}");
-    assert!(error.ends_with("console output before it:\nbefore"), "{error}");
-    // A syntax error is the program's error, not the host's.
-    let turn = program(&exec, "return (;", |_| None).await;
-    assert!(error_of(&turn).starts_with("Tool error: Uncaught SyntaxError"), "{}", error_of(&turn));
+    // An uncaught one ends the program as the call's error, with what it
+    // logged: the tool and the program's own line and column, said once.
+    let turn =
+        program(&exec, "console.log('before');\n  await tools.lookup_order({order_id: 'A-9999'});", |_| None).await;
+    assert_eq!(
+        error_of(&turn),
+        "Tool error: Uncaught ToolError from tools.lookup_order: no order A-9999\n  hint: ids look like A-1001\n    at line 2, column 15 of the program\nconsole output before it:\nbefore"
+    );
+    // A syntax error is the program's error, at the program's line.
+    let turn = program(&exec, "const a = 1;\nreturn a +* 2;", |_| None).await;
+    assert_eq!(
+        error_of(&turn),
+        "Tool error: Uncaught SyntaxError: unexpected token in expression: '*'\n    at line 2, column 11 of the program"
+    );
+    let turn = program(&exec, "return (", |_| None).await;
+    assert!(error_of(&turn).ends_with("\n    at the end of the program"), "{}", error_of(&turn));
+    let turn = program(&exec, "await tools.nope({})", |_| None).await;
+    assert!(
+        error_of(&turn)
+            .starts_with("Tool error: Uncaught TypeError: tools.nope is not a tool; the tools are tools.lookup_order,"),
+        "{}",
+        error_of(&turn)
+    );
+    assert!(error_of(&turn).ends_with("\n    at line 1, column 7 of the program"), "{}", error_of(&turn));
+    // The clock is not there: the program is told so, not given a trap's backtrace.
+    let turn = program(&exec, "return Date.now()", |_| None).await;
+    assert!(
+        error_of(&turn)
+            .starts_with("Tool error: Uncaught Error: Date.now() needs a clock, which code mode does not have"),
+        "{}",
+        error_of(&turn)
+    );
+    let turn = program(&exec, "return new Date(0).toISOString()", |_| None).await;
+    assert_eq!(turn.output("p"), "1970-01-01T00:00:00.000Z", "a date without the clock works");
 }
 
 #[tokio::test]

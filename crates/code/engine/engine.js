@@ -4,11 +4,32 @@ import host from "lovia:code-mode/host@0.1.0";
 
 /** A nested call's error result; `message` is the text the model reads. */
 class ToolError extends Error {
-  constructor(message) {
+  constructor(message, tool) {
     super(message);
     this.name = "ToolError";
+    /** The `tools.` name of the call that failed. */
+    this.tool = tool;
   }
 }
+
+// The program has no clock: reading it would reach a WASI import the
+// component stubs out, which traps. A date from a string or a number needs
+// none, so only the clock's readers say why they fail.
+const noClock = (what) => new Error(`${what} needs a clock, which code mode does not have; use a time a tool returns, or one from your instructions`);
+const WithoutClock = class Date extends globalThis.Date {
+  constructor(...args) {
+    if (args.length === 0) throw noClock("new Date()");
+    super(...args);
+  }
+  static now() {
+    throw noClock("Date.now()");
+  }
+};
+globalThis.Date = WithoutClock;
+
+// `new AsyncFunction(params, code)` puts two lines before the program's
+// first: `(async function anonymous(tools,console,ToolError` and `) {`.
+const LINES_BEFORE_PROGRAM = 2;
 
 function show(value) {
   if (typeof value === "string") return value;
@@ -21,10 +42,28 @@ function show(value) {
   }
 }
 
-function errorText(error) {
+/** Where in the program `error` was thrown: its first frame in the
+ *  program's own text (QuickJS names it `<input>`), as the program's line
+ *  and column, not the engine's. */
+function whereInProgram(error, programLines) {
+  const stack = typeof error?.stack === "string" ? error.stack : "";
+  const found = /<input>:(\d+):(\d+)/.exec(stack);
+  if (!found) return "";
+  const line = Number(found[1]) - LINES_BEFORE_PROGRAM;
+  if (line > programLines) return "\n    at the end of the program";
+  if (line < 1) return "\n    at the start of the program";
+  return `\n    at line ${line}, column ${found[2]} of the program`;
+}
+
+function errorText(error, programLines) {
   if (!(error instanceof Error)) return `Uncaught ${show(error)}`;
-  const where = typeof error.stack === "string" ? error.stack.split("\n").find((l) => l.trim().startsWith("at ")) : "";
-  return `Uncaught ${error.name}: ${error.message}${where ? `\n    ${where.trim()}` : ""}`;
+  const where = whereInProgram(error, programLines);
+  if (error instanceof ToolError) {
+    // The tool's text is already an error result's; it is not said twice.
+    const text = error.message.startsWith("Tool error: ") ? error.message.slice("Tool error: ".length) : error.message;
+    return `Uncaught ToolError from tools.${error.tool}: ${text}${where}`;
+  }
+  return `Uncaught ${error.name}: ${error.message}${where}`;
 }
 
 export async function run(code, names, maxLogChars) {
@@ -50,28 +89,37 @@ export async function run(code, names, maxLogChars) {
       try {
         text = JSON.stringify(args === undefined ? {} : args);
       } catch (e) {
-        throw new TypeError(`the arguments of ${name} are not JSON: ${e.message}`);
+        throw new TypeError(`the arguments of tools.${ident} are not JSON: ${e.message}`);
       }
       let reply;
       try {
         reply = JSON.parse(host.callTool(name, text ?? "null"));
       } catch (error) {
         // The import throws its `err` payload, the error result's text, as an Error.
-        throw new ToolError(typeof error === "string" ? error : error.message);
+        throw new ToolError(typeof error === "string" ? error : error.message, ident);
       }
       return "json" in reply ? reply.json : reply.text;
     };
   }
   Object.freeze(tools);
+  // A name that is not a tool says so, with the names that are, instead of
+  // QuickJS's bare "not a function".
+  const known = Object.keys(tools);
+  const offered = new Proxy(tools, {
+    get(target, prop) {
+      if (typeof prop !== "string" || prop in target || prop === "then" || prop in Object.prototype) return target[prop];
+      throw new TypeError(`tools.${prop} is not a tool; the tools are ${known.length ? known.map((k) => `tools.${k}`).join(", ") : "none"}`);
+    },
+  });
   const outcome = { logs: "", cut: false };
   try {
     const AsyncFunction = (async function () {}).constructor;
     const program = new AsyncFunction("tools", "console", "ToolError", code);
-    const value = await program(tools, console, ToolError);
+    const value = await program(offered, console, ToolError);
     outcome.returned = value !== undefined;
     if (value !== undefined) outcome.value = show(value);
   } catch (error) {
-    outcome.error = errorText(error);
+    outcome.error = errorText(error, code.split("\n").length);
   }
   outcome.logs = lines.join("\n");
   outcome.cut = cut;

@@ -138,6 +138,17 @@ fn stopped(state: &mut ProgramState, limits: &CodeLimits, error: &wasmtime::Erro
     match error.downcast_ref::<wasmtime::Trap>() {
         Some(wasmtime::Trap::OutOfFuel) => Failure::CpuBudget,
         Some(wasmtime::Trap::StackOverflow) => Failure::StackOverflow,
+        // Every WASI import of the engine is a stub that traps: a program
+        // that reaches one used something code mode does not give it. What
+        // it reads is that, not the engine's backtrace.
+        Some(wasmtime::Trap::UnreachableCodeReached) => {
+            tracing::debug!(error = %format!("{error:#}"), "a program reached a stubbed import");
+            Failure::Tool {
+                message: "the program used something code mode does not have (a clock, timers, files, the network or the environment) and was stopped".into(),
+                hint: Some("Use only tools and console; ask a tool for what the program needs from outside.".into()),
+                kind: None,
+            }
+        }
         _ => engine_failure(error),
     }
 }
