@@ -6,6 +6,7 @@ mod cli;
 mod code_mode;
 mod console;
 mod contract;
+mod docs;
 mod exec;
 mod fuzz;
 mod load;

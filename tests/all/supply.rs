@@ -249,7 +249,7 @@ async fn serve_refuses_what_its_policies_do_not_allow() {
     let mut globex = crate::serve::tenant("globex", "globex-key", &[]);
     globex.upload_digests = vec![format!("sha256:{}", digest_of(fixtures::ORDERS))];
     let mut config = lovia_serve::ServeConfig::new(vec![acme, globex]);
-    config.metrics_public = true;
+    config.metrics_token = Some(lovia_serve::hash_key("operator-token"));
     config.store = Some(s.dir.path().join("b.db").into());
     let addr = crate::serve::start_with(config).await;
     let upload = |key: &'static str, path: String| async move {
@@ -292,7 +292,7 @@ async fn serve_refuses_what_its_policies_do_not_allow() {
     assert_eq!((newest["action"].as_str(), newest["source"].as_str()), (Some("upload"), Some("POST /api/plugins")));
     assert!(newest["signer"].as_str().unwrap_or_default().starts_with("acme ("), "{newest}");
     assert!(acme["entries"].as_array().expect("entries").iter().all(|e| e["tenant"] == "acme"), "only its own");
-    let (status, body) = crate::serve::request(addr, "GET", "/audit", None, "").await;
+    let (status, body) = crate::serve::request(addr, "GET", "/audit", Some("operator-token"), "").await;
     assert_eq!(status, 200, "{body}");
     let all: serde_json::Value = serde_json::from_str(&body).expect("json");
     assert_eq!(all["entries"].as_array().map(Vec::len), Some(5), "{all}");

@@ -83,7 +83,8 @@ impl FromRequestParts<Service> for Caller {
 }
 
 /// Who may read what only the operator may (every tenant's metrics and
-/// audit trail): `metrics_token`, or anyone with `metrics_public`.
+/// audit trail): `metrics_token`; and `/metrics` alone also anyone, with
+/// `metrics_public`. The audit trail of every tenant is never public.
 pub(crate) struct OperatorAccess {
     /// SHA-256 (hex) of the token.
     pub(crate) token_hash: Option<String>,
@@ -93,7 +94,14 @@ pub(crate) struct OperatorAccess {
 impl OperatorAccess {
     /// The refusal, if any: 401 without the right token, 403 when the
     /// operator routes are not enabled (`what` names the route in it).
-    fn refusal(&self, headers: &HeaderMap, what: &str) -> Option<Response> {
+    fn refusal(&self, headers: &HeaderMap, route: OperatorRoute) -> Option<Response> {
+        if route == OperatorRoute::Metrics && self.public {
+            return None;
+        }
+        let what = match route {
+            OperatorRoute::Metrics => "metrics are",
+            OperatorRoute::Audit => "the operator's audit route is",
+        };
         match &self.token_hash {
             Some(hash) => match token(headers) {
                 Some(t) if hash_key(t) == *hash => None,
@@ -103,13 +111,23 @@ impl OperatorAccess {
                     Some(response)
                 }
             },
-            None if self.public => None,
+            None if route == OperatorRoute::Audit => Some(error(
+                StatusCode::FORBIDDEN,
+                "the operator's audit route is not enabled: set metrics_token in the service config (metrics_public makes /metrics public, never every tenant's audit trail; `lovia audit --store` reads it too)",
+            )),
             None => Some(error(
                 StatusCode::FORBIDDEN,
                 &format!("{what} not enabled: set metrics_token (or metrics_public = true) in the service config"),
             )),
         }
     }
+}
+
+/// The routes only the operator reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OperatorRoute {
+    Metrics,
+    Audit,
 }
 
 /// An operator's request: the extractor of `/metrics` and `/audit`.
@@ -120,11 +138,11 @@ impl FromRequestParts<Service> for Operator {
 
     async fn from_request_parts(parts: &mut Parts, service: &Service) -> Result<Self, Response> {
         // The refusal names the route the operator asked for.
-        let what = match parts.uri.path() {
-            "/metrics" => "metrics are",
-            _ => "the operator's audit route is",
+        let route = match parts.uri.path() {
+            "/metrics" => OperatorRoute::Metrics,
+            _ => OperatorRoute::Audit,
         };
-        match service.inner.operator.refusal(&parts.headers, what) {
+        match service.inner.operator.refusal(&parts.headers, route) {
             Some(refusal) => Err(refusal),
             None => Ok(Operator),
         }

@@ -135,7 +135,9 @@ pub struct ServeConfig {
     #[serde(default)]
     pub metrics_token: Option<String>,
     /// Serve `/metrics` to anyone, without a token (for a port only a
-    /// scraper can reach). Default: false. Not together with `metrics_token`.
+    /// scraper can reach). Default: false. It never opens `/audit`, every
+    /// tenant's audit trail, which needs `metrics_token` (with both set,
+    /// `/metrics` is public and the token guards `/audit`).
     #[serde(default)]
     pub metrics_public: bool,
     /// Connections held at once, in all; more wait in the kernel's backlog.
@@ -991,9 +993,6 @@ impl ServeConfig {
                     None,
                     "metrics_token holds the lower-case hex SHA-256 of the token (64 characters); `lovia serve --hash-key` prints one",
                 ));
-            }
-            if self.metrics_public {
-                return Err(rule("metrics_public", None, "set metrics_token or metrics_public = true, not both"));
             }
             if self.tenants.iter().any(|t| t.api_keys.contains(token)) {
                 return Err(rule(

@@ -178,13 +178,28 @@ async fn metrics_need_their_token_unless_made_public() {
         shared.resolve(std::path::Path::new(".")).expect_err("refused").to_string(),
         "metrics_token must not be a tenant's API key: the metrics show every tenant"
     );
+    // Public metrics never make every tenant's audit trail public: that
+    // needs the token, which may stand beside metrics_public for it.
+    let mut public = ServeConfig::new(vec![calm()]);
+    public.metrics_public = true;
+    let addr = start_with(public).await;
+    assert_eq!(request(addr, "GET", "/metrics", None, "").await.0, 200);
+    let (status, body) = request(addr, "GET", "/audit", None, "").await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        json(&body)["error"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("the operator's audit route is not enabled: set metrics_token"),
+        "{body}"
+    );
     let mut both = ServeConfig::new(vec![calm()]);
     both.metrics_token = Some(hash_key("scraper-token"));
     both.metrics_public = true;
-    assert_eq!(
-        both.resolve(std::path::Path::new(".")).expect_err("refused").to_string(),
-        "set metrics_token or metrics_public = true, not both"
-    );
+    let addr = start_with(both).await;
+    assert_eq!(request(addr, "GET", "/metrics", None, "").await.0, 200);
+    assert_eq!(request(addr, "GET", "/audit", None, "").await.0, 401);
+    assert_eq!(request(addr, "GET", "/audit", Some("scraper-token"), "").await.0, 200);
 }
 
 /// A raw HTTP/1.1 POST of `body` bytes: (status, JSON body).
