@@ -114,7 +114,7 @@ async fn the_build_command_packs_the_manifest() {
         serde_json::to_value(py.manifest()).expect("json"),
         "the embedded manifest is what the plugin itself reports"
     );
-    assert_eq!(py.tools().len(), 34, "the twins, the examples and the behaviour tools");
+    assert_eq!(py.tools().len(), 35, "the twins, the examples and the behaviour tools");
 }
 
 #[tokio::test]
@@ -259,6 +259,8 @@ async fn run_cancelled_ends_the_run_and_budget_exceeded_does_not() {
 async fn async_tools_await_coroutines_and_timers() {
     let Some(py) = py().await else { return };
     assert_eq!(invoke(&py, "async_add", r#"{"a": 2, "b": 3}"#).await, CallOutcome::Json(json!(7)));
+    // asyncio.to_thread and run_in_executor run their function inline.
+    assert_eq!(invoke(&py, "offloaded", r#"{"x": 3}"#).await, CallOutcome::Json(json!([9, 16])));
     assert_eq!(
         serde_json::to_string(&py.tool("async_add").expect("tool").parameters).expect("json"),
         r#"{"properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"],"type":"object","additionalProperties":false}"#

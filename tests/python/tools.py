@@ -132,6 +132,19 @@ async def async_add(a: int, b: int) -> int:
     return doubled + same
 
 
+def _blocking_square(x: int) -> int:
+    return x * x
+
+
+@tool
+async def offloaded(x: int) -> list:
+    """Blocking work handed to asyncio.to_thread and loop.run_in_executor, as
+    code written for a server does; a component runs it inline."""
+    first = await asyncio.to_thread(_blocking_square, x)
+    second = await asyncio.get_running_loop().run_in_executor(None, _blocking_square, x + 1)
+    return [first, second]
+
+
 @tool
 def whoami(ctx: RunContext, greeting: str = "hi") -> dict:
     """Reports the run context; the context parameter is not in the schema."""

@@ -166,8 +166,9 @@ def declare(f: Callable[..., Any], **options: Any) -> Tool:
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise DeclarationError(fname, f"invalid tool name {name!r}: a name must match ^[a-zA-Z0-9_-]{{1,64}}$")
     description = options.get("description")
+    doc, arg_docs = split_args_section(clean_doc(f.__doc__) if f.__doc__ else "", fname, f)
     if description is None:
-        description = clean_doc(f.__doc__) if f.__doc__ else ""
+        description = doc
     elif not isinstance(description, str):
         raise DeclarationError(fname, f"option description= must be a string, got {description!r}")
 
@@ -205,13 +206,57 @@ def declare(f: Callable[..., Any], **options: Any) -> Tool:
     else:
         raise DeclarationError(fname, f"needs_approval= must be a bool or a function, got {needs!r}")
 
-    params, context, parameters = _signature(f, fname, strict)
+    params, context, parameters = _signature(f, fname, strict, arg_docs)
     spec = Spec(name=name, title=title, description=description, parameters=parameters, strict=strict, parallel=parallel,
                 retries=retries, timeout_ms=timeout_ms, max_output_chars=max_output_chars, approval=approval, **hints)
     return Tool(f, spec, params, context, predicate, takes_ctx)
 
 
-def _signature(f: Callable[..., Any], fname: str, strict: bool) -> tuple[list[Param], str | None, str]:
+_ARGS_HEADERS = ("Args:", "Arguments:", "Parameters:", "Params:")
+_ENTRY = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+def split_args_section(doc: str, fname: str, f: Callable[..., Any]) -> tuple[str, dict[str, str]]:
+    """A Google-style docstring's `Args:` section, taken out of the
+    description: each `name (type): text` entry (continued on more-indented
+    lines) describes that parameter, as the reference reads docstrings. An
+    entry that names no parameter is an error, never silently dropped."""
+    lines = doc.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.strip() in _ARGS_HEADERS and not line.startswith(" ")), None)
+    if start is None:
+        return doc, {}
+    end = start + 1
+    while end < len(lines) and (not lines[end].strip() or lines[end].startswith((" ", "\t"))):
+        end += 1
+    entries: dict[str, str] = {}
+    current: str | None = None
+    indent: int | None = None
+    for line in lines[start + 1:end]:
+        if not line.strip():
+            continue
+        depth = len(line) - len(line.lstrip())
+        if indent is None:
+            indent = depth
+        match = _ENTRY.match(line.strip())
+        if depth <= indent and match:
+            current = match.group(1).lstrip("*")
+            entries[current] = match.group(2).strip()
+        elif current is not None:
+            entries[current] = f"{entries[current]} {line.strip()}".strip()
+        else:
+            raise DeclarationError(fname, f"the docstring's {lines[start].strip()} section has a line that is not "
+                                          f"`name: description`: {line.strip()!r}")
+    names = set(inspect.signature(f).parameters)
+    for name in entries:
+        if name not in names:
+            raise DeclarationError(fname, f"the docstring's {lines[start].strip()} section describes {name!r}, "
+                                          f"which is not a parameter of {f.__name__}")
+    rest = lines[:start] + lines[end:]
+    return "\n".join(rest).strip(), {k: v for k, v in entries.items() if v}
+
+
+def _signature(f: Callable[..., Any], fname: str, strict: bool,
+               arg_docs: dict[str, str] | None = None) -> tuple[list[Param], str | None, str]:
     try:
         hints = typing.get_type_hints(f, include_extras=True)
     except Exception as e:  # a forward reference that does not resolve, most often
@@ -245,6 +290,10 @@ def _signature(f: Callable[..., Any], fname: str, strict: bool) -> tuple[list[Pa
         if isinstance(default, Field):
             annotation = typing.Annotated[annotation, default]
             default = default.default
+        # The docstring's `Args:` entry, when the annotation says nothing of its own.
+        described = (arg_docs or {}).get(p.name)
+        if described is not None and _described(annotation) is None:
+            annotation = typing.Annotated[annotation, described]
         try:
             schema = schema_for(annotation, defs)
         except Unsupported as e:
@@ -272,6 +321,15 @@ def _signature(f: Callable[..., Any], fname: str, strict: bool) -> tuple[list[Pa
     top["type"] = "object"
     top["additionalProperties"] = False
     return params, context, dumps(top)
+
+
+def _described(annotation: Any) -> Any:
+    """The description an annotation gives (a string or a `Field` with one), if any."""
+    _, metadata = strip_annotated(annotation)
+    for item in metadata:
+        if isinstance(item, str) or (isinstance(item, Field) and item.description is not None):
+            return item
+    return None
 
 
 def _annotation_name(tp: Any) -> str:
@@ -379,6 +437,21 @@ def _loop() -> Any:
         def _write_to_self(self) -> None:
             # Only other threads wake a loop this way, and a component has one thread.
             pass
+
+        def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> Any:
+            """Runs `func` here, now, and returns its finished future: a
+            component has one thread and no pool to hand it to. So
+            `loop.run_in_executor(None, f)` and `asyncio.to_thread(f)` work
+            as they do elsewhere, except that `f` blocks the loop while it
+            runs (docs/python.md)."""
+            future = self.create_future()
+            try:
+                future.set_result(func(*args))
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as e:  # noqa: BLE001 - the future carries it to the awaiting code
+                future.set_exception(e)
+            return future
 
     return _Loop()
 

@@ -62,8 +62,9 @@ def _find_componentize(explicit: str | None) -> str:
         return found
     raise BuildError(
         "componentize-py is not installed, and lovia build needs it to turn Python into a component.\n"
-        f"  install it:  {sys.executable} -m pip install '{COMPONENTIZE_PY}'\n"
-        "  (or pass --componentize-py PATH)"
+        f"  install it in a virtual environment (Debian's Python refuses a bare pip install):\n"
+        f"    python3 -m venv ~/.venvs/lovia && ~/.venvs/lovia/bin/pip install '{COMPONENTIZE_PY}'\n"
+        "  then pass --componentize-py ~/.venvs/lovia/bin/componentize-py"
     )
 
 
@@ -71,6 +72,21 @@ def _find_lovia(explicit: str | None) -> str | None:
     if explicit:
         return explicit
     return os.environ.get("LOVIA_BIN") or shutil.which("lovia")
+
+
+def _where(error: BaseException, dirs: Sequence[str]) -> str | None:
+    """`file:line` of the deepest frame of `error` in the author's own files
+    (the tool file's directory and the --path ones), with that line's text:
+    where to look, instead of a traceback through the SDK and importlib."""
+    import traceback
+
+    inside = [f for f in traceback.extract_tb(error.__traceback__)
+              if any(str(Path(f.filename).resolve()).startswith(d + os.sep) for d in dirs)]
+    if not inside:
+        return None
+    frame = inside[-1]
+    text = f"{frame.filename}:{frame.lineno}"
+    return f"{text} ({frame.line.strip()})" if frame.line else text
 
 
 def check(tool_file: Path, paths: Sequence[Path] = ()) -> list[str]:
@@ -90,8 +106,12 @@ def check(tool_file: Path, paths: Sequence[Path] = ()) -> list[str]:
             del sys.modules[module]
         importlib.import_module(module)
     except ImportError as e:
-        raise BuildError(f"{tool_file}: {e} (a module beside the tool file, or in a --path directory, is bundled; "
-                         "packages with native extensions cannot run in a component)") from None
+        raise BuildError(f"{_where(e, added) or tool_file}: {e} (a module beside the tool file, or in a --path directory, "
+                         "is bundled; packages with native extensions cannot run in a component)") from None
+    except DeclarationError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the author's module failed as it ran: say where, in their file
+        raise BuildError(f"{_where(e, added) or tool_file}: {type(e).__name__}: {e}") from None
     finally:
         del sys.path[:len(added)]
         sys.dont_write_bytecode = writes_bytecode

@@ -67,6 +67,22 @@ class BuildErrors(unittest.TestCase):
         self.assertEqual(code, 1)
         self.assertIn("componentize-py is not installed", err)
         self.assertIn("pip install 'componentize-py==0.25.1'", err)
+        self.assertIn("python3 -m venv", err)
+
+    def test_an_error_in_the_module_body_names_the_authors_line(self) -> None:
+        f = self.write("typo.py", """
+            from lovia import tool
+
+            @tool
+            def fine() -> str:
+                return ""
+
+            settings = load_settings()
+        """)
+        code, err = run("check", str(f))
+        self.assertEqual(code, 1)
+        self.assertEqual(err.strip(), f"error: {f}:8 (settings = load_settings()): NameError: name 'load_settings' is not defined")
+        self.assertNotIn("Traceback", err)
 
     def test_a_missing_wit_is_explained(self) -> None:
         f = self.write("fine2.py", "from lovia import tool\n@tool\ndef ok2() -> str:\n    return ''\n")

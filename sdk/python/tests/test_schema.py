@@ -340,3 +340,54 @@ class Calls(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class GoogleStyleArgs(unittest.TestCase):
+    """A docstring's `Args:` section describes the parameters, as the
+    reference reads it, instead of ending up in the tool's description."""
+
+    def test_args_describe_the_parameters_and_leave_the_description(self) -> None:
+        def forecast(city: str, days: int = 0, unit: Annotated[str, "Kept: the annotation says it"] = "C") -> str:
+            """Today's forecast for a city.
+
+            Uses the national service.
+
+            Args:
+                city: The city's name,
+                    as people write it.
+                days (int): Days ahead.
+                unit: Ignored, the annotation wins.
+
+            Returns:
+                The forecast, one line.
+            """
+            return ""
+
+        spec = declare(forecast).spec
+        self.assertEqual(spec.description, "Today's forecast for a city.\n\nUses the national service.\n\nReturns:\n    The forecast, one line.")
+        props = json.loads(spec.parameters)["properties"]
+        self.assertEqual(props["city"]["description"], "The city's name, as people write it.")
+        self.assertEqual(props["days"]["description"], "Days ahead.")
+        self.assertEqual(props["unit"]["description"], "Kept: the annotation says it")
+
+    def test_an_entry_for_no_parameter_is_an_error(self) -> None:
+        def f(a: str) -> str:
+            """Does f.
+
+            Args:
+                b: There is no b.
+            """
+            return a
+
+        with self.assertRaises(DeclarationError) as e:
+            declare(f)
+        self.assertIn("describes 'b', which is not a parameter of f", str(e.exception))
+
+    def test_a_docstring_without_the_section_is_kept_whole(self) -> None:
+        def g(a: str) -> str:
+            """Does g.
+
+            Arguments are checked first."""
+            return a
+
+        self.assertEqual(declare(g).spec.description, "Does g.\n\nArguments are checked first.")

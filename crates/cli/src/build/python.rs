@@ -170,8 +170,11 @@ fn check_confined(
 }
 
 fn find_componentize(explicit: Option<&Path>) -> Result<PathBuf, CliError> {
-    let install =
-        format!("install it with: python3 -m pip install '{COMPONENTIZE_PY}' (or pass --componentize-py PATH)");
+    // In a virtual environment: Debian's (and Ubuntu's) Python refuses a
+    // bare `pip install` into the system (PEP 668).
+    let install = format!(
+        "install it in a virtual environment: python3 -m venv ~/.venvs/lovia && ~/.venvs/lovia/bin/pip install '{COMPONENTIZE_PY}', then pass --componentize-py ~/.venvs/lovia/bin/componentize-py"
+    );
     match explicit {
         Some(path) if path.components().count() > 1 => {
             if path.is_file() {
