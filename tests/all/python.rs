@@ -728,9 +728,13 @@ fn a_python_project_from_lovia_new_builds_with_lovia_build_and_answers_lovia_cal
             .args([os("build"), app.as_os_str(), os("-o"), out.as_os_str(), os("--componentize-py")])
             .arg(&relative)
             .current_dir(&venv)
+            .env("LOVIA_CACHE_DIR", &cache)
             .output()
             .expect("run lovia build");
         assert!(done.status.success(), "lovia build failed:\n{}{}", text(&done.stdout), text(&done.stderr));
+        // The one long wait says so; the component is compiled once, by the
+        // build, and kept for the packed component the calls below load.
+        assert_eq!(text(&done.stderr).matches("lovia: compiling ").count(), 1, "{}", text(&done.stderr));
         assert!(text(&done.stdout).contains("greeter 0.1.0, 1 tool(s): hello"), "{}", text(&done.stdout));
         assert!(!text(&done.stderr).contains("Traceback"), "{}", text(&done.stderr));
         // Neither interpreter leaves a .pyc beside the tool file (the next build would bundle it).
@@ -755,6 +759,7 @@ fn a_python_project_from_lovia_new_builds_with_lovia_build_and_answers_lovia_cal
     let out = call(r#"{"name": "Ada"}"#);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).trim_end(), "Hello, Ada!");
+    assert!(!text(&out.stderr).contains("lovia: compiling"), "the build compiled it already: {}", text(&out.stderr));
     let out = call(r#"{"name": ""}"#);
     assert_eq!(out.status.code(), Some(1), "an error result");
     assert!(

@@ -183,7 +183,7 @@ fn main() -> ExitCode {
             Command::Sign(args) => sign::sign(args),
             Command::Verify(args) => sign::verify(args),
             Command::Bench(args) => bench::run(args).await,
-            Command::Build(args) => build::run(args).await,
+            Command::Build(args) => build::run(args, host(cli.no_cache, cli.cache_dir.clone())?).await,
             Command::New(args) => new::run(args),
             Command::Serve(args) => {
                 serve::run(args, &cli.supply, |fuel_metering, compile_timeout| {
@@ -223,7 +223,17 @@ fn host(no_cache: bool, cache_dir: Option<PathBuf>) -> Result<Host, CliError> {
 
 fn host_config(no_cache: bool, cache_dir: Option<PathBuf>) -> HostConfig {
     let cache_dir = if no_cache { None } else { cache_dir.or_else(default_cache_dir) };
-    HostConfig::default().with_cache_dir(cache_dir)
+    let kept = cache_dir.is_some();
+    // A compile of a large component takes long enough to look like a
+    // hang (about a second per MB here): say so before it starts.
+    let notice = lovia_host::engine::CompileNotice(std::sync::Arc::new(move |origin: &str, bytes: usize| {
+        let mb = bytes as f64 / 1_048_576.0;
+        if mb >= 2.0 {
+            let then = if kept { "once: later loads use the cache" } else { "at every load without a cache" };
+            eprintln!("lovia: compiling {origin} ({mb:.0} MB, about {:.0} s; {then})", mb.max(2.0));
+        }
+    }));
+    HostConfig::default().with_cache_dir(cache_dir).with_on_compile(Some(notice))
 }
 
 fn default_cache_dir() -> Option<PathBuf> {

@@ -93,6 +93,21 @@ pub struct HostConfig {
     /// The cost is memory: up to this many bytes per pool slot stay
     /// resident, but only of pages some instance wrote. Default: 2 MiB.
     pub keep_resident_bytes: usize,
+    /// Called with a plugin's origin and size just before it is compiled
+    /// (not when it loads from the cache): a compile takes seconds (30 to
+    /// 40 s for a Python plugin), and a command-line door tells its user
+    /// why it waits. Default: none.
+    pub on_compile: Option<CompileNotice>,
+}
+
+/// What [`HostConfig::on_compile`] calls: `(origin, bytes)`.
+#[derive(Clone)]
+pub struct CompileNotice(pub Arc<dyn Fn(&str, usize) + Send + Sync>);
+
+impl std::fmt::Debug for CompileNotice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CompileNotice(..)")
+    }
 }
 
 crate::setters::setters!(HostConfig {
@@ -110,6 +125,7 @@ crate::setters::setters!(HostConfig {
     with_compile_worker => compile_worker: Option<crate::compile_worker::CompileWorker>,
     with_tenant_cpu_cores => tenant_cpu_cores: Option<f64>,
     with_keep_resident_bytes => keep_resident_bytes: usize,
+    with_on_compile => on_compile: Option<CompileNotice>,
 });
 
 impl Default for HostConfig {
@@ -128,6 +144,7 @@ impl Default for HostConfig {
             guest_logs: crate::sandbox::GuestLogLimits::default(),
             compile_worker: None,
             tenant_cpu_cores: None,
+            on_compile: None,
             keep_resident_bytes: 2 << 20,
         }
     }
@@ -233,6 +250,11 @@ impl Host {
                 Ok(runtime)
             }
         }
+    }
+
+    /// The runtime of async plugins, if one was made.
+    pub(crate) fn async_runtime_if_made(&self) -> Option<Arc<Runtime>> {
+        self.async_runtime.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// The settings this host was created with.

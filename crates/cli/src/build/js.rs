@@ -52,7 +52,7 @@ const WIT: &str = include_str!("../../../host/wit/lovia.wit");
 /// The world a JavaScript plugin is built as.
 const WORLD: &str = "async-tool-plugin";
 
-pub(super) async fn run(args: Args) -> Result<ExitCode, CliError> {
+pub(super) async fn run(args: Args, host: &lovia_host::Host) -> Result<ExitCode, CliError> {
     for (flag, set) in [
         ("--path", !args.paths.is_empty()),
         ("--componentize-py", args.componentize_py.is_some()),
@@ -109,7 +109,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode, CliError> {
     if let Some(failed) = step(componentize, "componentize-qjs")? {
         return Ok(failed);
     }
-    pack_and_write(&args, &unpacked).await
+    pack_and_write(&args, &unpacked, host).await
 }
 
 /// Runs one step of the build; prints its output and returns exit status 1 when it failed.

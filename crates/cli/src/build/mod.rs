@@ -11,7 +11,7 @@ pub(crate) use js::{SDK_TYPES, TOOLCHAIN, ZOD_VERSION};
 pub(crate) use python::COMPONENTIZE_PY;
 
 use crate::CliError;
-use lovia_host::{Host, HostConfig};
+use lovia_host::Host;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -66,7 +66,9 @@ pub(crate) struct Args {
 const PYTHON: &[&str] = &["py"];
 const JS: &[&str] = &["ts", "mts", "js", "mjs"];
 
-pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
+/// `host`: the one that packs the built component and keeps its compiled
+/// form in the cache for the first load of the result.
+pub(crate) async fn run(args: Args, host: Host) -> Result<ExitCode, CliError> {
     let path = &args.tool_file;
     let rust = "a Rust tool builds with `cargo build --release --target wasm32-wasip2`, then `lovia pack`";
     if path.is_dir() {
@@ -85,22 +87,23 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     if !path.is_file() {
         return Err(CliError::new(format!("{}: no such file", path.display())));
     }
-    if python { python::run(args).await } else { js::run(args).await }
+    if python { python::run(args, &host).await } else { js::run(args, &host).await }
 }
 
 /// The last step of every build: packs the manifest into the component at
 /// `unpacked` (unless `--no-pack`) and writes it to the output, printing what it holds.
-async fn pack_and_write(args: &Args, unpacked: &Path) -> Result<ExitCode, CliError> {
+async fn pack_and_write(args: &Args, unpacked: &Path, host: &Host) -> Result<ExitCode, CliError> {
     let output = args.output.clone().unwrap_or_else(|| args.tool_file.with_extension("wasm"));
     let bytes = std::fs::read(unpacked)
         .map_err(|e| CliError::new(format!("the build wrote no component ({}): {e}", unpacked.display())))?;
     let (bytes, summary) = if args.no_pack {
         (bytes, "not packed".to_owned())
     } else {
-        // The unpacked component is compiled once to run `info` and `tools` and never loaded again,
-        // so its artifact stays out of the cache.
-        let host = Host::new(HostConfig::default().with_cache_dir(None))?;
-        let (packed, manifest) = crate::pack::pack_bytes(&host, &bytes, &args.tool_file.display().to_string()).await?;
+        // The unpacked component is compiled once, to run `info` and `tools`;
+        // its compiled form is kept for the packed one (the same code), so
+        // the first `lovia call` of the result compiles nothing.
+        let (packed, manifest) =
+            crate::pack::pack_bytes(host, &bytes, &args.tool_file.display().to_string(), false).await?;
         let names: Vec<&str> = manifest.tools.iter().map(|t| t.name.as_str()).collect();
         (
             packed,

@@ -36,7 +36,7 @@ const SDK: &[(&str, &str)] = &[
 /// `.ci/run` checks is byte-identical to `wit/lovia.wit`.
 const WIT: &str = include_str!("../../../host/wit/lovia.wit");
 
-pub(super) async fn run(args: Args) -> Result<ExitCode, CliError> {
+pub(super) async fn run(args: Args, host: &lovia_host::Host) -> Result<ExitCode, CliError> {
     if let Some(dir) = &args.node_modules {
         return Err(CliError::new(format!(
             "--node-modules {}: it is for TypeScript and JavaScript tool files",
@@ -102,7 +102,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::from(1));
     }
 
-    pack_and_write(&args, &unpacked).await
+    pack_and_write(&args, &unpacked, host).await
 }
 
 /// Imports the tool file to check its declarations (`python -m lovia

@@ -117,6 +117,9 @@ impl Host {
         bytes: &[u8],
         origin: &str,
     ) -> Result<wasmtime::component::Component, LoadError> {
+        if let Some(notice) = &self.config.on_compile {
+            (notice.0)(origin, bytes.len());
+        }
         let worker = self.config.compile_worker.clone().map(|w| (w, self.engine_settings(runtime)));
         let engine = runtime.engine.clone();
         let compile = {

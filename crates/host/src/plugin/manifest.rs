@@ -68,6 +68,15 @@ pub fn read_static(bytes: &[u8]) -> Result<StaticView, ManifestError> {
     Ok(view)
 }
 
+impl StaticView {
+    /// Where the manifest section starts, when it is the component's last
+    /// section (as [`embed`] writes it): the bytes before it are the
+    /// component without it.
+    pub fn trailing_manifest_at(&self) -> Option<usize> {
+        self.trailing_manifest_at
+    }
+}
+
 /// `bytes` with `manifest` as its (only) trailing manifest section. A
 /// manifest that `embed` appended earlier is replaced.
 pub fn embed(bytes: &[u8], manifest: &Manifest) -> Result<Vec<u8>, ManifestError> {

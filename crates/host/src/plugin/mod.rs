@@ -134,6 +134,11 @@ impl Plugin {
         self.inner.pre.version()
     }
 
+    /// The engine it was compiled for, its compiled component, and the ABI.
+    pub(crate) fn compiled(&self) -> (&wasmtime::Engine, &wasmtime::component::Component, crate::engine::Abi) {
+        (&self.inner.runtime.engine, self.inner.pre.component(), self.inner.runtime.abi)
+    }
+
     /// The SHA-256 of its bytes, hex.
     pub fn digest(&self) -> &str {
         &self.inner.digest

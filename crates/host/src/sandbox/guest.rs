@@ -40,6 +40,15 @@ impl GuestPre {
         }
     }
 
+    /// The compiled component.
+    pub(crate) fn component(&self) -> &wasmtime::component::Component {
+        match self {
+            GuestPre::V0_1(pre) => pre.instance_pre().component(),
+            GuestPre::V0_2(pre) => pre.instance_pre().component(),
+            GuestPre::V0_2Async(pre) => pre.instance_pre().component(),
+        }
+    }
+
     pub(crate) fn version(&self) -> ContractVersion {
         match self {
             GuestPre::V0_1(_) => ContractVersion::V0_1,
