@@ -126,6 +126,34 @@ await scenario('tools', acme, async () => {
   await lookup.locator('.try-output').filter({ hasText: 'A-1002' }).waitFor({ timeout: WAIT });
 });
 
+// The Try form sends what the tool's author meant: an optional string whose
+// default is null starts empty and is left out (never the text "null"); the
+// argument table says `string | null`, not `union`; grants read as
+// `lovia inspect` says them; and a call that asks for approval, which a
+// direct call cannot give, is denied with the reason, said before and after.
+await scenario('try_form_sends_what_the_author_meant', acme, async () => {
+  const refund = acme.locator('article[data-tool="refund"]');
+  await refund.waitFor({ timeout: WAIT });
+  const text = await refund.innerText();
+  check(!text.includes('union'), `a type reads "union": ${text.slice(0, 400)}`);
+  check(text.includes('string | null'), `reason's type: ${text.slice(0, 400)}`);
+  check(/Grants\s+nothing/.test(text), `grants: ${text.slice(0, 400)}`);
+  await refund.getByText('Try refund').click();
+  check(await refund.getByLabel(/^reason/).inputValue() === '', 'reason is prefilled');
+  await refund.getByLabel(/^order_id/).fill('A-1003');
+  await refund.getByLabel(/^amount_cents/).fill('100');
+  const sent = acme.waitForRequest((r) => r.url().endsWith('/api/tools/refund/call'));
+  await refund.getByRole('button', { name: 'Call refund' }).click();
+  const body = (await sent).postDataJSON();
+  check(same(body, { order_id: 'A-1003', amount_cents: 100 }), `sent ${JSON.stringify(body)}`);
+  await refund.locator('.try-output').filter({ hasText: 'Refunded 100 cents on A-1003' }).waitFor({ timeout: WAIT });
+  check((await refund.locator('.approval-note').textContent()).includes('nobody to approve it'), 'no note before the call');
+  await refund.getByLabel(/^amount_cents/).fill('6000');
+  await refund.getByRole('button', { name: 'Call refund' }).click();
+  await refund.locator('.error').filter({ hasText: 'Denied: this call asked for approval' }).waitFor({ timeout: WAIT });
+  check(await refund.locator('.try-output').textContent() === 'Tool refund was not approved.', 'the model-facing text changed');
+});
+
 await scenario('approve_in_the_console', acme, async () => {
   await startRun(acme, 'refund-1', 'Refund A-1002, it arrived damaged');
   await acme.locator('#run-events .inline-approval').waitFor({ timeout: WAIT });

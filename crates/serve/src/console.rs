@@ -215,6 +215,8 @@ pub(crate) async fn tools(caller: Caller) -> Response {
                     "version": p.info().version,
                     "digest": p.digest(),
                     "grants": p.config().grants,
+                    // What `lovia inspect` says: "nothing" is an empty list.
+                    "granted": p.config().grants.describe(),
                     "instance": p.config().instance,
                     "limits": {
                         "memory_bytes": limits.memory_bytes,

@@ -738,12 +738,15 @@ $('run-cancel').addEventListener('click', async () => {
 
 // ---------------------------------------------------------------- tools
 
-function typeOf(schema) {
-  if (!schema || typeof schema !== 'object') return 'any';
+function typeOf(schema, depth = 0) {
+  if (!schema || typeof schema !== 'object' || depth > 4) return 'any';
   if (Array.isArray(schema.type)) return schema.type.join(' | ');
-  if (schema.type) return schema.type;
+  if (schema.type) return schema.type === 'array' && schema.items && schema.items.type ? `array of ${schema.items.type}` : schema.type;
   if (schema.enum) return 'enum';
-  if (schema.anyOf || schema.oneOf) return 'union';
+  if (typeof schema.$ref === 'string') return schema.$ref.split('/').pop();
+  // `Option<T>` is `T | null`; any other union names its branches.
+  const union = schema.anyOf || schema.oneOf;
+  if (Array.isArray(union)) return union.map((b) => typeOf(b, depth + 1)).join(' | ');
   return 'any';
 }
 
@@ -785,7 +788,12 @@ function tryForm(tool) {
   const images = [];
   formImages.push(images);
   const error = el('p', { class: 'error', role: 'alert' });
-  form.append(fields.element, el('button', { type: 'submit' }, `Call ${tool.name}`), error, output, parts);
+  // A direct call has nobody to ask: a call that asks for approval here is
+  // denied, and the person at the console is told why before and after.
+  const gated = tool.approval && tool.approval !== 'never';
+  const askNote = gated ? el('p', { class: 'note approval-note' },
+    `${tool.name} can ask for approval (${tool.approval.replace('_', ' ')}). A call from this form has nobody to approve it, so a call that asks is denied; to approve one, ask for it in a chat (Runs) and decide it under Approvals.`) : null;
+  form.append(fields.element, askNote, el('button', { type: 'submit' }, `Call ${tool.name}`), error, output, parts);
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     error.textContent = '';
@@ -803,6 +811,9 @@ function tryForm(tool) {
       revoke(images);
       parts.replaceChildren(...(Array.isArray(r.parts) ? [partsView(r.parts, images)] : []));
       if (r.is_error) error.textContent = `Error result${r.error_kind ? ` (${r.error_kind})` : ''}`;
+      if (gated && r.output === `Tool ${tool.name} was not approved.`) {
+        error.textContent = 'Denied: this call asked for approval, which a call from this form cannot give (see the note above).';
+      }
     } catch (e) {
       error.textContent = `Call refused: ${e.message}`;
     }
@@ -828,7 +839,8 @@ async function loadTools() {
         el('dt', {}, 'Timeout'), el('dd', {}, t.timeout_ms ? `${t.timeout_ms} ms` : `none declared${p ? ` (wall clock ${p.limits.max_wall_clock_ms} ms)` : ''}`),
         el('dt', {}, 'Retries'), el('dd', {}, String(t.retries ?? 0)),
         el('dt', {}, 'Limits'), el('dd', {}, p ? `memory ${bytes(p.limits.memory_bytes)}, result ${bytes(p.limits.result_bytes)}${p.limits.fuel ? `, fuel ${p.limits.fuel}` : ''}` : '—'),
-        el('dt', {}, 'Grants'), el('dd', {}, p ? JSON.stringify(p.grants) : '—'));
+        // As `lovia inspect` says them.
+        el('dt', {}, 'Grants'), el('dd', {}, p ? (p.granted && p.granted.length ? p.granted.join('; ') : 'nothing') : '—'));
       return el('article', { class: 'card tool', 'data-tool': t.name, 'aria-labelledby': `tool-${t.name}` },
         el('h3', { id: `tool-${t.name}` }, t.name),
         el('p', {}, hints),

@@ -83,30 +83,33 @@ function labelFor(id, name, required, schema) {
  */
 function leaf(schema, name, required, path) {
   const id = newId();
+  // A default of null means "absent": the box starts empty (never the text
+  // `null`), and an empty box is not sent.
+  const prefill = schema.default !== undefined && schema.default !== null;
   let input;
   let read;
   const choices = Array.isArray(schema.enum) ? schema.enum : schema.const !== undefined ? [schema.const] : null;
   if (choices) {
     input = el('select', { id }, el('option', { value: '' }, '(unset)'),
       choices.map((v) => el('option', { value: JSON.stringify(v) }, JSON.stringify(v))));
-    if (schema.default !== undefined) input.value = JSON.stringify(schema.default);
+    if (prefill) input.value = JSON.stringify(schema.default);
     read = () => (input.value === '' ? undefined : JSON.parse(input.value));
   } else if (schema.type === 'boolean') {
     // A select, not a checkbox: an optional flag can be left out.
     input = el('select', { id }, el('option', { value: '' }, '(unset)'), el('option', { value: 'true' }, 'true'), el('option', { value: 'false' }, 'false'));
-    if (schema.default !== undefined) input.value = String(schema.default);
+    if (prefill) input.value = String(schema.default);
     read = () => (input.value === '' ? undefined : input.value === 'true');
   } else if (schema.type === 'integer' || schema.type === 'number') {
     input = el('input', { id, type: 'number', step: schema.type === 'integer' ? '1' : 'any', min: schema.minimum, max: schema.maximum });
-    if (schema.default !== undefined) input.value = String(schema.default);
+    if (prefill) input.value = String(schema.default);
     read = () => (input.value === '' ? undefined : Number(input.value));
   } else if (schema.type === 'string') {
     input = el('input', { id, type: 'text', maxlength: schema.maxLength, spellcheck: 'false' });
-    if (schema.default !== undefined) input.value = String(schema.default);
+    if (prefill) input.value = String(schema.default);
     read = () => (input.value === '' ? undefined : input.value);
   } else {
     input = el('textarea', { id, rows: 2, placeholder: 'JSON', spellcheck: 'false' });
-    if (schema.default !== undefined) input.value = JSON.stringify(schema.default);
+    if (prefill) input.value = JSON.stringify(schema.default);
     read = () => {
       if (input.value.trim() === '') return undefined;
       try { return JSON.parse(input.value); } catch (e) { throw new Error(`${path} is not JSON: ${e.message}`); }
