@@ -164,6 +164,8 @@ await scenario('approve_in_the_console', acme, async () => {
   check(text.includes('"amount_cents": 9000'), `arguments not pretty-printed: ${text}`);
   check(/[0-9a-f]{64}/.test(text), 'no digest');
   check(/Denied in\s*\d+/.test(text), 'no deadline');
+  check(text.includes('Asked in reply to: Refund A-1002, it arrived damaged'), `no input on the card: ${text}`);
+  check(await card.getByRole('button', { name: 'Open run of session refund-1' }).count() === 1, 'no link to the run');
   check(await card.locator('.inexact').count() === 0, 'faithful arguments flagged as inexact');
   await acme.screenshot({ path: join(shots, 'approval-view.png'), fullPage: true });
   // From the keyboard: Tab from the arguments to the "always allow" box,
@@ -186,6 +188,14 @@ await scenario('approve_in_the_console', acme, async () => {
   check(await acme.locator('#run-events .decision').filter({ hasText: 'approved' }).count() === 1, 'the inline approval is not settled');
   check(await acme.locator('#run-events .inline-approval button').count() === 0, 'approve/deny buttons stayed');
   await acme.screenshot({ path: join(shots, 'run-view.png'), fullPage: true });
+  // Opened again once finished: the record says who approved which call and
+  // when, and there is no empty timeline; the session list gives the date.
+  const row = acme.locator('#sessions tr[data-session="refund-1"]');
+  check(/\d{4}|\d+\/\d+\/\d+/.test(await row.innerText()), `no date in the session row: ${await row.innerText()}`);
+  await acme.getByRole('button', { name: 'Open session refund-1' }).click();
+  const decision = acme.locator('#run-decisions li').filter({ hasText: 'call_refund (refund): approved by API key sha256:' });
+  await decision.waitFor({ timeout: WAIT });
+  check(await acme.locator('#timeline-heading').isHidden(), 'an empty timeline heading on a finished run');
 });
 
 await scenario('deny_in_the_console', acme, async () => {
@@ -288,6 +298,8 @@ await scenario('metrics', acme, async () => {
   await calls.waitFor({ timeout: WAIT });
   await acme.waitForFunction(() => Number(document.querySelector('[data-metric="Calls"]').textContent) >= 5, null, { timeout: WAIT });
   check(await acme.locator('#chart-latency rect').count() > 0, 'no latency bars');
+  const buckets = await acme.locator('#chart-latency svg').getAttribute('aria-label');
+  check(buckets.includes(' ms:') && !/≤ 0\./.test(buckets), `latency buckets in seconds: ${buckets}`);
   // The calls-per-minute line is the service's series: a point every 10 s over 10 minutes.
   const points = (await acme.locator('#chart-rate polyline.calls').getAttribute('points')).trim().split(/\s+/);
   check(points.length === 60, `${points.length} points on the calls-per-minute line`);
@@ -493,6 +505,7 @@ await scenario('answer_a_question', vandelay, async () => {
   const card = vandelay.locator('li.question[data-session="ask-1"]');
   await card.waitFor({ timeout: WAIT });
   check((await card.innerText()).includes('Tea or coffee?'), 'the question is not shown');
+  check((await card.innerText()).includes('green'), `an option's description is not on the card: ${await card.innerText()}`);
   await card.getByRole('button', { name: 'Answer Tea' }).click();
   await card.waitFor({ state: 'detached', timeout: WAIT });
   await vandelay.getByRole('tab', { name: 'Runs' }).click();

@@ -1,6 +1,7 @@
 //! The audit trail (docs/supply-chain.md, "The audit trail"): every load of
 //! a configured plugin, every pull, every upload and every refusal, with
-//! its time, tenant, source, digest, signer and outcome, kept in the
+//! its time, tenant, source, digest, signer and outcome, and every approval
+//! decided through `POST /api/chat/approve` (who, which call, when), kept in the
 //! service's store beside the uploads (so every replica writes to one
 //! trail, and it survives a restart). Each tenant's trail keeps its newest
 //! [`KEEP_PER_TENANT`] entries: a tenant that uploads in a loop grows it by
@@ -29,6 +30,9 @@ pub enum AuditAction {
     Pull,
     /// A tenant uploaded a component.
     Upload,
+    /// A pending approval was decided: `source` names the session, call
+    /// and tool, `outcome` the decision and who made it.
+    Decide,
 }
 
 impl AuditAction {
@@ -37,6 +41,7 @@ impl AuditAction {
             AuditAction::Load => "load",
             AuditAction::Pull => "pull",
             AuditAction::Upload => "upload",
+            AuditAction::Decide => "decide",
         }
     }
 
@@ -45,6 +50,7 @@ impl AuditAction {
             "load" => Some(AuditAction::Load),
             "pull" => Some(AuditAction::Pull),
             "upload" => Some(AuditAction::Upload),
+            "decide" => Some(AuditAction::Decide),
             _ => None,
         }
     }
@@ -66,7 +72,9 @@ pub struct AuditEntry {
     pub digest: Option<String>,
     /// The trusted key that signed it (`name (fingerprint)`), when one did.
     pub signer: Option<String>,
-    /// `ok`, or `refused: <why>` (the exact message the refusal gave).
+    /// `ok`, or `refused: <why>` (the exact message the refusal gave); for
+    /// [`AuditAction::Decide`], `approved`, `approved, always` or `denied`,
+    /// then ` by API key sha256:<first 12 hex>` (which of the tenant's keys).
     pub outcome: String,
 }
 
@@ -91,6 +99,11 @@ impl AuditEntry {
 
     pub(crate) fn signer(mut self, signer: Option<String>) -> Self {
         self.signer = signer;
+        self
+    }
+
+    pub(crate) fn outcome(mut self, outcome: String) -> Self {
+        self.outcome = outcome;
         self
     }
 

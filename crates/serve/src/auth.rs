@@ -33,7 +33,7 @@ pub(crate) fn bearer(header: &str) -> Option<&str> {
 }
 
 /// The bearer token of a request's headers, if it has one.
-fn token(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn token(headers: &HeaderMap) -> Option<&str> {
     headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer)
 }
 

@@ -403,7 +403,7 @@ impl Service {
     }
 }
 
-pub(crate) async fn approve(caller: Caller, body: String) -> Response {
+pub(crate) async fn approve(caller: Caller, headers: axum::http::HeaderMap, body: String) -> Response {
     let (service, tenant) = (caller.service(), caller.tenant());
     let request: ApproveRequest = match parse(&body) {
         Ok(r) => r,
@@ -416,12 +416,36 @@ pub(crate) async fn approve(caller: Caller, body: String) -> Response {
     if request.always && decision != ApprovalDecision::Approve {
         return error(StatusCode::BAD_REQUEST, "always is for approve only");
     }
+    // The tool and its plugin, when this replica runs the call (for the record).
+    let asked = service.live(tenant, &request.session_id).and_then(|live| {
+        live.approvals.pending().into_iter().find(|r| r.call_id == request.call_id).map(|r| (r.tool, r.plugin_digest))
+    });
+    let call_id = request.call_id.clone();
     let order = Order::Decide { call_id: request.call_id, decision, always: request.always };
     let decided = match deliver(service, tenant, &request.session_id, &order).await {
         Ok(decided) => decided,
         Err(answer) => return answer,
     };
     if decided {
+        // Who decided which call, and when: in the audit trail, which the
+        // run's view reads back.
+        let what = match (decision, request.always) {
+            (ApprovalDecision::Approve, true) => "approved, always",
+            (ApprovalDecision::Approve, false) => "approved",
+            _ => "denied",
+        };
+        let by = super::auth::token(&headers)
+            .map(|key| format!(" by API key sha256:{}", &super::auth::hash_key(key)[..12]))
+            .unwrap_or_default();
+        let (tool, digest) = asked.map_or((None, None), |(tool, digest)| (Some(tool), digest));
+        let source = match tool {
+            Some(tool) => format!("session {}, call {call_id} ({tool})", request.session_id),
+            None => format!("session {}, call {call_id}", request.session_id),
+        };
+        let entry = super::audit::AuditEntry::now(&tenant.name, super::audit::AuditAction::Decide, source)
+            .digest(digest)
+            .outcome(format!("{what}{by}"));
+        service.audit(entry).await;
         Json(json!({"ok": true})).into_response()
     } else {
         let message = "no pending approval matches";

@@ -619,7 +619,7 @@ impl Service {
 
     /// Writes `entry` to the audit trail and the log; a store that fails
     /// loses the entry (a warning says so), never the request.
-    async fn audit(&self, entry: audit::AuditEntry) {
+    pub(crate) async fn audit(&self, entry: audit::AuditEntry) {
         tracing::info!(
             tenant = %entry.tenant, action = ?entry.action, source = %entry.source, digest = ?entry.digest,
             signer = ?entry.signer, outcome = %entry.outcome, "audit"

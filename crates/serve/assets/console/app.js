@@ -242,6 +242,13 @@ async function decide(sessionId, callId, decision, always = false) {
   await api('/api/chat/approve', { method: 'POST', body });
 }
 
+/** A button that opens the run of `sessionId` in the Runs tab. */
+function openRunButton(sessionId) {
+  const b = el('button', { type: 'button', class: 'secondary open-run' }, `Open run of session ${sessionId}`);
+  b.addEventListener('click', () => openRun(sessionId));
+  return b;
+}
+
 function approvalCard(a) {
   const waited = el('dd', { class: 'waited' });
   const deadline = el('dd', { class: 'deadline' });
@@ -278,16 +285,23 @@ function approvalCard(a) {
     el('dt', {}, 'Digest'), el('dd', { class: 'digest' }, a.plugin_digest || '—'),
     el('dt', {}, 'Waiting'), waited,
     el('dt', {}, 'Denied in'), deadline),
+  sessionInputs.has(a.session_id) ? el('p', { class: 'asked-for' }, 'Asked in reply to: ', el('q', {}, sessionInputs.get(a.session_id))) : null,
   el('h4', {}, 'Arguments'),
   argumentsView(a.arguments, `Arguments of ${a.call_id}`),
   always ? el('label', { class: 'always' }, always, ` Always allow ${a.tool} in this chat`) : '',
   el('div', { class: 'actions' }, buttons),
-  error);
+  error,
+  // After the decision's controls, so Tab goes from the arguments to them first.
+  a.session_id.startsWith('mcp-') ? null : openRunButton(a.session_id));
   return { card, waited, deadline, data: a };
 }
 
 async function refreshApprovals() {
   const { approvals, now_ms: now } = await api('/api/approvals');
+  // A card says what the run was asked; a session not seen yet is looked up first.
+  if (approvals.some((a) => !a.session_id.startsWith('mcp-') && !sessionInputs.has(a.session_id))) {
+    await refreshSessions().catch(() => {});
+  }
   const list = $('approvals');
   const seen = new Set();
   for (const a of approvals) {
@@ -349,7 +363,8 @@ function questionCard(q) {
       const b = el('button', { type: 'button', class: 'approve', 'aria-label': `Answer ${o.label}`, title: o.description || '' }, o.label);
       b.addEventListener('click', () => send(o.label));
       controls.push(b);
-      return b;
+      // The option's description, on the card (a tooltip is not seen by everyone).
+      return o.description ? el('span', { class: 'option' }, b, el('span', { class: 'note' }, ` ${o.description}`)) : b;
     }));
   } else if (Array.isArray(q.options)) {
     const boxes = q.options.map((o) => {
@@ -410,15 +425,19 @@ async function refreshQuestions() {
 
 // ---------------------------------------------------------------- runs
 
+// Each session's first input, for the approval cards ("asked in reply to").
+const sessionInputs = new Map();
+
 async function refreshSessions() {
   const { sessions } = await api('/api/chat');
+  for (const s of sessions) if (s.input) sessionInputs.set(s.session_id, s.input);
   const rows = sessions.map((s) => {
     const open = el('button', { type: 'button', class: 'secondary', 'aria-label': `Open session ${s.session_id}` }, 'Open');
     open.addEventListener('click', () => openRun(s.session_id));
     return el('tr', { 'data-session': s.session_id },
       el('td', {}, s.session_id),
       el('td', { class: `status-${s.status}` }, s.status),
-      el('td', {}, new Date(s.started_ms).toLocaleTimeString()),
+      el('td', {}, new Date(s.started_ms).toLocaleString()),
       el('td', {}, s.input || ''),
       el('td', {}, String(s.pending_approvals)),
       el('td', {}, open));
@@ -448,7 +467,23 @@ function resetRun(sessionId) {
   setStatus('—');
   $('run-events').replaceChildren();
   $('waterfall').replaceChildren();
+  $('timeline-heading').hidden = true;
+  $('run-decisions').replaceChildren();
+  $('decisions-heading').hidden = true;
   $('run-error').textContent = '';
+}
+
+/** The approvals of `sessionId` decided through the approve route, from the
+ *  tenant's audit trail: who decided which call, and when. */
+async function showDecisions(sessionId) {
+  const epoch = run.epoch;
+  const trail = await api('/api/audit?limit=1000');
+  if (epoch !== run.epoch) return;
+  const prefix = `session ${sessionId}, `;
+  const decided = trail.entries.filter((e) => e.action === 'decide' && e.source.startsWith(prefix)).reverse();
+  $('decisions-heading').hidden = decided.length === 0;
+  $('run-decisions').replaceChildren(...decided.map((e) => el('li', { class: 'decision' },
+    `${e.source.slice(prefix.length)}: ${e.outcome}, ${new Date(e.at_ms).toLocaleString()}`)));
 }
 
 /** The run's status; Cancel is offered only while it runs. */
@@ -641,6 +676,8 @@ function settle(call, decision) {
 function drawWaterfall() {
   const calls = [...run.calls.entries()];
   const box = $('waterfall');
+  // A run opened after it finished has its transcript, not its timed events: no empty chart.
+  $('timeline-heading').hidden = calls.length === 0;
   if (calls.length === 0) { box.replaceChildren(); return; }
   const now = Date.now() - run.t0;
   const first = Math.min(...calls.map(([, c]) => c.asked ?? c.start ?? now));
@@ -701,6 +738,7 @@ async function openRun(sessionId) {
     } else {
       for (const m of t.messages || []) message(m);
     }
+    await showDecisions(sessionId);
   } catch (e) {
     $('run-error').textContent = `Cannot open the session: ${e.message}`;
   }
@@ -909,8 +947,11 @@ async function refreshMetrics() {
   // The buckets are cumulative (Prometheus): each bar is the calls between its bound and the previous one.
   const bounds = m.tools.length ? m.tools[0].buckets.map((b) => b.le) : [];
   const cumulative = bounds.map((_, i) => m.tools.reduce((n, t) => n + t.buckets[i].count, 0));
-  const perBucket = bounds.map((le, i) => [`≤ ${le}`, cumulative[i] - (i ? cumulative[i - 1] : 0)]);
-  perBucket.push(['> 10', calls - (cumulative[cumulative.length - 1] || 0)]);
+  // The bounds are seconds (Prometheus's unit); people read calls in ms.
+  const ms = (le) => (le < 1 ? `${Math.round(le * 1000)} ms` : `${le} s`);
+  const perBucket = bounds.map((le, i) => [`≤ ${ms(le)}`, cumulative[i] - (i ? cumulative[i - 1] : 0)]);
+  const top = bounds.length ? bounds[bounds.length - 1] : 10;
+  perBucket.push([`> ${ms(top)}`, calls - (cumulative[cumulative.length - 1] || 0)]);
   $('chart-latency').replaceChildren(barChart(bounds.length ? perBucket : []));
   $('metrics-tools').replaceChildren(...m.tools.map((t) => el('tr', {},
     el('td', {}, t.tool), el('td', {}, String(t.calls)), el('td', {}, String(t.errors)),
