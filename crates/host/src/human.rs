@@ -79,6 +79,20 @@ pub trait HumanChannel: Send + Sync + std::fmt::Debug {
     fn ask<'a>(&'a self, question: &'a Question, ctx: &'a CallContext) -> BoxFuture<'a, Result<String, HumanError>>;
 }
 
+/// What `ask_human` is, for a listing that shows the tool where nobody can
+/// be asked (a service's tool list: the tool exists in its chats).
+pub fn ask_human_spec() -> crate::ToolSpec {
+    /// A channel with nobody behind it; the spec is all that is used.
+    #[derive(Debug)]
+    struct Nobody;
+    impl HumanChannel for Nobody {
+        fn ask<'a>(&'a self, _: &'a Question, _: &'a CallContext) -> BoxFuture<'a, Result<String, HumanError>> {
+            Box::pin(async { Err(HumanError::Closed) })
+        }
+    }
+    ask_human(Arc::new(Nobody)).spec().clone()
+}
+
 /// The `ask_human` tool over `channel`: not parallel (at most one open
 /// question per run), never retried.
 pub fn ask_human(channel: Arc<dyn HumanChannel>) -> Tool {

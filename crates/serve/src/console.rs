@@ -143,7 +143,7 @@ pub(crate) async fn sessions(caller: Caller, query: Result<Query<SessionsQuery>,
 /// decision, with what an approver needs to decide it.
 pub(crate) async fn approvals(caller: Caller) -> Response {
     let (service, tenant) = (caller.service(), caller.tenant());
-    let executor = tenant.executor();
+    let executor = tenant.direct_executor();
     let timeout = service.inner.limits.approval_timeout;
     let runs: Vec<(String, std::sync::Arc<super::chat::LiveRun>)> = {
         let live = service.inner.live.lock().unwrap_or_else(|p| p.into_inner());
@@ -202,13 +202,15 @@ pub(crate) async fn questions(caller: Caller) -> Response {
 /// grants and plugin.
 pub(crate) async fn tools(caller: Caller) -> Response {
     let tenant = caller.tenant();
-    let executor = tenant.executor();
-    let list: Vec<Value> = executor
-        .tools()
-        .iter()
-        .map(|t| {
-            let spec = t.spec();
-            let plugin = t.plugin().map(|p| {
+    let executor = tenant.direct_executor();
+    let ask_human = tenant.agent.ask_human.then(lovia_host::human::ask_human_spec);
+    let listed = executor.tools().iter().map(|t| (t.spec().clone(), t.plugin().cloned(), true));
+    // `ask_human` is the chats' own: listed, with no direct call.
+    let list: Vec<Value> = listed
+        .chain(ask_human.map(|spec| (spec, None, false)))
+        .map(|(spec, plugin, direct)| {
+            let spec = &spec;
+            let plugin = plugin.as_ref().map(|p| {
                 let limits = p.limits();
                 json!({
                     "name": p.info().name,
@@ -239,6 +241,7 @@ pub(crate) async fn tools(caller: Caller) -> Response {
                 "approval": spec.approval,
                 "hints": spec.hints,
                 "plugin": plugin,
+                "direct": direct,
             })
         })
         .collect();

@@ -742,7 +742,13 @@ async fn metrics_text(_: Operator, State(service): State<Service>) -> Response {
 
 async fn list_tools(caller: Caller) -> Response {
     let tenant = caller.tenant();
-    let tools: Vec<serde_json::Value> = tenant.executor().tools().iter().map(|t| t.spec().openai_function()).collect();
+    // What the tenant's chats offer beside its plugins and MCP servers: the
+    // web tools, and `ask_human` (listed; it has no direct call).
+    let mut tools: Vec<serde_json::Value> =
+        tenant.direct_executor().tools().iter().map(|t| t.spec().openai_function()).collect();
+    if tenant.agent.ask_human {
+        tools.push(lovia_host::human::ask_human_spec().openai_function());
+    }
     Json(tools).into_response()
 }
 
@@ -757,8 +763,14 @@ async fn call_tool(caller: Caller, UrlPath(name): UrlPath<String>, headers: Head
             None => return error(StatusCode::BAD_REQUEST, "x-lovia-session must be 1-128 letters, digits, _ . or -"),
         },
     };
-    let executor = tenant.executor();
+    let executor = tenant.direct_executor();
     if executor.tools().get(&name).is_none() {
+        if name == lovia_host::human::ASK_HUMAN && tenant.agent.ask_human {
+            return error(
+                StatusCode::NOT_FOUND,
+                "ask_human has no direct call: it asks the person in a chat (POST /api/chat), who answers with POST /api/chat/answer",
+            );
+        }
         return error(StatusCode::NOT_FOUND, &format!("no tool named {name}"));
     }
     let fuel_cap = quota::fuel_cap_of(executor.tools().get(&name));
@@ -789,6 +801,25 @@ impl Tenant {
     /// The tenant's tools as they are now.
     fn executor(&self) -> Executor {
         self.executor.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The tools a direct call (and the console's Tools tab) reaches: the
+    /// tenant's plugins and MCP servers, then its web tools, as its chats
+    /// have them. Without web tools it is the tenant's executor itself.
+    pub(crate) fn direct_executor(&self) -> Executor {
+        let executor = self.executor();
+        if self.web_tools.is_empty() {
+            return executor;
+        }
+        let mut tools = executor.tools().clone();
+        // Their names were checked against the plugins' at start, and an
+        // upload that takes one is refused (`upload.rs`); a clash here keeps
+        // the plugin's tool.
+        if let Err(e) = tools.add(lovia_host::ToolSource::AgentTools, self.web_tools.iter().cloned()) {
+            tracing::warn!(tenant = %self.name, error = %e, "a web tool's name is taken; it is not offered to direct calls");
+            return executor;
+        }
+        Executor::new(tools, executor.settings().clone())
     }
 }
 

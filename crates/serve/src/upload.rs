@@ -118,7 +118,8 @@ async fn accept(service: &Service, tenant: &super::Tenant, body: Bytes) -> Resul
     let names: Vec<String> = Tool::from_plugin(&plugin).iter().map(|t| t.name().to_owned()).collect();
     // A clash with the configured plugins (the same on every replica) is
     // found here; one with another upload is found by the store.
-    if let Err(e) = tenant.executor().tools().clone().add(ToolSource::Plugin, Tool::from_plugin(&plugin)) {
+    // The direct tools: a web tool's name is the tenant's too.
+    if let Err(e) = tenant.direct_executor().tools().clone().add(ToolSource::Plugin, Tool::from_plugin(&plugin)) {
         return Err(rejected(StatusCode::CONFLICT, e.to_string()));
     }
     let new = NewPlugin {

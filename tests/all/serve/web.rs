@@ -31,6 +31,7 @@ async fn a_tenants_chats_read_pages_and_search_through_its_web_table() {
     std::fs::write(&script, replies.to_string()).expect("script");
     let mut acme = tenant("acme", "acme-key", &[]);
     acme.provider = ProviderConfig::scripted(script);
+    acme.agent.ask_human = true;
     let mut web = TenantWeb::default();
     web.read_page = true;
     web.allow = vec![site.origin().parse().expect("origin")];
@@ -44,6 +45,29 @@ async fn a_tenants_chats_read_pages_and_search_through_its_web_table() {
     assert!(result("p").contains("Title: Intranet\n") && result("p").contains("Quarterly numbers."), "{}", result("p"));
     assert!(result("s").contains("1. Found\nhttps://example.org/\na snippet"), "{}", result("s"));
     assert_eq!(events.last().expect("end").0, "run_completed");
+
+    // The same tools at the tenant's other doors: listed, called directly,
+    // in the console's list; `ask_human` listed, and its 404 says why.
+    let (status, listed) = super::request(addr, "GET", "/api/tools", Some("acme-key"), "").await;
+    assert_eq!(status, 200);
+    let names: Vec<String> = serde_json::from_str::<Vec<serde_json::Value>>(&listed)
+        .expect("json")
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(names, ["read_page", "web_search", "ask_human"], "{listed}");
+    let (status, body) = super::request(addr, "POST", "/api/tools/read_page/call", Some("acme-key"), &page).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(super::json(&body)["output"].as_str().unwrap_or_default().contains("Quarterly numbers."), "{body}");
+    let (status, detailed) = super::request(addr, "GET", "/api/tools/detailed", Some("acme-key"), "").await;
+    assert_eq!(status, 200);
+    let detailed: Vec<serde_json::Value> = serde_json::from_str(&detailed).expect("json");
+    let direct: Vec<(&str, bool)> =
+        detailed.iter().map(|t| (t["name"].as_str().unwrap_or_default(), t["direct"] == true)).collect();
+    assert_eq!(direct, [("read_page", true), ("web_search", true), ("ask_human", false)]);
+    let (status, body) = super::request(addr, "POST", "/api/tools/ask_human/call", Some("acme-key"), "{}").await;
+    assert_eq!(status, 404);
+    assert!(body.contains("ask_human has no direct call: it asks the person in a chat"), "{body}");
 }
 
 #[test]

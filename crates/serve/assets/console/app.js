@@ -888,7 +888,9 @@ async function loadTools() {
         schemaTable(t.parameters),
         el('details', {}, el('summary', {}, 'JSON Schema'), el('pre', {}, JSON.stringify(t.parameters, null, 2))),
         t.output_schema ? el('details', {}, el('summary', {}, 'Result schema'), el('pre', {}, JSON.stringify(t.output_schema, null, 2))) : null,
-        el('details', {}, el('summary', {}, `Try ${t.name}`), tryForm(t)));
+        t.direct === false
+          ? el('p', { class: 'note' }, `${t.name} has no direct call: it asks the person in a chat, who answers under Approvals.`)
+          : el('details', {}, el('summary', {}, `Try ${t.name}`), tryForm(t)));
     }));
   } catch (e) {
     if (e.status !== 401) $('tools-error').textContent = `Cannot list the tools: ${e.message}`;
