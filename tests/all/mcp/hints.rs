@@ -56,7 +56,7 @@ fn a_client_auto_approves_exactly_the_tools_that_only_read() {
     // The confined shell of a coding workspace writes and has no network.
     assert_eq!(hints("shell"), json!([false, true, false, false]));
     assert_eq!(hints("ask_human"), json!([true, false, false, true]));
-    // A program may call `refund`, which is destructive; none of the tools
-    // it may call reaches an open world.
-    assert_eq!(hints("run_code"), json!([false, true, false, false]));
+    // A program may call `refund`, which is destructive, and `ask_human`,
+    // which reaches a person.
+    assert_eq!(hints("run_code"), json!([false, true, false, true]));
 }

@@ -46,3 +46,33 @@ async fn a_chats_program_streams_its_calls_under_it_and_waits_for_their_approval
     let tool_messages: Vec<_> = messages.iter().filter(|m| m["role"] == "tool").collect();
     assert_eq!(tool_messages.len(), 1, "{messages:?}");
 }
+
+// A program can ask the person too: its `ask_human` call is the chat's
+// question like the model's own, answered over `/api/chat/answer`, and the
+// program goes on with the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chats_program_asks_the_person_and_goes_on_with_the_answer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let program = r#"const drink = await tools.ask_human({ question: "Tea or coffee?" }); return `making ${drink}`;"#;
+    let replies = j!([
+        {"tool_calls": [{"id": "p1", "name": "run_code", "arguments": j!({"code": program}).to_string()}]},
+        {"content": "Done."}
+    ]);
+    let path = dir.path().join("script.json");
+    std::fs::write(&path, replies.to_string()).expect("script");
+    let mut acme = tenant("acme", "acme-key", &[]);
+    acme.provider = ProviderConfig::scripted(path);
+    acme.agent.code_mode = true;
+    acme.agent.ask_human = true;
+    let addr = start(vec![acme]).await;
+    let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "s1", "input": "a drink"}"#).await;
+    let asked = sse.until("question").await;
+    let (_, question) = asked.last().expect("a question");
+    assert_eq!((&question["call_id"], &question["question"]), (&j!("p1/1"), &j!("Tea or coffee?")));
+    let body = r#"{"session_id": "s1", "answer": "tea"}"#;
+    let (status, body) = request(addr, "POST", "/api/chat/answer", Some("acme-key"), body).await;
+    assert_eq!(status, 200, "{body}");
+    let rest = sse.rest().await;
+    assert_eq!(tool_result(&rest, "p1"), "making tea");
+    assert_eq!(rest.last().expect("end").0, "run_completed");
+}

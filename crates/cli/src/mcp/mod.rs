@@ -185,6 +185,16 @@ pub(crate) async fn run(args: Args, host: Host, supply: Supply) -> Result<ExitCo
         // Its `## Workspace` section goes where MCP puts text for the model.
         context = Some(workspace.prompt_fragment());
     }
+    let mut options = McpOptions::default();
+    // ask_human before code mode, so that a program can ask too.
+    if args.ask_human {
+        let questions = McpQuestions::with_timeout(std::time::Duration::from_secs(args.question_timeout_secs));
+        tools.add(ToolSource::AgentTools, [questions.tool()]).map_err(|e| {
+            CliError::new(format!("--ask-human: {}", e.message()))
+                .hint("a plugin's tool is named ask_human; rename it or serve without --ask-human")
+        })?;
+        options.questions = Some(questions);
+    }
     if args.code_mode {
         let listed: Vec<Tool> = tools.iter().cloned().collect();
         let engine = crate::code_engine(&host, "lovia mcp")?;
@@ -194,15 +204,6 @@ pub(crate) async fn run(args: Args, host: Host, supply: Supply) -> Result<ExitCo
             CliError::new(format!("--code-mode: {}", e.message()))
                 .hint("a plugin's tool is named run_code; rename it or serve without --code-mode")
         })?;
-    }
-    let mut options = McpOptions::default();
-    if args.ask_human {
-        let questions = McpQuestions::with_timeout(std::time::Duration::from_secs(args.question_timeout_secs));
-        tools.add(ToolSource::AgentTools, [questions.tool()]).map_err(|e| {
-            CliError::new(format!("--ask-human: {}", e.message()))
-                .hint("a plugin's tool is named ask_human; rename it or serve without --ask-human")
-        })?;
-        options.questions = Some(questions);
     }
     options.instructions = context;
     options.approval_timeout = std::time::Duration::from_secs(args.approval_timeout_secs);

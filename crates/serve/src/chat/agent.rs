@@ -69,6 +69,12 @@ impl Service {
             }
             None => None,
         };
+        // ask_human: its question goes to the run's stream once the run
+        // exists. Before code mode, so that a program can ask too.
+        let questions = config.ask_human.then(|| Arc::new(Questions::new(self.inner.limits.question_timeout)));
+        if let Some(questions) = &questions {
+            agent.tools.push(lovia_runner::ask_human(questions.clone()));
+        }
         // Code mode: run_code over the chat's tools as they are now (an MCP
         // server's later changes are not declared to the program).
         if let Some(engine) = &self.inner.code_engine
@@ -83,11 +89,6 @@ impl Service {
                     tracing::warn!(tenant = %tenant.name, error = %e, "code mode is off for this chat");
                 }
             }
-        }
-        // ask_human: its question goes to the run's stream once the run exists.
-        let questions = config.ask_human.then(|| Arc::new(Questions::new(self.inner.limits.question_timeout)));
-        if let Some(questions) = &questions {
-            agent.tools.push(lovia_runner::ask_human(questions.clone()));
         }
         agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.limits.approval_timeout)));
         Ok(ChatAgent { agent, workspace, questions })
