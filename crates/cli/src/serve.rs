@@ -120,7 +120,7 @@ pub(crate) async fn run(
     // Example requests for what this config serves: its first tenant's
     // first tool, and its chats only when they have a model.
     println!("  curl http://{local}/healthz");
-    if let Some((tenant, tool, chats)) = service.first_steps() {
+    if let Some(lovia_serve::FirstSteps { tenant, tool, chats, .. }) = service.first_steps() {
         let auth = format!("-H 'Authorization: Bearer <api key of {tenant}>'");
         println!("  curl {auth} http://{local}/api/tools");
         if let Some((name, parameters)) = tool {

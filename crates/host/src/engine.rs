@@ -100,9 +100,12 @@ pub struct HostConfig {
     pub on_compile: Option<CompileNotice>,
 }
 
+/// The function of a [`CompileNotice`]: `(origin, bytes)`.
+pub type CompileFn = dyn Fn(&str, usize) + Send + Sync;
+
 /// What [`HostConfig::on_compile`] calls: `(origin, bytes)`.
 #[derive(Clone)]
-pub struct CompileNotice(pub Arc<dyn Fn(&str, usize) + Send + Sync>);
+pub struct CompileNotice(pub Arc<CompileFn>);
 
 impl std::fmt::Debug for CompileNotice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -601,14 +601,13 @@ impl Service {
     }
 
     /// What `lovia serve` shows at its start for a first try, taken from
-    /// the config it runs: the first tenant's name, its first tool (name and
-    /// parameters schema), and whether its chats have a model.
-    pub fn first_steps(&self) -> Option<(String, Option<(String, serde_json::Value)>, bool)> {
+    /// the config it runs; `None` without a tenant.
+    pub fn first_steps(&self) -> Option<FirstSteps> {
         let tenant = self.inner.tenants.first()?;
         let exec = tenant.executor();
         let tool = exec.tools().iter().next().map(|t| (t.name().to_owned(), t.spec().parameters.clone()));
         let chats = !matches!(tenant.model, model::TenantModel::Missing(_));
-        Some((tenant.name.clone(), tool, chats))
+        Some(FirstSteps { tenant: tenant.name.clone(), tool, chats })
     }
 
     /// Marks the service as stopping: `/readyz` answers 503 `draining`, so a
@@ -628,6 +627,18 @@ impl Service {
             tracing::warn!(error = %e, "the audit trail could not be written");
         }
     }
+}
+
+/// What a first try of a service can call ([`Service::first_steps`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct FirstSteps {
+    /// The first tenant's name.
+    pub tenant: String,
+    /// Its first tool: name and parameters schema.
+    pub tool: Option<(String, serde_json::Value)>,
+    /// Whether its chats have a model.
+    pub chats: bool,
 }
 
 /// How long `/readyz` waits for the store before it calls it unreachable.
