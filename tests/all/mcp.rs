@@ -8,6 +8,7 @@ mod code_mode;
 mod hints;
 mod questions;
 mod startup;
+mod withdraw;
 
 use lovia_host::Tool;
 use lovia_host::call::text;

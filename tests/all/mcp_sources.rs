@@ -454,3 +454,30 @@ async fn a_deferred_server_is_searched_and_called_through_two_tools() {
     assert!(section.contains("\n- src__ ("), "{section}");
     assert!(section.contains("src__add, src__bare"), "sorted names: {section}");
 }
+
+// `lovia mcp --mcp-servers`: one lovia serves a plugin, another MCP server's
+// tools (started confined, as `lovia run` starts it) and the web tools to
+// an MCP client, which calls across all of them: lovia aggregates and
+// confines other servers.
+#[test]
+fn lovia_mcp_aggregates_plugins_mcp_servers_and_web_tools() {
+    let Some(case) = Case::new() else { return };
+    let servers = case.dir.path().join("servers.toml");
+    std::fs::write(&servers, case.server("src", "include = [\"echo\", \"add\"]")).expect("servers.toml");
+    let wanted = json!([["search_docs", {"query": "timeouts"}], ["src__add", {"a": 2, "b": 3}], ["read_page", {"url": "ftp://example.com/x"}]]);
+    let mut args: Vec<String> =
+        ["auto", "calls", &wanted.to_string(), "stdio", env!("CARGO_BIN_EXE_lovia")].map(String::from).to_vec();
+    args.extend(["--no-cache", "mcp", fixtures::DOCS, "--mcp-servers"].map(String::from));
+    args.push(servers.display().to_string());
+    args.push("--read-page".into());
+    let (out, log) = crate::mcp::client_logged(&case.py, &args);
+    let texts: Vec<String> = out["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["text"][0].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(texts[0], "[\"Timeouts\"]", "{log}");
+    assert_eq!(texts[1].trim(), "5", "{log}");
+    assert!(texts[2].contains("Unsupported URL scheme: 'ftp'."), "{log}");
+}

@@ -14,6 +14,7 @@ Usage:
   client.py MODE workspace SERVER         # a coding session with the workspace tools (lovia mcp --workspace)
   client.py MODE questions SERVER         # ask_human answered in every way (lovia mcp --ask-human)
   client.py MODE always SERVER            # an approval with "always allow" ticked, then the same tool again
+  client.py MODE withdraw SERVER          # a call cancelled while its approval or question is open
   client.py MODE hints SERVER             # the tools' annotations, and those a client auto-approves
   client.py MODE probe SERVER             # connect (auto: server/discover alone), then leave
   client.py MODE watch_call FILE NEW TOOL ARGS SERVER
@@ -546,6 +547,45 @@ async def probe(mode, server):
     return out
 
 
+async def withdraw(mode, server):
+    """A call cancelled while its approval (or its ask_human question) is
+    open on the client: lovia must withdraw its elicitation/create with
+    notifications/cancelled, which the SDK applies by cancelling the
+    callback. Records, per case, whether the callback was withdrawn."""
+    out = {}
+    for name, tool, args in [("approval", "apply_migration", {"version": 8}),
+                             ("question", "ask_human", {"question": "Go on?"})]:
+        asked = anyio.Event()
+        withdrawn = anyio.Event()
+
+        async def callback(context, params, asked=asked, withdrawn=withdrawn):
+            asked.set()
+            try:
+                await anyio.sleep(30)
+            except anyio.get_cancelled_exc_class():
+                withdrawn.set()
+                raise
+            return ElicitResult(action="decline")
+
+        async with Client(server, mode=mode, elicitation_callback=callback) as client:
+            scope = anyio.CancelScope()
+
+            async def call(scope=scope):
+                with scope:
+                    await client.call_tool(tool, args)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                with anyio.fail_after(10):
+                    await asked.wait()
+                # The SDK sends notifications/cancelled for the call.
+                scope.cancel()
+            with anyio.move_on_after(5):
+                await withdrawn.wait()
+            out[name] = withdrawn.is_set()
+    return out
+
+
 async def hints(mode, server):
     """Each tool's annotations as sent, and the tools a client that
     auto-approves read-only tools (as coding assistants do) would run
@@ -562,6 +602,9 @@ async def hints(mode, server):
 
 async def main():
     mode, transport = sys.argv[1], sys.argv[2]
+    if transport == "withdraw":
+        print(json.dumps(await withdraw(mode, server_of(sys.argv[3:]))))
+        return
     if transport == "hints":
         print(json.dumps(await hints(mode, server_of(sys.argv[3:]))))
         return

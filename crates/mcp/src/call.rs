@@ -154,7 +154,8 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> Result<CallToolRes
                             // The call now waits for a person: the host may list it.
                             permit.approval_asked();
                             let form = approve::elicitation(message, Some(&request.tool));
-                            let ask = peer.create_elicitation_with_timeout(form, Some(*timeout));
+                            // Withdrawn if the select below stops waiting for it.
+                            let ask = crate::elicit::elicit(peer, form, *timeout);
                             tokio::select! {
                                 answer = ask => match answer {
                                     Ok(result) => {

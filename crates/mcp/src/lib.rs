@@ -23,6 +23,7 @@ cfg_if::cfg_if! {
         mod approve;
         mod call;
         mod catalog;
+        mod elicit;
         mod hook;
         mod http;
         mod live;

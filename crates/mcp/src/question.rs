@@ -243,7 +243,8 @@ impl HumanChannel for McpQuestions {
             match call.approval.as_ref() {
                 Approval::Elicit { able: false, .. } => Err(HumanError::Cancelled(NO_FORM.into())),
                 Approval::Elicit { peer, .. } => {
-                    match peer.create_elicitation_with_timeout(form(question), Some(self.timeout)).await {
+                    // Withdrawn if the call is cancelled while the person is asked.
+                    match crate::elicit::elicit(peer, form(question), self.timeout).await {
                         Ok(result) => answer_of(question, &result),
                         Err(ServiceError::Timeout { .. }) => Err(HumanError::Cancelled(format!(
                             "no answer within {}s — continue without one",

@@ -461,6 +461,8 @@ async fn a_script_shares_lovia_runs_turns_and_refuses_an_unknown_key() {
         (j!({"content": "Done."}), "a script is a JSON array of replies"),
     ] {
         let mut config = ServeConfig::new(vec![chat_tenant("acme", "acme-key", script(dir.path(), replies))]);
+        // The store is opened before the model is read: one of the test's own.
+        config.store = Some(dir.path().join("refused.db").into());
         config.resolve(Path::new(".")).expect("config");
         let err = Service::new(&host(), &config).await.err().expect("refused").to_string();
         assert!(err.starts_with("tenant acme: the scripted model: [tenants.provider] script: "), "{err}");

@@ -34,8 +34,20 @@ pub(crate) struct Args {
     /// The plugins (.wasm components) whose tools are served, in this order.
     /// Each one's grants and limits come from the .toml beside it, as for
     /// `lovia call` [default: nothing granted, the host's limits].
-    #[arg(value_name = "PLUGIN.wasm", required_unless_present_any = ["workspace", "ask_human"])]
+    #[arg(
+        value_name = "PLUGIN.wasm",
+        required_unless_present_any = ["workspace", "ask_human", "mcp_servers", "read_page", "searxng", "brave_search"]
+    )]
     plugins: Vec<PathBuf>,
+    /// Also serve the tools of these MCP servers (`[[mcp_servers]]` tables:
+    /// started as confined commands or reached by URL; docs/mcp.md, "MCP
+    /// servers as tool sources"), after the plugins', so one `lovia mcp`
+    /// aggregates and confines others. Their tools are the ones listed at
+    /// start. Not with --watch [default: none].
+    #[arg(long, value_name = "SERVERS.toml", conflicts_with = "watch")]
+    mcp_servers: Option<PathBuf>,
+    #[command(flatten)]
+    web: crate::web::WebOptions,
     /// Also serve the workspace tools (read_file, list_files, grep_files,
     /// write_file, edit_file, shell, ...) over DIR, after the plugins' tools
     /// (docs/workspace.md). Not with --watch.
@@ -172,6 +184,35 @@ pub(crate) async fn run(args: Args, host: Host, supply: Supply) -> Result<ExitCo
         served.push(load(&host, path, shared.as_ref().map(|(p, c)| (*p, c)), &supply).await?);
     }
     let (mut tools, plugin_names) = toolset(&served.iter().collect::<Vec<_>>())?;
+    // The MCP servers' tools, after the plugins'; the sources live as long
+    // as the server does (a command server is stopped when its source goes).
+    let sources = match &args.mcp_servers {
+        Some(path) => crate::mcp_sources::start(path).await?,
+        None => Vec::new(),
+    };
+    let (deferred, listed_sources): (Vec<_>, Vec<_>) = sources.iter().cloned().partition(|s| s.deferred());
+    let deferred = lovia_mcp::source::DeferredMcpTools::new(deferred);
+    for source in &listed_sources {
+        tools
+            .add(ToolSource::Mcp(source.server().to_owned()), lovia_host::DynamicTools::tools(source.as_ref()))
+            .map_err(|e| {
+                CliError::new(format!("--mcp-servers: {}", e.message()))
+                    .hint("set `prefix` on a server, or `exclude` one of the tools")
+            })?;
+    }
+    let deferred_tools = lovia_host::DynamicTools::tools(&deferred);
+    if !deferred_tools.is_empty() {
+        tools.add(lovia_host::DynamicTools::source(&deferred), deferred_tools).map_err(|e| {
+            CliError::new(format!("--mcp-servers: {}", e.message()))
+                .hint("a tool has the name search_mcp_tools or call_mcp_tool")
+        })?;
+    }
+    // The web tools, as `lovia run` has them.
+    let web = crate::web::tools(&args.web)?;
+    tools.add(ToolSource::AgentTools, web).map_err(|e| {
+        CliError::new(format!("--read-page/--searxng/--brave-search: {}", e.message()))
+            .hint("a plugin's tool has a web tool's name; rename it or leave the web tool out")
+    })?;
     let mut context = None;
     if let Some(dir) = &args.workspace {
         let workspace = crate::workspace::open(dir, &args.workspace_options)?;
@@ -184,6 +225,14 @@ pub(crate) async fn run(args: Args, host: Host, supply: Supply) -> Result<ExitCo
         })?;
         // Its `## Workspace` section goes where MCP puts text for the model.
         context = Some(workspace.prompt_fragment());
+    }
+    // The deferred servers' `## Deferred MCP tools` section goes where the
+    // workspace's does: the text MCP gives the model.
+    if let Some(section) = deferred.prompt_section() {
+        context = Some(match context {
+            Some(before) => format!("{before}\n\n{section}"),
+            None => section,
+        });
     }
     let mut options = McpOptions::default();
     // ask_human before code mode, so that a program can ask too.
