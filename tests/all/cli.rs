@@ -707,3 +707,43 @@ fn serve_shows_example_requests_for_its_own_config() {
     assert!(shown.contains("Bearer <api key of acme>"), "{shown}");
     assert!(!shown.contains("lookup_order") && !shown.contains("/api/chat"), "nothing this config lacks:\n{shown}");
 }
+
+// `lovia run --ask-human`: a question is answered from the script by its
+// call id (labels joined as a chat's are); one without an answer, with no
+// terminal to ask at, gets the reason; and `always` approves a refund and
+// every later refund of the run without asking (`approval_auto`).
+#[tokio::test]
+async fn run_answers_questions_from_the_script_and_always_allows_a_tool() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ask =
+        |q: &str| serde_json::json!({"question": q, "options": [{"label": "Tea"}, {"label": "Coffee"}]}).to_string();
+    let other = r#"{"order_id": "A-1004", "amount_cents": 5500, "reason": "late"}"#;
+    let script = serde_json::json!({
+        "agent": {"approvals": {"r1": "always"}, "answers": {"q1": ["Tea"]}},
+        "turns": [
+            {"tool_calls": [{"id": "q1", "name": "ask_human", "arguments": ask("Tea or coffee?")}]},
+            {"tool_calls": [{"id": "q2", "name": "ask_human", "arguments": ask("Milk?")}]},
+            {"tool_calls": [{"id": "r1", "name": "refund", "arguments": BIG_REFUND}]},
+            {"tool_calls": [{"id": "r2", "name": "refund", "arguments": other}]},
+            {"text": "done"}
+        ]
+    });
+    let path = dir.path().join("script.json");
+    std::fs::write(&path, script.to_string()).expect("script");
+    let (o, events) = run_script(path.to_str().expect("utf8"), &["--ask-human"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let find = |kind: &str, id: &str| {
+        events.iter().find(|e| e["event"] == kind && e["id"] == id).unwrap_or_else(|| panic!("{kind} {id}: {events:?}"))
+    };
+    assert_eq!(find("tool_result", "q1")["result"], "Tea");
+    let unanswered = find("tool_result", "q2")["result"].as_str().unwrap_or_default().to_owned();
+    assert!(unanswered.starts_with("Tool error: nobody can answer:"), "{unanswered}");
+    assert_eq!(find("approval_required", "r1")["decision"], "always");
+    assert_eq!(find("tool_result", "r1")["result"], "Refunded 6000 cents on A-1002 (late)");
+    find("approval_auto", "r2");
+    assert_eq!(find("tool_result", "r2")["result"], "Refunded 5500 cents on A-1004 (late)");
+
+    // Answers without the tool are a mistake the script states.
+    let (o, _) = run_script(path.to_str().expect("utf8"), &[]);
+    assert_usage_error(&o, "the script has `agent.answers`, but the agent has no ask_human");
+}

@@ -129,8 +129,8 @@ await scenario('tools', acme, async () => {
 // The Try form sends what the tool's author meant: an optional string whose
 // default is null starts empty and is left out (never the text "null"); the
 // argument table says `string | null`, not `union`; grants read as
-// `lovia inspect` says them; and a call that asks for approval, which a
-// direct call cannot give, is denied with the reason, said before and after.
+// `lovia inspect` says them; and a call that asks for approval waits for the
+// person at the console, who approves or denies it in the form.
 await scenario('try_form_sends_what_the_author_meant', acme, async () => {
   const refund = acme.locator('article[data-tool="refund"]');
   await refund.waitFor({ timeout: WAIT });
@@ -147,9 +147,14 @@ await scenario('try_form_sends_what_the_author_meant', acme, async () => {
   const body = (await sent).postDataJSON();
   check(same(body, { order_id: 'A-1003', amount_cents: 100 }), `sent ${JSON.stringify(body)}`);
   await refund.locator('.try-output').filter({ hasText: 'Refunded 100 cents on A-1003' }).waitFor({ timeout: WAIT });
-  check((await refund.locator('.approval-note').textContent()).includes('nobody to approve it'), 'no note before the call');
+  check((await refund.locator('.approval-note').textContent()).includes('waits for your decision'), 'no note before the call');
+  await refund.getByLabel(/^order_id/).fill('A-1002');
   await refund.getByLabel(/^amount_cents/).fill('6000');
   await refund.getByRole('button', { name: 'Call refund' }).click();
+  await refund.getByRole('button', { name: 'Approve this call' }).click({ timeout: WAIT });
+  await refund.locator('.try-output').filter({ hasText: 'Refunded 6000 cents on A-1002' }).waitFor({ timeout: WAIT });
+  await refund.getByRole('button', { name: 'Call refund' }).click();
+  await refund.getByRole('button', { name: 'Deny this call' }).click({ timeout: WAIT });
   await refund.locator('.error').filter({ hasText: 'Denied: this call asked for approval' }).waitFor({ timeout: WAIT });
   check(await refund.locator('.try-output').textContent() === 'Tool refund was not approved.', 'the model-facing text changed');
 });

@@ -55,6 +55,12 @@ pub(crate) struct Args {
     /// Grant the plugins the session store kept in this SQLite file [default: no store].
     #[arg(long, value_name = "FILE")]
     store: Option<PathBuf>,
+    /// Also give the agent `ask_human`: a question is answered from the
+    /// script's `agent.answers` by its call id, else asked on the terminal
+    /// when stdin is one, else left without an answer (the model reads
+    /// why) [default: off].
+    #[arg(long)]
+    ask_human: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -93,9 +99,15 @@ struct AgentScript {
     /// What the approval handler answers: `allow`, `deny` or `ask`.
     #[serde(default, deserialize_with = "approval_handler")]
     approval_handler: Option<HandlerAnswer>,
-    /// Decisions the stream consumer makes, by call id: `approve` or `deny`.
+    /// Decisions the stream consumer makes, by call id: `approve`, `always`
+    /// (approve, and allow the tool for the rest of the run) or `deny`.
     #[serde(default, deserialize_with = "decisions")]
     approvals: HashMap<String, Decision>,
+    /// Answers to `ask_human` (`--ask-human`), by the question's call id: a
+    /// text, or the labels chosen. A question without one is asked on the
+    /// terminal when stdin is one, and otherwise gets no answer.
+    #[serde(default)]
+    answers: HashMap<String, ScriptAnswer>,
     /// Settings over what a tool declared, by tool name.
     #[serde(default)]
     tools: HashMap<String, ToolOverride>,
@@ -170,12 +182,23 @@ fn default_cap() -> Option<u64> {
 #[derive(Debug, Clone, Copy)]
 enum Decision {
     Approve,
+    /// Approve, and allow the tool for the rest of the run.
+    Always,
     Deny,
+}
+
+/// A scripted answer to `ask_human`: a text, or the labels chosen.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum ScriptAnswer {
+    Text(String),
+    Labels(Vec<String>),
 }
 
 const HANDLER_ANSWERS: &[(&str, HandlerAnswer)] =
     &[("allow", HandlerAnswer::Allow), ("deny", HandlerAnswer::Deny), ("ask", HandlerAnswer::Ask)];
-const DECISIONS: &[(&str, Decision)] = &[("approve", Decision::Approve), ("deny", Decision::Deny)];
+const DECISIONS: &[(&str, Decision)] =
+    &[("approve", Decision::Approve), ("always", Decision::Always), ("deny", Decision::Deny)];
 
 /// `value` if it is one of `allowed`, exactly; else an error naming `key`,
 /// what it holds and every allowed value. No trimming or case folding: a
@@ -348,6 +371,18 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
             call_ids.join(", ")
         )));
     }
+    let mut answered: Vec<&String> = script.agent.answers.keys().collect();
+    answered.sort();
+    if let Some(id) = answered.into_iter().find(|id| !known(id)) {
+        return Err(invalid(&format!(
+            "`agent.answers.{id}` names a call no turn makes, expected one of the script's call ids: {}",
+            call_ids.join(", ")
+        )));
+    }
+    if !args.ask_human && !script.agent.answers.is_empty() {
+        return Err(CliError::new("the script has `agent.answers`, but the agent has no ask_human")
+            .hint("pass --ask-human to give the agent the tool"));
+    }
     let store: Option<Arc<dyn SessionStore>> = match (&args.store, args.memory_store) {
         (Some(path), _) => Some(Arc::new(
             lovia_host::SqliteStore::open(path)
@@ -431,6 +466,19 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
     let mut agent = Agent::new(name.clone());
     agent.plugin_tools = plugin_tools;
     agent.tools = web_tools;
+    // Before code mode, so that a program can ask too.
+    if args.ask_human {
+        let answers = RunAnswers {
+            answers: script.agent.answers.clone(),
+            terminal: std::io::IsTerminal::is_terminal(&std::io::stdin()),
+        };
+        let ask = lovia_host::human::ask_human(Arc::new(answers));
+        tools.add(ToolSource::AgentTools, [ask.clone()]).map_err(|e| {
+            CliError::new(format!("--ask-human: {}", e.message()))
+                .hint("a plugin's tool is named ask_human; rename it or run without --ask-human")
+        })?;
+        agent.tools.push(ask);
+    }
     if args.code_mode {
         // Over every tool listed now (the MCP servers' lists may change).
         let listed: Vec<Tool> = tools.iter().cloned().collect();
@@ -622,12 +670,16 @@ impl Printer {
             let decision = decisions.get(&call.id).copied();
             wire.data["decision"] = json!(match decision {
                 Some(Decision::Approve) => "approve",
+                Some(Decision::Always) => "always",
                 Some(Decision::Deny) => "deny",
                 None => "undecided",
             });
             match decision {
                 Some(Decision::Approve) => {
                     ticket.approve();
+                }
+                Some(Decision::Always) => {
+                    ticket.approve_always();
                 }
                 Some(Decision::Deny) => {
                     ticket.reject();
@@ -656,4 +708,86 @@ fn text_line(v: &Value) -> String {
         "turn_started" | "turn_ended" => format!("{head} turn {}", s("turn")),
         _ => format!("{head} {}", v),
     }
+}
+
+/// `ask_human` for `lovia run`: the script's answer for the question's call
+/// id, else the person at the terminal, else no answer.
+#[derive(Debug)]
+struct RunAnswers {
+    answers: HashMap<String, ScriptAnswer>,
+    /// Whether stdin is a terminal to ask at.
+    terminal: bool,
+}
+
+impl lovia_host::human::HumanChannel for RunAnswers {
+    fn ask<'a>(
+        &'a self,
+        question: &'a lovia_host::human::Question,
+        ctx: &'a lovia_host::CallContext,
+    ) -> lovia_host::BoxFuture<'a, Result<String, lovia_host::human::HumanError>> {
+        use lovia_host::human::HumanError;
+        Box::pin(async move {
+            if let Some(answer) = self.answers.get(&ctx.call_id) {
+                return Ok(match answer {
+                    ScriptAnswer::Text(text) => text.clone(),
+                    ScriptAnswer::Labels(labels) => labels.join("\n"),
+                });
+            }
+            if !self.terminal {
+                return Err(HumanError::Cancelled(
+                    "nobody can answer: the script has no answer for this question and there is no terminal — continue without one"
+                        .into(),
+                ));
+            }
+            let question = question.clone();
+            // Reading stdin blocks: keep it off the async workers.
+            tokio::task::spawn_blocking(move || answer_on_terminal(&question)).await.map_err(|_| HumanError::Closed)?
+        })
+    }
+}
+
+/// Asks `question` on the terminal (stderr) and reads one line: a free
+/// answer, or the option's number or label (several, comma-separated, when
+/// more than one may be chosen).
+fn answer_on_terminal(question: &lovia_host::human::Question) -> Result<String, lovia_host::human::HumanError> {
+    use lovia_host::human::HumanError;
+    use std::io::BufRead;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "The agent asks: {}", question.question);
+    let options = question.options.clone().unwrap_or_default();
+    for (i, option) in options.iter().enumerate() {
+        let about = if option.description.is_empty() { String::new() } else { format!(" — {}", option.description) };
+        let _ = writeln!(err, "  {}. {}{about}", i + 1, option.label);
+    }
+    let _ = write!(
+        err,
+        "{}",
+        if options.is_empty() {
+            "Answer: "
+        } else if question.multi_select {
+            "Choose (e.g. 1,3): "
+        } else {
+            "Choose: "
+        }
+    );
+    let _ = err.flush();
+    drop(err);
+    let mut line = String::new();
+    match std::io::stdin().lock().read_line(&mut line) {
+        Ok(0) | Err(_) => return Err(HumanError::Cancelled("no answer (end of input) — continue without one".into())),
+        Ok(_) => {}
+    }
+    let line = line.trim();
+    if options.is_empty() {
+        return Ok(line.to_owned());
+    }
+    // A number or a label names an option; anything else is taken as written.
+    let pick = |word: &str| {
+        word.parse::<usize>()
+            .ok()
+            .and_then(|n| options.get(n.wrapping_sub(1)))
+            .or_else(|| options.iter().find(|o| o.label == word))
+            .map_or_else(|| word.to_owned(), |o| o.label.clone())
+    };
+    Ok(line.split(',').map(str::trim).filter(|w| !w.is_empty()).map(pick).collect::<Vec<_>>().join("\n"))
 }

@@ -262,7 +262,9 @@ impl Drop for LiveRun {
 
 /// Waits for an out-of-band decision (`/api/chat/approve`) up to the
 /// configured timeout, then denies: runs never hang on an approval.
-struct AwaitDecision(Duration);
+/// The approval handler of a call a person decides: it waits `.0` for the
+/// decision (which resolves the call's channel first), then denies.
+pub(crate) struct AwaitDecision(pub(crate) Duration);
 
 impl ApprovalHandler for AwaitDecision {
     fn decide<'a>(

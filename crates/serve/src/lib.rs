@@ -774,7 +774,24 @@ async fn call_tool(caller: Caller, UrlPath(name): UrlPath<String>, headers: Head
             None => return error(StatusCode::BAD_REQUEST, "x-lovia-session must be 1-128 letters, digits, _ . or -"),
         },
     };
-    let executor = tenant.direct_executor();
+    // `x-lovia-approval: wait`: a call that needs approval waits for a
+    // person's decision (listed by `GET /api/approvals`, decided by
+    // `POST /api/chat/approve` with the call's session, at most
+    // `approval_timeout_secs`); without it there is nobody to ask, and such
+    // a call is denied.
+    let wait = match headers.get("x-lovia-approval").map(|v| v.to_str().unwrap_or_default()) {
+        None => false,
+        Some("wait") => true,
+        Some(other) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "x-lovia-approval is {other:?}; the one value is \"wait\" (wait for a decision through /api/approvals)"
+                ),
+            );
+        }
+    };
+    let mut executor = tenant.direct_executor();
     if executor.tools().get(&name).is_none() {
         if name == lovia_host::human::ASK_HUMAN && tenant.agent.ask_human {
             return error(
@@ -794,6 +811,15 @@ async fn call_tool(caller: Caller, UrlPath(name): UrlPath<String>, headers: Head
         ToolCall::new(format!("http_{n}"), name.clone(), if body.trim().is_empty() { "{}".into() } else { body });
     let run =
         RunState { run_id: format!("serve_{n}"), session_id, tenant: Some(tenant.name.clone()), ..RunState::default() };
+    // Listed as session `direct-<n>` while it runs.
+    let _listed = wait.then(|| {
+        let settings = executor
+            .settings()
+            .clone()
+            .with_approval_handler(Some(Arc::new(chat::AwaitDecision(service.inner.limits.approval_timeout))));
+        executor = Executor::new(executor.tools().clone(), settings);
+        tenant.mcp.register_direct(format!("direct-{n}"), run.approvals.clone())
+    });
     let started = Instant::now();
     let result = executor.call(&call, &run, &EventSink::none()).await;
     tenant.quota.end(admitted).await;

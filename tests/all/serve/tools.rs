@@ -272,3 +272,51 @@ async fn metrics_count_error_kinds_from_the_outcome_not_the_text() {
         assert!(metrics.lines().any(|l| l == line), "{line} not in\n{metrics}");
     }
 }
+
+/// `POST /api/tools/{name}/call` with `x-lovia-approval: wait`: a call that
+/// needs approval waits, is listed by `GET /api/approvals` under its
+/// session `direct-<n>`, and runs once `POST /api/chat/approve` approves it;
+/// without the header nobody is asked and it is denied; any other value is
+/// refused, naming the one there is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_call_waits_for_a_person_when_asked_to() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = super::start(vec![super::tenant("acme", "acme-key", &[lovia_tests::fixtures::ORDERS])]).await;
+    let refund = r#"{"order_id": "A-1002", "amount_cents": 6000, "reason": "late"}"#;
+    let call = |approval: &'static str| async move {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let head = format!(
+            "POST /api/tools/refund/call HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer acme-key\r\nx-lovia-approval: {approval}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{refund}",
+            refund.len()
+        );
+        stream.write_all(head.as_bytes()).await.expect("write");
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await.expect("read");
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let status: u16 = text.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
+        (status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
+    };
+    let waiting = tokio::spawn(call("wait"));
+    let pending = loop {
+        let (_, body) = super::request(addr, "GET", "/api/approvals", Some("acme-key"), "").await;
+        let approvals = super::json(&body)["approvals"].as_array().cloned().unwrap_or_default();
+        if let Some(a) = approvals.into_iter().find(|a| a["tool"] == "refund") {
+            break a;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let session = pending["session_id"].as_str().expect("session").to_owned();
+    assert!(session.starts_with("direct-"), "{pending}");
+    let decide =
+        serde_json::json!({"session_id": session, "call_id": pending["call_id"], "decision": "approve"}).to_string();
+    let (status, body) = super::request(addr, "POST", "/api/chat/approve", Some("acme-key"), &decide).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = waiting.await.expect("the call");
+    assert_eq!((status, super::json(&body)["output"].as_str()), (200, Some("Refunded 6000 cents on A-1002 (late)")));
+    let (status, body) = call("later").await;
+    assert_eq!(status, 400, "{body}");
+    let refusal = super::json(&body)["error"].as_str().unwrap_or_default().to_owned();
+    assert!(refusal.starts_with("x-lovia-approval is \"later\"; the one value is \"wait\""), "{body}");
+    let (status, body) = super::request(addr, "POST", "/api/tools/refund/call", Some("acme-key"), refund).await;
+    assert_eq!((status, super::json(&body)["output"].as_str()), (200, Some("Tool refund was not approved.")));
+}

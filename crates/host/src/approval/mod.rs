@@ -255,6 +255,14 @@ impl ApprovalTicket {
         self.channel.resolve_bound(&self.request, ApprovalDecision::Approve)
     }
 
+    /// Approves the call and allows its tool for the rest of the session:
+    /// later calls of it are approved without asking (`AutoApproved`), as a
+    /// chat's "always allow" does.
+    pub fn approve_always(self) -> bool {
+        self.channel.allow_tool(&self.request.tool);
+        self.channel.resolve_bound(&self.request, ApprovalDecision::Approve)
+    }
+
     /// Rejects the call.
     pub fn reject(self) -> bool {
         self.channel.resolve_bound(&self.request, ApprovalDecision::Deny)

@@ -82,9 +82,9 @@ class ApiError extends Error {
 }
 
 /** A request to the API with the key; JSON in and out. */
-async function api(path, { method = 'GET', body, signal } = {}) {
+async function api(path, { method = 'GET', body, signal, extraHeaders = {} } = {}) {
   const sent = key;
-  const headers = { Authorization: `Bearer ${key}` };
+  const headers = { ...extraHeaders, Authorization: `Bearer ${key}` };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const response = await fetch(path, {
     method, headers, signal, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
@@ -254,8 +254,10 @@ function approvalCard(a) {
   const deadline = el('dd', { class: 'deadline' });
   const error = el('p', { class: 'error', role: 'alert' });
   // A chat's approval may hold for the rest of the chat; an /mcp call's
-  // (its session is the call's run, mcp-<n>) is one call.
-  const always = a.session_id.startsWith('mcp-') ? null : el('input', { type: 'checkbox',
+  // (its session is the call's run, mcp-<n>) or a direct call's
+  // (direct-<n>) is one call, with no run to open.
+  const oneCall = a.session_id.startsWith('mcp-') || a.session_id.startsWith('direct-');
+  const always = oneCall ? null : el('input', { type: 'checkbox',
     'aria-label': `Always allow ${a.tool} in this chat (${a.call_id}, session ${a.session_id})` });
   const buttons = ['approve', 'deny'].map((decision) => {
     const label = `${decision === 'approve' ? 'Approve' : 'Deny'} ${a.tool} (${a.call_id}, session ${a.session_id})`;
@@ -292,7 +294,7 @@ function approvalCard(a) {
   el('div', { class: 'actions' }, buttons),
   error,
   // After the decision's controls, so Tab goes from the arguments to them first.
-  a.session_id.startsWith('mcp-') ? null : openRunButton(a.session_id));
+  oneCall ? null : openRunButton(a.session_id));
   return { card, waited, deadline, data: a };
 }
 
@@ -830,8 +832,10 @@ function tryForm(tool) {
   // denied, and the person at the console is told why before and after.
   const gated = tool.approval && tool.approval !== 'never';
   const askNote = gated ? el('p', { class: 'note approval-note' },
-    `${tool.name} can ask for approval (${tool.approval.replace('_', ' ')}). A call from this form has nobody to approve it, so a call that asks is denied; to approve one, ask for it in a chat (Runs) and decide it under Approvals.`) : null;
-  form.append(fields.element, askNote, el('button', { type: 'submit' }, `Call ${tool.name}`), error, output, parts);
+    `${tool.name} can ask for approval (${tool.approval.replace('_', ' ')}). A call from this form that asks waits for your decision: approve or deny it here when it appears (or under Approvals); undecided, it is denied when the service's approval timeout passes.`) : null;
+  // The pending approval of this form's call, decided here.
+  const decision = el('div', { class: 'try-approval', 'aria-live': 'polite' });
+  form.append(fields.element, askNote, el('button', { type: 'submit' }, `Call ${tool.name}`), decision, error, output, parts);
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     error.textContent = '';
@@ -842,18 +846,42 @@ function tryForm(tool) {
       error.textContent = e.message;
       return;
     }
+    // While a gated call is in flight, its approval (a direct call's, of
+    // this tool, asked after it was sent) is shown here with its buttons.
+    let watching = null;
+    if (gated) {
+      const sentAt = Date.now() - 1000;
+      watching = setInterval(async () => {
+        if (decision.childElementCount) return;
+        const { approvals } = await api('/api/approvals').catch(() => ({ approvals: [] }));
+        const mine = approvals.find((a) => a.session_id.startsWith('direct-') && a.tool === tool.name && a.asked_ms >= sentAt);
+        if (!mine) return;
+        const buttons = ['approve', 'deny'].map((d) => {
+          const b = el('button', { type: 'button', class: d }, `${d === 'approve' ? 'Approve' : 'Deny'} this call`);
+          b.addEventListener('click', async () => {
+            for (const x of buttons) x.disabled = true;
+            await decide(mine.session_id, mine.call_id, d, false).catch((e) => { error.textContent = `Not decided: ${e.message}`; });
+          });
+          return b;
+        });
+        decision.replaceChildren(el('p', {}, `${tool.name} waits for your approval:`), argumentsView(mine.arguments, `Arguments of ${mine.call_id}`), el('div', { class: 'actions' }, buttons));
+      }, 1000);
+    }
     try {
-      const r = await api(`/api/tools/${encodeURIComponent(tool.name)}/call`, { method: 'POST', body: args });
+      const r = await api(`/api/tools/${encodeURIComponent(tool.name)}/call`, { method: 'POST', body: args, extraHeaders: gated ? { 'x-lovia-approval': 'wait' } : {} });
       output.textContent = r.output;
       output.classList.toggle('is-error', r.is_error);
       revoke(images);
       parts.replaceChildren(...(Array.isArray(r.parts) ? [partsView(r.parts, images)] : []));
       if (r.is_error) error.textContent = `Error result${r.error_kind ? ` (${r.error_kind})` : ''}`;
       if (gated && r.output === `Tool ${tool.name} was not approved.`) {
-        error.textContent = 'Denied: this call asked for approval, which a call from this form cannot give (see the note above).';
+        error.textContent = 'Denied: this call asked for approval and was denied (or its wait timed out).';
       }
     } catch (e) {
       error.textContent = `Call refused: ${e.message}`;
+    } finally {
+      if (watching) clearInterval(watching);
+      decision.replaceChildren();
     }
   });
   return form;

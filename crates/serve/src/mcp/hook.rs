@@ -37,6 +37,15 @@ impl Waiting {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Lists a direct call's approvals (`POST /api/tools/{name}/call` with
+    /// `x-lovia-approval: wait`) under `session` until the returned guard
+    /// is dropped: its approvals are asked of a person from the start.
+    pub(crate) fn register_direct(self: &Arc<Self>, session: String, approvals: ApprovalChannel) -> Registered {
+        let entry = InProgress { approvals, asked: Some(SystemTime::now()) };
+        self.lock().insert(session.clone(), entry);
+        Registered { waiting: self.clone(), session }
+    }
+
     /// The approvals waiting now.
     pub(crate) fn pending(&self) -> Vec<Pending> {
         let calls = self.lock();
@@ -60,6 +69,18 @@ impl Waiting {
         // A call id it does not wait on may be a chat's whose session has the
         // same name: that is for the chats to answer.
         approvals.is_pending(call_id).then(|| approvals.resolve(call_id, decision))
+    }
+}
+
+/// A direct call's place in the approval listing, given back when dropped.
+pub(crate) struct Registered {
+    waiting: Arc<Waiting>,
+    session: String,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.waiting.lock().remove(&self.session);
     }
 }
 

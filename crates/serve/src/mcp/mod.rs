@@ -102,9 +102,19 @@ impl TenantMcp {
         self.waiting.decide(session, call_id, decision)
     }
 
-    /// The approvals its calls wait for.
+    /// The approvals its calls wait for (direct calls that wait included).
     pub(crate) fn pending(&self) -> Vec<Pending> {
         self.waiting.pending()
+    }
+
+    /// See [`hook::Waiting::register_direct`]: the direct calls' approvals
+    /// are listed and decided with the `/mcp` calls'.
+    pub(crate) fn register_direct(
+        &self,
+        session: String,
+        approvals: lovia_host::approval::ApprovalChannel,
+    ) -> hook::Registered {
+        self.waiting.register_direct(session, approvals)
     }
 }
 
