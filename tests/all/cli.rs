@@ -570,7 +570,7 @@ async fn run_refuses_every_kind_of_script_mistake_naming_the_key() {
         ),
         (
             format!(r#"{{"agent": {{"approvals": {{"a": "yes"}}}}, "turns": [{calls}]}}"#),
-            "`agent.approvals.a` is \"yes\", expected one of `approve`, `deny`",
+            "`agent.approvals.a` is \"yes\", expected one of `approve`, `always`, `deny`",
         ),
         (
             format!(r#"{{"agent": {{"approvals": {{"b": "approve"}}}}, "turns": [{calls}]}}"#),

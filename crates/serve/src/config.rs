@@ -402,7 +402,7 @@ pub struct TenantConfig {
 /// A tenant's web tools: `read_page` and `web_search`, with one page
 /// reader per tenant, so its reads in flight and its cache are the
 /// tenant's alone.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct TenantWeb {
@@ -434,6 +434,21 @@ pub struct TenantWeb {
 
 fn default_web_reads() -> usize {
     lovia_web::DEFAULT_MAX_CONCURRENT
+}
+
+/// The same defaults as an empty `[tenants.web]` table (a derived
+/// `Default` would give `max_concurrent_reads = 0`, which the config refuses).
+impl Default for TenantWeb {
+    fn default() -> Self {
+        Self {
+            read_page: false,
+            allow: Vec::new(),
+            max_concurrent_reads: default_web_reads(),
+            searxng_url: None,
+            searxng_key_env: None,
+            brave_key_env: None,
+        }
+    }
 }
 
 /// A tenant's chat workspaces (docs/workspace.md, "In lovia serve").

@@ -387,6 +387,15 @@ impl Service {
                 "the configured plugins' signatures are not checked ([signatures] mode = \"off\", the default)"
             );
         }
+        // Before the tenants: their `/mcp` serves `run_code` too.
+        let code_engine = match config.tenants.iter().any(|t| t.agent.code_mode) {
+            true => Some(Arc::new(lovia_code::CodeEngine::new_announcing(host, || {
+                tracing::info!(
+                    "compiling the code-mode engine (about 10 s; kept in the artifact cache for the next start)"
+                )
+            })?)),
+            false => None,
+        };
         for (index, t) in config.tenants.iter().enumerate() {
             let uploads = upload::TenantUploads::new(t)
                 .map_err(|source| ServeError::Supply { tenant: t.name.clone(), source })?;
@@ -433,6 +442,19 @@ impl Service {
                 stores.counts.clone(),
                 t.fuel_per_minute.map(|fuel| (fuel, host.clone())),
             ));
+            let web_tools = match &t.web {
+                Some(web) => web_tools(web).map_err(|reason| ServeError::Web { tenant: t.name.clone(), reason })?,
+                None => Vec::new(),
+            };
+            if let Some(tool) = web_tools.iter().find(|w| executor.tools().get(w.name()).is_some()) {
+                return Err(ServeError::Conflict {
+                    tenant: t.name.clone(),
+                    reason: format!(
+                        "the tool {} of a plugin or MCP server clashes with the web tool of that name",
+                        tool.name()
+                    ),
+                });
+            }
             let setup = mcp::Setup {
                 tenant: &t.name,
                 quota: quota.clone(),
@@ -441,6 +463,11 @@ impl Service {
                 max_sessions: t.max_mcp_sessions,
                 sse_keep_alive: Duration::from_secs(config.sse_keep_alive_secs.max(1)),
                 shared: stores.mcp_states.as_deref(),
+                extras: mcp::Extras {
+                    tools: web_tools.clone(),
+                    code_engine: code_engine.clone().filter(|_| t.agent.code_mode),
+                },
+                questions: t.agent.ask_human.then(|| Duration::from_secs(config.question_timeout_secs.max(1))),
             };
             let mcp = mcp::TenantMcp::new(executor.clone(), setup)
                 .map_err(|e| ServeError::Mcp { tenant: t.name.clone(), reason: e.to_string() })?;
@@ -468,19 +495,6 @@ impl Service {
                 }
                 _ => None,
             };
-            let web_tools = match &t.web {
-                Some(web) => web_tools(web).map_err(|reason| ServeError::Web { tenant: t.name.clone(), reason })?,
-                None => Vec::new(),
-            };
-            if let Some(tool) = web_tools.iter().find(|w| executor.tools().get(w.name()).is_some()) {
-                return Err(ServeError::Conflict {
-                    tenant: t.name.clone(),
-                    reason: format!(
-                        "the tool {} of a plugin or MCP server clashes with the web tool of that name",
-                        tool.name()
-                    ),
-                });
-            }
             tenants.push(Tenant {
                 index,
                 name: t.name.clone(),
@@ -502,14 +516,6 @@ impl Service {
         // Idle session workspaces go after their tenant's retention; the sweep
         // ends with the service (it holds the workspaces weakly).
         workspace::TenantWorkspaces::spawn_sweeper(tenants.iter().filter_map(|t| t.workspaces.clone()).collect());
-        let code_engine = match tenants.iter().any(|t| t.agent.code_mode) {
-            true => Some(Arc::new(lovia_code::CodeEngine::new_announcing(host, || {
-                tracing::info!(
-                    "compiling the code-mode engine (about 10 s; kept in the artifact cache for the next start)"
-                )
-            })?)),
-            false => None,
-        };
         Ok(Service {
             inner: Arc::new(Inner {
                 host: host.clone(),

@@ -347,3 +347,28 @@ async fn mcp_streams_keep_alive_at_the_services_interval() {
     let comments = text.lines().filter(|l| l.starts_with(':')).count();
     assert!(comments >= 2, "{comments} keep-alive comments in 3.5 s:\n{text}");
 }
+
+/// A tenant's `/mcp` offers what its chats offer that makes sense without a
+/// model: its web tools, `ask_human` (asked of the client) and `run_code`
+/// over all of them, after its plugins' tools, and calls them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_mcp_offers_its_chats_web_tools_questions_and_code_mode() {
+    let Some(py) = python() else { return };
+    let mut c = tenant("c", "c-key", &[fixtures::DIAGNOSTICS]);
+    let mut web = lovia_serve::TenantWeb::default();
+    web.read_page = true;
+    c.web = Some(web);
+    c.agent.ask_human = true;
+    c.agent.code_mode = true;
+    let addr = start(vec![c]).await;
+    for mode in ["auto", "legacy"] {
+        let out = client(&py, &[mode, "tenant", &url(addr), "c-key", "read_page"]).await;
+        let names: Vec<&str> = out["tools"].as_array().expect("tools").iter().filter_map(Value::as_str).collect();
+        let tail: Vec<&str> = names.iter().rev().take(3).rev().copied().collect();
+        assert_eq!(tail, ["read_page", "ask_human", "run_code"], "{names:?}");
+        assert_eq!(out["echo"], result(false, "mine"));
+        // read_page ran: its own refusal of arguments it does not take.
+        let other = out["other"]["text"][0].as_str().unwrap_or_default();
+        assert!(other.contains("read_page"), "{other}");
+    }
+}

@@ -39,6 +39,45 @@ pub(crate) struct TenantMcp {
     http: McpHttpService,
     sessions: Arc<BoundedSessions>,
     waiting: Arc<hook::Waiting>,
+    /// The tools of its chats that make sense without a model, served after
+    /// the plugins' and MCP servers' (see [`Extras`]).
+    extras: Extras,
+}
+
+/// What a tenant's chats offer besides its plugins and MCP servers, and
+/// `/mcp` offers too: its web tools, `ask_human` (asked of the client by
+/// elicitation), and code mode's `run_code` over all of them. The session
+/// workspace is a chat's own (a session root per MCP session is not built
+/// yet).
+#[derive(Default)]
+pub(crate) struct Extras {
+    pub(crate) tools: Vec<lovia_host::Tool>,
+    pub(crate) code_engine: Option<Arc<lovia_code::CodeEngine>>,
+}
+
+impl Extras {
+    /// `base` with the extras after its tools: the web tools and
+    /// `ask_human`, then `run_code` over everything before it. A name that
+    /// clashes keeps `base`'s tool (the start checks the web tools' names).
+    fn compose(&self, base: &Executor) -> Executor {
+        let mut tools = base.tools().clone();
+        if let Err(e) = tools.add(lovia_host::ToolSource::AgentTools, self.tools.iter().cloned()) {
+            tracing::warn!(error = %e, "/mcp serves the tenant's tools without its web tools and ask_human");
+            tools = base.tools().clone();
+        }
+        if let Some(engine) = &self.code_engine {
+            let listed: Vec<lovia_host::Tool> = tools.iter().cloned().collect();
+            match lovia_code::run_code(engine.clone(), &listed, lovia_code::CodeLimits::default()) {
+                Ok(run_code) => {
+                    if let Err(e) = tools.add(lovia_host::ToolSource::AgentTools, [run_code]) {
+                        tracing::warn!(error = %e, "/mcp serves no run_code");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "/mcp serves no run_code"),
+            }
+        }
+        Executor::new(tools, base.settings().clone())
+    }
 }
 
 /// What [`TenantMcp::new`] needs besides the executor.
@@ -52,6 +91,10 @@ pub(crate) struct Setup<'a> {
     /// exactly as the chats' do.
     pub(crate) sse_keep_alive: Duration,
     pub(crate) shared: Option<&'a states::SharedStates>,
+    /// The chats' tools it serves too.
+    pub(crate) extras: Extras,
+    /// With `ask_human`: how long a question waits for the client's answer.
+    pub(crate) questions: Option<Duration>,
 }
 
 /// Plugin names by digest, for the approval prompt.
@@ -60,9 +103,17 @@ fn plugin_names(exec: &Executor) -> HashMap<String, String> {
 }
 
 impl TenantMcp {
-    pub(crate) fn new(exec: Executor, setup: Setup<'_>) -> Result<TenantMcp, NewServerError> {
+    pub(crate) fn new(exec: Executor, mut setup: Setup<'_>) -> Result<TenantMcp, NewServerError> {
         let waiting = Arc::new(hook::Waiting::default());
         let mut options = McpOptions::default();
+        // ask_human asks the client itself (elicitation; input_required on 2026-07-28).
+        if let Some(timeout) = setup.questions {
+            let questions = lovia_mcp::McpQuestions::with_timeout(timeout);
+            setup.extras.tools.push(questions.tool());
+            options.questions = Some(questions);
+        }
+        let extras = setup.extras;
+        let exec = extras.compose(&exec);
         options.approval_timeout = setup.approval_timeout;
         options.plugin_names = plugin_names(&exec);
         // Uploads change the list while clients are connected.
@@ -86,11 +137,12 @@ impl TenantMcp {
         http.sessions = Some(sessions.clone());
         http.sse_keep_alive = setup.sse_keep_alive;
         let http = server.clone().http_service(http);
-        Ok(TenantMcp { server, http, sessions, waiting })
+        Ok(TenantMcp { server, http, sessions, waiting, extras })
     }
 
-    /// Serves `exec`'s tools from now on and tells the connected clients.
+    /// Serves `exec`'s tools (with the extras) from now on and tells the connected clients.
     pub(crate) fn replace(&self, tenant: &str, exec: Executor) {
+        let exec = self.extras.compose(&exec);
         let names = plugin_names(&exec);
         if let Err(e) = self.server.replace(exec, names) {
             tracing::error!(%tenant, error = %e, "/mcp keeps the tools it had");
