@@ -14,6 +14,7 @@ Usage:
   client.py MODE workspace SERVER         # a coding session with the workspace tools (lovia mcp --workspace)
   client.py MODE questions SERVER         # ask_human answered in every way (lovia mcp --ask-human)
   client.py MODE always SERVER            # an approval with "always allow" ticked, then the same tool again
+  client.py MODE program_asks SERVER      # a run_code program that calls ask_human, answered "tea"
   client.py MODE withdraw SERVER          # a call cancelled while its approval or question is open
   client.py MODE hints SERVER             # the tools' annotations, and those a client auto-approves
   client.py MODE probe SERVER             # connect (auto: server/discover alone), then leave
@@ -547,6 +548,17 @@ async def probe(mode, server):
     return out
 
 
+async def program_asks(mode, server):
+    """A program (run_code) that asks the person and returns the answer."""
+    program = 'const drink = await tools.ask_human({ question: "Tea or coffee?" }); return `making ${drink}`;'
+    asked = []
+    async with Client(server, mode=mode, elicitation_callback=replying("accept", "tea", asked)) as client:
+        out = {"protocol": client.protocol_version}
+        out["result"] = block(await client.call_tool("run_code", {"code": program}))
+    out["asked"] = [a["message"] for a in asked]
+    return out
+
+
 async def withdraw(mode, server):
     """A call cancelled while its approval (or its ask_human question) is
     open on the client: lovia must withdraw its elicitation/create with
@@ -602,6 +614,9 @@ async def hints(mode, server):
 
 async def main():
     mode, transport = sys.argv[1], sys.argv[2]
+    if transport == "program_asks":
+        print(json.dumps(await program_asks(mode, server_of(sys.argv[3:]))))
+        return
     if transport == "withdraw":
         print(json.dumps(await withdraw(mode, server_of(sys.argv[3:]))))
         return

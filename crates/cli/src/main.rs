@@ -188,6 +188,12 @@ fn main() -> ExitCode {
             Command::Serve(args) => {
                 serve::run(args, &cli.supply, |fuel_metering, compile_timeout| {
                     let mut config = host_config(cli.no_cache, cli.cache_dir.clone());
+                    // A service's compiles (a tenant's uploads among them) go to
+                    // its log, not to raw stderr lines a tenant could cause.
+                    config.on_compile =
+                        Some(lovia_host::engine::CompileNotice(std::sync::Arc::new(|origin: &str, bytes: usize| {
+                            tracing::info!(%origin, bytes, "compiling a component");
+                        })));
                     config.fuel_metering = fuel_metering;
                     // Every compile in a child of this same binary, killed past the timeout.
                     let program = std::env::current_exe()

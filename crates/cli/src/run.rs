@@ -106,7 +106,7 @@ struct AgentScript {
     /// Answers to `ask_human` (`--ask-human`), by the question's call id: a
     /// text, or the labels chosen. A question without one is asked on the
     /// terminal when stdin is one, and otherwise gets no answer.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "answers")]
     answers: HashMap<String, ScriptAnswer>,
     /// Settings over what a tool declared, by tool name.
     #[serde(default)]
@@ -188,8 +188,7 @@ enum Decision {
 }
 
 /// A scripted answer to `ask_human`: a text, or the labels chosen.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone)]
 enum ScriptAnswer {
     Text(String),
     Labels(Vec<String>),
@@ -218,6 +217,27 @@ fn approval_handler<'de, D: Deserializer<'de>>(d: D) -> Result<Option<HandlerAns
         .map(|v| one_of("agent.approval_handler", &v, HANDLER_ANSWERS))
         .transpose()
         .map_err(D::Error::custom)
+}
+
+fn answers<'de, D: Deserializer<'de>>(d: D) -> Result<HashMap<String, ScriptAnswer>, D::Error> {
+    // Sorted, so that of several mistakes the first by call id is reported.
+    let raw = BTreeMap::<String, Value>::deserialize(d)?;
+    let mut out = HashMap::with_capacity(raw.len());
+    for (id, v) in raw {
+        let answer = match &v {
+            Value::String(text) => ScriptAnswer::Text(text.clone()),
+            Value::Array(labels) if labels.iter().all(Value::is_string) => {
+                ScriptAnswer::Labels(labels.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            }
+            _ => {
+                return Err(D::Error::custom(format!(
+                    "`agent.answers.{id}` is {v}, expected a text or a list of the labels chosen"
+                )));
+            }
+        };
+        out.insert(id, answer);
+    }
+    Ok(out)
 }
 
 fn decisions<'de, D: Deserializer<'de>>(d: D) -> Result<HashMap<String, Decision>, D::Error> {

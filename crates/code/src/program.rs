@@ -141,8 +141,10 @@ fn stopped(state: &mut ProgramState, limits: &CodeLimits, error: &wasmtime::Erro
         // Every WASI import of the engine is a stub that traps: a program
         // that reaches one used something code mode does not give it. What
         // it reads is that, not the engine's backtrace.
+        // (An engine that aborts traps the same way: the log keeps the
+        // backtrace for the operator.)
         Some(wasmtime::Trap::UnreachableCodeReached) => {
-            tracing::debug!(error = %format!("{error:#}"), "a program reached a stubbed import");
+            tracing::warn!(error = %format!("{error:#}"), "a program stopped at an unreachable: a stubbed import, or the engine aborted");
             Failure::Tool {
                 message: "the program used something code mode does not have (a clock, timers, files, the network or the environment) and was stopped".into(),
                 hint: Some("Use only tools and console; ask a tool for what the program needs from outside.".into()),

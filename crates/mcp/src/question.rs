@@ -143,6 +143,9 @@ impl QuestionCall {
 
 /// Why a question got no answer, as the model reads it.
 const NO_FORM: &str = "the MCP client cannot show a question: it declared no form elicitation";
+/// A program's question on 2026-07-28, where asking would run the program again.
+const NESTED_ROUND_TRIP: &str =
+    "a program cannot ask on this MCP revision (2026-07-28): call ask_human directly, outside run_code";
 const DECLINED: &str = "the person declined to answer";
 const DISMISSED: &str = "the person dismissed the question without answering";
 const ASKED: &str = "the question went to the MCP client as input_required";
@@ -236,11 +239,21 @@ pub(crate) fn answer_of(question: &Question, result: &ElicitResult) -> Result<St
 impl HumanChannel for McpQuestions {
     fn ask<'a>(&'a self, question: &'a Question, ctx: &'a CallContext) -> BoxFuture<'a, Result<String, HumanError>> {
         Box::pin(async move {
-            let Some(call) = self.call(&ctx.call_id) else {
+            // A program's question (`<call>/<n>`) is asked through the call
+            // that runs the program.
+            let nested = ctx.call_id.contains('/');
+            let registered = match ctx.call_id.split_once('/') {
+                Some((parent, _)) => self.call(parent),
+                None => self.call(&ctx.call_id),
+            };
+            let Some(call) = registered else {
                 // Only a call through this server's tools/call is registered.
                 return Err(HumanError::Closed);
             };
             match call.approval.as_ref() {
+                // On 2026-07-28 asking means the client retries the whole
+                // call, which would run the program again from its start.
+                Approval::RoundTrip { .. } if nested => Err(HumanError::Cancelled(NESTED_ROUND_TRIP.into())),
                 Approval::Elicit { able: false, .. } => Err(HumanError::Cancelled(NO_FORM.into())),
                 Approval::Elicit { peer, .. } => {
                     // Withdrawn if the call is cancelled while the person is asked.

@@ -299,9 +299,11 @@ impl McpServer {
                 allowed: self.allowed.clone(),
             }
         });
-        // A call of `ask_human` asks its question of this same client.
+        // A call of `ask_human` asks its question of this same client, and
+        // so does a program's (`run_code`'s nested `ask_human`, whose call id
+        // is `<this call>/<n>`): every call is registered while it runs.
         let question = match &self.options.questions {
-            Some(questions) if call.name == lovia_host::human::ASK_HUMAN => {
+            Some(questions) => {
                 let asking = Arc::new(question::QuestionCall {
                     approval: approval.clone(),
                     tool: call.name.clone(),
@@ -310,7 +312,7 @@ impl McpServer {
                 });
                 Some((questions.register(&call.id, asking.clone()), asking))
             }
-            _ => None,
+            None => None,
         };
         let (_registered, question) = question.unzip();
         // A 2026-07-28 request names its level in `_meta`; a session keeps the one it set.

@@ -78,60 +78,102 @@ impl ModelProvider for ScriptedProvider {
 }
 
 /// The keys a scripted reply may have, for error messages.
-const REPLY_KEYS: &str = "`tool_calls` (the model calls tools) or `text` (its final answer; `content` is the same)";
+const REPLY_KEYS: &str = "`tool_calls` (the model calls tools) or `text` (its final answer; `content` is the same), and optionally `usage` and `finish_reason`";
+
+/// Why a script's replies cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScriptError {
+    /// The text is not JSON.
+    #[error("not JSON: {reason}")]
+    NotJson {
+        /// What the parser said.
+        reason: String,
+    },
+    /// The JSON is not an array of replies.
+    #[error("a script is a JSON array of replies, each {REPLY_KEYS}")]
+    NotAList,
+    /// One reply is not one a script may have.
+    #[error("reply {reply}: {problem}")]
+    Reply {
+        /// Its position, from 1.
+        reply: usize,
+        /// What is wrong, naming the key.
+        problem: String,
+    },
+}
 
 /// The replies of a script file: a JSON array whose items are
 /// `{"tool_calls": [{"id", "name", "arguments"}]}` (the model calls tools;
 /// `arguments` is the raw text the model wrote, empty for `{}`) or
 /// `{"text": "…"}` (its final answer), the same turns `lovia run`'s
-/// scripts have. `content` is accepted for `text`, as earlier scripts
-/// spelled it. An unknown key, a reply with neither or both, or a call
-/// with a key of its own is an error naming the reply and the key: a
+/// scripts have, each optionally with `usage` and `finish_reason` as a
+/// provider reports them. `content` is accepted for `text`, as earlier
+/// scripts spelled it. An unknown key, a reply with neither or both, or a
+/// call with a key of its own is an error naming the reply and the key: a
 /// misspelt reply would otherwise end a chat with empty output.
 ///
 /// ```
 /// let replies = lovia_runner::scripted::parse_replies(r#"[{"text": "Done."}]"#).unwrap();
 /// assert_eq!(replies[0].content.as_deref(), Some("Done."));
 /// let error = lovia_runner::scripted::parse_replies(r#"[{"txt": "Done."}]"#).unwrap_err();
-/// assert!(error.contains("reply 1: unknown key `txt`"), "{error}");
+/// assert!(error.to_string().contains("reply 1: unknown key `txt`"), "{error}");
 /// ```
-pub fn parse_replies(text: &str) -> Result<Vec<ModelReply>, String> {
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+pub fn parse_replies(text: &str) -> Result<Vec<ModelReply>, ScriptError> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| ScriptError::NotJson { reason: e.to_string() })?;
     let serde_json::Value::Array(items) = value else {
-        return Err(format!("a script is a JSON array of replies, each {REPLY_KEYS}"));
+        return Err(ScriptError::NotAList);
     };
-    items.into_iter().enumerate().map(|(i, item)| reply(i + 1, item)).collect()
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| reply(i + 1, item).map_err(|problem| ScriptError::Reply { reply: i + 1, problem }))
+        .collect()
 }
 
 fn reply(n: usize, item: serde_json::Value) -> Result<ModelReply, String> {
-    let serde_json::Value::Object(fields) = item else {
-        return Err(format!("reply {n} is not an object; a reply has {REPLY_KEYS}"));
+    let serde_json::Value::Object(mut fields) = item else {
+        return Err(format!("not an object; reply {n} has {REPLY_KEYS}"));
     };
-    if let Some(key) = fields.keys().find(|k| !matches!(k.as_str(), "tool_calls" | "text" | "content")) {
-        return Err(format!("reply {n}: unknown key `{key}`; a reply has {REPLY_KEYS}"));
+    if let Some(key) =
+        fields.keys().find(|k| !matches!(k.as_str(), "tool_calls" | "text" | "content" | "usage" | "finish_reason"))
+    {
+        return Err(format!("unknown key `{key}`; a reply has {REPLY_KEYS}"));
     }
+    let usage = match fields.remove("usage") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(u) => Some(serde_json::from_value(u).map_err(|e| format!("`usage`: {e}"))?),
+    };
+    let finish_reason = match fields.remove("finish_reason") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(f) => Some(serde_json::from_value(f).map_err(|e| format!("`finish_reason`: {e}"))?),
+    };
     let text = match (fields.get("text"), fields.get("content")) {
-        (Some(_), Some(_)) => return Err(format!("reply {n} has both `text` and `content`; they are one key")),
+        (Some(_), Some(_)) => return Err("has both `text` and `content`; they are one key".into()),
         (Some(t), None) | (None, Some(t)) => {
-            Some(t.as_str().ok_or_else(|| format!("reply {n}: the text is {t}, not a string"))?.to_owned())
+            Some(t.as_str().ok_or_else(|| format!("the text is {t}, not a string"))?.to_owned())
         }
         (None, None) => None,
     };
-    match (fields.get("tool_calls"), text) {
+    let mut reply = match (fields.get("tool_calls"), text) {
         (Some(_), Some(_)) => {
-            Err(format!("reply {n} has both `tool_calls` and a text; a reply either calls tools or answers"))
+            return Err("has both `tool_calls` and a text; a reply either calls tools or answers".into());
         }
-        (None, None) => Err(format!("reply {n} is empty; a reply has {REPLY_KEYS}")),
-        (None, Some(text)) => Ok(ModelReply::text(text)),
+        (None, None) => return Err(format!("is empty; a reply has {REPLY_KEYS}")),
+        (None, Some(text)) => ModelReply::text(text),
         (Some(calls), None) => {
             let calls: Vec<ScriptCall> = serde_json::from_value(calls.clone())
-                .map_err(|e| format!("reply {n}: `tool_calls`: {e} (a call has `id`, `name` and `arguments`)"))?;
+                .map_err(|e| format!("`tool_calls`: {e} (a call has `id`, `name` and `arguments`)"))?;
             if calls.is_empty() {
-                return Err(format!("reply {n}: `tool_calls` is empty; a reply without calls is a `text`"));
+                return Err("`tool_calls` is empty; a reply without calls is a `text`".into());
             }
-            Ok(ModelReply::calls(calls.into_iter().map(|c| lovia_host::ToolCall::new(c.id, c.name, c.arguments))))
+            ModelReply::calls(calls.into_iter().map(|c| lovia_host::ToolCall::new(c.id, c.name, c.arguments)))
         }
-    }
+    };
+    reply.usage = usage;
+    reply.finish_reason = finish_reason;
+    Ok(reply)
 }
 
 /// A call as a script writes it.

@@ -418,41 +418,88 @@ pub(crate) async fn approve(caller: Caller, headers: axum::http::HeaderMap, body
     if request.always && decision != ApprovalDecision::Approve {
         return error(StatusCode::BAD_REQUEST, "always is for approve only");
     }
-    // The tool and its plugin, when this replica runs the call (for the record).
-    let asked = service.live(tenant, &request.session_id).and_then(|live| {
-        live.approvals.pending().into_iter().find(|r| r.call_id == request.call_id).map(|r| (r.tool, r.plugin_digest))
+    // The tool and its plugin, when this replica runs the call (for the
+    // record): a chat's, or an `/mcp` or direct call's.
+    let mcp = tenant
+        .mcp
+        .pending()
+        .into_iter()
+        .find(|p| p.session == request.session_id && p.request.call_id == request.call_id);
+    // An `/mcp` or direct call is one call: there is no rest of a chat to allow it for.
+    if request.always && mcp.is_some() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "always is for a chat's approvals; an /mcp or direct call is one call: approve it without always",
+        );
+    }
+    let asked = mcp.map(|p| (p.request.tool, p.request.plugin_digest)).or_else(|| {
+        service.live(tenant, &request.session_id).and_then(|live| {
+            live.approvals
+                .pending()
+                .into_iter()
+                .find(|r| r.call_id == request.call_id)
+                .map(|r| (r.tool, r.plugin_digest))
+        })
     });
     let call_id = request.call_id.clone();
+    let what = match (decision, request.always) {
+        (ApprovalDecision::Approve, true) => "approved, always",
+        (ApprovalDecision::Approve, false) => "approved",
+        _ => "denied",
+    };
     let order = Order::Decide { call_id: request.call_id, decision, always: request.always };
     let decided = match deliver(service, tenant, &request.session_id, &order).await {
         Ok(decided) => decided,
-        Err(answer) => return answer,
+        Err(answer) => {
+            // Queued for the replica that runs the call (202): it lands
+            // when that replica takes it, and is recorded as queued.
+            if answer.status() == StatusCode::ACCEPTED {
+                record_decision(
+                    service,
+                    tenant,
+                    &headers,
+                    &request.session_id,
+                    &call_id,
+                    asked,
+                    &format!("{what} (queued)"),
+                )
+                .await;
+            }
+            return answer;
+        }
     };
     if decided {
-        // Who decided which call, and when: in the audit trail, which the
-        // run's view reads back.
-        let what = match (decision, request.always) {
-            (ApprovalDecision::Approve, true) => "approved, always",
-            (ApprovalDecision::Approve, false) => "approved",
-            _ => "denied",
-        };
-        let by = super::auth::token(&headers)
-            .map(|key| format!(" by API key sha256:{}", &super::auth::hash_key(key)[..12]))
-            .unwrap_or_default();
-        let (tool, digest) = asked.map_or((None, None), |(tool, digest)| (Some(tool), digest));
-        let source = match tool {
-            Some(tool) => format!("session {}, call {call_id} ({tool})", request.session_id),
-            None => format!("session {}, call {call_id}", request.session_id),
-        };
-        let entry = super::audit::AuditEntry::now(&tenant.name, super::audit::AuditAction::Decide, source)
-            .digest(digest)
-            .outcome(format!("{what}{by}"));
-        service.audit(entry).await;
+        record_decision(service, tenant, &headers, &request.session_id, &call_id, asked, what).await;
         Json(json!({"ok": true})).into_response()
     } else {
         let message = "no pending approval matches";
         (StatusCode::NOT_FOUND, Json(json!({"error": message, "detail": message}))).into_response()
     }
+}
+
+/// Writes who decided which call, and when, to the audit trail, which the
+/// console's run view reads back.
+async fn record_decision(
+    service: &Service,
+    tenant: &Tenant,
+    headers: &axum::http::HeaderMap,
+    session: &str,
+    call_id: &str,
+    asked: Option<(String, Option<String>)>,
+    what: &str,
+) {
+    let by = super::auth::token(headers)
+        .map(|key| format!(" by API key sha256:{}", &super::auth::hash_key(key)[..12]))
+        .unwrap_or_default();
+    let (tool, digest) = asked.map_or((None, None), |(tool, digest)| (Some(tool), digest));
+    let source = match tool {
+        Some(tool) => format!("session {session}, call {call_id} ({tool})"),
+        None => format!("session {session}, call {call_id}"),
+    };
+    let entry = super::audit::AuditEntry::now(&tenant.name, super::audit::AuditAction::Decide, source)
+        .digest(digest)
+        .outcome(format!("{what}{by}"));
+    service.audit(entry).await;
 }
 
 #[derive(Deserialize)]

@@ -387,7 +387,6 @@ impl Service {
                 "the configured plugins' signatures are not checked ([signatures] mode = \"off\", the default)"
             );
         }
-        // Before the tenants: their `/mcp` serves `run_code` too.
         let code_engine = match config.tenants.iter().any(|t| t.agent.code_mode) {
             true => Some(Arc::new(lovia_code::CodeEngine::new_announcing(host, || {
                 tracing::info!(
@@ -446,6 +445,18 @@ impl Service {
                 Some(web) => web_tools(web).map_err(|reason| ServeError::Web { tenant: t.name.clone(), reason })?,
                 None => Vec::new(),
             };
+            let chats_add = [
+                t.agent.ask_human.then_some(lovia_host::human::ASK_HUMAN),
+                t.agent.code_mode.then_some(lovia_code::RUN_CODE),
+            ];
+            if let Some(name) = chats_add.into_iter().flatten().find(|n| executor.tools().get(n).is_some()) {
+                return Err(ServeError::Conflict {
+                    tenant: t.name.clone(),
+                    reason: format!(
+                        "the tool {name} of a plugin or MCP server clashes with the tool of that name the tenant's chats have"
+                    ),
+                });
+            }
             if let Some(tool) = web_tools.iter().find(|w| executor.tools().get(w.name()).is_some()) {
                 return Err(ServeError::Conflict {
                     tenant: t.name.clone(),
@@ -463,10 +474,7 @@ impl Service {
                 max_sessions: t.max_mcp_sessions,
                 sse_keep_alive: Duration::from_secs(config.sse_keep_alive_secs.max(1)),
                 shared: stores.mcp_states.as_deref(),
-                extras: mcp::Extras {
-                    tools: web_tools.clone(),
-                    code_engine: code_engine.clone().filter(|_| t.agent.code_mode),
-                },
+                extras: mcp::Extras { tools: web_tools.clone(), tenant: t.name.clone() },
                 questions: t.agent.ask_human.then(|| Duration::from_secs(config.question_timeout_secs.max(1))),
             };
             let mcp = mcp::TenantMcp::new(executor.clone(), setup)
@@ -785,10 +793,13 @@ async fn call_tool(caller: Caller, UrlPath(name): UrlPath<String>, headers: Head
     // `POST /api/chat/approve` with the call's session, at most
     // `approval_timeout_secs`); without it there is nobody to ask, and such
     // a call is denied.
-    let wait = match headers.get("x-lovia-approval").map(|v| v.to_str().unwrap_or_default()) {
+    let wait = match headers.get("x-lovia-approval").map(|v| v.to_str()) {
         None => false,
-        Some("wait") => true,
-        Some(other) => {
+        Some(Ok("wait")) => true,
+        Some(Err(_)) => {
+            return error(StatusCode::BAD_REQUEST, "x-lovia-approval is not visible ASCII; the one value is \"wait\"");
+        }
+        Some(Ok(other)) => {
             return error(
                 StatusCode::BAD_REQUEST,
                 &format!(
@@ -844,6 +855,14 @@ impl Tenant {
     /// The tenant's tools as they are now.
     fn executor(&self) -> Executor {
         self.executor.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether `name` is taken by a tool the tenant's chats add: `ask_human`,
+    /// `run_code`, or a workspace tool, as its agent has them.
+    pub(crate) fn reserved_name(&self, name: &str) -> bool {
+        (self.agent.ask_human && name == lovia_host::human::ASK_HUMAN)
+            || (self.agent.code_mode && name == lovia_code::RUN_CODE)
+            || (self.workspaces.is_some() && lovia_workspace::TOOL_NAMES.contains(&name))
     }
 
     /// The tools a direct call (and the console's Tools tab) reaches: the

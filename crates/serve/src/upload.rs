@@ -122,6 +122,13 @@ async fn accept(service: &Service, tenant: &super::Tenant, body: Bytes) -> Resul
     if let Err(e) = tenant.direct_executor().tools().clone().add(ToolSource::Plugin, Tool::from_plugin(&plugin)) {
         return Err(rejected(StatusCode::CONFLICT, e.to_string()));
     }
+    // So are the names of the tools its chats add (ask_human, run_code, the workspace's).
+    if let Some(name) = names.iter().find(|n| tenant.reserved_name(n)) {
+        return Err(rejected(
+            StatusCode::CONFLICT,
+            format!("the tool {name} clashes with the tool of that name this tenant's chats have"),
+        ));
+    }
     let new = NewPlugin {
         tenant: tenant.name.clone(),
         name: plugin.info().name.clone(),

@@ -241,7 +241,7 @@ def split_args_section(doc: str, fname: str, f: Callable[..., Any]) -> tuple[str
         if depth <= indent and match:
             current = match.group(1).lstrip("*")
             entries[current] = match.group(2).strip()
-        elif current is not None:
+        elif depth > indent and current is not None:
             entries[current] = f"{entries[current]} {line.strip()}".strip()
         else:
             raise DeclarationError(fname, f"the docstring's {lines[start].strip()} section has a line that is not "

@@ -391,3 +391,19 @@ class GoogleStyleArgs(unittest.TestCase):
             return a
 
         self.assertEqual(declare(g).spec.description, "Does g.\n\nArguments are checked first.")
+
+
+class GoogleStyleArgsMistakes(unittest.TestCase):
+    def test_an_entry_that_does_not_read_as_one_is_an_error_not_a_continuation(self) -> None:
+        def h(a: str, b: str) -> str:
+            """Does h.
+
+            Args:
+                a: The first.
+                b (dict(str, int)): The second.
+            """
+            return a
+
+        with self.assertRaises(DeclarationError) as e:
+            declare(h)
+        self.assertIn("that is not `name: description`", str(e.exception))

@@ -39,3 +39,21 @@ async fn a_programs_gated_call_is_denied_unasked_on_2026_07_28() {
     assert_eq!(out["accepted"], result(false, DENIED, Value::Null), "{log}");
     assert_eq!(out["asked"], serde_json::json!([]));
 }
+
+// A program's `ask_human` asks the client through the call that runs the
+// program (elicitation, 2025-11-25), and the program goes on with the
+// answer; on 2026-07-28, where asking would run the program again, the
+// program is told to ask outside `run_code`.
+#[tokio::test]
+async fn a_programs_question_is_asked_by_elicitation_on_2025_11_25() {
+    let Some(py) = python() else { return };
+    let args = ["--no-cache", "mcp", fixtures::ORDERS, "--code-mode", "--ask-human"].map(String::from).to_vec();
+    let (out, log) = against(&py, "legacy", "program_asks", "stdio", args.clone());
+    assert_eq!(out["protocol"], "2025-11-25", "{log}");
+    assert_eq!(out["result"], result(false, "making tea", Value::Null), "{log}");
+    assert_eq!(out["asked"], serde_json::json!(["Tea or coffee?"]), "{log}");
+    let (out, log) = against(&py, "auto", "program_asks", "stdio", args);
+    assert_eq!(out["protocol"], "2026-07-28", "{log}");
+    let text = out["result"]["text"][0].as_str().unwrap_or_default();
+    assert!(text.contains("a program cannot ask on this MCP revision"), "{text}");
+}

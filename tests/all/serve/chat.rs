@@ -452,7 +452,7 @@ async fn a_script_shares_lovia_runs_turns_and_refuses_an_unknown_key() {
         (j!([{"txt": "Done."}]), "reply 1: unknown key `txt`; a reply has `tool_calls`"),
         (
             j!([calls(&[("c1", "lookup_order", "{}")]), {"content": "a", "text": "b"}]),
-            "reply 2 has both `text` and `content`",
+            "reply 2: has both `text` and `content`",
         ),
         (
             j!([{"tool_calls": [{"id": "c1", "name": "x", "args": "{}"}]}]),

@@ -307,6 +307,13 @@ async fn a_direct_call_waits_for_a_person_when_asked_to() {
     };
     let session = pending["session_id"].as_str().expect("session").to_owned();
     assert!(session.starts_with("direct-"), "{pending}");
+    // One call: there is no rest of a chat to allow its tool for.
+    let always =
+        serde_json::json!({"session_id": session, "call_id": pending["call_id"], "decision": "approve", "always": true})
+            .to_string();
+    let (status, body) = super::request(addr, "POST", "/api/chat/approve", Some("acme-key"), &always).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("always is for a chat's approvals"), "{body}");
     let decide =
         serde_json::json!({"session_id": session, "call_id": pending["call_id"], "decision": "approve"}).to_string();
     let (status, body) = super::request(addr, "POST", "/api/chat/approve", Some("acme-key"), &decide).await;

@@ -259,8 +259,13 @@ impl ApprovalTicket {
     /// later calls of it are approved without asking (`AutoApproved`), as a
     /// chat's "always allow" does.
     pub fn approve_always(self) -> bool {
-        self.channel.allow_tool(&self.request.tool);
-        self.channel.resolve_bound(&self.request, ApprovalDecision::Approve)
+        // Only a decision that lands allows the tool: a stale ticket (its
+        // call timed out or changed) allows nothing.
+        let landed = self.channel.resolve_bound(&self.request, ApprovalDecision::Approve);
+        if landed {
+            self.channel.allow_tool(&self.request.tool);
+        }
+        landed
     }
 
     /// Rejects the call.

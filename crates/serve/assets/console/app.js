@@ -850,11 +850,13 @@ function tryForm(tool) {
     // this tool, asked after it was sent) is shown here with its buttons.
     let watching = null;
     if (gated) {
-      const sentAt = Date.now() - 1000;
+      // In the service's clock (its `now_ms`), not this browser's.
+      const sentAt = Date.now();
       watching = setInterval(async () => {
         if (decision.childElementCount) return;
-        const { approvals } = await api('/api/approvals').catch(() => ({ approvals: [] }));
-        const mine = approvals.find((a) => a.session_id.startsWith('direct-') && a.tool === tool.name && a.asked_ms >= sentAt);
+        const { approvals, now_ms: now } = await api('/api/approvals').catch(() => ({ approvals: [], now_ms: Date.now() }));
+        const since = sentAt + (now - Date.now()) - 1000;
+        const mine = approvals.find((a) => a.session_id.startsWith('direct-') && a.tool === tool.name && a.asked_ms >= since);
         if (!mine) return;
         const buttons = ['approve', 'deny'].map((d) => {
           const b = el('button', { type: 'button', class: d }, `${d === 'approve' ? 'Approve' : 'Deny'} this call`);

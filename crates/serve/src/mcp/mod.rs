@@ -45,36 +45,26 @@ pub(crate) struct TenantMcp {
 }
 
 /// What a tenant's chats offer besides its plugins and MCP servers, and
-/// `/mcp` offers too: its web tools, `ask_human` (asked of the client by
-/// elicitation), and code mode's `run_code` over all of them. The session
-/// workspace is a chat's own (a session root per MCP session is not built
-/// yet).
+/// `/mcp` offers too: its web tools and `ask_human` (asked of the client by
+/// elicitation). Not yet `run_code`: the tenant's quotas admit each `/mcp`
+/// call at its hook, and a program's nested calls would pass it (chats wrap
+/// every tool in the quota policy instead); nor the session workspace, for
+/// which a root per MCP session is not built.
 #[derive(Default)]
 pub(crate) struct Extras {
     pub(crate) tools: Vec<lovia_host::Tool>,
-    pub(crate) code_engine: Option<Arc<lovia_code::CodeEngine>>,
+    /// The tenant, for the log.
+    pub(crate) tenant: String,
 }
 
 impl Extras {
-    /// `base` with the extras after its tools: the web tools and
-    /// `ask_human`, then `run_code` over everything before it. A name that
-    /// clashes keeps `base`'s tool (the start checks the web tools' names).
+    /// `base` with the extras after its tools. A name that clashes keeps
+    /// `base`'s tools alone (the start and the uploads refuse such names).
     fn compose(&self, base: &Executor) -> Executor {
         let mut tools = base.tools().clone();
         if let Err(e) = tools.add(lovia_host::ToolSource::AgentTools, self.tools.iter().cloned()) {
-            tracing::warn!(error = %e, "/mcp serves the tenant's tools without its web tools and ask_human");
+            tracing::warn!(tenant = %self.tenant, error = %e, "/mcp serves the tenant's tools without its web tools and ask_human");
             tools = base.tools().clone();
-        }
-        if let Some(engine) = &self.code_engine {
-            let listed: Vec<lovia_host::Tool> = tools.iter().cloned().collect();
-            match lovia_code::run_code(engine.clone(), &listed, lovia_code::CodeLimits::default()) {
-                Ok(run_code) => {
-                    if let Err(e) = tools.add(lovia_host::ToolSource::AgentTools, [run_code]) {
-                        tracing::warn!(error = %e, "/mcp serves no run_code");
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "/mcp serves no run_code"),
-            }
         }
         Executor::new(tools, base.settings().clone())
     }
