@@ -118,6 +118,13 @@ fn check_name(name: &str, lang: Lang) -> Result<(), CliError> {
     if lang == Lang::Rust && (RUST_KEYWORDS.contains(&name) || CARGO_RESERVED.contains(&name)) {
         return Err(CliError::new(format!("invalid project name {name:?}: Cargo refuses it as a package name")));
     }
+    // The project depends on the SDK's two crates by these names.
+    if lang == Lang::Rust && matches!(name.replace('_', "-").as_str(), "lovia" | "lovia-macros") {
+        return Err(CliError::new(format!(
+            "invalid project name {name:?}: the project depends on the guest SDK's crate of that name"
+        ))
+        .hint("choose another name, such as weather"));
+    }
     Ok(())
 }
 
@@ -306,5 +313,7 @@ mod tests {
         assert!(check_name("fn", Lang::Rust).is_err());
         assert!(check_name("test", Lang::Rust).is_err());
         assert!(check_name("test", Lang::Python).is_ok(), "only Cargo refuses it");
+        assert!(check_name("lovia", Lang::Rust).is_err(), "it would depend on itself");
+        assert!(check_name("lovia_macros", Lang::Rust).is_err());
     }
 }
