@@ -168,6 +168,21 @@ impl ApprovalChannel {
         entry.is_some_and(|p| p.respond.send(decision).is_ok())
     }
 
+    /// [`ApprovalChannel::resolve_bound`] with approve, allowing the tool for
+    /// the rest of the session in the same step: only when the decision
+    /// lands, and before the call can run on (a runner that carries the
+    /// allowed tools into its next turn must see it).
+    fn approve_bound_always(&self, request: &ApprovalRequest) -> bool {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.get(&request.call_id).is_none_or(|p| p.request != *request) {
+            return false;
+        }
+        // Lock order: pending, then allowed (nothing takes them the other way).
+        self.allow_tool(&request.tool);
+        let entry = pending.remove(&request.call_id);
+        entry.is_some_and(|p| p.respond.send(ApprovalDecision::Approve).is_ok())
+    }
+
     /// Approves the pending call `call_id` and allows its tool for the rest
     /// of the session: later calls of it are approved without asking (and
     /// show as `AutoApproved`). Returns the tool's name; `None` when no call
@@ -261,11 +276,7 @@ impl ApprovalTicket {
     pub fn approve_always(self) -> bool {
         // Only a decision that lands allows the tool: a stale ticket (its
         // call timed out or changed) allows nothing.
-        let landed = self.channel.resolve_bound(&self.request, ApprovalDecision::Approve);
-        if landed {
-            self.channel.allow_tool(&self.request.tool);
-        }
-        landed
+        self.channel.approve_bound_always(&self.request)
     }
 
     /// Rejects the call.
