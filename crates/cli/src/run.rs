@@ -264,17 +264,6 @@ enum Turn {
     Text(String),
 }
 
-/// A call as the script writes it (unknown keys are an error).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ScriptCall {
-    id: String,
-    name: String,
-    /// The raw text the model produced; empty is `{}`.
-    #[serde(default)]
-    arguments: String,
-}
-
 const TURN_KEYS: &str = "`tool_calls` and `cancel_after_ms` (a turn of calls) or `text` (the final answer)";
 
 fn turns<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Turn>, D::Error> {
@@ -316,8 +305,9 @@ fn turn(i: usize, v: Value) -> Result<Turn, String> {
                 .iter()
                 .enumerate()
                 .map(|(j, c)| {
-                    let c = ScriptCall::deserialize(c).map_err(|e| format!("`{at}.tool_calls[{j}]`: {e}"))?;
-                    Ok(ToolCall::new(c.id, c.name, c.arguments))
+                    let c = lovia_runner::scripted::ScriptCall::deserialize(c)
+                        .map_err(|e| format!("`{at}.tool_calls[{j}]`: {e}"))?;
+                    Ok(ToolCall::from(c))
                 })
                 .collect::<Result<Vec<_>, String>>()?;
             let cancel_after_ms = match map.get("cancel_after_ms") {

@@ -168,7 +168,7 @@ fn reply(n: usize, item: serde_json::Value) -> Result<ModelReply, String> {
             if calls.is_empty() {
                 return Err("`tool_calls` is empty; a reply without calls is a `text`".into());
             }
-            ModelReply::calls(calls.into_iter().map(|c| lovia_host::ToolCall::new(c.id, c.name, c.arguments)))
+            ModelReply::calls(calls.into_iter().map(lovia_host::ToolCall::from))
         }
     };
     reply.usage = usage;
@@ -176,12 +176,20 @@ fn reply(n: usize, item: serde_json::Value) -> Result<ModelReply, String> {
     Ok(reply)
 }
 
-/// A call as a script writes it.
-#[derive(serde::Deserialize)]
+/// A call as a script writes it (unknown keys are an error): the calls of
+/// this module's replies and of `lovia run`'s turns.
+#[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ScriptCall {
+pub struct ScriptCall {
     id: String,
     name: String,
+    /// The raw text the model produced; empty is `{}`.
     #[serde(default)]
     arguments: String,
+}
+
+impl From<ScriptCall> for lovia_host::ToolCall {
+    fn from(c: ScriptCall) -> Self {
+        lovia_host::ToolCall::new(c.id, c.name, c.arguments)
+    }
 }

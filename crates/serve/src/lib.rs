@@ -155,8 +155,11 @@ struct Inner {
 struct Tenant {
     index: usize,
     name: String,
-    /// Replaced whole when a plugin is uploaded.
+    /// Replaced whole when a plugin is uploaded ([`Tenant::replace_tools`]).
     executor: RwLock<Executor>,
+    /// `executor`'s tools and then the web tools: what direct calls, the
+    /// console and `/mcp` reach. Made when `executor` is, not per call.
+    direct: RwLock<Executor>,
     /// Its MCP servers (their tools are in `executor` as listed at start).
     mcp_servers: mcp_sources::TenantSources,
     model: model::TenantModel,
@@ -354,8 +357,7 @@ impl Service {
                         let mut set: Toolset = current.tools().clone();
                         match tenant.mcp_servers.started(source, &mut set) {
                             Ok(()) => {
-                                *current = Executor::new(set, current.settings().clone());
-                                tenant.mcp.replace(&tenant.name, current.clone());
+                                tenant.replace_tools(&mut current, set);
                                 tracing::info!(tenant = %tenant.name, server = %config.name, "MCP server started; its tools are added");
                             }
                             Err(reason) => {
@@ -474,10 +476,10 @@ impl Service {
                 max_sessions: t.max_mcp_sessions,
                 sse_keep_alive: Duration::from_secs(config.sse_keep_alive_secs.max(1)),
                 shared: stores.mcp_states.as_deref(),
-                extras: mcp::Extras { tools: web_tools.clone(), tenant: t.name.clone() },
                 questions: t.agent.ask_human.then(|| Duration::from_secs(config.question_timeout_secs.max(1))),
             };
-            let mcp = mcp::TenantMcp::new(executor.clone(), setup)
+            let direct = mcp::with_tools(&t.name, &executor, web_tools.iter());
+            let mcp = mcp::TenantMcp::new(direct.clone(), setup)
                 .map_err(|e| ServeError::Mcp { tenant: t.name.clone(), reason: e.to_string() })?;
             let workspaces = match (&t.workspace, &config.workspaces_dir) {
                 (Some(w), Some(dir)) => {
@@ -507,6 +509,7 @@ impl Service {
                 index,
                 name: t.name.clone(),
                 executor: RwLock::new(executor),
+                direct: RwLock::new(direct),
                 mcp_servers,
                 model: model::TenantModel::from_config(&t.provider)
                     .map_err(|reason| ServeError::Model { tenant: t.name.clone(), reason })?,
@@ -867,21 +870,19 @@ impl Tenant {
 
     /// The tools a direct call (and the console's Tools tab) reaches: the
     /// tenant's plugins and MCP servers, then its web tools, as its chats
-    /// have them. Without web tools it is the tenant's executor itself.
+    /// have them.
     pub(crate) fn direct_executor(&self) -> Executor {
-        let executor = self.executor();
-        if self.web_tools.is_empty() {
-            return executor;
-        }
-        let mut tools = executor.tools().clone();
-        // Their names were checked against the plugins' at start, and an
-        // upload that takes one is refused (`upload.rs`); a clash here keeps
-        // the plugin's tool.
-        if let Err(e) = tools.add(lovia_host::ToolSource::AgentTools, self.web_tools.iter().cloned()) {
-            tracing::warn!(tenant = %self.name, error = %e, "a web tool's name is taken; it is not offered to direct calls");
-            return executor;
-        }
-        Executor::new(tools, executor.settings().clone())
+        self.direct.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Makes `tools` the tenant's, in `current` (its executor, write-locked
+    /// by the caller, so that two changes reach the direct tools and `/mcp`
+    /// in the order they were made).
+    pub(crate) fn replace_tools(&self, current: &mut Executor, tools: Toolset) {
+        *current = Executor::new(tools, current.settings().clone());
+        let direct = mcp::with_tools(&self.name, current, self.web_tools.iter());
+        *self.direct.write().unwrap_or_else(|e| e.into_inner()) = direct.clone();
+        self.mcp.replace(&self.name, direct);
     }
 }
 

@@ -4,7 +4,7 @@
 
 use crate::stored::PluginStoreError;
 use crate::{COMPILE_SLOTS, Service, Tenant, lease, notifications, relay, stored, upload};
-use lovia_host::exec::{Executor, NameConflict};
+use lovia_host::exec::NameConflict;
 use lovia_host::{Tool, ToolSource, Toolset};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -146,9 +146,8 @@ impl Service {
         let mut current = tenant.executor.write().unwrap_or_else(|e| e.into_inner());
         let mut set: Toolset = current.tools().clone();
         set.add(ToolSource::Plugin, Tool::from_plugin(plugin))?;
-        *current = Executor::new(set, current.settings().clone());
         // Under the same locks, so two uploads reach /mcp in the order they were installed.
-        tenant.mcp.replace(&tenant.name, current.clone());
+        tenant.replace_tools(&mut current, set);
         installed.insert(id);
         Ok(())
     }

@@ -39,35 +39,13 @@ pub(crate) struct TenantMcp {
     http: McpHttpService,
     sessions: Arc<BoundedSessions>,
     waiting: Arc<hook::Waiting>,
-    /// The tools of its chats that make sense without a model, served after
-    /// the plugins' and MCP servers' (see [`Extras`]).
-    extras: Extras,
-}
-
-/// What a tenant's chats offer besides its plugins and MCP servers, and
-/// `/mcp` offers too: its web tools and `ask_human` (asked of the client by
-/// elicitation). Not yet `run_code`: the tenant's quotas admit each `/mcp`
-/// call at its hook, and a program's nested calls would pass it (chats wrap
-/// every tool in the quota policy instead); nor the session workspace, for
-/// which a root per MCP session is not built.
-#[derive(Default)]
-pub(crate) struct Extras {
-    pub(crate) tools: Vec<lovia_host::Tool>,
-    /// The tenant, for the log.
-    pub(crate) tenant: String,
-}
-
-impl Extras {
-    /// `base` with the extras after its tools. A name that clashes keeps
-    /// `base`'s tools alone (the start and the uploads refuse such names).
-    fn compose(&self, base: &Executor) -> Executor {
-        let mut tools = base.tools().clone();
-        if let Err(e) = tools.add(lovia_host::ToolSource::AgentTools, self.tools.iter().cloned()) {
-            tracing::warn!(tenant = %self.tenant, error = %e, "/mcp serves the tenant's tools without its web tools and ask_human");
-            tools = base.tools().clone();
-        }
-        Executor::new(tools, base.settings().clone())
-    }
+    /// `ask_human`, when the tenant's agent has it: served after the
+    /// tools it is given (the tenant's direct tools, web tools included).
+    /// Not yet `run_code`: the tenant's quotas admit each `/mcp` call at its
+    /// hook, and a program's nested calls would pass it (chats wrap every
+    /// tool in the quota policy instead); nor the session workspace, for
+    /// which a root per MCP session is not built.
+    ask_human: Option<lovia_host::Tool>,
 }
 
 /// What [`TenantMcp::new`] needs besides the executor.
@@ -81,10 +59,27 @@ pub(crate) struct Setup<'a> {
     /// exactly as the chats' do.
     pub(crate) sse_keep_alive: Duration,
     pub(crate) shared: Option<&'a states::SharedStates>,
-    /// The chats' tools it serves too.
-    pub(crate) extras: Extras,
     /// With `ask_human`: how long a question waits for the client's answer.
     pub(crate) questions: Option<Duration>,
+}
+
+/// `base` with `more` after its tools. A name that clashes keeps `base`'s
+/// tools alone (the start and the uploads refuse such names); without
+/// `more` it is `base` itself.
+pub(crate) fn with_tools<'t>(
+    tenant: &str,
+    base: &Executor,
+    more: impl ExactSizeIterator<Item = &'t lovia_host::Tool>,
+) -> Executor {
+    if more.len() == 0 {
+        return base.clone();
+    }
+    let mut tools = base.tools().clone();
+    if let Err(e) = tools.add(lovia_host::ToolSource::AgentTools, more.cloned()) {
+        tracing::warn!(%tenant, error = %e, "a host tool's name is taken; the tenant's tools are served without it");
+        return base.clone();
+    }
+    Executor::new(tools, base.settings().clone())
 }
 
 /// Plugin names by digest, for the approval prompt.
@@ -93,17 +88,18 @@ fn plugin_names(exec: &Executor) -> HashMap<String, String> {
 }
 
 impl TenantMcp {
-    pub(crate) fn new(exec: Executor, mut setup: Setup<'_>) -> Result<TenantMcp, NewServerError> {
+    /// `/mcp` over `exec`: the tenant's direct tools ([`super::Tenant::direct_executor`]).
+    pub(crate) fn new(exec: Executor, setup: Setup<'_>) -> Result<TenantMcp, NewServerError> {
         let waiting = Arc::new(hook::Waiting::default());
         let mut options = McpOptions::default();
         // ask_human asks the client itself (elicitation; input_required on 2026-07-28).
+        let mut ask_human = None;
         if let Some(timeout) = setup.questions {
             let questions = lovia_mcp::McpQuestions::with_timeout(timeout);
-            setup.extras.tools.push(questions.tool());
+            ask_human = Some(questions.tool());
             options.questions = Some(questions);
         }
-        let extras = setup.extras;
-        let exec = extras.compose(&exec);
+        let exec = with_tools(setup.tenant, &exec, ask_human.iter());
         options.approval_timeout = setup.approval_timeout;
         options.plugin_names = plugin_names(&exec);
         // Uploads change the list while clients are connected.
@@ -127,12 +123,13 @@ impl TenantMcp {
         http.sessions = Some(sessions.clone());
         http.sse_keep_alive = setup.sse_keep_alive;
         let http = server.clone().http_service(http);
-        Ok(TenantMcp { server, http, sessions, waiting, extras })
+        Ok(TenantMcp { server, http, sessions, waiting, ask_human })
     }
 
-    /// Serves `exec`'s tools (with the extras) from now on and tells the connected clients.
+    /// Serves `exec`'s tools (the tenant's direct tools, then `ask_human`)
+    /// from now on and tells the connected clients.
     pub(crate) fn replace(&self, tenant: &str, exec: Executor) {
-        let exec = self.extras.compose(&exec);
+        let exec = with_tools(tenant, &exec, self.ask_human.iter());
         let names = plugin_names(&exec);
         if let Err(e) = self.server.replace(exec, names) {
             tracing::error!(%tenant, error = %e, "/mcp keeps the tools it had");
