@@ -392,7 +392,7 @@ impl Service {
         let code_engine = match config.tenants.iter().any(|t| t.agent.code_mode) {
             true => Some(Arc::new(lovia_code::CodeEngine::new_announcing(host, || {
                 tracing::info!(
-                    "compiling the code-mode engine (about 10 s; kept in the artifact cache for the next start)"
+                    "compiling the code-mode engine (a few seconds; kept in the artifact cache for the next start)"
                 )
             })?)),
             false => None,
