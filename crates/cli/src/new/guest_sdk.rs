@@ -42,7 +42,7 @@ license = "Apache-2.0"
 
 [dependencies]
 lovia-macros = { path = "../lovia-macros", version = "0.1.0" }
-wit-bindgen = "0.63.0"
+wit-bindgen = "0.60.0"
 wasip2 = { version = "1.0.4", default-features = false, features = ["std"] }
 serde = { version = "1", features = ["derive"] }
 serde_json = { version = "1", features = ["preserve_order"] }
