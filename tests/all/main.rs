@@ -7,6 +7,7 @@ mod code_mode;
 mod console;
 mod contract;
 mod docs;
+mod doors;
 mod exec;
 mod fuzz;
 mod load;

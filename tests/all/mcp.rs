@@ -317,7 +317,9 @@ fn two_plugins_with_one_tool_name_are_refused_with_lovia_mcps_own_hint() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("Tool name conflict for 'search_docs' from plugin."), "{stderr}");
     assert!(
-        stderr.contains("hint: two plugins have a tool of this name: serve them from separate `lovia mcp` processes"),
+        stderr.contains(
+            "hint: two of what you gave have a tool of this name: give them to separate `lovia mcp` processes"
+        ),
         "{stderr}"
     );
     assert!(!stderr.contains("MCPServer"), "{stderr}");

@@ -56,6 +56,11 @@ async def tenant(mode, url, key, other_tool):
     return out
 
 
+async def names_only(mode, url, key):
+    async with client(mode, url, key) as c:
+        return {"tools": [t.name for t in (await c.list_tools()).tools]}
+
+
 async def calls(mode, url, key, n):
     out = {"results": []}
     async with client(mode, url, key) as c:
@@ -185,6 +190,8 @@ async def main():
     args = sys.argv[3:]
     if what == "tenant":
         out = await tenant(mode, args[0], args[1], args[2])
+    elif what == "names":
+        out = await names_only(mode, args[0], args[1])
     elif what == "calls":
         out = await calls(mode, args[0], args[1], int(args[2]))
     elif what == "elicit":

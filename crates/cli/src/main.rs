@@ -5,6 +5,7 @@ mod audit;
 mod bench;
 mod build;
 mod call;
+mod door;
 mod inspect;
 mod mcp;
 mod mcp_sources;

@@ -38,14 +38,3 @@ pub(crate) async fn start(path: &Path) -> Result<Vec<Arc<McpSource>>, CliError> 
     }
     Ok(sources)
 }
-
-/// The `## Deferred MCP tools` section of the deferred servers, for the
-/// system message (none without them).
-#[derive(Debug)]
-pub(crate) struct DeferredSection(pub(crate) lovia_mcp::source::DeferredMcpTools);
-
-impl lovia_runner::PromptContext for DeferredSection {
-    fn instructions(&self) -> Option<String> {
-        self.0.prompt_section()
-    }
-}

@@ -4,8 +4,8 @@
 
 use crate::CliError;
 use lovia_host::{
-    ExecSettings, HandlerAnswer, Host, MemoryStore, NeedsApproval, RateLimit, Redact, ResultCache, RunState,
-    SessionStore, Tool, ToolCall, ToolEvent, ToolSource, Toolset,
+    Composition, ExecSettings, HandlerAnswer, Host, MemoryStore, NeedsApproval, RateLimit, Redact, ResultCache,
+    RunState, SessionStore, Tool, ToolCall, ToolEvent, ToolSource, capability::ToolList,
 };
 use lovia_runner::wire::{self, WireEvent};
 use lovia_runner::{Agent, Message, ModelReply, RunError, RunEvent, Runner, ScriptedProvider};
@@ -117,7 +117,7 @@ struct AgentScript {
 }
 
 /// What the application may set over a tool's declaration.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ToolOverride {
     parallel: Option<bool>,
@@ -131,7 +131,7 @@ struct ToolOverride {
     policies: Vec<PolicyScript>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 enum PolicyScript {
     Cache { ttl_ms: u64 },
@@ -140,7 +140,28 @@ enum PolicyScript {
 }
 
 impl ToolOverride {
-    fn apply(&self, mut tool: Tool) -> Result<Tool, CliError> {
+    /// The policies it names, outermost first, made once per run.
+    fn policies(&self) -> Result<Vec<Arc<dyn lovia_host::Policy>>, CliError> {
+        let mut made: Vec<Arc<dyn lovia_host::Policy>> = Vec::with_capacity(self.policies.len());
+        for policy in &self.policies {
+            made.push(match policy {
+                PolicyScript::Cache { ttl_ms } => Arc::new(ResultCache::new(Duration::from_millis(*ttl_ms))),
+                PolicyScript::RateLimit { per_second, burst } => Arc::new(RateLimit::new(*per_second, *burst)),
+                PolicyScript::Redact { patterns, replacement } => {
+                    let redact =
+                        Redact::new(patterns).map_err(|e| CliError::new(format!("invalid redaction pattern: {e}")))?;
+                    Arc::new(match replacement {
+                        Some(r) => redact.replacement(r.clone()),
+                        None => redact,
+                    })
+                }
+            });
+        }
+        Ok(made)
+    }
+
+    /// `tool` with these settings and `policies` (made by [`Self::policies`]).
+    fn apply(&self, mut tool: Tool, policies: &[Arc<dyn lovia_host::Policy>]) -> Tool {
         if let Some(p) = self.parallel {
             tool = tool.with_parallel(p);
         }
@@ -156,22 +177,10 @@ impl ToolOverride {
         if let Some(ask) = self.needs_approval {
             tool = tool.with_approval(if ask { NeedsApproval::Always } else { NeedsApproval::Never });
         }
-        for policy in &self.policies {
-            let policy: Arc<dyn lovia_host::Policy> = match policy {
-                PolicyScript::Cache { ttl_ms } => Arc::new(ResultCache::new(Duration::from_millis(*ttl_ms))),
-                PolicyScript::RateLimit { per_second, burst } => Arc::new(RateLimit::new(*per_second, *burst)),
-                PolicyScript::Redact { patterns, replacement } => {
-                    let redact =
-                        Redact::new(patterns).map_err(|e| CliError::new(format!("invalid redaction pattern: {e}")))?;
-                    Arc::new(match replacement {
-                        Some(r) => redact.replacement(r.clone()),
-                        None => redact,
-                    })
-                }
-            };
-            tool = tool.with_policy(policy);
+        for policy in policies {
+            tool = tool.with_policy(policy.clone());
         }
-        Ok(tool)
+        tool
     }
 }
 
@@ -401,125 +410,87 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
         (None, true) => Some(Arc::new(MemoryStore::default())),
         (None, false) => None,
     };
-    // The toolset is built here only to refuse name clashes with a hint
-    // before anything runs; the runner builds its own from the agent.
-    let mut tools = Toolset::new();
-    let mut plugin_tools = Vec::new();
+    let mut door = Composition::new();
     for path in &args.plugins {
         let plugin = supply.load(&host, path, crate::supply::Supply::config_beside(path)?).await?;
-        let these = Tool::from_plugin_with_store(&plugin, store.clone())
-            .into_iter()
-            .map(|t| match script.agent.tools.get(t.name()) {
-                Some(o) => o.apply(t),
-                None => Ok(t),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        tools
-            .add(ToolSource::Plugin, these.iter().cloned())
-            .map_err(|e| CliError::new(e.message()).hint("load plugins whose tool names differ"))?;
-        plugin_tools.extend(these);
+        let tools = Tool::from_plugin_with_store(&plugin, store.clone());
+        door.push(Arc::new(ToolList::plugins(format!("plugin '{}'", plugin.info().name), tools)));
     }
-    // The workspace's tools follow the plugins' (a clash names its source).
-    let workspace = match &args.workspace {
-        Some(dir) => {
-            let workspace = crate::workspace::open(dir, &args.workspace_options)?;
-            if let Some(reason) = workspace.unavailable_reason() {
-                eprintln!("lovia run: the workspace's shell tools are not offered: {reason}");
-            }
-            tools
-                .add(ToolSource::Workspace, workspace.tools())
-                .map_err(|e| CliError::new(e.message()).hint("rename the plugin's tool or run without --workspace"))?;
-            Some(workspace)
-        }
-        None => None,
-    };
-    // The web tools come first in the table, as the application's own.
-    let web_tools = crate::web::tools(&args.web)?
-        .into_iter()
-        .map(|t| match script.agent.tools.get(t.name()) {
-            Some(o) => o.apply(t),
-            None => Ok(t),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    tools.add(ToolSource::AgentTools, web_tools.iter().cloned()).map_err(|e| {
-        CliError::new(e.message()).hint("a plugin's tool has a web tool's name; rename it or leave the web tool out")
-    })?;
+    // The MCP servers, the web tools and the workspace, from the flags
+    // `lovia mcp` shares.
+    let workspace = crate::door::add_shared(
+        &mut door,
+        crate::door::SharedFlags {
+            command: "lovia run",
+            mcp_servers: args.mcp_servers.as_deref(),
+            web: &args.web,
+            workspace: args.workspace.as_deref().map(|dir| (dir, &args.workspace_options)),
+        },
+    )
+    .await?;
+    // Name clashes are refused with a hint before anything runs; the
+    // runner builds its own table from the agent.
+    let tools = door.toolset().map_err(|e| crate::door::refusal("lovia run", e))?;
+    // The script's settings name tools of the plugins, the workspace, the
+    // web options or code mode; an MCP server's tools take theirs from
+    // its `[[mcp_servers]]` entry (they may change mid-run).
     let mut configured: Vec<&String> = script.agent.tools.keys().collect();
     configured.sort();
-    let offered = |n: &str| tools.get(n).is_some() || (args.code_mode && n == lovia_code::RUN_CODE);
+    let from_server: Vec<String> = door
+        .capabilities()
+        .iter()
+        .filter(|c| matches!(c.source(), ToolSource::Mcp(_)))
+        .flat_map(|c| c.tools())
+        .map(|t| t.name().to_owned())
+        .collect();
+    let offered = |n: &str| {
+        (tools.get(n).is_some() && !from_server.iter().any(|s| s == n)) || (args.code_mode && n == lovia_code::RUN_CODE)
+    };
     if let Some(name) = configured.into_iter().find(|n| !offered(n)) {
         return Err(CliError::new(format!(
             "the script configures tool `{name}`, which no plugin, workspace or web option provides"
         ))
         .hint(format!("available tools: {}", tools.iter().map(Tool::name).collect::<Vec<_>>().join(", "))));
     }
-    // After the check above: a server's tools take their settings from its
-    // `[[mcp_servers]]` entry, not from the script (they may change mid-run).
-    let sources = match &args.mcp_servers {
-        Some(path) => crate::mcp_sources::start(path).await?,
-        None => Vec::new(),
-    };
-    // Servers with `defer = true` stand behind search_mcp_tools and call_mcp_tool.
-    let (deferred, sources): (Vec<_>, Vec<_>) = sources.into_iter().partition(|s| s.deferred());
-    let deferred = lovia_mcp::source::DeferredMcpTools::new(deferred);
-    let mut sources: Vec<Arc<dyn lovia_host::DynamicTools>> =
-        sources.into_iter().map(|s| s as Arc<dyn lovia_host::DynamicTools>).collect();
-    if !lovia_host::DynamicTools::tools(&deferred).is_empty() {
-        sources.push(Arc::new(deferred.clone()));
+    // Each configured tool's settings, its policies made once (a cache
+    // or a rate limit keeps its state when the run's table is rebuilt).
+    let mut tunings = HashMap::new();
+    for (name, tuning) in &script.agent.tools {
+        tunings.insert(name.clone(), (tuning.clone(), tuning.policies()?));
     }
-    for source in &sources {
-        tools
-            .add(source.source(), source.tools())
-            .map_err(|e| CliError::new(e.message()).hint("set `prefix` on a server, or `exclude` one of the tools"))?;
-    }
-    let name = script.agent.name.clone().unwrap_or_else(|| "assistant".into());
-    let mut agent = Agent::new(name.clone());
-    agent.plugin_tools = plugin_tools;
-    agent.tools = web_tools;
+    door.set_adjust(Arc::new(move |tool: Tool| match tunings.get(tool.name()) {
+        Some((tuning, policies)) => tuning.apply(tool, policies),
+        None => tool,
+    }));
     // Before code mode, so that a program can ask too.
     if args.ask_human {
         let answers = RunAnswers {
             answers: script.agent.answers.clone(),
             terminal: std::io::IsTerminal::is_terminal(&std::io::stdin()),
         };
-        let ask = lovia_host::human::ask_human(Arc::new(answers));
-        tools.add(ToolSource::AgentTools, [ask.clone()]).map_err(|e| {
-            CliError::new(format!("--ask-human: {}", e.message()))
-                .hint("a plugin's tool is named ask_human; rename it or run without --ask-human")
-        })?;
-        agent.tools.push(ask);
+        door.push(Arc::new(lovia_host::human::ask_human_capability(lovia_host::human::ask_human(Arc::new(answers)))));
     }
     if args.code_mode {
         // Over every tool listed now (the MCP servers' lists may change).
-        let listed: Vec<Tool> = tools.iter().cloned().collect();
         let engine = crate::code_engine(&host, "lovia run")?;
-        let run_code = lovia_code::run_code(engine, &listed, lovia_code::CodeLimits::default())
+        let code_mode = lovia_code::code_mode(engine, &door, lovia_code::CodeLimits::default())
             .map_err(|e| CliError::new(format!("--code-mode: {e}")))?;
-        let run_code = match script.agent.tools.get(run_code.name()) {
-            Some(o) => o.apply(run_code)?,
-            None => run_code,
-        };
-        agent.tools.push(run_code);
+        door.push(Arc::new(code_mode));
     }
-    if let Some(workspace) = &workspace {
-        agent = agent.with_workspace(workspace);
-        // The script's settings hold over workspace tools as over plugin tools.
-        agent.workspace_tools = std::mem::take(&mut agent.workspace_tools)
-            .into_iter()
-            .map(|t| match script.agent.tools.get(t.name()) {
-                Some(o) => o.apply(t),
-                None => Ok(t),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-    }
+    // The script (or the terminal) answers questions and decides approvals.
+    door.check_needs("lovia run", lovia_host::capability::Needs::NOTHING.questions().approvals())
+        .map_err(|e| crate::door::refusal("lovia run", e))?;
+    door.toolset().map_err(|e| crate::door::refusal("lovia run", e))?;
+    let name = script.agent.name.clone().unwrap_or_else(|| "assistant".into());
+    let mut agent = Agent::new(name.clone());
+    agent.capabilities = door;
+    // The workspace is the agent's from here (its tools hold it).
+    drop(workspace);
     if let Some(n) = script.agent.context_window_tokens.filter(|n| *n < lovia_runner::MIN_CONTEXT_WINDOW) {
         return Err(CliError::new(format!("`agent.context_window_tokens` is {n}; it must be at least 1024"))
             .hint("give the model's context window in tokens, such as 128000"));
     }
     agent.context_policy = script.agent.context_window_tokens.map(lovia_runner::ContextPolicy::for_window);
-    agent.tool_sources = sources;
-    // The deferred servers' `## Deferred MCP tools` section, asked each turn.
-    agent.context.push(Arc::new(crate::mcp_sources::DeferredSection(deferred)));
     agent.tool_settings = ExecSettings::default()
         .with_agent(name)
         .with_default_retries(script.agent.default_tool_retries)

@@ -35,4 +35,4 @@ pub use declarations::{declarations, identifier};
 pub use engine::{CodeEngine, ENGINE_BYTES};
 pub use error::CodeModeError;
 pub use limits::CodeLimits;
-pub use tool::{RUN_CODE, run_code};
+pub use tool::{RUN_CODE, code_mode, run_code};

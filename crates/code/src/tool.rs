@@ -19,6 +19,20 @@ const DESCRIPTION: &str = "Run a JavaScript program that calls tools as function
 - The result is what `console.log` printed, then the returned value (JSON unless it is a string). Print and return only what you need.
 - There is no network, file system, timer or module: only `tools` and `console`.";
 
+/// Code mode as a capability of a door: `run_code` over the tools of
+/// `others` as they are now (an MCP server's later changes are not
+/// declared to the program), needing what they need, since a program's
+/// calls are theirs. The door adds it after the others.
+pub fn code_mode(
+    engine: SharedEngine,
+    others: &lovia_host::Composition,
+    limits: CodeLimits,
+) -> Result<lovia_host::capability::ToolList, CodeModeError> {
+    let tool = run_code(engine, &others.tools(), limits)?;
+    Ok(lovia_host::capability::ToolList::new("code mode", lovia_host::ToolSource::AgentTools, vec![tool])
+        .needing(others.needs()))
+}
+
 /// The `run_code` tool over the calls of `tools` (those that call tools
 /// themselves are left out): its description carries their TypeScript
 /// declarations; it never runs in parallel and is never retried.

@@ -93,6 +93,13 @@ pub fn ask_human_spec() -> crate::ToolSpec {
     ask_human(Arc::new(Nobody)).spec().clone()
 }
 
+/// `ask_human` as a capability of a door: `tool` (the door makes it, over
+/// whoever answers there), needing a person who answers.
+pub fn ask_human_capability(tool: Tool) -> crate::capability::ToolList {
+    crate::capability::ToolList::new(ASK_HUMAN, crate::ToolSource::AgentTools, vec![tool])
+        .needing(crate::capability::Needs::NOTHING.questions())
+}
+
 /// The `ask_human` tool over `channel`: not parallel (at most one open
 /// question per run), never retried.
 pub fn ask_human(channel: Arc<dyn HumanChannel>) -> Tool {

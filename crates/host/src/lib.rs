@@ -24,6 +24,7 @@ pub mod args;
 mod artifacts;
 mod bindings;
 pub mod call;
+pub mod capability;
 pub mod compile_worker;
 pub mod engine;
 pub mod error;
@@ -42,11 +43,12 @@ pub use call::{
     Failure, Fence, LeaseToken, LogLevel, LogSink, ProgressSink, Rendered, Renderer, ToolHints, ToolOutput, ToolSpec,
     render_json, render_parts, truncate,
 };
+pub use capability::{Capability, Composition};
 pub use engine::{Host, HostConfig};
 pub use error::{CacheProblem, HostError, InvalidComponent, LoadError};
 pub use exec::{
-    Budget, BudgetExceeded, BudgetMeter, CancelToken, DynamicTools, EventSink, ExecSettings, Executor, InvalidTool,
-    NameConflict, RunState, Tool, ToolCall, ToolEvent, ToolResultEntry, ToolSource, Toolset, TurnError, Usage,
+    Budget, BudgetExceeded, BudgetMeter, CancelToken, EventSink, ExecSettings, Executor, InvalidTool, NameConflict,
+    RunState, Tool, ToolCall, ToolEvent, ToolResultEntry, ToolSource, Toolset, TurnError, Usage,
 };
 pub use plugin::{ApprovalCheckError, CallRequest, InstanceMode, Plugin, PluginInfo, manifest::Manifest};
 pub use policy::{Next, Policy, RateLimit, Redact, ResultCache};

@@ -2,13 +2,12 @@
 //! derives from agents: handoffs (`transfer_to_<slug>`) and agents as tools
 //! (`ask_<slug>`), named per docs/semantics.md §15.
 
-use super::context::PromptContext;
 use super::provider::{ModelProvider, ModelSettings};
 use super::{RunError, Runner};
 use lovia_host::Failure;
 use lovia_host::exec::{Budget, ExecSettings, RunState};
 use lovia_host::plugin::Plugin;
-use lovia_host::{DynamicTools, NameConflict, ToolSource, Toolset};
+use lovia_host::{Capability, Composition, NameConflict, ToolSource, Toolset};
 use lovia_host::{Tool, ToolOutput};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -42,23 +41,19 @@ pub struct Agent {
     pub model: Option<String>,
     /// Model settings, `parallel_tool_calls` included.
     pub settings: ModelSettings,
-    /// Tools the application listed (source `agent.tools`). Default: none.
+    /// Tools the application listed (source `agent.tools`), first in the
+    /// table. Default: none.
     pub tools: Vec<Tool>,
-    /// Tools of plugins (source `plugin`): see [`Agent::with_plugin`]. Each
-    /// plugin's `info().instructions` joins the system message. Default: none.
-    pub plugin_tools: Vec<Tool>,
-    /// The workspace's tools (source `agent.workspace`), after the plugins'
-    /// in the table: see `Agent::with_workspace`. Default: none.
-    pub workspace_tools: Vec<Tool>,
-    /// Text added to each model request: the system message gets each
-    /// one's instructions after the agent's own (a workspace's section
-    /// first, then the plugins'), and each one's reminder follows the
-    /// transcript without being stored. Default: none.
-    pub context: Vec<Arc<dyn PromptContext>>,
-    /// Sources whose tools may change between turns, such as MCP servers
-    /// (`lovia_mcp::source::McpSource`): asked before each model turn, and
-    /// the run's tool table is rebuilt when one changed. Default: none.
-    pub tool_sources: Vec<Arc<dyn DynamicTools>>,
+    /// Everything else the agent is given, one capability each: plugins
+    /// ([`Agent::with_plugin`]), the workspace (`Agent::with_workspace`),
+    /// MCP servers (`lovia_mcp::source::McpSource`, whose list changes are
+    /// followed between turns), the web tools, `ask_human`, code mode. Each
+    /// one's tools join the table in its source's place, its section joins
+    /// the system message after the agent's instructions (in the order
+    /// given, the plugins' last), and its reminder follows the transcript
+    /// on each turn without being stored (docs/architecture.md). Default:
+    /// none.
+    pub capabilities: Composition,
     /// Agents this one may hand the conversation to. Default: none.
     pub handoffs: Vec<Arc<Agent>>,
     /// Tool defaults: retries, timeout, output cap (200,000 characters),
@@ -86,10 +81,7 @@ impl Agent {
             model: None,
             settings: ModelSettings::default(),
             tools: Vec::new(),
-            plugin_tools: Vec::new(),
-            workspace_tools: Vec::new(),
-            context: Vec::new(),
-            tool_sources: Vec::new(),
+            capabilities: Composition::new(),
             handoffs: Vec::new(),
             budget: Budget::default(),
             max_turns: DEFAULT_MAX_TURNS,
@@ -97,18 +89,26 @@ impl Agent {
         }
     }
 
-    /// Adds every tool of `plugin`, builder style.
+    /// Gives the agent `plugin`: its tools (source `plugin`) and its
+    /// instructions. Builder style.
     #[must_use]
     pub fn with_plugin(mut self, plugin: &Plugin) -> Self {
-        self.plugin_tools.extend(Tool::from_plugin(plugin));
+        self.capabilities.push(Arc::new(plugin.clone()));
+        self
+    }
+
+    /// Gives the agent `capability`, after those it has. Builder style.
+    #[must_use]
+    pub fn with_capability(mut self, capability: Arc<dyn Capability>) -> Self {
+        self.capabilities.push(capability);
         self
     }
 
     /// Gives the agent `workspace`: its tools after the plugins' (the
     /// shell's only when the kernel can confine it or the workspace chose
-    /// `shell_sandbox = "off"`), its `## Workspace` section first after the
-    /// instructions, and each turn the reminder of its background
-    /// processes. Builder style.
+    /// `shell_sandbox = "off"`), its `## Workspace` section after the
+    /// instructions (first when it is the first capability given), and
+    /// each turn the reminder of its background processes. Builder style.
     ///
     /// ```no_run
     /// # fn demo() -> Result<(), lovia_workspace::ConfigError> {
@@ -120,23 +120,18 @@ impl Agent {
     /// ```
     #[cfg(feature = "workspace")]
     #[must_use]
-    pub fn with_workspace(mut self, workspace: &lovia_workspace::Workspace) -> Self {
-        self.workspace_tools = workspace.tools();
-        self.context.insert(0, Arc::new(workspace.clone()));
-        self
+    pub fn with_workspace(self, workspace: &lovia_workspace::Workspace) -> Self {
+        self.with_capability(Arc::new(workspace.clone()))
     }
 
     /// The tool table of a run led by this agent, in the spec's order:
-    /// agent tools, plugin tools, workspace tools, the tool sources'
-    /// current tools, then one handoff tool per target.
+    /// agent tools, then the capabilities' tools by source (the host's
+    /// single tools, plugin tools, workspace tools, MCP servers' current
+    /// tools), then one handoff tool per target.
     pub fn toolset(&self) -> Result<Toolset, NameConflict> {
         let mut set = Toolset::new();
         set.add(ToolSource::AgentTools, self.tools.iter().cloned())?;
-        set.add(ToolSource::Plugin, self.plugin_tools.iter().cloned())?;
-        set.add(ToolSource::Workspace, self.workspace_tools.iter().cloned())?;
-        for source in &self.tool_sources {
-            set.add(source.source(), source.tools())?;
-        }
+        self.capabilities.add_to(&mut set)?;
         set.add(ToolSource::Handoff, self.handoffs.iter().map(|a| handoff_tool(a)))?;
         Ok(set)
     }

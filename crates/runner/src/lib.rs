@@ -29,7 +29,6 @@ pub use checkpoint::{
     SESSION_PAGE_MAX, SessionCursor, SessionInfo, SessionPage, StoreError,
 };
 pub use compaction::{ContextPolicy, MIN_CONTEXT_WINDOW, RECALL_TOOL};
-pub use context::PromptContext;
 pub use event::RunEvent;
 // Re-exported from lovia-host, where the factory lives beside the approval
 // channel: the MCP server serves it too.
@@ -423,20 +422,12 @@ impl Runner {
             // Between turns, a source whose list changed (an MCP server's
             // list_changed, or its restart) gets the next turn a new table;
             // a name clash it brings ends the run (docs/semantics.md §20).
-            let mut changed = false;
-            for source in &agent.tool_sources {
-                changed |= source.refresh().await;
-            }
-            if changed {
+            if agent.capabilities.refresh().await {
                 *executor = run_executor(agent, saver)?;
             }
             emit(RunEvent::TurnStarted { agent: agent.name.clone(), turn: turns });
             let mut request_messages = Vec::with_capacity(messages.len() + 2);
-            request_messages.extend(context::system_message(
-                agent.instructions.as_deref(),
-                &agent.context,
-                &agent.plugin_tools,
-            ));
+            request_messages.extend(context::system_message(agent.instructions.as_deref(), &agent.capabilities));
             let mut view = messages;
             if let Some(policy) = &agent.context_policy {
                 // View-only: the checkpoint keeps every result whole.
@@ -466,7 +457,7 @@ impl Runner {
             }
             request_messages.extend(view);
             // Shown on this turn only: the checkpoint above holds the transcript without it.
-            request_messages.extend(context::reminders(&agent.context));
+            request_messages.extend(context::reminders(&agent.capabilities));
             let request = ModelRequest {
                 model: agent.model.clone(),
                 messages: request_messages,

@@ -202,6 +202,7 @@ pub(crate) async fn questions(caller: Caller) -> Response {
 /// grants and plugin.
 pub(crate) async fn tools(caller: Caller) -> Response {
     let tenant = caller.tenant();
+    tenant.follow_sources().await;
     let executor = tenant.direct_executor();
     let ask_human = tenant.agent.ask_human.then(lovia_host::human::ask_human_spec);
     let listed = executor.tools().iter().map(|t| (t.spec().clone(), t.plugin().cloned(), true));

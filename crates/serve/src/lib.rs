@@ -59,6 +59,7 @@ mod mcp_sources;
 mod metrics;
 mod model;
 mod notifications;
+mod offer;
 mod question;
 mod quota;
 mod relay;
@@ -160,7 +161,10 @@ struct Tenant {
     /// `executor`'s tools and then the web tools: what direct calls, the
     /// console and `/mcp` reach. Made when `executor` is, not per call.
     direct: RwLock<Executor>,
-    /// Its MCP servers (their tools are in `executor` as listed at start).
+    /// The MCP servers' list generation `direct` was built from.
+    direct_generation: std::sync::atomic::AtomicU64,
+    /// Its MCP servers (their tools are in `executor` as listed at start,
+    /// for the uploads' name checks; the doors take them from the servers).
     mcp_servers: mcp_sources::TenantSources,
     model: model::TenantModel,
     agent: config::AgentConfig,
@@ -478,8 +482,9 @@ impl Service {
                 shared: stores.mcp_states.as_deref(),
                 questions: t.agent.ask_human.then(|| Duration::from_secs(config.question_timeout_secs.max(1))),
             };
-            let direct = mcp::with_tools(&t.name, &executor, web_tools.iter());
-            let mcp = mcp::TenantMcp::new(direct.clone(), setup)
+            let shared = offer::shared_capabilities(&executor, &mcp_servers, &web_tools);
+            let direct = offer::direct_tools(&t.name, &shared, &executor);
+            let mcp = mcp::TenantMcp::new(&shared, &direct, setup)
                 .map_err(|e| ServeError::Mcp { tenant: t.name.clone(), reason: e.to_string() })?;
             let workspaces = match (&t.workspace, &config.workspaces_dir) {
                 (Some(w), Some(dir)) => {
@@ -510,6 +515,7 @@ impl Service {
                 name: t.name.clone(),
                 executor: RwLock::new(executor),
                 direct: RwLock::new(direct),
+                direct_generation: shared.generation().into(),
                 mcp_servers,
                 model: model::TenantModel::from_config(&t.provider)
                     .map_err(|reason| ServeError::Model { tenant: t.name.clone(), reason })?,
@@ -770,6 +776,7 @@ async fn metrics_text(_: Operator, State(service): State<Service>) -> Response {
 
 async fn list_tools(caller: Caller) -> Response {
     let tenant = caller.tenant();
+    tenant.follow_sources().await;
     // What the tenant's chats offer beside its plugins and MCP servers: the
     // web tools, and `ask_human` (listed; it has no direct call).
     let mut tools: Vec<serde_json::Value> =
@@ -811,6 +818,7 @@ async fn call_tool(caller: Caller, UrlPath(name): UrlPath<String>, headers: Head
             );
         }
     };
+    tenant.follow_sources().await;
     let mut executor = tenant.direct_executor();
     if executor.tools().get(&name).is_none() {
         if name == lovia_host::human::ASK_HUMAN && tenant.agent.ask_human {
@@ -869,8 +877,7 @@ impl Tenant {
     }
 
     /// The tools a direct call (and the console's Tools tab) reaches: the
-    /// tenant's plugins and MCP servers, then its web tools, as its chats
-    /// have them.
+    /// capabilities every door of the tenant shares ([`offer`]).
     pub(crate) fn direct_executor(&self) -> Executor {
         self.direct.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -880,9 +887,7 @@ impl Tenant {
     /// in the order they were made).
     pub(crate) fn replace_tools(&self, current: &mut Executor, tools: Toolset) {
         *current = Executor::new(tools, current.settings().clone());
-        let direct = mcp::with_tools(&self.name, current, self.web_tools.iter());
-        *self.direct.write().unwrap_or_else(|e| e.into_inner()) = direct.clone();
-        self.mcp.replace(&self.name, direct);
+        self.rebuild_direct(current);
     }
 }
 

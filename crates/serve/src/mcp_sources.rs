@@ -1,14 +1,14 @@
 //! A tenant's `[[tenants.mcp_servers]]`: each server is started and listed
 //! when the service starts, and its tools join the tenant's toolset after
-//! the plugins' (so `/api/tools` and `/api/tools/{name}/call` see them).
-//! A chat gets the servers themselves as tool sources instead, under the
-//! tenant's quotas, so that a server's `notifications/tools/list_changed`
-//! changes the chat's tools before its next model turn; the toolset of
-//! the direct routes keeps the list taken when the server started
-//! (docs/operators.md). A server that dies is started again for the next
-//! call by its tools. A server with `defer = true` is not in the toolset: a
-//! chat reaches its tools through `search_mcp_tools` and `call_mcp_tool`,
-//! and its system message names them (docs/mcp.md, "Deferred servers").
+//! the plugins' (where uploads check their names against them). Every door
+//! gets the servers themselves as capabilities (`offer`), so that a
+//! server's `notifications/tools/list_changed` changes a chat's tools
+//! before its next model turn and the direct route's and `/mcp`'s before
+//! their next request (docs/operators.md). A server that dies is started
+//! again for the next call by its tools. A server with `defer = true` is
+//! not in the toolset: every door reaches its tools through
+//! `search_mcp_tools` and `call_mcp_tool`, and a chat's system message
+//! names them (docs/mcp.md, "Deferred servers").
 //!
 //! A server that does not start is one tenant's problem: the service starts
 //! without its tools, logs it, reports it in the tenant's `GET /api/status`,
@@ -18,8 +18,7 @@
 //! from starting.
 
 use crate::ServeError;
-use lovia_host::policy::Policy;
-use lovia_host::{BoxFuture, DynamicTools, Tool, ToolSource, Toolset};
+use lovia_host::{Capability, ToolSource, Toolset};
 use lovia_mcp::source::{DeferredMcpTools, McpServerConfig, McpSource};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, RwLock};
@@ -62,25 +61,23 @@ impl TenantSources {
         self.read().listed_at_start.contains(name)
     }
 
-    /// The servers as a chat's tool sources, each call under `quota`: the
-    /// listed ones, then the deferred ones behind their two tools; and the
-    /// deferred ones' section of the system message.
-    pub(crate) fn for_chat(&self, quota: &Arc<dyn Policy>) -> (Vec<Arc<dyn DynamicTools>>, Option<DeferredSection>) {
+    /// The servers as capabilities: the listed ones, which follow their
+    /// list changes, then the deferred ones behind their two tools (with
+    /// their section of the system message).
+    pub(crate) fn capabilities(&self) -> Vec<Arc<dyn Capability>> {
         let sources = self.read();
-        let mut chat: Vec<Arc<dyn DynamicTools>> = sources
-            .started
-            .iter()
-            .map(|source| {
-                Arc::new(UnderQuota { source: source.clone() as Arc<dyn DynamicTools>, quota: quota.clone() })
-                    as Arc<dyn DynamicTools>
-            })
-            .collect();
-        if sources.deferred.is_empty() {
-            return (chat, None);
+        let mut all: Vec<Arc<dyn Capability>> =
+            sources.started.iter().map(|source| source.clone() as Arc<dyn Capability>).collect();
+        if !sources.deferred.is_empty() {
+            all.push(Arc::new(DeferredMcpTools::new(sources.deferred.clone())));
         }
-        let deferred = DeferredMcpTools::new(sources.deferred.clone());
-        chat.push(Arc::new(UnderQuota { source: Arc::new(deferred.clone()), quota: quota.clone() }));
-        (chat, Some(DeferredSection(deferred)))
+        all
+    }
+
+    /// Whether any server is up: only then can a list change.
+    pub(crate) fn any_started(&self) -> bool {
+        let sources = self.read();
+        !sources.started.is_empty() || !sources.deferred.is_empty()
     }
 
     /// Each server's name, whether it is up, and why not.
@@ -157,41 +154,4 @@ pub(crate) async fn add(
         }
     }
     Ok(sources)
-}
-
-/// The `## Deferred MCP tools` section of a chat's system message.
-#[derive(Debug)]
-pub(crate) struct DeferredSection(DeferredMcpTools);
-
-impl lovia_runner::PromptContext for DeferredSection {
-    fn instructions(&self) -> Option<String> {
-        self.0.prompt_section()
-    }
-}
-
-/// A server's tools with the tenant's quota policy on each, as a chat's
-/// plugin tools have it.
-struct UnderQuota {
-    source: Arc<dyn DynamicTools>,
-    quota: Arc<dyn Policy>,
-}
-
-impl std::fmt::Debug for UnderQuota {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UnderQuota").field("source", &self.source.source()).finish_non_exhaustive()
-    }
-}
-
-impl DynamicTools for UnderQuota {
-    fn source(&self) -> ToolSource {
-        self.source.source()
-    }
-
-    fn tools(&self) -> Vec<Tool> {
-        self.source.tools().into_iter().map(|t| t.with_policy(self.quota.clone())).collect()
-    }
-
-    fn refresh(&self) -> BoxFuture<'_, bool> {
-        self.source.refresh()
-    }
 }

@@ -47,3 +47,9 @@ pub use read_page::{
 };
 pub use search::{DEFAULT_SEARCH_NAME, MAX_RESULTS, SearchResult, TimeRange, WebSearch, web_search};
 pub use searxng::SearxngSearch;
+
+/// The web tools a door was given (`read_page`, a search tool) as one
+/// capability, among the host's single tools at the head of a table.
+pub fn capability(tools: Vec<lovia_host::Tool>) -> lovia_host::capability::ToolList {
+    lovia_host::capability::ToolList::new("the web tools", lovia_host::ToolSource::AgentTools, tools)
+}

@@ -234,6 +234,34 @@ impl Workspace {
     }
 }
 
+/// The workspace as a capability: its tools, after the plugins' in a
+/// table; its `## Workspace` section first after an agent's instructions;
+/// each turn the reminder of its background processes. It needs somebody
+/// who decides approvals when a tool may ask (reading outside the root,
+/// a shell command a rule asks about).
+impl lovia_host::Capability for Workspace {
+    fn name(&self) -> String {
+        "the workspace".into()
+    }
+    fn source(&self) -> lovia_host::ToolSource {
+        lovia_host::ToolSource::Workspace
+    }
+    fn tools(&self) -> Vec<lovia_host::Tool> {
+        Workspace::tools(self)
+    }
+    fn instructions(&self) -> Option<String> {
+        Some(self.prompt_fragment())
+    }
+    fn reminder(&self) -> Option<String> {
+        Workspace::reminder(self)
+    }
+    fn needs(&self) -> lovia_host::capability::Needs {
+        let gated = Workspace::tools(self).iter().any(lovia_host::Tool::may_need_approval);
+        let nothing = lovia_host::capability::Needs::NOTHING;
+        if gated { nothing.approvals() } else { nothing }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,8 @@ async fn a_programs_gated_call_is_asked_by_elicitation_on_2025_11_25() {
     let Some(py) = python() else { return };
     let (out, log) = against(&py, "legacy", "code", "http", args());
     assert_eq!(out["protocol"], "2025-11-25", "{log}");
-    assert_eq!(out["tools"], serde_json::json!(["lookup_order", "refund", "top_customers", "run_code"]));
+    // The host's single tools lead the table, at every door (docs/architecture.md).
+    assert_eq!(out["tools"], serde_json::json!(["run_code", "lookup_order", "refund", "top_customers"]));
     let description = out["description"].as_str().unwrap_or_default();
     assert!(description.contains("lookup_order(args: {"), "{description}");
     assert_eq!(out["accepted"], result(false, "Refunded 12000 cents on A-1002", Value::Null), "{log}");

@@ -19,12 +19,12 @@ pub(crate) async fn agent(name: &str) -> Agent {
     Agent::new(name).with_plugin(&load(fixtures::DIAGNOSTICS).await).with_plugin(&load(fixtures::ORDERS).await)
 }
 
-/// A runner for `agent` (given the two plugins if it has no plugin tools)
+/// A runner for `agent` (given the two plugins if it has no capability)
 /// with a model replaying `replies`.
 pub(crate) async fn runner(mut agent: Agent, replies: Vec<ModelReply>) -> (Runner, Arc<ScriptedProvider>) {
-    if agent.plugin_tools.is_empty() {
+    if agent.capabilities.is_empty() {
         let with = self::agent(&agent.name).await;
-        agent.plugin_tools = with.plugin_tools;
+        agent.capabilities = with.capabilities;
     }
     let model = Arc::new(ScriptedProvider::new(replies));
     (Runner::new(agent, model.clone()), model)

@@ -365,8 +365,9 @@ async fn a_tenants_mcp_offers_its_chats_web_tools_and_questions() {
     for mode in ["auto", "legacy"] {
         let out = client(&py, &[mode, "tenant", &url(addr), "c-key", "read_page"]).await;
         let names: Vec<&str> = out["tools"].as_array().expect("tools").iter().filter_map(Value::as_str).collect();
-        let tail: Vec<&str> = names.iter().rev().take(2).rev().copied().collect();
-        assert_eq!(tail, ["read_page", "ask_human"], "{names:?}");
+        // The host's single tools lead the table, as in a chat (docs/architecture.md).
+        let head: Vec<&str> = names.iter().take(2).copied().collect();
+        assert_eq!(head, ["read_page", "ask_human"], "{names:?}");
         assert!(!names.contains(&"run_code"), "{names:?}");
         assert_eq!(out["echo"], result(false, "mine"));
         // read_page ran: its own refusal of arguments it does not take.

@@ -89,7 +89,7 @@ fn a_bad_mcp_server_entry_is_refused_with_the_config() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_chat_follows_a_servers_list_change() {
+async fn a_chat_and_the_direct_route_follow_a_servers_list_change() {
     let Some(py) = python() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let call = |id: &str, name: &str| serde_json::json!({"id": id, "name": name, "arguments": "{}"});
@@ -113,9 +113,11 @@ async fn a_chat_follows_a_servers_list_change() {
     assert_eq!(result("grow"), "grown");
     assert_eq!(result("after"), "extra", "the next turn had the new list");
     assert_eq!(events.last().map(|(n, _)| n.as_str()), Some("run_completed"), "{events:?}");
-    // The direct routes keep the list taken at start.
+    // The direct route follows it too, though the chat took the change.
     let (_, body) = request(addr, "GET", "/api/tools", Some("acme-key"), "").await;
-    assert_eq!(json(&body).as_array().map(Vec::len), Some(1), "{body}");
+    assert_eq!(json(&body).as_array().map(Vec::len), Some(2), "{body}");
+    let (status, body) = request(addr, "POST", "/api/tools/src__extra/call", Some("acme-key"), "{}").await;
+    assert_eq!((status, json(&body)["output"].clone()), (200, serde_json::json!("extra")), "{body}");
 }
 
 /// What a tenant's MCP server said of its tools reaches the tenant's
@@ -247,9 +249,9 @@ async fn an_mcp_server_that_does_not_start_leaves_only_its_tools_out_until_it_do
     assert_eq!((status, json(&body)), (200, serde_json::json!({"output": "up", "is_error": false})));
 }
 
-/// `defer = true` in `lovia serve`: the server's tools are in no list (the
-/// direct routes do not see them), and a chat reaches them through
-/// `search_mcp_tools` and `call_mcp_tool`, under the tenant's quotas.
+/// `defer = true` in `lovia serve`: the server's tools are in no list, and
+/// every door reaches them through `search_mcp_tools` and `call_mcp_tool`
+/// (a chat under the tenant's quotas).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_reaches_a_deferred_servers_tools_through_two_tools() {
     let Some(py) = python() else { return };
@@ -273,7 +275,13 @@ async fn a_chat_reaches_a_deferred_servers_tools_through_two_tools() {
     let addr = start(vec![acme]).await;
 
     let (_, body) = request(addr, "GET", "/api/tools", Some("acme-key"), "").await;
-    assert_eq!(json(&body), serde_json::json!([]), "a deferred server's tools are in no list");
+    let listed = json(&body);
+    let names: Vec<&str> =
+        listed.as_array().expect("a list").iter().filter_map(|t| t["function"]["name"].as_str()).collect();
+    assert_eq!(names, ["search_mcp_tools", "call_mcp_tool"], "a deferred server's tools are in no list");
+    let body = r#"{"tool": "src__echo", "arguments": {"text": "direct hi"}}"#;
+    let (status, body) = request(addr, "POST", "/api/tools/call_mcp_tool/call", Some("acme-key"), body).await;
+    assert_eq!((status, json(&body)["output"].clone()), (200, serde_json::json!("direct hi")), "{body}");
     let (_, body) = request(addr, "GET", "/api/status", Some("acme-key"), "").await;
     assert_eq!(json(&body)["mcp_servers"], serde_json::json!([{"name": "src", "ready": true}]), "{body}");
 

@@ -4,13 +4,15 @@ mod watch;
 
 use crate::CliError;
 use crate::supply::Supply;
+use lovia_host::capability::Needs;
 use lovia_host::plugin::config::PluginConfig;
-use lovia_host::{ExecSettings, Executor, Host, Plugin, Tool, ToolSource, Toolset};
+use lovia_host::{Composition, ExecSettings, Executor, Host, Plugin, Tool, ToolSource, Toolset};
 use lovia_mcp::{HttpOptions, McpOptions, McpQuestions, McpServer};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(clap::Args)]
 #[command(after_help = "\
@@ -71,7 +73,7 @@ pub(crate) struct Args {
     /// With --http: also accept this Host header (name or name:port; repeatable).
     #[arg(long, value_name = "HOST", requires = "http")]
     allow_host: Vec<String>,
-    /// Also serve `ask_human`, after the other tools: the model asks the
+    /// Also serve `ask_human`, first among the tools: the model asks the
     /// person at the client a question (free text, or 2 to 4 options), shown
     /// as a form (elicitation; input_required on 2026-07-28), and reads the
     /// answer (docs/mcp.md, "Questions"). Not with --watch.
@@ -183,77 +185,54 @@ pub(crate) async fn run(args: Args, host: Host, supply: Supply) -> Result<ExitCo
     for path in &args.plugins {
         served.push(load(&host, path, shared.as_ref().map(|(p, c)| (*p, c)), &supply).await?);
     }
-    let (mut tools, plugin_names) = toolset(&served.iter().collect::<Vec<_>>())?;
-    // The MCP servers' tools, after the plugins'; the sources live as long
-    // as the server does (a command server is stopped when its source goes).
-    let sources = match &args.mcp_servers {
-        Some(path) => crate::mcp_sources::start(path).await?,
-        None => Vec::new(),
-    };
-    let (deferred, listed_sources): (Vec<_>, Vec<_>) = sources.iter().cloned().partition(|s| s.deferred());
-    let deferred = lovia_mcp::source::DeferredMcpTools::new(deferred);
-    for source in &listed_sources {
-        tools
-            .add(ToolSource::Mcp(source.server().to_owned()), lovia_host::DynamicTools::tools(source.as_ref()))
-            .map_err(|e| {
-                CliError::new(format!("--mcp-servers: {}", e.message()))
-                    .hint("set `prefix` on a server, or `exclude` one of the tools")
-            })?;
+    // The approval prompt names each plugin beside its digest.
+    let plugin_names: HashMap<String, String> =
+        served.iter().map(|s| (s.plugin.digest().to_owned(), s.plugin.info().name.clone())).collect();
+    let mut door = Composition::new();
+    for s in &served {
+        door.push(Arc::new(s.plugin.clone()));
     }
-    let deferred_tools = lovia_host::DynamicTools::tools(&deferred);
-    if !deferred_tools.is_empty() {
-        tools.add(lovia_host::DynamicTools::source(&deferred), deferred_tools).map_err(|e| {
-            CliError::new(format!("--mcp-servers: {}", e.message()))
-                .hint("a tool has the name search_mcp_tools or call_mcp_tool")
-        })?;
-    }
-    // The web tools, as `lovia run` has them.
-    let web = crate::web::tools(&args.web)?;
-    tools.add(ToolSource::AgentTools, web).map_err(|e| {
-        CliError::new(format!("--read-page/--searxng/--brave-search: {}", e.message()))
-            .hint("a plugin's tool has a web tool's name; rename it or leave the web tool out")
-    })?;
-    let mut context = None;
-    if let Some(dir) = &args.workspace {
-        let workspace = crate::workspace::open(dir, &args.workspace_options)?;
-        if let Some(reason) = workspace.unavailable_reason() {
-            eprintln!("lovia mcp: the workspace's shell tools are not served: {reason}");
-        }
-        tools.add(ToolSource::Workspace, workspace.tools()).map_err(|e| {
-            CliError::new(format!("--workspace: {}", e.message()))
-                .hint("a plugin's tool has a workspace tool's name; rename it or serve without --workspace")
-        })?;
-        // Its `## Workspace` section goes where MCP puts text for the model.
-        context = Some(workspace.prompt_fragment());
-    }
-    // The deferred servers' `## Deferred MCP tools` section goes where the
-    // workspace's does: the text MCP gives the model.
-    if let Some(section) = deferred.prompt_section() {
-        context = Some(match context {
-            Some(before) => format!("{before}\n\n{section}"),
-            None => section,
-        });
-    }
+    // The MCP servers (they live as long as the server does: a command
+    // server is stopped when its source goes), the web tools and the
+    // workspace, from the flags `lovia run` shares.
+    // The workspace is the door's from here (its tools hold it).
+    let _workspace = crate::door::add_shared(
+        &mut door,
+        crate::door::SharedFlags {
+            command: "lovia mcp",
+            mcp_servers: args.mcp_servers.as_deref(),
+            web: &args.web,
+            workspace: args.workspace.as_deref().map(|dir| (dir, &args.workspace_options)),
+        },
+    )
+    .await?;
     let mut options = McpOptions::default();
     // ask_human before code mode, so that a program can ask too.
     if args.ask_human {
         let questions = McpQuestions::with_timeout(std::time::Duration::from_secs(args.question_timeout_secs));
-        tools.add(ToolSource::AgentTools, [questions.tool()]).map_err(|e| {
-            CliError::new(format!("--ask-human: {}", e.message()))
-                .hint("a plugin's tool is named ask_human; rename it or serve without --ask-human")
-        })?;
+        door.push(Arc::new(lovia_host::human::ask_human_capability(questions.tool())));
         options.questions = Some(questions);
     }
     if args.code_mode {
-        let listed: Vec<Tool> = tools.iter().cloned().collect();
         let engine = crate::code_engine(&host, "lovia mcp")?;
-        let run_code = lovia_code::run_code(engine, &listed, lovia_code::CodeLimits::default())
+        let code_mode = lovia_code::code_mode(engine, &door, lovia_code::CodeLimits::default())
             .map_err(|e| CliError::new(format!("--code-mode: {e}")))?;
-        tools.add(ToolSource::AgentTools, [run_code]).map_err(|e| {
-            CliError::new(format!("--code-mode: {}", e.message()))
-                .hint("a plugin's tool is named run_code; rename it or serve without --code-mode")
-        })?;
+        door.push(Arc::new(code_mode));
     }
+    // The MCP client answers questions (elicitation) and decides approvals.
+    door.check_needs("lovia mcp", Needs::NOTHING.questions().approvals())
+        .map_err(|e| crate::door::refusal("lovia mcp", e))?;
+    let tools = door.toolset().map_err(|e| crate::door::refusal("lovia mcp", e))?;
+    // The sections a model would read in its system message (the
+    // workspace's, the deferred servers') go where MCP puts text for the
+    // model; the server adds each plugin's instructions itself.
+    let sections: Vec<String> = door
+        .capabilities()
+        .iter()
+        .filter(|c| c.source() != ToolSource::Plugin)
+        .filter_map(|c| c.instructions())
+        .collect();
+    let context = (!sections.is_empty()).then(|| sections.join("\n\n"));
     options.instructions = context;
     options.approval_timeout = std::time::Duration::from_secs(args.approval_timeout_secs);
     options.plugin_names = plugin_names;

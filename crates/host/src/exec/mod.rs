@@ -6,7 +6,6 @@
 mod attempt;
 mod budget;
 mod complete;
-mod dynamic;
 mod event;
 mod nested;
 mod preflight;
@@ -16,7 +15,6 @@ mod toolset;
 
 pub use crate::call::CancelToken;
 pub use budget::{Budget, BudgetExceeded, BudgetMeter, Usage};
-pub use dynamic::DynamicTools;
 pub use event::{EventSink, ToolEvent};
 pub use tool::{InvalidTool, NativeFn, Tool, ToolBuilder};
 pub use toolset::{NameConflict, ToolSource, Toolset};

@@ -218,6 +218,12 @@ impl Tool {
         self
     }
 
+    /// Whether a call of it may need approval (always, or when its plugin
+    /// says so).
+    pub fn may_need_approval(&self) -> bool {
+        !matches!(self.approval, NeedsApproval::Never)
+    }
+
     /// The agent this tool hands off to, if it is a handoff.
     pub fn handoff_target(&self) -> Option<&str> {
         self.handoff.as_deref()

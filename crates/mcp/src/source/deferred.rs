@@ -8,7 +8,7 @@ use super::McpSource;
 use super::adapter::call_failed;
 use super::content::result_output;
 use lovia_host::call::BoxFuture;
-use lovia_host::{CallContext, DynamicTools, Failure, NeedsApproval, Tool, ToolOutput, ToolSource};
+use lovia_host::{CallContext, Capability, Failure, NeedsApproval, Tool, ToolOutput, ToolSource};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -147,7 +147,13 @@ impl DeferredMcpTools {
     }
 }
 
-impl DynamicTools for DeferredMcpTools {
+/// The deferred servers: two tools that reach them, and the system
+/// message's section that names them.
+impl Capability for DeferredMcpTools {
+    fn name(&self) -> String {
+        "the deferred MCP servers".into()
+    }
+
     fn source(&self) -> ToolSource {
         ToolSource::Mcp("deferred".into())
     }
@@ -165,6 +171,10 @@ impl DynamicTools for DeferredMcpTools {
             }
             false
         })
+    }
+
+    fn instructions(&self) -> Option<String> {
+        self.prompt_section()
     }
 }
 

@@ -35,7 +35,7 @@ pub use deferred::{CALL_MCP_TOOL, DeferredMcpTools, SEARCH_MCP_TOOLS};
 pub use sandbox::{SandboxConfig, SandboxMode};
 pub use supervisor::{RESTART_BACKOFF_FIRST, RESTART_BACKOFF_MAX};
 
-use lovia_host::{BoxFuture, DynamicTools, Tool, ToolSource};
+use lovia_host::{BoxFuture, Capability, Tool, ToolSource};
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -65,6 +65,8 @@ pub enum SourceError {
 pub struct McpSource {
     supervisor: Arc<Supervisor>,
     listed: Mutex<Listed>,
+    /// Bumped each time the list is replaced ([`Capability::generation`]).
+    generation: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default)]
@@ -93,7 +95,7 @@ impl McpSource {
         }
         let supervisor = Arc::new(Supervisor::new(config));
         supervisor.start().await?;
-        let source = Self { supervisor, listed: Mutex::new(Listed::default()) };
+        let source = Self { supervisor, listed: Mutex::new(Listed::default()), generation: Default::default() };
         source.relist().await?;
         Ok(source)
     }
@@ -192,11 +194,18 @@ impl McpSource {
             tracing::warn!(server = %config.name, tool = %r.tool, "MCP tool refused: {}", r.reason);
         }
         *self.listed.lock().unwrap_or_else(|p| p.into_inner()) = listed;
+        self.generation.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 }
 
-impl DynamicTools for McpSource {
+/// An MCP server: its tools as last listed, refreshed before each model
+/// turn (its `notifications/tools/list_changed`, or its restart).
+impl Capability for McpSource {
+    fn name(&self) -> String {
+        format!("MCP server '{}'", self.server())
+    }
+
     fn source(&self) -> ToolSource {
         ToolSource::Mcp(self.server().to_owned())
     }
@@ -207,5 +216,9 @@ impl DynamicTools for McpSource {
 
     fn refresh(&self) -> BoxFuture<'_, bool> {
         Box::pin(McpSource::refresh(self))
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
     }
 }

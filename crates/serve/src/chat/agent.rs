@@ -8,7 +8,7 @@ use crate::quota::{QuotaPolicy, fuel_cap_of};
 use crate::workspace::{OpenWorkspace, WorkspaceError};
 use crate::{Service, Tenant};
 use axum::http::StatusCode;
-use lovia_host::policy::Policy;
+use lovia_host::Composition;
 use lovia_runner::Agent;
 use std::sync::Arc;
 
@@ -33,63 +33,55 @@ impl Service {
         agent.context_policy = config.context_window_tokens.map(lovia_runner::ContextPolicy::for_window);
         agent.budget = config.budget;
         agent.settings.parallel_tool_calls = config.parallel_tool_calls;
-        // The tenant's call quotas hold inside chats too: a refused call is an error result.
-        // Each tool's attempts pass the tenant's quota with its own fuel cap.
-        let quota_for = |t: &lovia_host::Tool| -> Arc<dyn Policy> {
-            Arc::new(QuotaPolicy(tenant.quota.clone(), fuel_cap_of(Some(t))))
-        };
-        // The tenant's MCP servers come as sources, which follow their list
-        // changes; they run no wasm, so they hold no fuel.
-        agent.plugin_tools = tenant
-            .executor()
-            .tools()
-            .iter()
-            .filter(|t| !tenant.mcp_servers.listed_at_start(t.name()))
-            .map(|t| t.clone().with_policy(quota_for(t)))
-            .collect();
-        let unfuelled: Arc<dyn Policy> = Arc::new(QuotaPolicy(tenant.quota.clone(), fuel_cap_of(None)));
-        let (sources, deferred) = tenant.mcp_servers.for_chat(&unfuelled);
-        agent.tool_sources = sources;
-        if let Some(section) = deferred {
-            agent.context.push(Arc::new(section));
-        }
-        // The tenant's web tools, under its call quotas like any other.
-        agent.tools.extend(tenant.web_tools.iter().map(|t| t.clone().with_policy(unfuelled.clone())));
-        // The session's workspace; its tools count against the tenant's
-        // call quotas like any other.
+        // The tenant's call quotas hold inside chats too: each tool's
+        // attempts pass them with its own fuel cap (a tool that runs no
+        // wasm holds none), and a refused attempt is an error result.
+        let quota = tenant.quota.clone();
+        let mut capabilities = Composition::new();
+        capabilities.set_adjust(Arc::new(move |tool: lovia_host::Tool| {
+            let fuel = fuel_cap_of(Some(&tool));
+            tool.with_policy(Arc::new(QuotaPolicy(quota.clone(), fuel)))
+        }));
+        // The session's workspace first: its section leads the system message.
         let workspace = match &tenant.workspaces {
             Some(workspaces) => {
                 let open = workspaces.open(session).map_err(|e| workspace_refusal(tenant, session, e))?;
-                agent = agent.with_workspace(&open.workspace);
-                agent.workspace_tools = std::mem::take(&mut agent.workspace_tools)
-                    .into_iter()
-                    .map(|t| t.with_policy(unfuelled.clone()))
-                    .collect();
+                capabilities.push(Arc::new(open.workspace.clone()));
                 Some(open)
             }
             None => None,
         };
+        // What every door of the tenant offers: its plugins, its MCP servers
+        // (which follow their list changes between turns), its web tools.
+        for shared in tenant.shared_capabilities(&tenant.executor()).capabilities() {
+            capabilities.push(shared.clone());
+        }
         // ask_human: its question goes to the run's stream once the run
         // exists. Before code mode, so that a program can ask too.
         let questions = config.ask_human.then(|| Arc::new(Questions::new(self.inner.limits.question_timeout)));
         if let Some(questions) = &questions {
-            agent.tools.push(lovia_runner::ask_human(questions.clone()));
+            capabilities
+                .push(Arc::new(lovia_host::human::ask_human_capability(lovia_runner::ask_human(questions.clone()))));
         }
-        // Code mode: run_code over the chat's tools as they are now (an MCP
-        // server's later changes are not declared to the program).
+        // Code mode: run_code over the chat's tools as they are now.
         if let Some(engine) = &self.inner.code_engine
             && config.code_mode
         {
-            let mut listed: Vec<lovia_host::Tool> =
-                agent.plugin_tools.iter().chain(&agent.tools).chain(&agent.workspace_tools).cloned().collect();
-            listed.extend(agent.tool_sources.iter().flat_map(|s| s.tools()));
-            match lovia_code::run_code(engine.clone(), &listed, lovia_code::CodeLimits::default()) {
-                Ok(tool) => agent.tools.push(tool.with_policy(unfuelled.clone())),
+            match lovia_code::code_mode(engine.clone(), &capabilities, lovia_code::CodeLimits::default()) {
+                Ok(code_mode) => {
+                    capabilities.push(Arc::new(code_mode));
+                }
                 Err(e) => {
                     tracing::warn!(tenant = %tenant.name, error = %e, "code mode is off for this chat");
                 }
             }
         }
+        // A chat's person answers questions and decides approvals on the stream.
+        let offers = lovia_host::capability::Needs::NOTHING.questions().approvals();
+        if let Err(e) = capabilities.check_needs("a chat", offers) {
+            tracing::error!(tenant = %tenant.name, error = %e, "a chat's capability needs what a chat has not");
+        }
+        agent.capabilities = capabilities;
         agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.limits.approval_timeout)));
         Ok(ChatAgent { agent, workspace, questions })
     }

@@ -23,8 +23,8 @@ use axum::extract::Request;
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
-use lovia_host::Executor;
 use lovia_host::approval::ApprovalDecision;
+use lovia_host::{Composition, Executor, Tool};
 use lovia_mcp::{
     BoundedSessions, HttpOptions, McpHttpService, McpOptions, McpServer, NewServerError, SessionLimitReached,
 };
@@ -63,23 +63,19 @@ pub(crate) struct Setup<'a> {
     pub(crate) questions: Option<Duration>,
 }
 
-/// `base` with `more` after its tools. A name that clashes keeps `base`'s
-/// tools alone (the start and the uploads refuse such names); without
-/// `more` it is `base` itself.
-pub(crate) fn with_tools<'t>(
-    tenant: &str,
-    base: &Executor,
-    more: impl ExactSizeIterator<Item = &'t lovia_host::Tool>,
-) -> Executor {
-    if more.len() == 0 {
-        return base.clone();
+/// `/mcp`'s tools: the tenant's shared capabilities with `ask_human` among
+/// them, in the one table order. A name that clashes (the start and the
+/// uploads refuse such names) keeps `direct`, the shared ones alone.
+fn served_tools(tenant: &str, shared: &Composition, ask_human: Option<&Tool>, direct: &Executor) -> Executor {
+    let Some(ask_human) = ask_human else { return direct.clone() };
+    let all = shared.clone().with(Arc::new(lovia_host::human::ask_human_capability(ask_human.clone())));
+    match all.toolset() {
+        Ok(tools) => Executor::new(tools, direct.settings().clone()),
+        Err(e) => {
+            tracing::warn!(%tenant, error = %e, "a host tool's name is taken; the tenant's tools are served without it");
+            direct.clone()
+        }
     }
-    let mut tools = base.tools().clone();
-    if let Err(e) = tools.add(lovia_host::ToolSource::AgentTools, more.cloned()) {
-        tracing::warn!(%tenant, error = %e, "a host tool's name is taken; the tenant's tools are served without it");
-        return base.clone();
-    }
-    Executor::new(tools, base.settings().clone())
 }
 
 /// Plugin names by digest, for the approval prompt.
@@ -88,8 +84,9 @@ fn plugin_names(exec: &Executor) -> HashMap<String, String> {
 }
 
 impl TenantMcp {
-    /// `/mcp` over `exec`: the tenant's direct tools ([`super::Tenant::direct_executor`]).
-    pub(crate) fn new(exec: Executor, setup: Setup<'_>) -> Result<TenantMcp, NewServerError> {
+    /// `/mcp` over the tenant's shared capabilities (`direct`: their table,
+    /// [`super::Tenant::direct_executor`]) and `ask_human`.
+    pub(crate) fn new(shared: &Composition, direct: &Executor, setup: Setup<'_>) -> Result<TenantMcp, NewServerError> {
         let waiting = Arc::new(hook::Waiting::default());
         let mut options = McpOptions::default();
         // ask_human asks the client itself (elicitation; input_required on 2026-07-28).
@@ -99,7 +96,7 @@ impl TenantMcp {
             ask_human = Some(questions.tool());
             options.questions = Some(questions);
         }
-        let exec = with_tools(setup.tenant, &exec, ask_human.iter());
+        let exec = served_tools(setup.tenant, shared, ask_human.as_ref(), direct);
         options.approval_timeout = setup.approval_timeout;
         options.plugin_names = plugin_names(&exec);
         // Uploads change the list while clients are connected.
@@ -126,10 +123,10 @@ impl TenantMcp {
         Ok(TenantMcp { server, http, sessions, waiting, ask_human })
     }
 
-    /// Serves `exec`'s tools (the tenant's direct tools, then `ask_human`)
-    /// from now on and tells the connected clients.
-    pub(crate) fn replace(&self, tenant: &str, exec: Executor) {
-        let exec = with_tools(tenant, &exec, self.ask_human.iter());
+    /// Serves the tools of `shared` (whose table is `direct`) and
+    /// `ask_human` from now on, and tells the connected clients.
+    pub(crate) fn replace(&self, tenant: &str, shared: &Composition, direct: &Executor) {
+        let exec = served_tools(tenant, shared, self.ask_human.as_ref(), direct);
         let names = plugin_names(&exec);
         if let Err(e) = self.server.replace(exec, names) {
             tracing::error!(%tenant, error = %e, "/mcp keeps the tools it had");
@@ -160,6 +157,8 @@ impl TenantMcp {
 /// `/mcp` (POST, GET, DELETE): the request goes to its tenant's MCP service.
 pub(crate) async fn serve(caller: Caller, request: Request) -> Response {
     let (service, tenant) = (caller.service(), caller.tenant());
+    // The MCP servers' list changes reach a listing or a call here, as a chat's next turn.
+    tenant.follow_sources().await;
     let mcp = &tenant.mcp;
     // An `initialize` past the bound gets a 429 that says why; the session
     // manager refuses it anyway should two pass this check at once.
