@@ -56,6 +56,20 @@ async def tenant(mode, url, key, other_tool):
     return out
 
 
+async def workspace(mode, url, key):
+    """One client writes a file into the tenant's /mcp workspace, a second
+    client (its own session) reads it back; and the instructions name the
+    workspace."""
+    out = {}
+    async with client(mode, url, key) as c:
+        out["instructions"] = c.instructions
+        out["write"] = block(await c.call_tool("write_file", {"path": "notes/plan.md", "content": "ship it"}))
+    async with client(mode, url, key) as c:
+        out["read"] = block(await c.call_tool("read_file", {"path": "notes/plan.md"}))
+        out["outside"] = block(await c.call_tool("write_file", {"path": "../escape.md", "content": "no"}))
+    return out
+
+
 async def names_only(mode, url, key):
     async with client(mode, url, key) as c:
         return {"tools": [t.name for t in (await c.list_tools()).tools]}
@@ -190,6 +204,8 @@ async def main():
     args = sys.argv[3:]
     if what == "tenant":
         out = await tenant(mode, args[0], args[1], args[2])
+    elif what == "workspace":
+        out = await workspace(mode, args[0], args[1])
     elif what == "names":
         out = await names_only(mode, args[0], args[1])
     elif what == "calls":

@@ -985,6 +985,14 @@ async fn a_command_runs_while_its_host_lives() -> Result<()> {
     };
     ensure!(pids.iter().all(|&pid| alive(pid)));
     if std::env::var_os(HOST_ROLE).is_some() {
+        // A shell that starts a job in the background (`cmd &`) leaves it
+        // SIGINT ignored, and this host inherits that from whoever ran the
+        // tests so: the SIGINT of the test must be able to end it.
+        #[allow(unsafe_code, reason = "resetting one signal's disposition, before any thread handles it")]
+        // SAFETY: SIG_DFL is a valid disposition, and no handler of SIGINT is installed here.
+        unsafe {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+        }
         let listed: Vec<String> = pids.iter().map(u32::to_string).collect();
         println!("pids {}", listed.join(" "));
         if std::env::var(HOST_ROLE).as_deref() == Ok("panic") {

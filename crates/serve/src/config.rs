@@ -70,6 +70,10 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+/// The longest an approval or a question may wait, in seconds: an hour, as
+/// at `lovia mcp` (`lovia_mcp::MAX_APPROVAL_TIMEOUT`).
+const MAX_WAIT_SECS: u64 = 3600;
+
 /// The whole service.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -85,7 +89,7 @@ pub struct ServeConfig {
     #[serde(default)]
     pub store: Option<StoreUrl>,
     /// Seconds an approval waits for `POST /api/chat/approve` before it is
-    /// denied. Default: 600.
+    /// denied. Default: 600; 1 to 3600.
     #[serde(default = "default_approval_timeout")]
     pub approval_timeout_secs: u64,
     /// The signatures of the configured plugins (`[[tenants.plugins]]`):
@@ -106,7 +110,7 @@ pub struct ServeConfig {
     pub compile_timeout_secs: u64,
     /// Seconds an `ask_human` question waits for `POST /api/chat/answer`;
     /// then the model reads `Tool error: no answer within <N>s — continue
-    /// without one`. Default: 600; at least 1.
+    /// without one`. Default: 600; 1 to 3600.
     #[serde(default = "default_approval_timeout")]
     pub question_timeout_secs: u64,
     /// Seconds of silence on a chat's SSE stream before a keep-alive comment
@@ -928,8 +932,15 @@ impl ServeConfig {
         if self.compile_timeout_secs == 0 {
             return Err(rule("compile_timeout_secs", None, "compile_timeout_secs must be at least 1"));
         }
-        if self.question_timeout_secs == 0 {
-            return Err(rule("question_timeout_secs", None, "question_timeout_secs must be at least 1"));
+        // The bounds of `lovia mcp`'s --approval-timeout-secs and
+        // --question-timeout-secs: the same wait means the same at every door.
+        for (key, secs) in [
+            ("approval_timeout_secs", self.approval_timeout_secs),
+            ("question_timeout_secs", self.question_timeout_secs),
+        ] {
+            if !(1..=MAX_WAIT_SECS).contains(&secs) {
+                return Err(rule(key, None, format!("{key} is {secs}; it must be 1 to {MAX_WAIT_SECS} (an hour)")));
+            }
         }
         if self.sse_keep_alive_secs == 0 {
             return Err(rule("sse_keep_alive_secs", None, "sse_keep_alive_secs must be at least 1"));

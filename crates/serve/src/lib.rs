@@ -472,20 +472,6 @@ impl Service {
                     ),
                 });
             }
-            let setup = mcp::Setup {
-                tenant: &t.name,
-                quota: quota.clone(),
-                metrics: metrics.clone(),
-                approval_timeout: Duration::from_secs(config.approval_timeout_secs),
-                max_sessions: t.max_mcp_sessions,
-                sse_keep_alive: Duration::from_secs(config.sse_keep_alive_secs.max(1)),
-                shared: stores.mcp_states.as_deref(),
-                questions: t.agent.ask_human.then(|| Duration::from_secs(config.question_timeout_secs.max(1))),
-            };
-            let shared = offer::shared_capabilities(&executor, &mcp_servers, &web_tools);
-            let direct = offer::direct_tools(&t.name, &shared, &executor);
-            let mcp = mcp::TenantMcp::new(&shared, &direct, setup)
-                .map_err(|e| ServeError::Mcp { tenant: t.name.clone(), reason: e.to_string() })?;
             let workspaces = match (&t.workspace, &config.workspaces_dir) {
                 (Some(w), Some(dir)) => {
                     // The workspace's tools join each chat's table after the plugins'.
@@ -510,6 +496,35 @@ impl Service {
                 }
                 _ => None,
             };
+            // `/mcp`'s one root, beside the chats' roots and under the same bounds.
+            let mcp_workspace = match &workspaces {
+                Some(w) => Some(w.open_for_mcp().map_err(|e| match e {
+                    workspace::WorkspaceError::Create { path, source } => {
+                        ServeError::Workspace { tenant: t.name.clone(), path, source }
+                    }
+                    other => ServeError::Workspace {
+                        tenant: t.name.clone(),
+                        path: config.workspaces_dir.clone().unwrap_or_default(),
+                        source: std::io::Error::other(other.to_string()),
+                    },
+                })?),
+                None => None,
+            };
+            let setup = mcp::Setup {
+                tenant: &t.name,
+                quota: quota.clone(),
+                metrics: metrics.clone(),
+                approval_timeout: Duration::from_secs(config.approval_timeout_secs),
+                max_sessions: t.max_mcp_sessions,
+                sse_keep_alive: Duration::from_secs(config.sse_keep_alive_secs.max(1)),
+                shared: stores.mcp_states.as_deref(),
+                questions: t.agent.ask_human.then(|| Duration::from_secs(config.question_timeout_secs.max(1))),
+                workspace: mcp_workspace,
+            };
+            let shared = offer::shared_capabilities(&executor, &mcp_servers, &web_tools);
+            let direct = offer::direct_tools(&t.name, &shared, &executor);
+            let mcp = mcp::TenantMcp::new(&shared, &direct, setup)
+                .map_err(|e| ServeError::Mcp { tenant: t.name.clone(), reason: e.to_string() })?;
             tenants.push(Tenant {
                 index,
                 name: t.name.clone(),

@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+/// The directory (and the name the model reads) of the tenant's `/mcp` root.
+const MCP_ROOT: &str = "mcp";
+
 /// How often the retention sweep runs, at most.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
@@ -116,7 +119,21 @@ impl TenantWorkspaces {
     /// marked as used now and in use until the returned guard is dropped
     /// (which also closes it, ending its background processes).
     pub(crate) fn open(self: &Arc<Self>, session: &str) -> Result<OpenWorkspace, WorkspaceError> {
-        let name = Self::name(session);
+        self.open_dir(Self::name(session), session)
+    }
+
+    /// Opens the root of the tenant's `/mcp`, `<workspaces_dir>/<tenant>/mcp`,
+    /// for as long as the service lives: one for every MCP client of the
+    /// tenant, on both revisions (docs/mcp.md, "The workspace on `/mcp`").
+    /// Its name has no `s-`, so no chat session has it and the retention
+    /// sweep leaves it.
+    pub(crate) fn open_for_mcp(self: &Arc<Self>) -> Result<OpenWorkspace, WorkspaceError> {
+        self.open_dir(MCP_ROOT.to_owned(), MCP_ROOT)
+    }
+
+    /// Opens the workspace in directory `name`, named `shown` to the model.
+    fn open_dir(self: &Arc<Self>, name: String, shown: &str) -> Result<OpenWorkspace, WorkspaceError> {
+        let session = shown;
         let root = self.dir.join(&name);
         // A new session's directory counts against the tenant's file bound
         // too: new session ids cannot make directories without end.

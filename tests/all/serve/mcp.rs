@@ -375,3 +375,37 @@ async fn a_tenants_mcp_offers_its_chats_web_tools_and_questions() {
         assert!(other.contains("read_page"), "{other}");
     }
 }
+
+/// `[tenants.workspace]` on `/mcp`: one root for the tenant's MCP clients
+/// (`<workspaces_dir>/<tenant>/mcp`, on both revisions), apart from its
+/// chats' roots, confined as theirs are; a file one client writes, a client
+/// of another session reads; the instructions carry the workspace's section.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_mcp_clients_share_one_workspace_root_apart_from_its_chats() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut acme = tenant("acme", "acme-key", &[fixtures::DIAGNOSTICS]);
+    acme.workspace = Some(lovia_serve::TenantWorkspace::default());
+    let mut config = ServeConfig::new(vec![acme]);
+    config.workspaces_dir = Some(dir.path().to_owned());
+    let addr = start_with(config).await;
+    for mode in ["auto", "legacy"] {
+        let out = client(&py, &[mode, "workspace", &url(addr), "acme-key"]).await;
+        let instructions = out["instructions"].as_str().unwrap_or_default();
+        assert!(instructions.contains("## Workspace\nYou work in a workspace named 'mcp'."), "{instructions}");
+        assert_eq!(out["write"]["is_error"], false, "{mode}: {}", out["write"]);
+        assert_eq!(out["read"]["is_error"], false, "{mode}: {}", out["read"]);
+        assert!(out["read"]["text"][0].as_str().unwrap_or_default().contains("ship it"), "{}", out["read"]);
+        let outside = out["outside"]["text"][0].as_str().unwrap_or_default();
+        assert!(out["outside"]["is_error"] == true && outside.contains("outside"), "{mode}: {outside}");
+    }
+    let written = std::fs::read_to_string(dir.path().join("acme/mcp/notes/plan.md")).expect("in /mcp's root");
+    assert_eq!(written, "ship it");
+    assert!(!dir.path().join("escape.md").exists() && !dir.path().join("acme/escape.md").exists());
+    // No chat session has that root: a chat's ids are `s-<id>` directories.
+    let roots: Vec<String> = std::fs::read_dir(dir.path().join("acme"))
+        .expect("the tenant's roots")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(roots, ["mcp"]);
+}

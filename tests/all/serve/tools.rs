@@ -111,6 +111,19 @@ fn bad_configs_are_refused_with_the_reason() {
             "[[tenants]]\nname = \"a\"\napi_keys = [\"c48a01f49fd0f2cc404bc3cbbc80e91457a3d41bb429a695243de4c61794155c\"]\n[[tenants]]\nname = \"a\"\napi_keys = [\"580843d03d2216ff1a275d0991bad66e4d1af871171d929e9de604b7959f9bca\"]\n",
             "is used twice",
         ),
+        // The waits are bounded as at `lovia mcp`: an hour at most.
+        (
+            "approval_timeout_secs = 86400
+tenants = []
+",
+            "approval_timeout_secs is 86400; it must be 1 to 3600 (an hour)",
+        ),
+        (
+            "question_timeout_secs = 0
+tenants = []
+",
+            "question_timeout_secs is 0; it must be 1 to 3600 (an hour)",
+        ),
     ] {
         std::fs::write(&path, text).expect("write");
         let err = ServeConfig::load(&path).expect_err("refused").to_string();

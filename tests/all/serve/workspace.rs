@@ -155,16 +155,17 @@ async fn new_sessions_cannot_make_workspace_directories_past_the_file_bound() {
     ]);
     let mut acme = scripted(dir.path(), "acme", &replies);
     let mut workspace = TenantWorkspace::default();
-    workspace.max_files = 2;
+    workspace.max_files = 3;
     acme.workspace = Some(workspace);
     let mut config = ServeConfig::new(vec![acme]);
     config.workspaces_dir = Some(dir.path().join("workspaces"));
     let addr = start_with(config).await;
     assert_eq!(chat(addr, "acme-key", "s1").await["w"], "created notes.txt (3 bytes)");
-    // s-s1 and its file are the two entries allowed: a new session is refused, an old one is not.
+    // `/mcp`'s root, s-s1 and its file are the three entries allowed: a new
+    // session is refused, an old one is not.
     let body = json!({"session_id": "s2", "input": "go"}).to_string();
     let (status, text) = super::request(addr, "POST", "/api/chat", Some("acme-key"), &body).await;
     assert_eq!(status, 429, "{text}");
-    assert!(text.contains("the tenant's workspaces hold 2 files and directories, the most allowed"), "{text}");
+    assert!(text.contains("the tenant's workspaces hold 3 files and directories, the most allowed"), "{text}");
     assert!(!dir.path().join("workspaces/acme/s-s2").exists());
 }

@@ -175,7 +175,7 @@ impl crate::Host {
             compiling();
             return compile_fresh(engine, bytes, origin);
         };
-        let digest = super::load::sha256_hex(bytes);
+        let digest = super::digest::sha256_hex(bytes);
         if let Some(component) = load_cached(engine, cache, &digest) {
             return Ok(component);
         }
@@ -201,10 +201,10 @@ impl crate::Host {
         let Some(cache) = self.cache.as_deref() else { return Ok(false) };
         let Ok(view) = super::manifest::read_static(packed) else { return Ok(false) };
         let Some(at) = view.trailing_manifest_at() else { return Ok(false) };
-        if super::load::sha256_hex(&packed[..at]) != plugin.digest() {
+        if super::digest::sha256_hex(&packed[..at]) != plugin.digest() {
             return Ok(false);
         }
-        let digest = super::load::sha256_hex(packed);
+        let digest = super::digest::sha256_hex(packed);
         let (engine, component, abi) = plugin.compiled();
         store_artifact(engine, cache, &digest, plugin.origin(), component)?;
         store_described(cache, engine, &digest, &plugin.manifest(), plugin.imports());

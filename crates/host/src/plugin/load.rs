@@ -4,6 +4,7 @@
 //! artifact).
 
 use super::declared::{check_declared_size, check_manifest, convert_spec, invalid_spec};
+use super::digest::sha256_hex;
 use super::{Inner, InstanceMode, LoadedTool, Plugin, PluginInfo, cache, config, imports, manifest};
 use crate::args::ArgumentValidator;
 use crate::bindings::{ContractVersion, guest, wit};
@@ -11,7 +12,6 @@ use crate::call::{CallContext, ToolSpec};
 use crate::engine::{Abi, Host, Runtime};
 use crate::error::{InvalidComponent, LoadError};
 use crate::sandbox::{self, GuestPre, StoreSpec};
-use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -290,12 +290,6 @@ impl Host {
         }
         Ok(plugin)
     }
-}
-
-/// The SHA-256 of a component's bytes, hex: what [`Plugin::digest`] says
-/// and what a `digest = "sha256:…"` pin names.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
 }
 
 /// Refuses a malformed pin, and a component whose `digest` (hex) is not

@@ -6,7 +6,9 @@ pub(crate) mod cache;
 mod call;
 pub mod config;
 mod declared;
+mod digest;
 #[doc(hidden)]
+#[cfg(feature = "direct-calls")]
 pub mod floor;
 mod imports;
 mod load;
@@ -17,7 +19,8 @@ mod warm;
 pub use declared::{
     MAX_DECLARED_BYTES, MAX_DESCRIPTION_BYTES, MAX_INSTRUCTIONS_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS, MAX_VERSION_BYTES,
 };
-pub use load::{check_header, sha256_hex};
+pub use digest::sha256_hex;
+pub use load::check_header;
 pub use request::CallRequest;
 pub use warm::{InstanceMode, WARM_INSTANCES};
 

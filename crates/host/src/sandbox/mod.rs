@@ -216,6 +216,7 @@ pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxSt
 /// that never comes. Only the floors `lovia bench` prints beside its
 /// figures use it ([`crate::plugin::floor`]): no call a model or tenant
 /// makes runs in it.
+#[cfg(feature = "direct-calls")]
 pub(crate) fn bare_store(engine: &Engine) -> Store<SandboxState> {
     let limits = CallLimits::default();
     let state = SandboxState {

@@ -12,7 +12,7 @@
 //! configuration (ring and the webpki roots).
 
 use super::config::{MAX_MESSAGE_BYTES, McpServerConfig, START_TIMEOUT};
-use super::connection::StartError;
+use super::start_error::StartError;
 use http::{HeaderName, HeaderValue};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::common::client_side_sse::FixedInterval;

@@ -21,6 +21,7 @@ mod http_client;
 mod process;
 mod progress;
 mod sandbox;
+mod start_error;
 mod supervisor;
 mod task_support;
 
@@ -30,9 +31,9 @@ pub use config::{
     ConfigError, DEFAULT_TIMEOUT, MAX_LIST_PAGES, MAX_MESSAGE_BYTES, MAX_SCHEMA_BYTES, MAX_SERVER_NAME,
     MAX_TOOLS_PER_SERVER, McpServerConfig, START_TIMEOUT, check_all,
 };
-pub use connection::StartError;
 pub use deferred::{CALL_MCP_TOOL, DeferredMcpTools, SEARCH_MCP_TOOLS};
 pub use sandbox::{SandboxConfig, SandboxMode};
+pub use start_error::StartError;
 pub use supervisor::{RESTART_BACKOFF_FIRST, RESTART_BACKOFF_MAX};
 
 use lovia_host::{BoxFuture, Capability, Tool, ToolSource};

@@ -3,7 +3,7 @@
 //! `off` (docs/confinement.md), and ended with everything it started.
 
 use super::config::McpServerConfig;
-use super::connection::StartError;
+use super::start_error::StartError;
 use lovia_confine::{Confinement, Prepared};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::PermissionsExt;

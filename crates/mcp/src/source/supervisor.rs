@@ -3,9 +3,10 @@
 //! new one, after a backoff that grows with each restart in a row.
 
 use super::config::{MAX_LIST_PAGES, MAX_MESSAGE_BYTES, MAX_TOOLS_PER_SERVER, McpServerConfig, START_TIMEOUT};
-use super::connection::{Connection, StartError};
+use super::connection::Connection;
 use super::http_client;
 use super::progress::ProgressRoutes;
+use super::start_error::StartError;
 use lovia_host::ProgressSink;
 use rmcp::RoleClient;
 use rmcp::model::{

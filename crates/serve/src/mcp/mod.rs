@@ -24,7 +24,7 @@ use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use lovia_host::approval::ApprovalDecision;
-use lovia_host::{Composition, Executor, Tool};
+use lovia_host::{Capability, Composition, Executor};
 use lovia_mcp::{
     BoundedSessions, HttpOptions, McpHttpService, McpOptions, McpServer, NewServerError, SessionLimitReached,
 };
@@ -39,13 +39,16 @@ pub(crate) struct TenantMcp {
     http: McpHttpService,
     sessions: Arc<BoundedSessions>,
     waiting: Arc<hook::Waiting>,
-    /// `ask_human`, when the tenant's agent has it: served after the
-    /// tools it is given (the tenant's direct tools, web tools included).
-    /// Not yet `run_code`: the tenant's quotas admit each `/mcp` call at its
-    /// hook, and a program's nested calls would pass it (chats wrap every
-    /// tool in the quota policy instead); nor the session workspace, for
-    /// which a root per MCP session is not built.
-    ask_human: Option<lovia_host::Tool>,
+    /// What `/mcp` offers beside the tenant's shared capabilities: its
+    /// workspace (one root for the tenant's MCP clients) and `ask_human`
+    /// over elicitation, as the tenant has them. Not yet `run_code`: the
+    /// tenant's quotas admit each `/mcp` call at its hook, and a program's
+    /// nested calls would pass it (chats wrap every tool in the quota
+    /// policy instead).
+    own: Vec<Arc<dyn Capability>>,
+    /// Keeps `/mcp`'s root open (and out of the retention sweep) while the
+    /// service lives.
+    _workspace: Option<crate::workspace::OpenWorkspace>,
 }
 
 /// What [`TenantMcp::new`] needs besides the executor.
@@ -61,14 +64,21 @@ pub(crate) struct Setup<'a> {
     pub(crate) shared: Option<&'a states::SharedStates>,
     /// With `ask_human`: how long a question waits for the client's answer.
     pub(crate) questions: Option<Duration>,
+    /// With a `[tenants.workspace]` table: `/mcp`'s root.
+    pub(crate) workspace: Option<crate::workspace::OpenWorkspace>,
 }
 
-/// `/mcp`'s tools: the tenant's shared capabilities with `ask_human` among
-/// them, in the one table order. A name that clashes (the start and the
-/// uploads refuse such names) keeps `direct`, the shared ones alone.
-fn served_tools(tenant: &str, shared: &Composition, ask_human: Option<&Tool>, direct: &Executor) -> Executor {
-    let Some(ask_human) = ask_human else { return direct.clone() };
-    let all = shared.clone().with(Arc::new(lovia_host::human::ask_human_capability(ask_human.clone())));
+/// `/mcp`'s tools: the tenant's shared capabilities with its own (`own`)
+/// among them, in the one table order. A name that clashes (the start and
+/// the uploads refuse such names) keeps `direct`, the shared ones alone.
+fn served_tools(tenant: &str, shared: &Composition, own: &[Arc<dyn Capability>], direct: &Executor) -> Executor {
+    if own.is_empty() {
+        return direct.clone();
+    }
+    let mut all = shared.clone();
+    for capability in own {
+        all.push(capability.clone());
+    }
     match all.toolset() {
         Ok(tools) => Executor::new(tools, direct.settings().clone()),
         Err(e) => {
@@ -89,14 +99,27 @@ impl TenantMcp {
     pub(crate) fn new(shared: &Composition, direct: &Executor, setup: Setup<'_>) -> Result<TenantMcp, NewServerError> {
         let waiting = Arc::new(hook::Waiting::default());
         let mut options = McpOptions::default();
+        let mut own: Vec<Arc<dyn Capability>> = Vec::new();
+        // The workspace first: its section leads the server's instructions.
+        if let Some(open) = &setup.workspace {
+            own.push(Arc::new(open.workspace.clone()));
+        }
         // ask_human asks the client itself (elicitation; input_required on 2026-07-28).
-        let mut ask_human = None;
         if let Some(timeout) = setup.questions {
             let questions = lovia_mcp::McpQuestions::with_timeout(timeout);
-            ask_human = Some(questions.tool());
+            own.push(Arc::new(lovia_host::human::ask_human_capability(questions.tool())));
             options.questions = Some(questions);
         }
-        let exec = served_tools(setup.tenant, shared, ask_human.as_ref(), direct);
+        // The sections a model would read in its system message go where MCP
+        // puts text for the model; the server adds each plugin's itself.
+        let sections: Vec<String> = own
+            .iter()
+            .chain(shared.capabilities())
+            .filter(|c| c.source() != lovia_host::ToolSource::Plugin)
+            .filter_map(|c| c.instructions())
+            .collect();
+        options.instructions = (!sections.is_empty()).then(|| sections.join("\n\n"));
+        let exec = served_tools(setup.tenant, shared, &own, direct);
         options.approval_timeout = setup.approval_timeout;
         options.plugin_names = plugin_names(&exec);
         // Uploads change the list while clients are connected.
@@ -120,13 +143,13 @@ impl TenantMcp {
         http.sessions = Some(sessions.clone());
         http.sse_keep_alive = setup.sse_keep_alive;
         let http = server.clone().http_service(http);
-        Ok(TenantMcp { server, http, sessions, waiting, ask_human })
+        Ok(TenantMcp { server, http, sessions, waiting, own, _workspace: setup.workspace })
     }
 
     /// Serves the tools of `shared` (whose table is `direct`) and
     /// `ask_human` from now on, and tells the connected clients.
     pub(crate) fn replace(&self, tenant: &str, shared: &Composition, direct: &Executor) {
-        let exec = served_tools(tenant, shared, self.ask_human.as_ref(), direct);
+        let exec = served_tools(tenant, shared, &self.own, direct);
         let names = plugin_names(&exec);
         if let Err(e) = self.server.replace(exec, names) {
             tracing::error!(%tenant, error = %e, "/mcp keeps the tools it had");
