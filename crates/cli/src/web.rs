@@ -4,7 +4,7 @@
 
 use crate::CliError;
 use lovia_host::Tool;
-use std::sync::Arc;
+use lovia_web::{WebSection, WebSectionError};
 
 /// The environment variable holding the SearXNG bearer key, if any.
 const SEARXNG_KEY_ENV: &str = "LOVIA_SEARCH_KEY";
@@ -34,40 +34,42 @@ pub(crate) struct WebOptions {
     brave_search: bool,
 }
 
+impl WebOptions {
+    /// The web section these flags spell (the one `[tenants.web]` spells
+    /// in `lovia serve`): a SearXNG key is sent when $LOVIA_SEARCH_KEY is
+    /// set, the Brave key is read from $BRAVE_SEARCH_API_KEY.
+    pub(crate) fn section(&self) -> WebSection {
+        let mut section = WebSection::default();
+        section.read_page = self.read_page;
+        section.allow = self.web_allow.clone();
+        section.searxng_url = self.searxng.clone();
+        section.searxng_key_env =
+            (self.searxng.is_some() && std::env::var_os(SEARXNG_KEY_ENV).is_some()).then(|| SEARXNG_KEY_ENV.into());
+        section.brave_key_env = self.brave_search.then(|| BRAVE_KEY_ENV.into());
+        section
+    }
+}
+
 /// The tools the options ask for, in the order read_page, web_search.
 pub(crate) fn tools(options: &WebOptions) -> Result<Vec<Tool>, CliError> {
-    let mut tools = Vec::new();
-    if options.read_page {
-        let tool = lovia_web::read_page_allowing(&options.web_allow, lovia_web::DEFAULT_MAX_CONCURRENT).map_err(|e| match e {
-            lovia_web::ReadPageError::Wildcard { .. } => CliError::new(format!("--web-allow {e}")).hint(
+    options.section().tools().map_err(refusal)
+}
+
+/// The section's error in the flags' spelling.
+fn refusal(e: WebSectionError) -> CliError {
+    match (e.key(), &e) {
+        ("allow", WebSectionError::Wildcard { origin }) => CliError::new(format!("--web-allow {origin} has a wildcard"))
+            .hint(
                 "public hosts are reachable already; --web-allow names one loopback or private host exactly, such as http://127.0.0.1:8080",
             ),
-            other => CliError::new(format!("--read-page: {other}")),
-        })?;
-        tools.push(tool);
-    }
-    let backend: Option<Arc<dyn lovia_web::WebSearch>> = if let Some(url) = &options.searxng {
-        let mut search = lovia_web::SearxngSearch::new(url).map_err(|e| {
-            CliError::new(format!("--searxng: {e}"))
-                .hint("pass the instance's base URL, such as https://searx.example.org")
-        })?;
-        if let Ok(key) = std::env::var(SEARXNG_KEY_ENV) {
-            search = search.with_key(key);
-        }
-        Some(Arc::new(search))
-    } else if options.brave_search {
-        let key = std::env::var(BRAVE_KEY_ENV).map_err(|_| {
+        ("allow", _) => CliError::new(format!("--web-allow: {e}")),
+        ("searxng_url", _) => CliError::new(format!("--searxng: {e}"))
+            .hint("pass the instance's base URL, such as https://searx.example.org"),
+        ("brave_key_env", WebSectionError::MissingKey { .. }) => {
             CliError::new(format!("--brave-search needs the API key in ${BRAVE_KEY_ENV}"))
                 .hint("export BRAVE_SEARCH_API_KEY=… (from https://api-dashboard.search.brave.com)")
-        })?;
-        Some(Arc::new(lovia_web::BraveSearch::new(key).map_err(|e| CliError::new(format!("--brave-search: {e}")))?))
-    } else {
-        None
-    };
-    if let Some(backend) = backend {
-        tools.push(
-            lovia_web::web_search(backend, lovia_web::DEFAULT_SEARCH_NAME).map_err(|e| CliError::new(e.to_string()))?,
-        );
+        }
+        ("brave_key_env", _) => CliError::new(format!("--brave-search: {e}")),
+        _ => CliError::new(format!("--read-page: {e}")),
     }
-    Ok(tools)
 }

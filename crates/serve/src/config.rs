@@ -403,57 +403,10 @@ pub struct TenantConfig {
     pub web: Option<TenantWeb>,
 }
 
-/// A tenant's web tools: `read_page` and `web_search`, with one page
-/// reader per tenant, so its reads in flight and its cache are the
-/// tenant's alone.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[non_exhaustive]
-pub struct TenantWeb {
-    /// Offer `read_page` (public http(s) pages under the egress rules).
-    /// Default: false.
-    #[serde(default)]
-    pub read_page: bool,
-    /// Origins `read_page` may also reach though their address is loopback
-    /// or private, each naming its host exactly (`http://10.0.0.5:8080`).
-    /// Default: none.
-    #[serde(default)]
-    pub allow: Vec<lovia_host::HttpOrigin>,
-    /// `read_page` reads in flight at once for the tenant; more wait.
-    /// Default: 4.
-    #[serde(default = "default_web_reads")]
-    pub max_concurrent_reads: usize,
-    /// Offer `web_search` over the SearXNG instance at this URL. Default: none.
-    #[serde(default)]
-    pub searxng_url: Option<String>,
-    /// The environment variable holding a bearer key for `searxng_url`.
-    /// Default: none (no key).
-    #[serde(default)]
-    pub searxng_key_env: Option<String>,
-    /// Offer `web_search` over the Brave Search API with the key in this
-    /// environment variable. Default: none.
-    #[serde(default)]
-    pub brave_key_env: Option<String>,
-}
-
-fn default_web_reads() -> usize {
-    lovia_web::DEFAULT_MAX_CONCURRENT
-}
-
-/// The same defaults as an empty `[tenants.web]` table (a derived
-/// `Default` would give `max_concurrent_reads = 0`, which the config refuses).
-impl Default for TenantWeb {
-    fn default() -> Self {
-        Self {
-            read_page: false,
-            allow: Vec::new(),
-            max_concurrent_reads: default_web_reads(),
-            searxng_url: None,
-            searxng_key_env: None,
-            brave_key_env: None,
-        }
-    }
-}
+/// A tenant's web tools (`[tenants.web]`): lovia-web's own section,
+/// which the CLI's web flags spell too; one page reader per tenant, so its
+/// reads in flight and its cache are the tenant's alone.
+pub type TenantWeb = lovia_web::WebSection;
 
 /// A tenant's chat workspaces (docs/workspace.md, "In lovia serve").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -830,6 +783,18 @@ impl ConfigRuleError {
 }
 
 /// The error of `setting` (of `tenant`, if a tenant's) breaking a rule.
+/// The setting of `[tenants.web]`'s `key`, as [`ConfigRuleError::setting`] names it.
+fn web_setting(key: &str) -> &'static str {
+    match key {
+        "allow" => "web.allow",
+        "max_concurrent_reads" => "web.max_concurrent_reads",
+        "searxng_url" => "web.searxng_url",
+        "searxng_key_env" => "web.searxng_key_env",
+        "brave_key_env" => "web.brave_key_env",
+        _ => "web",
+    }
+}
+
 fn rule(setting: &'static str, tenant: Option<&str>, message: impl Into<String>) -> ConfigRuleError {
     ConfigRuleError { setting, tenant: tenant.map(str::to_owned), message: message.into(), source: None }
 }
@@ -1051,42 +1016,9 @@ impl ServeConfig {
         for tenant in &self.tenants {
             let Some(web) = &tenant.web else { continue };
             let name = &tenant.name;
-            if let Some(origin) = web.allow.iter().find(|o| !o.is_exact()) {
-                return Err(rule(
-                    "web.allow",
-                    Some(name),
-                    format!(
-                        "tenant {name}: web.allow {origin} has a wildcard; public hosts are reachable already, and allow names one loopback or private host exactly, such as http://10.0.0.5:8080"
-                    ),
-                ));
-            }
-            if !web.allow.is_empty() && !web.read_page {
-                return Err(rule(
-                    "web.allow",
-                    Some(name),
-                    format!("tenant {name}: web.allow is for read_page; set read_page = true or remove it"),
-                ));
-            }
-            if web.max_concurrent_reads == 0 {
-                return Err(rule(
-                    "web.max_concurrent_reads",
-                    Some(name),
-                    format!("tenant {name}: web.max_concurrent_reads must be at least 1"),
-                ));
-            }
-            if web.searxng_url.is_some() && web.brave_key_env.is_some() {
-                return Err(rule(
-                    "web.searxng_url",
-                    Some(name),
-                    format!("tenant {name}: web.searxng_url and web.brave_key_env both give web_search; keep one"),
-                ));
-            }
-            if web.searxng_key_env.is_some() && web.searxng_url.is_none() {
-                return Err(rule(
-                    "web.searxng_key_env",
-                    Some(name),
-                    format!("tenant {name}: web.searxng_key_env needs web.searxng_url"),
-                ));
+            if let Err(e) = web.check() {
+                let key = e.key();
+                return Err(rule(web_setting(key), Some(name), format!("tenant {name}: web.{key}: {e}")));
             }
         }
         if let Some(tenant) = self.tenants.iter().find(|t| t.workspace.is_some())

@@ -906,28 +906,8 @@ impl Tenant {
     }
 }
 
-/// The web tools of a `[tenants.web]` table: `read_page` over one reader
-/// (so the tenant's reads in flight and its cache are its own), then
-/// `web_search`. A key variable that is not set is an error.
+/// The web tools of a `[tenants.web]` table (lovia-web's section): a key
+/// variable that is not set is an error.
 fn web_tools(web: &TenantWeb) -> Result<Vec<lovia_host::Tool>, String> {
-    let mut tools = Vec::new();
-    if web.read_page {
-        tools.push(lovia_web::read_page_allowing(&web.allow, web.max_concurrent_reads).map_err(|e| e.to_string())?);
-    }
-    let key = |var: &str| std::env::var(var).map_err(|_| format!("the environment variable {var} is not set"));
-    let search: Option<Arc<dyn lovia_web::WebSearch>> = match (&web.searxng_url, &web.brave_key_env) {
-        (Some(url), _) => {
-            let mut search = lovia_web::SearxngSearch::new(url).map_err(|e| e.to_string())?;
-            if let Some(var) = &web.searxng_key_env {
-                search = search.with_key(key(var)?);
-            }
-            Some(Arc::new(search))
-        }
-        (None, Some(var)) => Some(Arc::new(lovia_web::BraveSearch::new(key(var)?).map_err(|e| e.to_string())?)),
-        (None, None) => None,
-    };
-    if let Some(search) = search {
-        tools.push(lovia_web::web_search(search, lovia_web::DEFAULT_SEARCH_NAME).map_err(|e| e.to_string())?);
-    }
-    Ok(tools)
+    web.tools().map_err(|e| format!("web.{}: {e}", e.key()))
 }

@@ -31,6 +31,7 @@ mod page;
 mod read_page;
 mod search;
 mod searxng;
+mod section;
 
 pub use backend::BackendConfigError;
 pub use brave::{BRAVE_ENDPOINT, BraveSearch};
@@ -47,6 +48,7 @@ pub use read_page::{
 };
 pub use search::{DEFAULT_SEARCH_NAME, MAX_RESULTS, SearchResult, TimeRange, WebSearch, web_search};
 pub use searxng::SearxngSearch;
+pub use section::{WebSection, WebSectionError};
 
 /// The web tools a door was given (`read_page`, a search tool) as one
 /// capability, among the host's single tools at the head of a table.

@@ -81,5 +81,5 @@ fn a_wildcard_web_grant_is_refused_at_start() {
     let err = config.resolve(std::path::Path::new(".")).expect_err("refused");
     assert_eq!((err.setting, err.tenant.as_deref()), ("web.allow", Some("acme")), "which setting, whose");
     let err = err.to_string();
-    assert!(err.contains("web.allow http://*:* has a wildcard"), "{err}");
+    assert!(err.contains("web.allow: http://*:* has a wildcard"), "{err}");
 }
