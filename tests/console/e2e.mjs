@@ -297,6 +297,29 @@ await scenario('cancel_a_sleeping_run', globex, async () => {
   await globex.locator('#sessions tr[data-session="hostile-1"] .status-cancelled').waitFor({ timeout: WAIT });
 });
 
+// The Try form streams its call: the tool's progress shows as it comes, and
+// a call that runs long is cancelled from the form (DELETE
+// /api/tools/calls/{id}); the model-facing text says so.
+await scenario('try_form_streams_progress_and_cancels', globex, async () => {
+  await globex.getByRole('tab', { name: 'Tools' }).click();
+  const steps = globex.locator('article[data-tool="progress"]');
+  await steps.getByText('Try progress').click();
+  await steps.getByLabel(/^steps/).fill('3');
+  await steps.getByRole('button', { name: 'Call progress' }).click();
+  await steps.locator('.try-output').filter({ hasText: 'done in 3 steps' }).waitFor({ timeout: WAIT });
+  check((await steps.locator('.try-progress').textContent()) === 'step 3 of 3', `progress: ${await steps.locator('.try-progress').textContent()}`);
+  const nap = globex.locator('article[data-tool="sleep_ms"]');
+  await nap.getByText('Try sleep_ms').click();
+  await nap.getByLabel(/^ms/).fill('60000');
+  const started = Date.now();
+  await nap.getByRole('button', { name: 'Call sleep_ms' }).click();
+  await nap.getByRole('button', { name: 'Cancel call' }).click({ timeout: WAIT });
+  await nap.locator('.error').filter({ hasText: 'cancelled' }).waitFor({ timeout: WAIT });
+  check(Date.now() - started < 20_000, 'the cancel took too long');
+  check(await nap.getByRole('button', { name: 'Cancel call' }).isDisabled(), 'Cancel stays enabled after the call');
+  await globex.getByRole('tab', { name: 'Runs' }).click();
+});
+
 await scenario('metrics', acme, async () => {
   await acme.getByRole('tab', { name: 'Metrics' }).click();
   const calls = acme.locator('[data-metric="Calls"]');

@@ -50,6 +50,7 @@ pub(crate) fn tenant_index(service: &Service, headers: &HeaderMap) -> Option<usi
 /// The tenant a request comes from: the extractor of every `/api` handler.
 /// Without a known key the request is answered 401 `missing or unknown API
 /// key` before the handler runs.
+#[derive(Clone)]
 pub(crate) struct Caller {
     service: Service,
     index: usize,

@@ -50,6 +50,7 @@ mod call_rate;
 mod chat;
 mod config;
 mod console;
+mod direct;
 mod door;
 mod lease;
 mod limits;
@@ -97,23 +98,23 @@ pub use shared_counts::SharedCountError;
 pub use stored::PluginStoreError;
 
 use auth::{Caller, Operator};
-use axum::extract::{Path as UrlPath, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::State;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get, post};
+use axum::routing::{any, delete, get, post};
 use axum::{Json, Router};
 use lovia_host::Host;
+use lovia_host::Tool;
 use lovia_host::call::text;
 use lovia_host::error::LoadError;
-use lovia_host::exec::{EventSink, ExecSettings, Executor, RunState, ToolCall};
-use lovia_host::{ErrorKind, Tool};
+use lovia_host::exec::{ExecSettings, Executor};
 use lovia_host::{ToolSource, Toolset};
 use lovia_runner::{RunStore, StoreError};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::Semaphore;
 
 /// The body of `POST /api/tools/{name}/call` is limited to this many bytes.
@@ -161,6 +162,8 @@ struct Tenant {
     /// `executor`'s tools and then the web tools: what direct calls, the
     /// console and `/mcp` reach. Made when `executor` is, not per call.
     direct: RwLock<Executor>,
+    /// Its direct calls in flight, by id, for their cancellation.
+    direct_calls: direct::DirectCalls,
     /// The MCP servers' list generation `direct` was built from.
     direct_generation: std::sync::atomic::AtomicU64,
     /// Its MCP servers (their tools are in `executor` as listed at start,
@@ -531,6 +534,7 @@ impl Service {
                 executor: RwLock::new(executor),
                 direct: RwLock::new(direct),
                 direct_generation: shared.generation().into(),
+                direct_calls: direct::DirectCalls::default(),
                 mcp_servers,
                 model: model::TenantModel::from_config(&t.provider)
                     .map_err(|reason| ServeError::Model { tenant: t.name.clone(), reason })?,
@@ -597,7 +601,8 @@ impl Service {
         };
         let api = Router::new()
             .route("/api/tools", get(list_tools))
-            .route("/api/tools/{name}/call", post(call_tool))
+            .route("/api/tools/{name}/call", post(direct::call_tool))
+            .route("/api/tools/calls/{id}", delete(direct::cancel_call))
             .route("/api/tools/detailed", get(console::tools))
             .route("/api/chat", post(chat::chat).get(console::sessions))
             .route("/api/approvals", get(console::approvals))
@@ -800,81 +805,6 @@ async fn list_tools(caller: Caller) -> Response {
         tools.push(lovia_host::human::ask_human_spec().openai_function());
     }
     Json(tools).into_response()
-}
-
-async fn call_tool(caller: Caller, UrlPath(name): UrlPath<String>, headers: HeaderMap, body: String) -> Response {
-    let (service, tenant) = (caller.service(), caller.tenant());
-    // The session id keys warm instances and the session store: only the
-    // ids a chat may have, never arbitrary bytes of any length.
-    let session_id = match headers.get("x-lovia-session") {
-        None => None,
-        Some(value) => match value.to_str().ok().filter(|id| chat::valid_session_id(id)) {
-            Some(id) => Some(id.to_owned()),
-            None => return error(StatusCode::BAD_REQUEST, "x-lovia-session must be 1-128 letters, digits, _ . or -"),
-        },
-    };
-    // `x-lovia-approval: wait`: a call that needs approval waits for a
-    // person's decision (listed by `GET /api/approvals`, decided by
-    // `POST /api/chat/approve` with the call's session, at most
-    // `approval_timeout_secs`); without it there is nobody to ask, and such
-    // a call is denied.
-    let wait = match headers.get("x-lovia-approval").map(|v| v.to_str()) {
-        None => false,
-        Some(Ok("wait")) => true,
-        Some(Err(_)) => {
-            return error(StatusCode::BAD_REQUEST, "x-lovia-approval is not visible ASCII; the one value is \"wait\"");
-        }
-        Some(Ok(other)) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                &format!(
-                    "x-lovia-approval is {other:?}; the one value is \"wait\" (wait for a decision through /api/approvals)"
-                ),
-            );
-        }
-    };
-    tenant.follow_sources().await;
-    let mut executor = tenant.direct_executor();
-    if executor.tools().get(&name).is_none() {
-        if name == lovia_host::human::ASK_HUMAN && tenant.agent.ask_human {
-            return error(
-                StatusCode::NOT_FOUND,
-                "ask_human has no direct call: it asks the person in a chat (POST /api/chat), who answers with POST /api/chat/answer",
-            );
-        }
-        return error(StatusCode::NOT_FOUND, &format!("no tool named {name}"));
-    }
-    let fuel_cap = quota::fuel_cap_of(executor.tools().get(&name));
-    let admitted = match tenant.quota.admit(fuel_cap).await {
-        Ok(admitted) => admitted,
-        Err(refusal) => return error(StatusCode::TOO_MANY_REQUESTS, refusal.message()),
-    };
-    let n = service.inner.calls.fetch_add(1, Ordering::Relaxed);
-    let call =
-        ToolCall::new(format!("http_{n}"), name.clone(), if body.trim().is_empty() { "{}".into() } else { body });
-    let run =
-        RunState { run_id: format!("serve_{n}"), session_id, tenant: Some(tenant.name.clone()), ..RunState::default() };
-    // Listed as session `direct-<n>` while it runs.
-    let _listed = wait.then(|| {
-        let settings = executor
-            .settings()
-            .clone()
-            .with_approval_handler(Some(Arc::new(chat::AwaitDecision(service.inner.limits.approval_timeout))));
-        executor = Executor::new(executor.tools().clone(), settings);
-        tenant.mcp.register_direct(format!("direct-{n}"), run.approvals.clone())
-    });
-    let started = Instant::now();
-    let result = executor.call(&call, &run, &EventSink::none()).await;
-    tenant.quota.end(admitted).await;
-    let (output, error_kind, parts, tool_error_kind) = match result {
-        Ok(entry) => (entry.output, entry.error_kind, entry.parts, entry.tool_error_kind),
-        // A tool that cancels the run leaves no result (docs/semantics.md D8 answers it so).
-        Err(_) => (text::RUN_CANCELLED.to_owned(), Some(ErrorKind::Cancelled), None, None),
-    };
-    service.inner.metrics.record_call(&tenant.name, &name, started.elapsed(), error_kind, tool_error_kind.as_deref());
-    let mut body = json!({ "output": output, "is_error": error_kind.is_some() });
-    lovia_runner::wire::attach_outcome(&mut body, error_kind, tool_error_kind.as_deref(), parts.as_deref());
-    Json(body).into_response()
 }
 
 impl Tenant {

@@ -340,3 +340,91 @@ async fn a_direct_call_waits_for_a_person_when_asked_to() {
     let (status, body) = super::request(addr, "POST", "/api/tools/refund/call", Some("acme-key"), refund).await;
     assert_eq!((status, super::json(&body)["output"].as_str()), (200, Some("Tool refund was not approved.")));
 }
+
+/// A direct call with `Accept: text/event-stream` streams its progress:
+/// `call_started` with the id to cancel it by, the tool's progress (the
+/// first at once, the latest before the result), then `tool_result` with
+/// what the JSON answer would hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_call_streams_its_progress_when_asked() {
+    let addr = super::start(vec![super::tenant("acme", "acme-key", &[lovia_tests::fixtures::DIAGNOSTICS])]).await;
+    let mut sse = super::Sse::post_with(
+        addr,
+        "/api/tools/progress/call",
+        "acme-key",
+        r#"{"steps": 3}"#,
+        "Accept: text/event-stream\r\n",
+    )
+    .await;
+    assert_eq!(sse.status, 200);
+    let events = sse.rest().await;
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"call_started"), "{events:?}");
+    assert!(events[0].1["call_id"].as_str().is_some_and(|id| id.starts_with("http_")), "{events:?}");
+    let progress: Vec<&str> =
+        events.iter().filter(|(n, _)| n == "tool_progress").filter_map(|(_, d)| d["message"].as_str()).collect();
+    assert_eq!(progress.first(), Some(&"step 1 of 3"), "{events:?}");
+    assert_eq!(progress.last(), Some(&"step 3 of 3"), "the latest before the result: {events:?}");
+    let (last, result) = events.last().expect("a result");
+    assert_eq!(last, "tool_result");
+    assert_eq!(
+        (&result["output"], &result["is_error"]),
+        (&serde_json::json!("done in 3 steps"), &serde_json::json!(false))
+    );
+}
+
+/// A direct call named by `x-lovia-call-id` is cancelled by
+/// `DELETE /api/tools/calls/{id}` from another connection, and answers at
+/// once as cancelled; an id in use is refused, an unknown one is 404, and
+/// another tenant cannot cancel it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_call_is_cancelled_by_its_id() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = super::start(vec![
+        super::tenant("acme", "acme-key", &[lovia_tests::fixtures::DIAGNOSTICS]),
+        super::tenant("globex", "globex-key", &[lovia_tests::fixtures::DIAGNOSTICS]),
+    ])
+    .await;
+    let call = |id: &'static str| async move {
+        let body = r#"{"ms": 30000}"#;
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let head = format!(
+            "POST /api/tools/sleep_ms/call HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer acme-key\r\nx-lovia-call-id: {id}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.expect("write");
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await.expect("read");
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let status: u16 = text.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
+        (status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
+    };
+    let started = std::time::Instant::now();
+    let napping = tokio::spawn(call("nap-1"));
+    // Until it runs: a second call of the same id is refused.
+    let twin = loop {
+        let twin = call("nap-1").await;
+        if twin.0 == 409 {
+            break twin;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert!(twin.1.contains("a call with x-lovia-call-id nap-1 is running"), "{}", twin.1);
+    let (status, _) = super::request(addr, "DELETE", "/api/tools/calls/nap-1", Some("globex-key"), "").await;
+    assert_eq!(status, 404, "another tenant's call is not there for it");
+    let (status, body) = super::request(addr, "DELETE", "/api/tools/calls/nap-1", Some("acme-key"), "").await;
+    assert_eq!((status, super::json(&body)), (200, serde_json::json!({"cancelled": "nap-1"})));
+    let (status, body) = napping.await.expect("the call");
+    let answer = super::json(&body);
+    assert_eq!(
+        (status, &answer["is_error"], &answer["error_kind"]),
+        (200, &serde_json::json!(true), &serde_json::json!("cancelled")),
+        "{body}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "answered when cancelled");
+    let (status, body) = super::request(addr, "DELETE", "/api/tools/calls/nap-1", Some("acme-key"), "").await;
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("no direct call nap-1 is running"), "{body}");
+    let bad = call("no spaces").await;
+    assert_eq!(bad.0, 400, "{}", bad.1);
+}

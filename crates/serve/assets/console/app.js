@@ -104,15 +104,18 @@ async function api(path, { method = 'GET', body, signal, extraHeaders = {} } = {
   return data;
 }
 
-/** POSTs to /api/chat and calls onEvent(name, data) for each SSE event until the stream ends. */
-async function stream(body, onEvent) {
+/**
+ * POSTs `body` to `path` (/api/chat unless named) and calls onEvent(name, data)
+ * for each SSE event until the stream ends.
+ */
+async function stream(body, onEvent, { path = '/api/chat', extraHeaders = {} } = {}) {
   const abort = new AbortController();
   streams.push(abort);
   try {
-    const response = await fetch('/api/chat', {
+    const response = await fetch(path, {
       method: 'POST', signal: abort.signal, cache: 'no-store', credentials: 'omit',
-      headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', Accept: 'text/event-stream' },
-      body: JSON.stringify(body),
+      headers: { ...extraHeaders, Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', Accept: 'text/event-stream' },
+      body: typeof body === 'string' ? body : JSON.stringify(body),
     });
     if (!response.ok) {
       const text = await response.text();
@@ -835,7 +838,19 @@ function tryForm(tool) {
     `${tool.name} can ask for approval (${tool.approval.replace('_', ' ')}). A call from this form that asks waits for your decision: approve or deny it here when it appears (or under Approvals); undecided, it is denied when the service's approval timeout passes.`) : null;
   // The pending approval of this form's call, decided here.
   const decision = el('div', { class: 'try-approval', 'aria-live': 'polite' });
-  form.append(fields.element, askNote, el('button', { type: 'submit' }, `Call ${tool.name}`), decision, error, output, parts);
+  // The call's latest progress message, and the button that cancels it
+  // (DELETE /api/tools/calls/{id}) while it runs.
+  const progress = el('p', { class: 'note try-progress', 'aria-live': 'polite' });
+  const cancel = el('button', { type: 'button', class: 'deny', disabled: '' }, 'Cancel call');
+  let running = null;
+  cancel.addEventListener('click', async () => {
+    if (!running) return;
+    cancel.disabled = true;
+    await api(`/api/tools/calls/${encodeURIComponent(running)}`, { method: 'DELETE' })
+      .catch((e) => { error.textContent = `Not cancelled: ${e.message}`; });
+  });
+  const actions = el('div', { class: 'actions' }, el('button', { type: 'submit' }, `Call ${tool.name}`), cancel);
+  form.append(fields.element, askNote, actions, progress, decision, error, output, parts);
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     error.textContent = '';
@@ -869,8 +884,21 @@ function tryForm(tool) {
         decision.replaceChildren(el('p', {}, `${tool.name} waits for your approval:`), argumentsView(mine.arguments, `Arguments of ${mine.call_id}`), el('div', { class: 'actions' }, buttons));
       }, 1000);
     }
+    // The call streams: its progress shows as it comes, and it is named so
+    // that the Cancel button can reach it.
+    const id = `try-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+    const extraHeaders = { 'x-lovia-call-id': id, ...(gated ? { 'x-lovia-approval': 'wait' } : {}) };
+    running = id;
+    cancel.disabled = false;
+    progress.textContent = '';
     try {
-      const r = await api(`/api/tools/${encodeURIComponent(tool.name)}/call`, { method: 'POST', body: args, extraHeaders: gated ? { 'x-lovia-approval': 'wait' } : {} });
+      let r = null;
+      await stream(args, (name, data) => {
+        if (name === 'tool_progress') progress.textContent = data.message;
+        else if (name === 'tool_result') r = data;
+        else if (name === 'error') throw new ApiError(data.status, data.error);
+      }, { path: `/api/tools/${encodeURIComponent(tool.name)}/call`, extraHeaders });
+      if (!r) throw new ApiError(0, 'the call ended without a result');
       output.textContent = r.output;
       output.classList.toggle('is-error', r.is_error);
       revoke(images);
@@ -884,6 +912,8 @@ function tryForm(tool) {
     } finally {
       if (watching) clearInterval(watching);
       decision.replaceChildren();
+      running = null;
+      cancel.disabled = true;
     }
   });
   return form;
