@@ -879,8 +879,39 @@ impl ServeConfig {
         Ok(config)
     }
 
-    /// Checks names, keys and quotas, and resolves relative paths against `base`.
+    /// Checks names, keys and quotas, and resolves relative paths against
+    /// `base`: one check per section, the service's own, then each
+    /// tenant's ([`TenantConfig`]'s own checks).
     pub fn resolve(&mut self, base: &Path) -> Result<(), ConfigRuleError> {
+        self.resolve_paths(base);
+        self.check_supply()?;
+        self.check_waits()?;
+        self.check_connections()?;
+        self.check_replicas()?;
+        self.check_operator()?;
+        let bounds =
+            TenantBounds { max_plugin_bytes: self.max_plugin_bytes, workspaces: self.workspaces_dir.is_some() };
+        let mut names = std::collections::HashSet::new();
+        let mut keys = std::collections::HashSet::new();
+        for tenant in &mut self.tenants {
+            tenant.resolve(base, &bounds)?;
+            if !names.insert(tenant.name.clone()) {
+                return Err(rule("name", Some(&tenant.name), format!("tenant name {:?} is used twice", tenant.name)));
+            }
+            if tenant.api_keys.iter().any(|key| !keys.insert(key.clone())) {
+                return Err(rule(
+                    "api_keys",
+                    Some(&tenant.name),
+                    format!("tenant {:?}: an API key is listed twice", tenant.name),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The store, the OCI cache, the trusted keys and the workspaces'
+    /// directory, relative to `base`.
+    fn resolve_paths(&mut self, base: &Path) {
         if let Some(store) = self.store.take() {
             self.store = Some(store.relative_to(base));
         }
@@ -891,12 +922,27 @@ impl ServeConfig {
                 *key = base.join(&*key);
             }
         }
+        if let Some(dir) = &mut self.workspaces_dir
+            && dir.is_relative()
+        {
+            *dir = base.join(&*dir);
+        }
+    }
+
+    /// `[signatures]` and `compile_timeout_secs`: what runs, and how long
+    /// it may take to compile.
+    fn check_supply(&self) -> Result<(), ConfigRuleError> {
         if self.signatures.mode == lovia_supply::SignatureMode::Require && self.signatures.trusted_keys.is_empty() {
             return Err(rule("signatures.trusted_keys", None, "[signatures] mode = \"require\" needs trusted_keys"));
         }
         if self.compile_timeout_secs == 0 {
             return Err(rule("compile_timeout_secs", None, "compile_timeout_secs must be at least 1"));
         }
+        Ok(())
+    }
+
+    /// The waits for a person, and the keep-alive of the streams that wait.
+    fn check_waits(&self) -> Result<(), ConfigRuleError> {
         // The bounds of `lovia mcp`'s --approval-timeout-secs and
         // --question-timeout-secs: the same wait means the same at every door.
         for (key, secs) in [
@@ -910,6 +956,11 @@ impl ServeConfig {
         if self.sse_keep_alive_secs == 0 {
             return Err(rule("sse_keep_alive_secs", None, "sse_keep_alive_secs must be at least 1"));
         }
+        Ok(())
+    }
+
+    /// The door: connections, their timings, and request bodies.
+    fn check_connections(&self) -> Result<(), ConfigRuleError> {
         if self.max_connections == 0 || self.max_connections_per_ip == 0 || self.max_connections_per_ipv6_48 == 0 {
             return Err(rule(
                 "max_connections",
@@ -940,6 +991,24 @@ impl ServeConfig {
                 ),
             ));
         }
+        if self.body_read_timeout_secs == 0 {
+            return Err(rule("body_read_timeout_secs", None, "body_read_timeout_secs must be at least 1"));
+        }
+        if self.max_body_bytes_in_flight < self.max_plugin_bytes {
+            return Err(rule(
+                "max_body_bytes_in_flight",
+                None,
+                format!(
+                    "max_body_bytes_in_flight ({}) must be at least max_plugin_bytes ({}), or no upload of the largest size could be read",
+                    self.max_body_bytes_in_flight, self.max_plugin_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Replicas: the poll of other replicas' changes, and the run leases.
+    fn check_replicas(&self) -> Result<(), ConfigRuleError> {
         if self.poll_interval_ms < 100 {
             return Err(rule(
                 "poll_interval_ms",
@@ -964,217 +1033,235 @@ impl ServeConfig {
                 ),
             ));
         }
-        if self.body_read_timeout_secs == 0 {
-            return Err(rule("body_read_timeout_secs", None, "body_read_timeout_secs must be at least 1"));
-        }
-        if self.max_body_bytes_in_flight < self.max_plugin_bytes {
+        Ok(())
+    }
+
+    /// The operator's own access: `metrics_token`.
+    fn check_operator(&self) -> Result<(), ConfigRuleError> {
+        let Some(token) = &self.metrics_token else { return Ok(()) };
+        if !is_sha256_hex(token) {
             return Err(rule(
-                "max_body_bytes_in_flight",
+                "metrics_token",
                 None,
+                "metrics_token holds the lower-case hex SHA-256 of the token (64 characters); `lovia serve --hash-key` prints one",
+            ));
+        }
+        if self.tenants.iter().any(|t| t.api_keys.contains(token)) {
+            return Err(rule(
+                "metrics_token",
+                None,
+                "metrics_token must not be a tenant's API key: the metrics show every tenant",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What a tenant's checks need of the service's settings.
+struct TenantBounds {
+    /// `max_plugin_bytes`: a tenant's body budget must hold one upload.
+    max_plugin_bytes: usize,
+    /// Whether `workspaces_dir` is set, which a `[tenants.workspace]` needs.
+    workspaces: bool,
+}
+
+impl TenantConfig {
+    /// Checks the tenant, one section at a time, and resolves its relative
+    /// paths against `base`. Uniqueness across tenants is the service's check.
+    fn resolve(&mut self, base: &Path, bounds: &TenantBounds) -> Result<(), ConfigRuleError> {
+        self.check_identity()?;
+        self.resolve_provider(base)?;
+        self.check_quotas(bounds)?;
+        self.check_agent()?;
+        self.check_web()?;
+        self.resolve_workspace(base, bounds)?;
+        let name = self.name.clone();
+        lovia_mcp::source::check_all(&self.mcp_servers).map_err(|e| {
+            let message = format!("tenant {name:?}: {e}");
+            rule("mcp_servers", Some(&name), message).caused_by(e)
+        })?;
+        self.resolve_uploads(base)?;
+        self.resolve_plugins(base)
+    }
+
+    /// Its name and keys.
+    fn check_identity(&self) -> Result<(), ConfigRuleError> {
+        let valid = |c: char| c.is_ascii_alphanumeric() || "_.-".contains(c);
+        if self.name.is_empty() || !self.name.chars().all(valid) {
+            return Err(rule(
+                "name",
+                Some(&self.name),
+                format!("tenant name {:?} must be letters, digits, _ . or -", self.name),
+            ));
+        }
+        if self.api_keys.is_empty() {
+            return Err(rule("api_keys", Some(&self.name), format!("tenant {:?} has no api_keys", self.name)));
+        }
+        if self.api_keys.iter().any(|key| !is_sha256_hex(key)) {
+            return Err(rule(
+                "api_keys",
+                Some(&self.name),
                 format!(
-                    "max_body_bytes_in_flight ({}) must be at least max_plugin_bytes ({}), or no upload of the largest size could be read",
-                    self.max_body_bytes_in_flight, self.max_plugin_bytes
+                    "tenant {:?}: api_keys hold the lower-case hex SHA-256 of a key (64 characters); `lovia serve --hash-key` prints one",
+                    self.name
                 ),
             ));
         }
-        if let Some(token) = &self.metrics_token {
-            if !is_sha256_hex(token) {
-                return Err(rule(
-                    "metrics_token",
-                    None,
-                    "metrics_token holds the lower-case hex SHA-256 of the token (64 characters); `lovia serve --hash-key` prints one",
-                ));
-            }
-            if self.tenants.iter().any(|t| t.api_keys.contains(token)) {
-                return Err(rule(
-                    "metrics_token",
-                    None,
-                    "metrics_token must not be a tenant's API key: the metrics show every tenant",
-                ));
-            }
-        }
-        if let Some(dir) = &mut self.workspaces_dir
-            && dir.is_relative()
+        Ok(())
+    }
+
+    /// `[tenants.provider]`: a scripted model's script, relative to `base`.
+    fn resolve_provider(&mut self, base: &Path) -> Result<(), ConfigRuleError> {
+        if let Some(script) = &mut self.provider.script
+            && script.is_relative()
         {
-            *dir = base.join(&*dir);
+            *script = base.join(&*script);
         }
-        if let Some(tenant) = self
-            .tenants
-            .iter()
-            .find(|t| t.agent.context_window_tokens.is_some_and(|n| n < lovia_runner::MIN_CONTEXT_WINDOW))
+        if self.provider.kind == ProviderChoice::Scripted && self.provider.script.is_none() {
+            return Err(rule(
+                "provider.script",
+                Some(&self.name),
+                format!("tenant {:?}: a scripted provider needs `script`", self.name),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Its quotas and budgets.
+    fn check_quotas(&self, bounds: &TenantBounds) -> Result<(), ConfigRuleError> {
+        if let Some(cores) = self.max_cpu_cores
+            && !(cores > 0.0 && cores.is_finite())
         {
             return Err(rule(
+                "max_cpu_cores",
+                Some(&self.name),
+                format!("tenant {:?}: max_cpu_cores ({cores}) must be a positive number of cores", self.name),
+            ));
+        }
+        if self.max_rejected_uploads_per_hour == 0 {
+            return Err(rule(
+                "max_rejected_uploads_per_hour",
+                Some(&self.name),
+                format!("tenant {:?}: max_rejected_uploads_per_hour must be at least 1", self.name),
+            ));
+        }
+        if self.max_concurrent_calls == 0 || self.calls_per_minute == 0 || self.max_concurrent_runs == 0 {
+            return Err(rule(
+                "max_concurrent_calls",
+                Some(&self.name),
+                format!("tenant {:?}: quotas must be at least 1", self.name),
+            ));
+        }
+        if self.max_body_bytes_in_flight < bounds.max_plugin_bytes {
+            return Err(rule(
+                "max_body_bytes_in_flight",
+                Some(&self.name),
+                format!(
+                    "tenant {:?}: max_body_bytes_in_flight ({}) must be at least max_plugin_bytes ({})",
+                    self.name, self.max_body_bytes_in_flight, bounds.max_plugin_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `[tenants.agent]`.
+    fn check_agent(&self) -> Result<(), ConfigRuleError> {
+        if self.agent.context_window_tokens.is_some_and(|n| n < lovia_runner::MIN_CONTEXT_WINDOW) {
+            return Err(rule(
                 "agent.context_window_tokens",
-                Some(&tenant.name),
+                Some(&self.name),
                 format!(
                     "tenant {}: agent.context_window_tokens must be at least {}",
-                    tenant.name,
+                    self.name,
                     lovia_runner::MIN_CONTEXT_WINDOW
                 ),
             ));
         }
-        for tenant in &self.tenants {
-            let Some(web) = &tenant.web else { continue };
-            let name = &tenant.name;
-            if let Err(e) = web.check() {
-                let key = e.key();
-                return Err(rule(web_setting(key), Some(name), format!("tenant {name}: web.{key}: {e}")));
-            }
-        }
-        if let Some(tenant) = self.tenants.iter().find(|t| t.workspace.is_some())
-            && self.workspaces_dir.is_none()
-        {
+        Ok(())
+    }
+
+    /// `[tenants.web]`: lovia-web's own check of its section.
+    fn check_web(&self) -> Result<(), ConfigRuleError> {
+        let Some(web) = &self.web else { return Ok(()) };
+        web.check().map_err(|e| {
+            let (name, key) = (&self.name, e.key());
+            rule(web_setting(key), Some(name), format!("tenant {name}: web.{key}: {e}"))
+        })
+    }
+
+    /// `[tenants.workspace]`: its bounds, and its grants relative to `base`.
+    fn resolve_workspace(&mut self, base: &Path, bounds: &TenantBounds) -> Result<(), ConfigRuleError> {
+        let Some(w) = &mut self.workspace else { return Ok(()) };
+        if !bounds.workspaces {
             return Err(rule(
                 "workspace",
-                Some(&tenant.name),
+                Some(&self.name),
                 format!(
                     "tenant {:?} has a workspace table, which needs workspaces_dir (the directory that holds the tenants' chat workspaces)",
-                    tenant.name
+                    self.name
                 ),
             ));
         }
-        for tenant in &mut self.tenants {
-            let Some(w) = &mut tenant.workspace else { continue };
-            if w.max_bytes == 0 || w.max_files == 0 || w.max_running_commands == 0 || w.retention_secs == 0 {
-                return Err(rule(
-                    "workspace",
-                    Some(&tenant.name),
-                    format!(
-                        "tenant {:?}: workspace max_bytes, max_files, max_running_commands and retention_secs must be at least 1",
-                        tenant.name
-                    ),
-                ));
-            }
-            if w.shell_sandbox == ShellSandboxChoice::Off && (w.shell_network || !w.shell_read_only.is_empty()) {
-                return Err(rule(
-                    "workspace.shell_sandbox",
-                    Some(&tenant.name),
-                    format!(
-                        "tenant {:?}: workspace shell_network and shell_read_only grant a confined shell more, and shell_sandbox = \"off\" confines nothing; drop them or confine the shell",
-                        tenant.name
-                    ),
-                ));
-            }
-            for path in &mut w.shell_read_only {
-                if path.is_relative() {
-                    *path = base.join(&*path);
-                }
+        if w.max_bytes == 0 || w.max_files == 0 || w.max_running_commands == 0 || w.retention_secs == 0 {
+            return Err(rule(
+                "workspace",
+                Some(&self.name),
+                format!(
+                    "tenant {:?}: workspace max_bytes, max_files, max_running_commands and retention_secs must be at least 1",
+                    self.name
+                ),
+            ));
+        }
+        if w.shell_sandbox == ShellSandboxChoice::Off && (w.shell_network || !w.shell_read_only.is_empty()) {
+            return Err(rule(
+                "workspace.shell_sandbox",
+                Some(&self.name),
+                format!(
+                    "tenant {:?}: workspace shell_network and shell_read_only grant a confined shell more, and shell_sandbox = \"off\" confines nothing; drop them or confine the shell",
+                    self.name
+                ),
+            ));
+        }
+        for path in &mut w.shell_read_only {
+            if path.is_relative() {
+                *path = base.join(&*path);
             }
         }
-        let mut names = std::collections::HashSet::new();
-        let mut keys = std::collections::HashSet::new();
-        for tenant in &mut self.tenants {
-            let valid = |c: char| c.is_ascii_alphanumeric() || "_.-".contains(c);
-            if tenant.name.is_empty() || !tenant.name.chars().all(valid) {
-                return Err(rule(
-                    "name",
-                    Some(&tenant.name),
-                    format!("tenant name {:?} must be letters, digits, _ . or -", tenant.name),
-                ));
+        Ok(())
+    }
+
+    /// Who may sign its uploads, relative to `base`, and which digests it takes.
+    fn resolve_uploads(&mut self, base: &Path) -> Result<(), ConfigRuleError> {
+        for key in &mut self.upload_signers {
+            if key.is_relative() {
+                *key = base.join(&*key);
             }
-            if !names.insert(tenant.name.clone()) {
-                return Err(rule("name", Some(&tenant.name), format!("tenant name {:?} is used twice", tenant.name)));
+        }
+        if let Some(bad) = self.upload_digests.iter().find(|d| lovia_host::plugin::config::pinned_sha256(d).is_none()) {
+            return Err(rule(
+                "upload_digests",
+                Some(&self.name),
+                format!("tenant {:?}: upload_digests: {bad:?} must be sha256: followed by 64 hex digits", self.name),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `[[tenants.plugins]]`: each one's path (an OCI reference as it is)
+    /// and config, relative to `base`.
+    fn resolve_plugins(&mut self, base: &Path) -> Result<(), ConfigRuleError> {
+        for plugin in &mut self.plugins {
+            let reference = lovia_supply::oci::is_reference(&plugin.path.display().to_string());
+            if plugin.path.is_relative() && !reference {
+                plugin.path = base.join(&plugin.path);
             }
-            if tenant.api_keys.is_empty() {
-                return Err(rule("api_keys", Some(&tenant.name), format!("tenant {:?} has no api_keys", tenant.name)));
-            }
-            for key in &tenant.api_keys {
-                if !is_sha256_hex(key) {
-                    return Err(rule(
-                        "api_keys",
-                        Some(&tenant.name),
-                        format!(
-                            "tenant {:?}: api_keys hold the lower-case hex SHA-256 of a key (64 characters); `lovia serve --hash-key` prints one",
-                            tenant.name
-                        ),
-                    ));
-                }
-                if !keys.insert(key.clone()) {
-                    return Err(rule(
-                        "api_keys",
-                        Some(&tenant.name),
-                        format!("tenant {:?}: an API key is listed twice", tenant.name),
-                    ));
-                }
-            }
-            if let Some(script) = &mut tenant.provider.script
-                && script.is_relative()
-            {
-                *script = base.join(&*script);
-            }
-            if tenant.provider.kind == ProviderChoice::Scripted && tenant.provider.script.is_none() {
-                return Err(rule(
-                    "provider.script",
-                    Some(&tenant.name),
-                    format!("tenant {:?}: a scripted provider needs `script`", tenant.name),
-                ));
-            }
-            if let Some(cores) = tenant.max_cpu_cores
-                && !(cores > 0.0 && cores.is_finite())
-            {
-                return Err(rule(
-                    "max_cpu_cores",
-                    Some(&tenant.name),
-                    format!("tenant {:?}: max_cpu_cores ({cores}) must be a positive number of cores", tenant.name),
-                ));
-            }
-            if tenant.max_rejected_uploads_per_hour == 0 {
-                return Err(rule(
-                    "max_rejected_uploads_per_hour",
-                    Some(&tenant.name),
-                    format!("tenant {:?}: max_rejected_uploads_per_hour must be at least 1", tenant.name),
-                ));
-            }
-            if tenant.max_concurrent_calls == 0 || tenant.calls_per_minute == 0 || tenant.max_concurrent_runs == 0 {
-                return Err(rule(
-                    "max_concurrent_calls",
-                    Some(&tenant.name),
-                    format!("tenant {:?}: quotas must be at least 1", tenant.name),
-                ));
-            }
-            if tenant.max_body_bytes_in_flight < self.max_plugin_bytes {
-                return Err(rule(
-                    "max_body_bytes_in_flight",
-                    Some(&tenant.name),
-                    format!(
-                        "tenant {:?}: max_body_bytes_in_flight ({}) must be at least max_plugin_bytes ({})",
-                        tenant.name, tenant.max_body_bytes_in_flight, self.max_plugin_bytes
-                    ),
-                ));
-            }
-            lovia_mcp::source::check_all(&tenant.mcp_servers).map_err(|e| {
-                let message = format!("tenant {:?}: {e}", tenant.name);
-                rule("mcp_servers", Some(&tenant.name), message).caused_by(e)
+            let mut config = plugin.plugin_config();
+            config.resolve(base).map_err(|e| {
+                let message = format!("tenant {:?}: plugin {}: {e}", self.name, plugin.path.display());
+                rule("plugins", Some(&self.name), message).caused_by(e)
             })?;
-            for key in &mut tenant.upload_signers {
-                if key.is_relative() {
-                    *key = base.join(&*key);
-                }
-            }
-            if let Some(bad) =
-                tenant.upload_digests.iter().find(|d| lovia_host::plugin::config::pinned_sha256(d).is_none())
-            {
-                return Err(rule(
-                    "upload_digests",
-                    Some(&tenant.name),
-                    format!(
-                        "tenant {:?}: upload_digests: {bad:?} must be sha256: followed by 64 hex digits",
-                        tenant.name
-                    ),
-                ));
-            }
-            for plugin in &mut tenant.plugins {
-                let reference = lovia_supply::oci::is_reference(&plugin.path.display().to_string());
-                if plugin.path.is_relative() && !reference {
-                    plugin.path = base.join(&plugin.path);
-                }
-                let mut config = plugin.plugin_config();
-                config.resolve(base).map_err(|e| {
-                    let message = format!("tenant {:?}: plugin {}: {e}", tenant.name, plugin.path.display());
-                    rule("plugins", Some(&tenant.name), message).caused_by(e)
-                })?;
-                plugin.grants = config.grants;
-            }
+            plugin.grants = config.grants;
         }
         Ok(())
     }
