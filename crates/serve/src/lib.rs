@@ -162,6 +162,8 @@ struct Tenant {
     /// `executor`'s tools and then the web tools: what direct calls, the
     /// console and `/mcp` reach. Made when `executor` is, not per call.
     direct: RwLock<Executor>,
+    /// Code mode at its direct route and `/mcp`, when its agent has it.
+    code_mode: Option<offer::AdmittedCodeMode>,
     /// Its direct calls in flight, by id, for their cancellation.
     direct_calls: direct::DirectCalls,
     /// The MCP servers' list generation `direct` was built from.
@@ -513,6 +515,11 @@ impl Service {
                 })?),
                 None => None,
             };
+            // Code mode at the direct route and `/mcp`, as the tenant's chats have it.
+            let code_mode = match (&code_engine, t.agent.code_mode) {
+                (Some(engine), true) => Some(offer::AdmittedCodeMode { engine: engine.clone(), quota: quota.clone() }),
+                _ => None,
+            };
             let setup = mcp::Setup {
                 tenant: &t.name,
                 quota: quota.clone(),
@@ -523,9 +530,14 @@ impl Service {
                 shared: stores.mcp_states.as_deref(),
                 questions: t.agent.ask_human.then(|| Duration::from_secs(config.question_timeout_secs.max(1))),
                 workspace: mcp_workspace,
+                code_mode: code_mode.clone(),
             };
             let shared = offer::shared_capabilities(&executor, &mcp_servers, &web_tools);
-            let direct = offer::direct_tools(&t.name, &shared, &executor);
+            let direct_capabilities = match &code_mode {
+                Some(code_mode) => code_mode.add_to(&t.name, &shared),
+                None => shared.clone(),
+            };
+            let direct = offer::direct_tools(&t.name, &direct_capabilities, &executor);
             let mcp = mcp::TenantMcp::new(&shared, &direct, setup)
                 .map_err(|e| ServeError::Mcp { tenant: t.name.clone(), reason: e.to_string() })?;
             tenants.push(Tenant {
@@ -535,6 +547,7 @@ impl Service {
                 direct: RwLock::new(direct),
                 direct_generation: shared.generation().into(),
                 direct_calls: direct::DirectCalls::default(),
+                code_mode,
                 mcp_servers,
                 model: model::TenantModel::from_config(&t.provider)
                     .map_err(|reason| ServeError::Model { tenant: t.name.clone(), reason })?,

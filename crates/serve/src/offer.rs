@@ -1,12 +1,14 @@
 //! What each door of a tenant offers, composed one way
 //! (docs/architecture.md): the capabilities every door shares (its
 //! plugins as they are now, its MCP servers, its web tools) make the direct
-//! route's table, which `/mcp` serves with `ask_human` beside it; a chat
-//! adds its session's workspace, `ask_human` and code mode to the same
+//! route's table with code mode over them, which `/mcp` serves with its
+//! workspace and `ask_human` beside it (code mode then over those too); a
+//! chat adds its session's workspace, `ask_human` and code mode to the same
 //! capabilities (`chat::agent`).
 
 use crate::Tenant;
 use crate::mcp_sources::TenantSources;
+use crate::quota::{NestedQuotaPolicy, Quota, fuel_cap_of};
 use lovia_host::capability::ToolList;
 use lovia_host::{Composition, Executor, Tool};
 use std::sync::Arc;
@@ -29,6 +31,39 @@ pub(crate) fn shared_capabilities(plugins: &Executor, sources: &TenantSources, w
     shared
 }
 
+/// Code mode at a door that admits each call at the door (the direct
+/// route, `/mcp`): the engine, and the tenant's quota, which each nested
+/// call of a program passes as a chat's calls do (the door admits
+/// `run_code` itself, not what it calls).
+#[derive(Clone)]
+pub(crate) struct AdmittedCodeMode {
+    pub(crate) engine: Arc<lovia_code::CodeEngine>,
+    pub(crate) quota: Arc<Quota>,
+}
+
+impl AdmittedCodeMode {
+    /// `door` with `run_code` over its tools, and every tool under the
+    /// tenant's quota when a program calls it (a program's nested calls run
+    /// through the door's table by name). A program that cannot be declared
+    /// (the tools' declarations too long) leaves `door` without it, and is
+    /// logged.
+    pub(crate) fn add_to(&self, tenant: &str, door: &Composition) -> Composition {
+        let mut with_code = match lovia_code::code_mode(self.engine.clone(), door, lovia_code::CodeLimits::default()) {
+            Ok(code_mode) => door.clone().with(Arc::new(code_mode)),
+            Err(e) => {
+                tracing::warn!(%tenant, error = %e, "code mode is off at the tenant's direct route and /mcp");
+                return door.clone();
+            }
+        };
+        let quota = self.quota.clone();
+        with_code.set_adjust(Arc::new(move |tool: Tool| {
+            let fuel = fuel_cap_of(Some(&tool));
+            tool.with_policy(Arc::new(NestedQuotaPolicy(quota.clone(), fuel)))
+        }));
+        with_code
+    }
+}
+
 /// The direct route's table: `shared`'s, with the settings of `plugins`. A
 /// name that clashes (an MCP server's new tool named as a plugin's) keeps
 /// the plugins' tools alone, and is logged.
@@ -46,6 +81,15 @@ impl Tenant {
     /// [`shared_capabilities`] of this tenant.
     pub(crate) fn shared_capabilities(&self, plugins: &Executor) -> Composition {
         shared_capabilities(plugins, &self.mcp_servers, &self.web_tools)
+    }
+
+    /// The direct route's capabilities: the shared ones, and code mode over
+    /// them when the tenant's agent has it.
+    pub(crate) fn direct_capabilities(&self, shared: &Composition) -> Composition {
+        match &self.code_mode {
+            Some(code_mode) => code_mode.add_to(&self.name, shared),
+            None => shared.clone(),
+        }
     }
 
     /// Brings the direct route's table and `/mcp` up to date with the MCP
@@ -75,7 +119,7 @@ impl Tenant {
     pub(crate) fn rebuild_direct(&self, plugins: &Executor) {
         let shared = self.shared_capabilities(plugins);
         self.direct_generation.store(shared.generation(), Ordering::SeqCst);
-        let direct = direct_tools(&self.name, &shared, plugins);
+        let direct = direct_tools(&self.name, &self.direct_capabilities(&shared), plugins);
         *self.direct.write().unwrap_or_else(|e| e.into_inner()) = direct.clone();
         self.mcp.replace(&self.name, &shared, &direct);
     }

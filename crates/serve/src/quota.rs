@@ -218,6 +218,41 @@ pub(crate) struct QuotaPolicy(pub(crate) Arc<Quota>, pub(crate) Option<u64>);
 impl Policy for QuotaPolicy {
     fn call<'a>(
         &'a self,
+        tool: &'a str,
+        args: Value,
+        ctx: &'a CallContext,
+        next: Next<'a>,
+    ) -> BoxFuture<'a, AttemptResult> {
+        QuotaPolicy(self.0.clone(), self.1).call_owned(tool, args, ctx, next)
+    }
+}
+
+/// The tenant's quota at a door that admits its own calls at the door (the
+/// direct route, `/mcp`): a call a program made there (its id is
+/// `<parent>/<n>`, which no call at the door has) is admitted here, as a
+/// chat's calls are; any other call passed the door already.
+pub(crate) struct NestedQuotaPolicy(pub(crate) Arc<Quota>, pub(crate) Option<u64>);
+
+impl Policy for NestedQuotaPolicy {
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        args: Value,
+        ctx: &'a CallContext,
+        next: Next<'a>,
+    ) -> BoxFuture<'a, AttemptResult> {
+        if ctx.call_id.contains('/') {
+            QuotaPolicy(self.0.clone(), self.1).call_owned(tool, args, ctx, next)
+        } else {
+            Box::pin(next.run(args))
+        }
+    }
+}
+
+impl QuotaPolicy {
+    /// [`Policy::call`] of a policy made for one attempt.
+    fn call_owned<'a>(
+        self,
         _tool: &'a str,
         args: Value,
         _ctx: &'a CallContext,

@@ -76,3 +76,28 @@ async fn a_chats_program_asks_the_person_and_goes_on_with_the_answer() {
     assert_eq!(tool_result(&rest, "p1"), "making tea");
     assert_eq!(rest.last().expect("end").0, "run_completed");
 }
+
+/// A direct call of `run_code` (and `/mcp`'s, built the same way) is
+/// admitted at the door, and each call its program makes passes the
+/// tenant's quota as a chat's do: with 3 calls a minute, the program's third
+/// call is refused, and the program reads the refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_programs_calls_pass_the_tenants_quota_one_by_one() {
+    let mut acme = tenant("acme", "acme-key", &[fixtures::DIAGNOSTICS]);
+    acme.agent.code_mode = true;
+    acme.calls_per_minute = 3;
+    let addr = start(vec![acme]).await;
+    let program = r#"
+const seen = [];
+for (const text of ["one", "two", "three"]) {
+  try { seen.push(await tools.echo({ text })); } catch (e) { seen.push(`refused: ${e.message}`); }
+}
+return seen.join(" | ");
+"#;
+    let body = j!({ "code": program }).to_string();
+    let (status, answer) = request(addr, "POST", "/api/tools/run_code/call", Some("acme-key"), &body).await;
+    assert_eq!(status, 200, "{answer}");
+    let output = json(&answer)["output"].as_str().unwrap_or_default().to_owned();
+    assert!(output.starts_with("one | two | refused: "), "{output}");
+    assert!(output.contains("calls per minute"), "{output}");
+}

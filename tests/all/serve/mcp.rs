@@ -349,9 +349,8 @@ async fn mcp_streams_keep_alive_at_the_services_interval() {
 }
 
 /// A tenant's `/mcp` offers what its chats offer that makes sense without a
-/// model: its web tools and `ask_human` (asked of the client), after its
-/// plugins' tools, and calls them; not yet `run_code`, whose nested calls
-/// would pass the tenant's quotas.
+/// model: its web tools and `ask_human` (asked of the client), before its
+/// plugins' tools, and `run_code`, and calls them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenants_mcp_offers_its_chats_web_tools_and_questions() {
     let Some(py) = python() else { return };
@@ -368,7 +367,7 @@ async fn a_tenants_mcp_offers_its_chats_web_tools_and_questions() {
         // The host's single tools lead the table, as in a chat (docs/architecture.md).
         let head: Vec<&str> = names.iter().take(2).copied().collect();
         assert_eq!(head, ["read_page", "ask_human"], "{names:?}");
-        assert!(!names.contains(&"run_code"), "{names:?}");
+        assert!(names.contains(&"run_code"), "{names:?}");
         assert_eq!(out["echo"], result(false, "mine"));
         // read_page ran: its own refusal of arguments it does not take.
         let other = out["other"]["text"][0].as_str().unwrap_or_default();

@@ -41,11 +41,10 @@ pub(crate) struct TenantMcp {
     waiting: Arc<hook::Waiting>,
     /// What `/mcp` offers beside the tenant's shared capabilities: its
     /// workspace (one root for the tenant's MCP clients) and `ask_human`
-    /// over elicitation, as the tenant has them. Not yet `run_code`: the
-    /// tenant's quotas admit each `/mcp` call at its hook, and a program's
-    /// nested calls would pass it (chats wrap every tool in the quota
-    /// policy instead).
+    /// over elicitation, as the tenant has them.
     own: Vec<Arc<dyn Capability>>,
+    /// Code mode over the rest, when the tenant's agent has it.
+    code_mode: Option<crate::offer::AdmittedCodeMode>,
     /// Keeps `/mcp`'s root open (and out of the retention sweep) while the
     /// service lives.
     _workspace: Option<crate::workspace::OpenWorkspace>,
@@ -66,18 +65,30 @@ pub(crate) struct Setup<'a> {
     pub(crate) questions: Option<Duration>,
     /// With a `[tenants.workspace]` table: `/mcp`'s root.
     pub(crate) workspace: Option<crate::workspace::OpenWorkspace>,
+    /// With `agent.code_mode`: `run_code` over everything `/mcp` offers.
+    pub(crate) code_mode: Option<crate::offer::AdmittedCodeMode>,
 }
 
 /// `/mcp`'s tools: the tenant's shared capabilities with its own (`own`)
-/// among them, in the one table order. A name that clashes (the start and
-/// the uploads refuse such names) keeps `direct`, the shared ones alone.
-fn served_tools(tenant: &str, shared: &Composition, own: &[Arc<dyn Capability>], direct: &Executor) -> Executor {
+/// among them, and code mode over all of them, in the one table order. A
+/// name that clashes (the start and the uploads refuse such names) keeps
+/// `direct`, the direct route's table.
+fn served_tools(
+    tenant: &str,
+    shared: &Composition,
+    own: &[Arc<dyn Capability>],
+    code_mode: Option<&crate::offer::AdmittedCodeMode>,
+    direct: &Executor,
+) -> Executor {
     if own.is_empty() {
         return direct.clone();
     }
     let mut all = shared.clone();
     for capability in own {
         all.push(capability.clone());
+    }
+    if let Some(code_mode) = code_mode {
+        all = code_mode.add_to(tenant, &all);
     }
     match all.toolset() {
         Ok(tools) => Executor::new(tools, direct.settings().clone()),
@@ -119,7 +130,7 @@ impl TenantMcp {
             .filter_map(|c| c.instructions())
             .collect();
         options.instructions = (!sections.is_empty()).then(|| sections.join("\n\n"));
-        let exec = served_tools(setup.tenant, shared, &own, direct);
+        let exec = served_tools(setup.tenant, shared, &own, setup.code_mode.as_ref(), direct);
         options.approval_timeout = setup.approval_timeout;
         options.plugin_names = plugin_names(&exec);
         // Uploads change the list while clients are connected.
@@ -143,13 +154,13 @@ impl TenantMcp {
         http.sessions = Some(sessions.clone());
         http.sse_keep_alive = setup.sse_keep_alive;
         let http = server.clone().http_service(http);
-        Ok(TenantMcp { server, http, sessions, waiting, own, _workspace: setup.workspace })
+        Ok(TenantMcp { server, http, sessions, waiting, own, code_mode: setup.code_mode, _workspace: setup.workspace })
     }
 
     /// Serves the tools of `shared` (whose table is `direct`) and
     /// `ask_human` from now on, and tells the connected clients.
     pub(crate) fn replace(&self, tenant: &str, shared: &Composition, direct: &Executor) {
-        let exec = served_tools(tenant, shared, &self.own, direct);
+        let exec = served_tools(tenant, shared, &self.own, self.code_mode.as_ref(), direct);
         let names = plugin_names(&exec);
         if let Err(e) = self.server.replace(exec, names) {
             tracing::error!(%tenant, error = %e, "/mcp keeps the tools it had");
