@@ -431,6 +431,11 @@ pub struct TenantWorkspace {
     /// must exist when the service starts. Default: none.
     #[serde(default)]
     pub shell_read_only: Vec<std::path::PathBuf>,
+    /// Paths of the service's machine a confined command may also write,
+    /// such as a package cache (`--shell-write` of `lovia run` and `lovia
+    /// mcp`); each must exist when the service starts. Default: none.
+    #[serde(default)]
+    pub shell_read_write: Vec<std::path::PathBuf>,
     /// Bytes of disk all the tenant's session workspaces may use; a write
     /// or command past it fails with a tool error. A confined command's
     /// largest file is bounded by it too. Default: 268,435,456 (256 MiB).
@@ -459,6 +464,7 @@ impl Default for TenantWorkspace {
             shell_sandbox: ShellSandboxChoice::default(),
             shell_network: false,
             shell_read_only: Vec::new(),
+            shell_read_write: Vec::new(),
             max_bytes: default_workspace_bytes(),
             max_files: default_workspace_files(),
             max_running_commands: default_workspace_commands(),
@@ -1213,17 +1219,19 @@ impl TenantConfig {
                 ),
             ));
         }
-        if w.shell_sandbox == ShellSandboxChoice::Off && (w.shell_network || !w.shell_read_only.is_empty()) {
+        if w.shell_sandbox == ShellSandboxChoice::Off
+            && (w.shell_network || !w.shell_read_only.is_empty() || !w.shell_read_write.is_empty())
+        {
             return Err(rule(
                 "workspace.shell_sandbox",
                 Some(&self.name),
                 format!(
-                    "tenant {:?}: workspace shell_network and shell_read_only grant a confined shell more, and shell_sandbox = \"off\" confines nothing; drop them or confine the shell",
+                    "tenant {:?}: workspace shell_network, shell_read_only and shell_read_write grant a confined shell more, and shell_sandbox = \"off\" confines nothing; drop them or confine the shell",
                     self.name
                 ),
             ));
         }
-        for path in &mut w.shell_read_only {
+        for path in w.shell_read_only.iter_mut().chain(w.shell_read_write.iter_mut()) {
             if path.is_relative() {
                 *path = base.join(&*path);
             }

@@ -43,7 +43,7 @@ pub(crate) enum WorkspaceError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// A path of `shell_read_only` cannot be granted.
+    /// A path of `shell_read_only` or `shell_read_write` cannot be granted.
     #[error("cannot grant the workspace shell {path}: {source}")]
     Grant {
         /// The path configured.
@@ -82,10 +82,12 @@ impl TenantWorkspaces {
         let dir = root.join(tenant);
         private_dir(&dir)?;
         let mut grants = ShellGrants::default().network(config.shell_network);
-        for path in &config.shell_read_only {
+        for (path, write) in
+            config.shell_read_only.iter().map(|p| (p, false)).chain(config.shell_read_write.iter().map(|p| (p, true)))
+        {
             let resolved =
                 path.canonicalize().map_err(|source| WorkspaceError::Grant { path: path.clone(), source })?;
-            grants = grants.read_only(resolved);
+            grants = if write { grants.read_write(resolved) } else { grants.read_only(resolved) };
         }
         let bounds = SharedBounds::new(&dir, config.max_bytes, config.max_files, config.max_running_commands);
         let workspaces = Arc::new(Self {

@@ -169,3 +169,64 @@ async fn new_sessions_cannot_make_workspace_directories_past_the_file_bound() {
     assert!(text.contains("the tenant's workspaces hold 3 files and directories, the most allowed"), "{text}");
     assert!(!dir.path().join("workspaces/acme/s-s2").exists());
 }
+
+/// `shell_read_write` is `--shell-write` of `lovia run` and `lovia mcp`: a
+/// confined command of a chat may write there (a package cache, say), and
+/// still nowhere else outside its root; with `shell_sandbox = "off"` it is
+/// refused, as at the CLI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_confined_shell_writes_where_shell_read_write_grants() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = dir.path().join("cache");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&cache).expect("cache");
+    std::fs::create_dir_all(&elsewhere).expect("elsewhere");
+    let write = |path: &Path| format!("echo cached > {}/entry && echo wrote", path.display());
+    let replies = json!([
+        calls(&[("granted", "shell", json!({"command": write(&cache)}))]),
+        calls(&[("other", "shell", json!({"command": write(&elsewhere)}))]),
+        {"content": "Done."}
+    ]);
+    let mut acme = scripted(dir.path(), "acme", &replies);
+    let mut workspace = TenantWorkspace::default();
+    workspace.mode = WorkspaceMode::Trusted;
+    workspace.shell_read_write = vec![cache.clone()];
+    acme.workspace = Some(workspace);
+    let mut config = ServeConfig::new(vec![acme]);
+    config.workspaces_dir = Some(dir.path().join("workspaces"));
+    let addr = start_with(config).await;
+    // A command that names paths outside the root asks first: approved here.
+    let mut sse = Sse::post(addr, "/api/chat", "acme-key", r#"{"session_id": "s1", "input": "go"}"#).await;
+    let mut results = std::collections::HashMap::new();
+    while let Some((name, data)) = sse.next().await {
+        match name.as_str() {
+            "approval_required" => {
+                let decide = json!({"session_id": "s1", "call_id": data["id"], "decision": "approve"}).to_string();
+                let (status, body) = super::request(addr, "POST", "/api/chat/approve", Some("acme-key"), &decide).await;
+                assert_eq!(status, 200, "{body}");
+            }
+            "tool_result" => {
+                results.insert(
+                    data["id"].as_str().unwrap_or_default().to_owned(),
+                    data["result"].as_str().unwrap_or_default().to_owned(),
+                );
+            }
+            "run_completed" => break,
+            _ => {}
+        }
+    }
+    assert!(results["granted"].contains("wrote"), "{results:?}");
+    assert_eq!(std::fs::read_to_string(cache.join("entry")).expect("written"), "cached\n");
+    assert!(!results["other"].contains("wrote"), "{results:?}");
+    assert!(!elsewhere.join("entry").exists());
+
+    let mut config = toml::from_str::<ServeConfig>(
+        "workspaces_dir = \"w\"\n[[tenants]]\nname = \"a\"\napi_keys = [\"%KEY%\"]\n[tenants.workspace]\nshell_sandbox = \"off\"\nshell_read_write = [\"cache\"]\n"
+            .replace("%KEY%", &lovia_serve::hash_key("k"))
+            .as_str(),
+    )
+    .expect("parses");
+    let err = config.resolve(Path::new(".")).expect_err("refused");
+    assert_eq!(err.setting, "workspace.shell_sandbox");
+    assert!(err.to_string().contains("shell_read_write"), "{err}");
+}
