@@ -14,7 +14,8 @@
 //! - `Accept: text/event-stream`: the answer streams: `call_started`
 //!   (`call_id`), each `tool_progress` (`message`, at most one per
 //!   [`PROGRESS_EVERY`]), then `tool_result` with the fields of the JSON
-//!   answer.
+//!   answer, or `error` (`status`, `error`) when the quota or a running
+//!   call of the same id refuses it.
 
 use crate::auth::Caller;
 use crate::sse::{Reader, frame};
