@@ -385,8 +385,7 @@ async fn a_direct_call_is_cancelled_by_its_id() {
         super::tenant("globex", "globex-key", &[lovia_tests::fixtures::DIAGNOSTICS]),
     ])
     .await;
-    let call = |id: &'static str| async move {
-        let body = r#"{"ms": 30000}"#;
+    let call = |id: &'static str, body: &'static str| async move {
         let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
         let head = format!(
             "POST /api/tools/sleep_ms/call HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer acme-key\r\nx-lovia-call-id: {id}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -400,15 +399,20 @@ async fn a_direct_call_is_cancelled_by_its_id() {
         (status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
     };
     let started = std::time::Instant::now();
-    let napping = tokio::spawn(call("nap-1"));
-    // Until it runs: a second call of the same id is refused.
-    let twin = loop {
-        let twin = call("nap-1").await;
-        if twin.0 == 409 {
-            break twin;
+    let napping = tokio::spawn(call("nap-1", r#"{"ms": 30000}"#));
+    // Until it runs (the tenant's calls in flight say so), without a call
+    // that could take its id first.
+    loop {
+        let (_, body) = super::request(addr, "GET", "/api/metrics", Some("acme-key"), "").await;
+        if super::json(&body)["in_flight"].as_u64().unwrap_or(0) >= 1 {
+            break;
         }
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "the call never ran: {body}");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    }
+    // A second call of the same id is refused while it runs.
+    let twin = call("nap-1", r#"{"ms": 0}"#).await;
+    assert_eq!(twin.0, 409, "{}", twin.1);
     assert!(twin.1.contains("a call with x-lovia-call-id nap-1 is running"), "{}", twin.1);
     let (status, _) = super::request(addr, "DELETE", "/api/tools/calls/nap-1", Some("globex-key"), "").await;
     assert_eq!(status, 404, "another tenant's call is not there for it");
@@ -425,6 +429,6 @@ async fn a_direct_call_is_cancelled_by_its_id() {
     let (status, body) = super::request(addr, "DELETE", "/api/tools/calls/nap-1", Some("acme-key"), "").await;
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("no direct call nap-1 is running"), "{body}");
-    let bad = call("no spaces").await;
+    let bad = call("no spaces", r#"{"ms": 0}"#).await;
     assert_eq!(bad.0, 400, "{}", bad.1);
 }
