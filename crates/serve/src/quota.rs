@@ -218,57 +218,52 @@ pub(crate) struct QuotaPolicy(pub(crate) Arc<Quota>, pub(crate) Option<u64>);
 impl Policy for QuotaPolicy {
     fn call<'a>(
         &'a self,
-        tool: &'a str,
+        _tool: &'a str,
         args: Value,
-        ctx: &'a CallContext,
+        _ctx: &'a CallContext,
         next: Next<'a>,
     ) -> BoxFuture<'a, AttemptResult> {
-        QuotaPolicy(self.0.clone(), self.1).call_owned(tool, args, ctx, next)
+        under_quota(&self.0, self.1, args, next)
     }
 }
 
 /// The tenant's quota at a door that admits its own calls at the door (the
 /// direct route, `/mcp`): a call a program made there (its id is
 /// `<parent>/<n>`, which no call at the door has) is admitted here, as a
-/// chat's calls are; any other call passed the door already.
+/// chat's calls are; any other call passed the door already and goes on
+/// as it is.
 pub(crate) struct NestedQuotaPolicy(pub(crate) Arc<Quota>, pub(crate) Option<u64>);
 
 impl Policy for NestedQuotaPolicy {
     fn call<'a>(
         &'a self,
-        tool: &'a str,
+        _tool: &'a str,
         args: Value,
         ctx: &'a CallContext,
         next: Next<'a>,
     ) -> BoxFuture<'a, AttemptResult> {
-        if ctx.call_id.contains('/') {
-            QuotaPolicy(self.0.clone(), self.1).call_owned(tool, args, ctx, next)
-        } else {
-            Box::pin(next.run(args))
-        }
+        if ctx.call_id.contains('/') { under_quota(&self.0, self.1, args, next) } else { next.run(args) }
     }
 }
 
-impl QuotaPolicy {
-    /// [`Policy::call`] of a policy made for one attempt.
-    fn call_owned<'a>(
-        self,
-        _tool: &'a str,
-        args: Value,
-        _ctx: &'a CallContext,
-        next: Next<'a>,
-    ) -> BoxFuture<'a, AttemptResult> {
-        Box::pin(async move {
-            match self.0.admit(self.1).await {
-                Ok(admitted) => {
-                    let result = next.run(args).await;
-                    self.0.end(admitted).await;
-                    result
-                }
-                Err(r) => Err(Failure::Tool { message: r.message().into(), hint: None, kind: None }),
+/// Runs `next` once `quota` admits an attempt burning up to `fuel`; a
+/// refusal is a tool error the model reads.
+fn under_quota<'a>(
+    quota: &'a Arc<Quota>,
+    fuel: Option<u64>,
+    args: Value,
+    next: Next<'a>,
+) -> BoxFuture<'a, AttemptResult> {
+    Box::pin(async move {
+        match quota.admit(fuel).await {
+            Ok(admitted) => {
+                let result = next.run(args).await;
+                quota.end(admitted).await;
+                result
             }
-        })
-    }
+            Err(r) => Err(Failure::Tool { message: r.message().into(), hint: None, kind: None }),
+        }
+    })
 }
 
 #[cfg(test)]

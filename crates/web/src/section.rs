@@ -136,11 +136,6 @@ impl WebSectionError {
 }
 
 impl WebSection {
-    /// Whether the section offers any tool.
-    pub fn is_empty(&self) -> bool {
-        !self.read_page && self.searxng_url.is_none() && self.brave_key_env.is_none()
-    }
-
     /// Checks the section without reading the environment.
     pub fn check(&self) -> Result<(), WebSectionError> {
         if let Some(origin) = self.allow.iter().find(|o| !o.is_exact()) {
@@ -195,10 +190,5 @@ impl WebSection {
             tools.extend(crate::web_search(search, crate::DEFAULT_SEARCH_NAME).ok());
         }
         Ok(tools)
-    }
-
-    /// The tools as a capability of a door ([`crate::capability`]).
-    pub fn capability(&self) -> Result<lovia_host::capability::ToolList, WebSectionError> {
-        Ok(crate::capability(self.tools()?))
     }
 }

@@ -68,10 +68,22 @@ pub(crate) async fn request(
     key: Option<&str>,
     body: &str,
 ) -> (u16, String) {
+    request_with(addr, method, path, key, "", body).await
+}
+
+/// [`request`] with more header lines (each ending in `\r\n`).
+pub(crate) async fn request_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    key: Option<&str>,
+    headers: &str,
+    body: &str,
+) -> (u16, String) {
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let auth = key.map(|k| format!("Authorization: Bearer {k}\r\n")).unwrap_or_default();
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}{headers}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).await.expect("write");

@@ -293,21 +293,11 @@ async fn metrics_count_error_kinds_from_the_outcome_not_the_text() {
 /// refused, naming the one there is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_direct_call_waits_for_a_person_when_asked_to() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let addr = super::start(vec![super::tenant("acme", "acme-key", &[lovia_tests::fixtures::ORDERS])]).await;
     let refund = r#"{"order_id": "A-1002", "amount_cents": 6000, "reason": "late"}"#;
     let call = |approval: &'static str| async move {
-        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let head = format!(
-            "POST /api/tools/refund/call HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer acme-key\r\nx-lovia-approval: {approval}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{refund}",
-            refund.len()
-        );
-        stream.write_all(head.as_bytes()).await.expect("write");
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).await.expect("read");
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        let status: u16 = text.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
-        (status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
+        let header = format!("x-lovia-approval: {approval}\r\n");
+        super::request_with(addr, "POST", "/api/tools/refund/call", Some("acme-key"), &header, refund).await
     };
     let waiting = tokio::spawn(call("wait"));
     let pending = loop {
@@ -379,24 +369,14 @@ async fn a_direct_call_streams_its_progress_when_asked() {
 /// another tenant cannot cancel it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_direct_call_is_cancelled_by_its_id() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let addr = super::start(vec![
         super::tenant("acme", "acme-key", &[lovia_tests::fixtures::DIAGNOSTICS]),
         super::tenant("globex", "globex-key", &[lovia_tests::fixtures::DIAGNOSTICS]),
     ])
     .await;
     let call = |id: &'static str, body: &'static str| async move {
-        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let head = format!(
-            "POST /api/tools/sleep_ms/call HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer acme-key\r\nx-lovia-call-id: {id}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        stream.write_all(head.as_bytes()).await.expect("write");
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).await.expect("read");
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        let status: u16 = text.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
-        (status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
+        let header = format!("x-lovia-call-id: {id}\r\n");
+        super::request_with(addr, "POST", "/api/tools/sleep_ms/call", Some("acme-key"), &header, body).await
     };
     let started = std::time::Instant::now();
     let napping = tokio::spawn(call("nap-1", r#"{"ms": 30000}"#));

@@ -64,11 +64,6 @@ impl ToolList {
         self.needs = self.needs.and(needs);
         self
     }
-
-    /// Whether it has no tools.
-    pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
-    }
 }
 
 impl Capability for ToolList {

@@ -76,11 +76,6 @@ impl Service {
                 }
             }
         }
-        // A chat's person answers questions and decides approvals on the stream.
-        let offers = lovia_host::capability::Needs::NOTHING.questions().approvals();
-        if let Err(e) = capabilities.check_needs("a chat", offers) {
-            tracing::error!(tenant = %tenant.name, error = %e, "a chat's capability needs what a chat has not");
-        }
         agent.capabilities = capabilities;
         agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.limits.approval_timeout)));
         Ok(ChatAgent { agent, workspace, questions })
