@@ -7,7 +7,7 @@ use crate::CliError;
 use lovia_host::plugin::config::PluginConfig;
 use lovia_host::{Host, LoadError, Plugin};
 use lovia_supply::oci::{self, OciOptions};
-use lovia_supply::signature::{self, SignatureMode, SignaturePolicy};
+use lovia_supply::signature::{self, SignatureMode, SignaturePolicy, SignaturesSection};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -42,8 +42,12 @@ impl SupplyOptions {
         let mut oci = OciOptions::default();
         oci.cache_dir = oci_cache;
         oci.insecure_registries = self.insecure_registries.clone();
-        let mode = self.signatures.unwrap_or(SignatureMode::Off);
-        Ok(Supply { policy: SignaturePolicy::new(mode, &self.trusted_keys)?, oci })
+        // The flags spell lovia-supply's section, as `lovia serve`'s
+        // `[signatures]` table does.
+        let mut section = SignaturesSection::default();
+        section.mode = self.signatures.unwrap_or(SignatureMode::Off);
+        section.trusted_keys = self.trusted_keys.clone();
+        Ok(Supply { policy: section.policy()?, oci })
     }
 
     /// Applies the flags to `lovia serve`'s config, which has its own

@@ -33,36 +33,50 @@ pub(crate) struct WorkspaceOptions {
     shell_write: Vec<PathBuf>,
 }
 
-/// The workspace over `dir` the options describe. `mode` and `sandbox` are
-/// values clap has already checked against its lists.
+impl WorkspaceOptions {
+    /// The workspace section the flags spell (lovia-workspace's own, which a
+    /// tenant's `[tenants.workspace]` spells in `lovia serve`); `mode` and
+    /// `shell_sandbox` are values clap has already checked against its lists.
+    fn section(&self, cwd: &Path) -> lovia_workspace::WorkspaceSection {
+        let mut section = lovia_workspace::WorkspaceSection::default();
+        section.mode = lovia_workspace::Mode::parse(&self.mode).unwrap_or_default();
+        section.shell_sandbox = match self.shell_sandbox.as_str() {
+            "off" => lovia_workspace::ShellSandbox::Off,
+            _ => lovia_workspace::ShellSandbox::Required,
+        };
+        section.shell_network = self.shell_network;
+        section.shell_read_only = self.shell_read.clone();
+        section.shell_read_write = self.shell_write.clone();
+        section.resolve_paths(cwd);
+        section
+    }
+}
+
+/// The flag that spells a workspace section's key, for its errors.
+fn flag(key: &str) -> &'static str {
+    match key {
+        "shell_read_only" => "--shell-read",
+        "shell_read_write" => "--shell-write",
+        "shell_network" => "--shell-network",
+        "mode" => "--mode",
+        _ => "--shell-sandbox",
+    }
+}
+
+/// The workspace over `dir` the options describe.
 pub(crate) fn open(dir: &Path, options: &WorkspaceOptions) -> Result<lovia_workspace::Workspace, CliError> {
-    let mode = lovia_workspace::Mode::parse(&options.mode).unwrap_or_default();
-    let sandbox = match options.shell_sandbox.as_str() {
-        "off" => lovia_workspace::ShellSandbox::Off,
-        _ => lovia_workspace::ShellSandbox::Required,
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let section = options.section(&cwd);
+    let refusal = |e: lovia_workspace::WorkspaceSectionError| match e {
+        lovia_workspace::WorkspaceSectionError::GrantsUnconfined => {
+            CliError::new("--shell-network, --shell-read and --shell-write grant a confined shell more")
+                .hint("with --shell-sandbox off nothing is confined, so drop them or confine the shell")
+        }
+        e @ lovia_workspace::WorkspaceSectionError::Grant { .. } => CliError::new(format!("{} {e}", flag(e.key())))
+            .hint("a grant names an existing file or directory of this machine"),
+        e => CliError::new(format!("{}: {e}", flag(e.key()))),
     };
-    if sandbox == lovia_workspace::ShellSandbox::Off
-        && (options.shell_network || !options.shell_read.is_empty() || !options.shell_write.is_empty())
-    {
-        return Err(CliError::new("--shell-network, --shell-read and --shell-write grant a confined shell more")
-            .hint("with --shell-sandbox off nothing is confined, so drop them or confine the shell"));
-    }
-    let mut grants = lovia_workspace::ShellGrants::default().network(options.shell_network);
-    for (path, write) in
-        options.shell_read.iter().map(|p| (p, false)).chain(options.shell_write.iter().map(|p| (p, true)))
-    {
-        // A grant of a missing path would fail at the first command; say it now.
-        let path = path.canonicalize().map_err(|e| {
-            let flag = if write { "--shell-write" } else { "--shell-read" };
-            CliError::new(format!("{flag} {}: {e}", path.display()))
-                .hint("a grant names an existing file or directory of this machine")
-        })?;
-        grants = if write { grants.read_write(path) } else { grants.read_only(path) };
-    }
-    lovia_workspace::Workspace::builder(dir)
-        .mode(mode)
-        .shell_sandbox(sandbox)
-        .shell_grants(grants)
-        .build()
-        .map_err(|e| CliError::new(format!("--workspace: {e}")))
+    section.check().map_err(refusal)?;
+    let grants = section.grants().map_err(refusal)?;
+    section.builder(dir, grants).build().map_err(|e| CliError::new(format!("--workspace: {e}")))
 }

@@ -7,7 +7,10 @@
 //! let in, and [`Operator`] admits the operator's routes (`/metrics`,
 //! `/audit`).
 
-use crate::{Service, Tenant, error, unauthorized};
+use crate::Service;
+use crate::Tenant;
+use crate::response::error;
+use crate::response::unauthorized;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};

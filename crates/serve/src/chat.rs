@@ -5,6 +5,7 @@
 
 mod agent;
 mod outcomes;
+mod refusal;
 mod run_task;
 
 use super::auth::Caller;
@@ -12,7 +13,9 @@ use super::lease::Taken;
 use super::question::Questions;
 use super::remote::{Order, Posted};
 use super::sse::{READER_QUEUE, Reader, frame};
-use super::{Service, Tenant, error};
+use crate::Service;
+use crate::Tenant;
+use crate::response::error;
 use agent::ChatAgent;
 use axum::Json;
 use axum::extract::Path as UrlPath;
@@ -24,6 +27,7 @@ use lovia_host::CallContext;
 use lovia_host::approval::{ApprovalChannel, ApprovalDecision, ApprovalHandler, ApprovalRequest, HandlerAnswer};
 use lovia_host::exec::{CancelToken, RunState};
 use lovia_runner::{Runner, new_id};
+pub(crate) use refusal::RunRefusal;
 use run_task::RunTask;
 use serde::Deserialize;
 use serde_json::json;
@@ -312,18 +316,9 @@ pub(crate) struct CancelRequest {
     session_id: String,
 }
 
-/// A refusal: its status and the message of its `{"error": …}` body.
-pub(crate) struct ApiError(pub(crate) StatusCode, String);
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        error(self.0, &self.1)
-    }
-}
-
 /// The JSON body, or a 400 that says what is wrong with it.
-fn parse<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, ApiError> {
-    serde_json::from_str(body).map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("invalid request body: {e}")))
+fn parse<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, RunRefusal> {
+    serde_json::from_str(body).map_err(RunRefusal::Body)
 }
 
 /// The ids a session may have (`session_id` of a chat, `x-lovia-session` of a call).
@@ -658,22 +653,14 @@ impl Service {
         tenant: &Tenant,
         session: &str,
         resuming: bool,
-    ) -> Result<Option<lovia_host::LeaseToken>, ApiError> {
+    ) -> Result<Option<lovia_host::LeaseToken>, RunRefusal> {
         let lease = match self.inner.stores.leases.take(&tenant.name, session, tenant.runs.max).await {
             Ok(Taken::Yes(lease)) => lease,
-            Ok(Taken::HeldElsewhere) => {
-                return Err(ApiError(
-                    StatusCode::CONFLICT,
-                    "a run is in progress for this session on another replica".into(),
-                ));
-            }
+            Ok(Taken::HeldElsewhere) => return Err(RunRefusal::HeldElsewhere),
             Ok(Taken::TooMany) => return Err(too_many_runs(self, tenant)),
             Err(e) => {
                 tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot take the run's lease");
-                return Err(ApiError(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the run store is unreachable; retry later".into(),
-                ));
+                return Err(RunRefusal::StoreUnreachable);
             }
         };
         // A resume decided on before the lease was taken (a takeover poll, an
@@ -683,13 +670,10 @@ impl Service {
         if resuming && self.inner.stores.leases.is_shared() {
             let refusal = match self.inner.stores.runs.load(&tenant.name, session).await {
                 Ok(Some(cp)) if cp.is_unfinished() => None,
-                Ok(_) => Some(ApiError(
-                    StatusCode::BAD_REQUEST,
-                    "input is required (there is no run to resume in this session)".into(),
-                )),
+                Ok(_) => Some(RunRefusal::NothingToResume),
                 Err(e) => {
                     tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot read the run's checkpoint");
-                    Some(ApiError(StatusCode::SERVICE_UNAVAILABLE, "the run store is unreachable; retry later".into()))
+                    Some(RunRefusal::StoreUnreachable)
                 }
             };
             if let Some(refusal) = refusal {
@@ -708,17 +692,16 @@ impl Service {
         session: &str,
         input: Option<String>,
         read: bool,
-    ) -> Result<Option<Reader>, ApiError> {
-        let provider = tenant.model.provider().map_err(|reason| ApiError(StatusCode::SERVICE_UNAVAILABLE, reason))?;
+    ) -> Result<Option<Reader>, RunRefusal> {
+        let provider = tenant.model.provider().map_err(RunRefusal::NoModel)?;
         let Ok(permit) = tenant.runs.slots.clone().try_acquire_owned() else { return Err(too_many_runs(self, tenant)) };
         let ChatAgent { agent, workspace, questions } = self.chat_agent(tenant, session)?;
         let runner = Runner::new(agent, provider).with_store(self.inner.stores.runs.clone());
         let mut state =
             RunState { session_id: Some(session.to_owned()), tenant: Some(tenant.name.clone()), ..RunState::default() };
         let key = (tenant.index, session.to_owned());
-        let in_progress = || ApiError(StatusCode::CONFLICT, "a run is in progress for this session".into());
         if self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&key) {
-            return Err(in_progress());
+            return Err(RunRefusal::InProgress);
         }
         let taking = Instant::now();
         let lease = self.take_run_lease(tenant, session, input.is_none()).await?;
@@ -728,10 +711,7 @@ impl Service {
             Err(e) => {
                 tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot read the run's stored events");
                 let _ = self.inner.stores.leases.release(&tenant.name, session).await;
-                return Err(ApiError(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the run store is unreachable; retry later".into(),
-                ));
+                return Err(RunRefusal::StoreUnreachable);
             }
         };
         let (relay, relaying) = match first_id {
@@ -783,7 +763,7 @@ impl Service {
             if map.contains_key(&key) {
                 // Taken by a request of this process meanwhile: the lease is
                 // this replica's either way, and stays with that run.
-                return Err(in_progress());
+                return Err(RunRefusal::InProgress);
             }
             map.insert(key.clone(), live.clone());
         }
@@ -814,9 +794,9 @@ impl Service {
 
 /// The tenant's `max_concurrent_runs` is reached: on this replica, or with
 /// a shared store on all of them together (its unexpired leases).
-fn too_many_runs(service: &Service, tenant: &Tenant) -> ApiError {
+fn too_many_runs(service: &Service, tenant: &Tenant) -> RunRefusal {
     service.inner.metrics.refuse(&tenant.name, "max_concurrent_runs");
-    ApiError(StatusCode::TOO_MANY_REQUESTS, "too many runs in progress for this tenant".into())
+    RunRefusal::TooManyRuns
 }
 
 #[cfg(test)]

@@ -11,7 +11,9 @@
 //! bytes, and the script renders every value as text.
 
 use super::auth::Caller;
-use super::{Service, Tenant, error};
+use crate::Service;
+use crate::Tenant;
+use crate::response::error;
 use axum::Json;
 use axum::extract::Query;
 use axum::extract::rejection::QueryRejection;

@@ -17,14 +17,17 @@
 //!   answer, or `error` (`status`, `error`) when the quota or a running
 //!   call of the same id refuses it.
 
+use crate::Tenant;
 use crate::auth::Caller;
+use crate::response::error;
 use crate::sse::{Reader, frame};
-use crate::{Tenant, chat, error, quota, text};
+use crate::{chat, quota};
 use axum::extract::Path as UrlPath;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Json, Response};
 use lovia_host::Executor;
 use lovia_host::call::ErrorKind;
+use lovia_host::call::text;
 use lovia_host::exec::{CancelToken, EventSink, RunState, ToolCall, ToolEvent};
 use serde_json::{Value, json};
 use std::collections::HashMap;

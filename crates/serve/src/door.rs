@@ -6,9 +6,11 @@
 //! any number of uploads of `max_plugin_bytes` before telling it 401: the
 //! body extractors run before the handler that checks the key.
 
-use super::{Service, error, unauthorized};
+use crate::Service;
 use crate::auth::{self, Authenticated};
 use crate::listener::Connection;
+use crate::response::error;
+use crate::response::unauthorized;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::StatusCode;

@@ -17,7 +17,7 @@
 //! broken server would keep every tenant's service (and every new replica)
 //! from starting.
 
-use crate::ServeError;
+use crate::error::ServeError;
 use lovia_host::{Capability, ToolSource, Toolset};
 use lovia_mcp::source::{DeferredMcpTools, McpServerConfig, McpSource};
 use std::collections::{BTreeMap, HashSet};

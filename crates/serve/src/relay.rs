@@ -19,7 +19,8 @@
 
 use super::lease::{LeaseError, RunLeases};
 use super::sse::{Reader, frame};
-use super::{Service, Tenant};
+use crate::Service;
+use crate::Tenant;
 use axum::response::sse::Event;
 use serde_json::json;
 use std::sync::Arc;

@@ -6,8 +6,8 @@
 //! its runs and writes the outcome into the row, which the replica that took
 //! the order waits for before it answers.
 
-use super::Service;
 use super::lease::{LeaseError, RUNS_CHANNEL};
+use crate::Service;
 use lovia_host::approval::ApprovalDecision;
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,8 @@
 //! With PostgreSQL they share one pool of connections ([`PgPool`]); with
 //! SQLite the run store and the uploads share the file.
 
-use super::{ServeError, lease, mcp, shared_counts, stored};
+use super::{lease, mcp, shared_counts, stored};
+use crate::error::ServeError;
 use lovia_runner::{PG_POOL_CONNECTIONS, PgPool, PostgresRunStore, RunStore, StoreError, StoreUrl};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

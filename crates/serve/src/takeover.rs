@@ -3,8 +3,9 @@
 //! runs whose owner died, and the hand-back on SIGTERM. The leases
 //! themselves are in [`lease`](super::lease).
 
-use super::{Service, chat, lease};
-use axum::http::StatusCode;
+use super::{chat, lease};
+use crate::Service;
+use crate::chat::RunRefusal;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -47,13 +48,13 @@ impl Service {
             match self.start_run(tenant, &session, None, false).await {
                 Ok(_) => tracing::info!(tenant = %tenant.name, %session, "{done}"),
                 // Another replica took its lease first, or ended it meanwhile: nothing to do.
-                Err(refusal) if refusal.0 == StatusCode::CONFLICT || refusal.0 == StatusCode::BAD_REQUEST => {}
+                Err(refusal) if refusal.taken_or_ended() => {}
                 // The tenant is at its `max_concurrent_runs`: the run waits
                 // for a slot, and the next poll tries again.
-                Err(refusal) if refusal.0 == StatusCode::TOO_MANY_REQUESTS => {
+                Err(RunRefusal::TooManyRuns) => {
                     tracing::debug!(tenant = %tenant.name, %session, "the tenant is at max_concurrent_runs; the run waits")
                 }
-                Err(_) => tracing::warn!(tenant = %tenant.name, %session, "cannot resume the run now"),
+                Err(refusal) => tracing::warn!(tenant = %tenant.name, %session, %refusal, "cannot resume the run now"),
             }
         }
     }

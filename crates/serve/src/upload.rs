@@ -10,7 +10,9 @@
 use super::audit::{AuditAction, AuditEntry};
 use super::auth::Caller;
 use super::stored::{NewPlugin, PluginStoreError, UploadLimits};
-use super::{ServeError, Service, error};
+use crate::Service;
+use crate::error::ServeError;
+use crate::response::error;
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -49,7 +51,7 @@ pub(crate) async fn upload(caller: Caller, body: Bytes) -> Response {
 
 /// The checks, the compile and the store of one upload: the response, or
 /// the status and message of its refusal.
-async fn accept(service: &Service, tenant: &super::Tenant, body: Bytes) -> Result<Response, (StatusCode, String)> {
+async fn accept(service: &Service, tenant: &crate::Tenant, body: Bytes) -> Result<Response, (StatusCode, String)> {
     // One upload compiles at a time per tenant, so a tenant cannot queue up
     // the compile slots that every tenant shares.
     let uploads = &tenant.uploads;
@@ -162,7 +164,7 @@ fn store_failed(e: &PluginStoreError) -> (StatusCode, String) {
 
 /// Compiling a component takes from milliseconds to seconds of CPU. The
 /// host compiles on tokio's blocking pool, never on a service worker, and
-/// at most [`COMPILE_SLOTS`](super::COMPILE_SLOTS) compile at once across
+/// at most [`COMPILE_SLOTS`](crate::COMPILE_SLOTS) compile at once across
 /// tenants (later ones wait their turn), so uploads cannot take every core.
 ///
 /// Both permits (the shared slot and the tenant's `compiling` one) move into

@@ -2,8 +2,11 @@
 //! shared store, those of the others, each compiled and added to its tenant
 //! once ([`UploadSync`]).
 
+use crate::COMPILE_SLOTS;
+use crate::Service;
+use crate::Tenant;
 use crate::stored::PluginStoreError;
-use crate::{COMPILE_SLOTS, Service, Tenant, lease, notifications, relay, stored, upload};
+use crate::{lease, notifications, relay, stored, upload};
 use lovia_host::exec::NameConflict;
 use lovia_host::{Tool, ToolSource, Toolset};
 use std::collections::HashSet;

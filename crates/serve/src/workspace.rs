@@ -4,8 +4,8 @@
 //! [`SharedBounds`] (bytes, files, commands running at once), each removed
 //! once no run has used it for the tenant's `retention_secs`.
 
-use crate::config::{ShellSandboxChoice, TenantWorkspace, WorkspaceMode};
-use lovia_workspace::{Limits, Mode, SharedBounds, ShellGrants, ShellSandbox, Workspace};
+use crate::config::TenantWorkspace;
+use lovia_workspace::{SharedBounds, ShellGrants, ShellSandbox, Workspace, WorkspaceSectionError};
 use std::collections::HashMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -44,13 +44,8 @@ pub(crate) enum WorkspaceError {
         source: std::io::Error,
     },
     /// A path of `shell_read_only` or `shell_read_write` cannot be granted.
-    #[error("cannot grant the workspace shell {path}: {source}")]
-    Grant {
-        /// The path configured.
-        path: PathBuf,
-        /// Why it cannot be resolved.
-        source: std::io::Error,
-    },
+    #[error("cannot grant the workspace shell {0}")]
+    Grant(#[source] WorkspaceSectionError),
     /// A new session's workspace would pass the tenant's file bound.
     #[error("the tenant's workspaces hold {files} files and directories, the most allowed")]
     Full {
@@ -81,15 +76,8 @@ impl TenantWorkspaces {
     pub(crate) fn new(root: &Path, tenant: &str, config: &TenantWorkspace) -> Result<Arc<Self>, WorkspaceError> {
         let dir = root.join(tenant);
         private_dir(&dir)?;
-        let mut grants = ShellGrants::default().network(config.shell_network);
-        for (path, write) in
-            config.shell_read_only.iter().map(|p| (p, false)).chain(config.shell_read_write.iter().map(|p| (p, true)))
-        {
-            let resolved =
-                path.canonicalize().map_err(|source| WorkspaceError::Grant { path: path.clone(), source })?;
-            grants = if write { grants.read_write(resolved) } else { grants.read_only(resolved) };
-        }
-        let bounds = SharedBounds::new(&dir, config.max_bytes, config.max_files, config.max_running_commands);
+        let grants = config.grants().map_err(WorkspaceError::Grant)?;
+        let bounds = config.shared_bounds(&dir);
         let workspaces = Arc::new(Self {
             tenant: tenant.to_owned(),
             dir,
@@ -107,7 +95,7 @@ impl TenantWorkspaces {
     /// Why the shell tools are left out of this tenant's workspaces.
     fn unavailable_shell(&self) -> Option<String> {
         match self.config.shell_sandbox {
-            ShellSandboxChoice::Off => None,
+            ShellSandbox::Off => None,
             _ => lovia_confine::Confinement::check_supported().err().map(|e| e.to_string()),
         }
     }
@@ -144,23 +132,9 @@ impl TenantWorkspaces {
         }
         private_dir(&root)?;
         touch(&root);
-        let mode = match self.config.mode {
-            WorkspaceMode::Readonly => Mode::Readonly,
-            WorkspaceMode::Trusted => Mode::Trusted,
-            _ => Mode::Coding,
-        };
-        let sandbox = match self.config.shell_sandbox {
-            ShellSandboxChoice::Off => ShellSandbox::Off,
-            _ => ShellSandbox::Required,
-        };
-        let mut limits = Limits::default();
-        limits.background_processes = self.config.max_background_processes;
-        let workspace = Workspace::builder(&root)
+        let workspace = (self.config)
+            .builder(&root, self.grants.clone())
             .name(session)
-            .mode(mode)
-            .shell_sandbox(sandbox)
-            .shell_grants(self.grants.clone())
-            .limits(limits)
             .shared_bounds(self.bounds.clone())
             .build()
             .map_err(|source| WorkspaceError::Open { session: session.to_owned(), source })?;

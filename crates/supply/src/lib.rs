@@ -25,5 +25,5 @@ pub mod signature;
 mod source;
 
 pub use error::SupplyError;
-pub use signature::{SignatureMode, SignaturePolicy, TrustedKey, Verdict};
+pub use signature::{SignatureMode, SignaturePolicy, SignaturesSection, TrustedKey, Verdict};
 pub use source::{Checked, checked};

@@ -42,16 +42,23 @@ pub fn is_reference(plugin: &str) -> bool {
     plugin.starts_with(SCHEME)
 }
 
-/// How to reach registries, and where pulled components are kept.
-#[derive(Debug, Clone, Default)]
+/// How to reach registries, and where pulled components are kept. It is
+/// also the configuration section both doors spell: `lovia serve`'s `[oci]`
+/// table is this struct as TOML, and `--insecure-registry` fills it at the
+/// CLI.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct OciOptions {
     /// Where pulled components are kept (`<dir>/blobs/<sha256>.wasm`,
     /// `<dir>/refs/…`). Default: none, which pulls into no cache and so
-    /// never works offline.
+    /// never works offline (`lovia serve` keeps them in `lovia-oci` beside
+    /// its config file).
+    #[serde(default)]
     pub cache_dir: Option<PathBuf>,
     /// Registries (`host:port`) spoken to over plain HTTP, such as a
     /// registry on loopback. Default: none; every other one over HTTPS.
+    #[serde(default)]
     pub insecure_registries: Vec<String>,
 }
 

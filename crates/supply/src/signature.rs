@@ -37,6 +37,55 @@ pub enum SignatureMode {
     Off,
 }
 
+/// Which components must be signed, and by whom: the configuration section
+/// both doors spell. `lovia serve`'s `[signatures]` table is this struct as
+/// TOML, and `--signatures` and `--trusted-key` fill it at the CLI; both
+/// make their policy with [`SignaturesSection::policy`].
+///
+/// ```
+/// let section = lovia_supply::SignaturesSection::default();
+/// let policy = section.policy().expect("off needs no keys");
+/// assert_eq!(policy.mode, lovia_supply::SignatureMode::Off);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct SignaturesSection {
+    /// `require` (a plugin no trusted key signed is refused), `warn` (it
+    /// loads, with a warning), or `off`. Default: `off`.
+    #[serde(default)]
+    pub mode: SignatureMode,
+    /// The publishers' public keys (files from `lovia keygen`, or OpenSSH
+    /// ed25519 keys). Default: none; `require` needs one.
+    #[serde(default)]
+    pub trusted_keys: Vec<PathBuf>,
+}
+
+impl SignaturesSection {
+    /// Refuses `require` without a key, which would refuse every component.
+    pub fn check(&self) -> Result<(), SupplyError> {
+        if self.mode == SignatureMode::Require && self.trusted_keys.is_empty() {
+            return Err(SupplyError::NoKeys);
+        }
+        Ok(())
+    }
+
+    /// Makes the relative key paths relative to `base` (the directory of
+    /// the file that configured them, or the working directory).
+    pub fn resolve_paths(&mut self, base: &Path) {
+        for key in &mut self.trusted_keys {
+            if key.is_relative() {
+                *key = base.join(&*key);
+            }
+        }
+    }
+
+    /// The policy: the mode, with every key read now.
+    pub fn policy(&self) -> Result<SignaturePolicy, SupplyError> {
+        SignaturePolicy::new(self.mode, &self.trusted_keys)
+    }
+}
+
 impl std::fmt::Display for SignatureMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

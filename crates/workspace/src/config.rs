@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// What a workspace lets the model do by default (docs/workspace.md, "Modes").
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Mode {
     /// Reads inside the root; no writes, nothing outside, no shell.
@@ -162,8 +163,9 @@ pub struct WorkspacePolicy {
     pub shell_default: Option<Decision>,
 }
 
-/// Whether the shell must run under kernel confinement.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Whether the shell must run under kernel confinement: `required` or `off`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum ShellSandbox {
     /// The shell tools are offered only where the kernel can confine them. The default.

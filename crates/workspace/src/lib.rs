@@ -24,6 +24,7 @@ mod fs;
 mod output;
 mod policy;
 mod process;
+mod section;
 mod shell;
 mod text;
 mod tools;
@@ -33,6 +34,7 @@ pub use config::{
     CommandDecider, CommandRule, ConfigError, Decision, Limits, Mode, Op, PathRule, ShellGrants, ShellSandbox,
     WorkspaceBuilder, WorkspacePolicy,
 };
+pub use section::{WorkspaceSection, WorkspaceSectionError};
 pub use shell::ShellError;
 pub use text::no_workspace;
 

@@ -4,8 +4,9 @@
 //! sessions, and an idle session's workspace removed after its retention.
 
 use super::{Sse, start_with, tenant};
-use lovia_serve::{ProviderConfig, ServeConfig, TenantConfig, TenantWorkspace, WorkspaceMode};
+use lovia_serve::{ProviderConfig, ServeConfig, TenantConfig, TenantWorkspace};
 use lovia_tests::fixtures;
+use lovia_workspace::Mode;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -49,7 +50,7 @@ async fn each_chat_session_gets_its_own_workspace_and_only_tenants_with_one() {
     ]);
     let mut acme = scripted(dir.path(), "acme", &replies);
     let mut workspace = TenantWorkspace::default();
-    workspace.mode = WorkspaceMode::Trusted;
+    workspace.mode = Mode::Trusted;
     acme.workspace = Some(workspace);
     let globex = scripted(dir.path(), "globex", &replies);
     let mut config = ServeConfig::new(vec![acme, globex]);
@@ -87,7 +88,7 @@ async fn a_tenants_sessions_share_its_bounds_and_idle_workspaces_are_removed() {
     ]);
     let mut acme = scripted(dir.path(), "acme", &replies);
     let mut workspace = TenantWorkspace::default();
-    workspace.mode = WorkspaceMode::Trusted;
+    workspace.mode = Mode::Trusted;
     workspace.max_bytes = 64 << 10;
     workspace.max_running_commands = 1;
     // Long enough that the first session's workspace is still there when the second one writes.
@@ -144,6 +145,17 @@ fn a_workspace_table_needs_workspaces_dir() {
     assert_eq!(err.setting, "workspace.shell_sandbox");
     let err = err.to_string();
     assert!(err.contains("shell_network") && err.contains("\"off\""), "{err}");
+    // A bound of 0 would refuse everything; the refusal names the key, as
+    // the CLI's workspace flags do from the same section.
+    let mut config = toml::from_str::<ServeConfig>(
+        "workspaces_dir = \"w\"\n[[tenants]]\nname = \"a\"\napi_keys = [\"%KEY%\"]\n[tenants.workspace]\nmax_files = 0\n"
+            .replace("%KEY%", &lovia_serve::hash_key("k"))
+            .as_str(),
+    )
+    .expect("parses");
+    let err = config.resolve(Path::new(".")).expect_err("refused");
+    assert_eq!(err.setting, "workspace.max_files");
+    assert!(err.to_string().contains("max_files must be at least 1"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -189,7 +201,7 @@ async fn a_tenants_confined_shell_writes_where_shell_read_write_grants() {
     ]);
     let mut acme = scripted(dir.path(), "acme", &replies);
     let mut workspace = TenantWorkspace::default();
-    workspace.mode = WorkspaceMode::Trusted;
+    workspace.mode = Mode::Trusted;
     workspace.shell_read_write = vec![cache.clone()];
     acme.workspace = Some(workspace);
     let mut config = ServeConfig::new(vec![acme]);

@@ -2,12 +2,12 @@
 //! under the tenant's call quotas, its MCP servers as sources, the
 //! session's workspace, code mode's `run_code` and `ask_human`.
 
-use super::{ApiError, AwaitDecision};
+use super::{AwaitDecision, RunRefusal};
+use crate::Service;
+use crate::Tenant;
 use crate::question::Questions;
 use crate::quota::{QuotaPolicy, fuel_cap_of};
 use crate::workspace::{OpenWorkspace, WorkspaceError};
-use crate::{Service, Tenant};
-use axum::http::StatusCode;
 use lovia_host::Composition;
 use lovia_runner::Agent;
 use std::sync::Arc;
@@ -25,7 +25,7 @@ impl Service {
     /// The agent of `tenant`'s chat in `session`. Fails only when the
     /// session's workspace cannot be opened (429 when the tenant's
     /// workspaces are full, else 503).
-    pub(crate) fn chat_agent(&self, tenant: &Tenant, session: &str) -> Result<ChatAgent, ApiError> {
+    pub(crate) fn chat_agent(&self, tenant: &Tenant, session: &str) -> Result<ChatAgent, RunRefusal> {
         let config = &tenant.agent;
         let mut agent = Agent::new(config.name.clone());
         agent.instructions = config.instructions.clone();
@@ -83,15 +83,12 @@ impl Service {
 }
 
 /// The answer when the session's workspace cannot be opened.
-fn workspace_refusal(tenant: &Tenant, session: &str, e: WorkspaceError) -> ApiError {
+fn workspace_refusal(tenant: &Tenant, session: &str, e: WorkspaceError) -> RunRefusal {
     match e {
-        e @ WorkspaceError::Full { .. } => ApiError(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!("{e}; delete files in existing sessions' workspaces or wait for idle ones to be removed"),
-        ),
+        e @ WorkspaceError::Full { .. } => RunRefusal::WorkspaceFull(e),
         e => {
             tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot open the session's workspace");
-            ApiError(StatusCode::SERVICE_UNAVAILABLE, "the session's workspace cannot be opened; retry later".into())
+            RunRefusal::WorkspaceUnavailable
         }
     }
 }

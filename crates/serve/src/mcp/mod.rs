@@ -17,7 +17,7 @@ pub(crate) mod states;
 pub(crate) use hook::Pending;
 
 use super::auth::Caller;
-use super::error;
+use crate::response::error;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{Method, StatusCode};
@@ -106,7 +106,7 @@ fn plugin_names(exec: &Executor) -> HashMap<String, String> {
 
 impl TenantMcp {
     /// `/mcp` over the tenant's shared capabilities (`direct`: their table,
-    /// [`super::Tenant::direct_executor`]) and `ask_human`.
+    /// [`crate::Tenant::direct_executor`]) and `ask_human`.
     pub(crate) fn new(shared: &Composition, direct: &Executor, setup: Setup<'_>) -> Result<TenantMcp, NewServerError> {
         let waiting = Arc::new(hook::Waiting::default());
         let mut options = McpOptions::default();
