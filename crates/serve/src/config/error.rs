@@ -22,7 +22,7 @@ pub enum ServeConfigError {
         /// What is wrong, with the key.
         reason: String,
     },
-    /// A setting breaks one of its rules ([`ServeConfig::resolve`]).
+    /// A setting breaks one of its rules ([`ServeConfig::resolve`](super::ServeConfig::resolve)).
     #[error("{path}: {source}")]
     Rule {
         /// The file.
