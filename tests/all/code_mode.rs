@@ -3,11 +3,12 @@
 //! goes through the real executor with the orders plugin's real tools.
 
 use lovia_code::{CodeEngine, CodeLimits, run_code};
-use lovia_host::{ExecSettings, Executor, RunState, Tool, ToolSource, Toolset};
+use lovia_host::{ExecSettings, Executor, RunState, Tool, ToolOutput, ToolSource, Toolset};
 use lovia_tests::native::sleeper;
 use lovia_tests::turn::{Turn, call, run};
 use lovia_tests::{fixtures, host, load};
 use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -78,7 +79,9 @@ async fn the_engine_imports_one_function_and_a_program_reaches_nothing_else() {
         // The host interface itself is the same one door, with the same rules.
         const host = (await import("lovia:code-mode/host@0.1.0")).default;
         let direct;
-        try { host.callTool("delete_everything", "{}"); } catch (e) { direct = e.message; }
+        const id = host.startCall("delete_everything", "{}");
+        direct = host.nextEnd();
+        direct = { same_id: direct.id === id, ...direct.output };
         return { probes, direct, keys: Object.keys(tools).sort() };
     "#;
     let turn = program(&exec, code, |_| None).await;
@@ -86,7 +89,10 @@ async fn the_engine_imports_one_function_and_a_program_reaches_nothing_else() {
     for (name, kind) in out["probes"].as_object().expect("probes") {
         assert_eq!(kind, "undefined", "{name} is reachable from a program");
     }
-    assert_eq!(out["direct"], "Tool 'delete_everything' is not available.");
+    assert_eq!(
+        out["direct"],
+        json!({"same_id": true, "tag": "err", "val": "Tool 'delete_everything' is not available."})
+    );
     assert_eq!(out["keys"], json!(["lookup_order", "nap", "refund", "top_customers"]));
 }
 
@@ -186,6 +192,9 @@ async fn hostile_programs_are_stopped_with_a_clear_result_and_the_next_one_runs(
     let waits = program(&exec, "for (;;) await tools.nap({ ms: 200 });", |_| None).await;
     assert_eq!(error_of(&waits), "Tool error: the program waited on tools for more than 1 s");
     assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    let host = r#"(await import("lovia:code-mode/host@0.1.0")).default.nextEnd();"#;
+    let waiting = program(&exec, host, |_| None).await;
+    assert_eq!(error_of(&waiting), "Tool error: the program waited for a tool call, and none was in flight");
     let deep = program(&exec, "const f = (n) => f(n + 1) + 1; return f(0);", |_| None).await;
     assert!(error_of(&deep).contains("stack") || error_of(&deep).contains("RangeError"), "{}", error_of(&deep));
     let fine = program(&exec, "return (await tools.top_customers({ limit: 1 }))[0].customer;", |_| None).await;
@@ -213,4 +222,64 @@ async fn a_cancel_stops_a_program_at_once_whether_it_waits_on_a_tool_or_computes
         );
         assert!(took < Duration::from_millis(1500), "{code}: the program ran on for {took:?}");
     }
+}
+
+/// Two calls that each finish only once the other has started: they end only
+/// if a program's calls are in flight together.
+fn meeting() -> Tool {
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    Tool::builder("meet")
+        .invoke(move |_, _| {
+            let barrier = barrier.clone();
+            async move {
+                match tokio::time::timeout(Duration::from_secs(5), barrier.wait()).await {
+                    Ok(_) => Ok(ToolOutput::Text("met".into())),
+                    Err(_) => Ok(ToolOutput::Text("alone".into())),
+                }
+            }
+        })
+        .expect("tool")
+}
+
+/// A barrier (`parallel: false`) that counts how many of its calls overlap.
+fn solo(running: Arc<AtomicUsize>, most: Arc<AtomicUsize>) -> Tool {
+    Tool::builder("solo")
+        .invoke(move |_, _| {
+            let (running, most) = (running.clone(), most.clone());
+            async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                running.fetch_sub(1, Ordering::SeqCst);
+                Ok(ToolOutput::Text("solo".into()))
+            }
+        })
+        .expect("tool")
+        .with_parallel(false)
+}
+
+#[tokio::test]
+async fn a_programs_calls_run_together_and_a_barrier_still_runs_alone() {
+    let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let tools = vec![meeting(), solo(running, most.clone())];
+    let code = run_code(engine(), &tools, CodeLimits::default()).expect("run_code builds");
+    let toolset =
+        Toolset::new().with(ToolSource::AgentTools, tools.into_iter().chain([code])).expect("no name conflict");
+    let exec = Executor::new(toolset, ExecSettings::default());
+    // Started together (Promise.all, or before the first await), the calls
+    // are in flight together: each meets the other.
+    let together =
+        program(&exec, "return (await Promise.all([tools.meet(), tools.meet()])).join(' ');", |_| None).await;
+    assert_eq!(together.output("p"), "met met");
+    let started = "const a = tools.meet(); const b = tools.meet(); return `${await a} ${await b}`;";
+    assert_eq!(program(&exec, started, |_| None).await.output("p"), "met met");
+    // A barrier's calls never overlap, whatever the program asks.
+    let barrier = "await Promise.all([tools.solo(), tools.solo(), tools.solo()]); return 'ok';";
+    assert_eq!(program(&exec, barrier, |_| None).await.output("p"), "ok");
+    assert_eq!(most.load(Ordering::SeqCst), 1, "a barrier's calls overlapped");
+    // A call the program starts and never awaits still ends before the
+    // program's result: nothing is cut off midway.
+    let left = program(&exec, "tools.solo(); return 'returned';", |_| None).await;
+    assert_eq!(left.output("p"), "returned");
+    assert!(left.trace().contains(&"completed:p/1".to_owned()), "{:?}", left.trace());
 }

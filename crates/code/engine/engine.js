@@ -66,6 +66,50 @@ function errorText(error, programLines) {
   return `Uncaught ${error.name}: ${error.message}${where}`;
 }
 
+// Nested calls run concurrently: `host.startCall` starts one and returns
+// its id at once, and the pump answers the calls in flight as they end
+// (`host.nextEnd` waits for the next). Before it waits, the pump lets the
+// program's queued reactions run, so that calls the program starts together
+// (`Promise.all`, or calls started before their first `await`) are in flight
+// together.
+const inFlight = new Map();
+let pumping = false;
+const TURNS_BEFORE_WAITING = 32;
+
+async function pump() {
+  pumping = true;
+  try {
+    while (inFlight.size > 0) {
+      for (let i = 0; i < TURNS_BEFORE_WAITING; i++) await undefined;
+      // Settled meanwhile by `settle`, at the program's end.
+      if (inFlight.size === 0) break;
+      const end = host.nextEnd();
+      const call = inFlight.get(end.id);
+      if (call === undefined) continue;
+      inFlight.delete(end.id);
+      if (end.output.tag === "ok") {
+        const reply = JSON.parse(end.output.val);
+        call.resolve("json" in reply ? reply.json : reply.text);
+      } else {
+        const error = new ToolError(end.output.val, call.ident);
+        error.stack = call.site;
+        call.reject(error);
+      }
+    }
+  } finally {
+    pumping = false;
+  }
+}
+
+/** Waits for the calls a program started and left behind, so none is cut
+ *  off midway when it returns. */
+function settle() {
+  while (inFlight.size > 0) {
+    const end = host.nextEnd();
+    inFlight.delete(end.id);
+  }
+}
+
 export async function run(code, names, maxLogChars) {
   const lines = [];
   let size = 0;
@@ -84,21 +128,20 @@ export async function run(code, names, maxLogChars) {
   const console = Object.freeze({ log: (...a) => write(a), info: (...a) => write(a), warn: (...a) => write(a), error: (...a) => write(a), debug: (...a) => write(a) });
   const tools = Object.create(null);
   for (const [ident, name] of names) {
-    tools[ident] = async (args) => {
+    tools[ident] = (args) => {
       let text;
       try {
         text = JSON.stringify(args === undefined ? {} : args);
       } catch (e) {
-        throw new TypeError(`the arguments of tools.${ident} are not JSON: ${e.message}`);
+        return Promise.reject(new TypeError(`the arguments of tools.${ident} are not JSON: ${e.message}`));
       }
-      let reply;
-      try {
-        reply = JSON.parse(host.callTool(name, text ?? "null"));
-      } catch (error) {
-        // The import throws its `err` payload, the error result's text, as an Error.
-        throw new ToolError(typeof error === "string" ? error : error.message, ident);
-      }
-      return "json" in reply ? reply.json : reply.text;
+      const id = host.startCall(name, text ?? "null");
+      // Where the program made the call: its error says that line, not the pump's.
+      const site = new Error().stack;
+      return new Promise((resolve, reject) => {
+        inFlight.set(id, { resolve, reject, ident, site });
+        if (!pumping) pump();
+      });
     };
   }
   Object.freeze(tools);
@@ -121,6 +164,7 @@ export async function run(code, names, maxLogChars) {
   } catch (error) {
     outcome.error = errorText(error, code.split("\n").length);
   }
+  settle();
   outcome.logs = lines.join("\n");
   outcome.cut = cut;
   return JSON.stringify(outcome);

@@ -18,7 +18,8 @@ pub struct CodeLimits {
     /// so about 5 s).
     pub fuel: u64,
     /// The wall-clock time the program may spend waiting on its tool calls,
-    /// approvals included. Default: 300 s.
+    /// approvals included; calls in flight together count once. Default:
+    /// 300 s.
     pub max_wait: Duration,
     /// Tool calls one program may make; the next one stops it. Default: 100.
     pub max_calls: u32,

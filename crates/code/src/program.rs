@@ -50,6 +50,7 @@ pub(crate) async fn run(
         tools: tools.clone(),
         calls: 0,
         max_calls: limits.max_calls,
+        running: tokio::task::JoinSet::new(),
         waited: Duration::ZERO,
         max_wait: limits.max_wait,
         cpu_ms: 0,

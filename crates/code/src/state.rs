@@ -1,13 +1,18 @@
-//! What a program's store holds: its budgets, why the host stopped it, and
-//! the host side of its one import, `call-tool`.
+//! What a program's store holds: its budgets, why the host stopped it, its
+//! nested calls in flight, and the host side of its one import, the `host`
+//! interface: `start-call` starts a call and returns its id at once, and
+//! `next-end` waits for the next call in flight to end. A program's calls
+//! therefore run concurrently (`Promise.all`), each under the executor's
+//! rules (a barrier still runs alone; `lovia_host::exec`).
 
-use lovia_host::call::{NestedCalls, NestedStopped};
+use lovia_host::call::{NestedCalls, NestedResult, NestedStopped};
 use lovia_host::sandbox::Ticking;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
 use wasmtime::ResourceLimiter;
-use wasmtime::component::Linker;
+use wasmtime::component::{ComponentType, Linker, Lower};
 
 /// The import every program may use, and nothing else.
 pub(crate) const HOST_INTERFACE: &str = "lovia:code-mode/host@0.1.0";
@@ -21,7 +26,11 @@ pub(crate) struct ProgramState {
     pub(crate) tools: Arc<Vec<(String, String)>>,
     pub(crate) calls: u32,
     pub(crate) max_calls: u32,
-    /// Wall-clock time spent waiting on tools so far, and its budget.
+    /// The nested calls in flight, each with the id `start-call` gave it.
+    /// Dropping the state (the program ended or was stopped) aborts them.
+    pub(crate) running: JoinSet<(u32, Result<Answer, NestedStopped>)>,
+    /// Wall-clock time the program spent waiting on tools so far (blocked in
+    /// `next-end`: calls in flight together count once), and its budget.
     pub(crate) waited: Duration,
     pub(crate) max_wait: Duration,
     /// Milliseconds of the program's own CPU (epoch ticks while it runs).
@@ -69,40 +78,82 @@ impl ResourceLimiter for MemoryLimit {
     }
 }
 
-/// Defines `call-tool`, the engine's one import.
+/// How a nested call ended, before the program reads it.
+pub(crate) enum Answer {
+    /// The executor ran it.
+    Ran(NestedResult),
+    /// It named a tool the program was not offered: this error result.
+    Unknown(String),
+}
+
+/// `call-end` of the engine's WIT: a call's id and how it ended.
+#[derive(ComponentType, Lower)]
+#[component(record)]
+struct CallEnd {
+    id: u32,
+    output: Result<String, String>,
+}
+
+/// Defines the `host` interface, the engine's one import.
 pub(crate) fn link(linker: &mut Linker<ProgramState>) -> wasmtime::Result<()> {
-    linker.instance(HOST_INTERFACE)?.func_wrap_async("call-tool", |mut store, (name, arguments): (String, String)| {
-        Box::new(async move { call_tool(store.data_mut(), name, arguments).await.map(|r| (r,)) })
+    let mut host = linker.instance(HOST_INTERFACE)?;
+    host.func_wrap("start-call", |mut store, (name, arguments): (String, String)| {
+        start_call(store.data_mut(), name, arguments).map(|id| (id,))
+    })?;
+    host.func_wrap_async("next-end", |mut store, (): ()| {
+        Box::new(async move { next_end(store.data_mut()).await.map(|end| (end,)) })
     })
 }
 
-/// One nested call. `Ok(Err(text))` is an error result the program gets as a
-/// `ToolError`; `Err` stops the program.
-async fn call_tool(
-    state: &mut ProgramState,
-    name: String,
-    arguments: String,
-) -> wasmtime::Result<Result<String, String>> {
+/// Starts one nested call; its id is its 1-based number in the program.
+/// `Err` stops the program (its call budget is spent).
+fn start_call(state: &mut ProgramState, name: String, arguments: String) -> wasmtime::Result<u32> {
     if state.calls >= state.max_calls {
         return Err(stop(state, Stop::Calls(state.max_calls)));
     }
     state.calls += 1;
+    let id = state.calls;
     if !state.tools.iter().any(|(_, tool)| *tool == name) {
-        return Ok(Err(lovia_host::call::text::unknown_tool(&name)));
+        let refusal = lovia_host::call::text::unknown_tool(&name);
+        state.running.spawn(async move { (id, Ok(Answer::Unknown(refusal))) });
+        return Ok(id);
+    }
+    // Spawned, so that the call makes progress while the program computes;
+    // the executor's rules (approvals, barriers, the run's budget) hold
+    // inside `call`.
+    let nested = state.nested.clone();
+    state.running.spawn(async move { (id, nested.call(&name, arguments).await.map(Answer::Ran)) });
+    Ok(id)
+}
+
+/// Waits for the next nested call in flight to end. `Err` stops the
+/// program: the wait budget is spent, the run was stopped, or nothing was in
+/// flight (only a program that reaches past the engine's `tools` can ask).
+async fn next_end(state: &mut ProgramState) -> wasmtime::Result<CallEnd> {
+    if state.running.is_empty() {
+        let reason = "the program waited for a tool call, and none was in flight".to_owned();
+        return Err(stop(state, Stop::Run(reason)));
     }
     let left = state.max_wait.saturating_sub(state.waited);
     let started = Instant::now();
-    let outcome = tokio::time::timeout(left, state.nested.call(&name, arguments)).await;
+    let next = tokio::time::timeout(left, state.running.join_next()).await;
     state.waited += started.elapsed();
-    match outcome {
-        Err(_) => Err(stop(state, Stop::Wait(state.max_wait))),
-        Ok(Err(NestedStopped(reason))) => Err(stop(state, Stop::Run(reason))),
-        Ok(Ok(result)) if result.is_error => Ok(Err(result.output)),
-        Ok(Ok(result)) => Ok(Ok(match result.raw {
+    let (id, ended) = match next {
+        Err(_) => return Err(stop(state, Stop::Wait(state.max_wait))),
+        Ok(None) => return Err(stop(state, Stop::Run("no tool call was in flight".to_owned()))),
+        Ok(Some(Err(failed))) => return Err(stop(state, Stop::Run(format!("a nested call failed: {failed}")))),
+        Ok(Some(Ok(ended))) => ended,
+    };
+    let output = match ended {
+        Err(NestedStopped(reason)) => return Err(stop(state, Stop::Run(reason))),
+        Ok(Answer::Unknown(refusal)) => Err(refusal),
+        Ok(Answer::Ran(result)) if result.is_error => Err(result.output),
+        Ok(Answer::Ran(result)) => Ok(match result.raw {
             Some(value) if !value.is_string() => json!({"json": value}).to_string(),
             _ => json!({"text": result.output}).to_string(),
-        })),
-    }
+        }),
+    };
+    Ok(CallEnd { id, output })
 }
 
 pub(crate) fn stop(state: &mut ProgramState, why: Stop) -> wasmtime::Error {

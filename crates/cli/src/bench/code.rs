@@ -1,6 +1,6 @@
 //! `lovia bench --only code`: code mode's engine (its size and compile),
 //! one program's cost (an empty one; ten nested calls beside ten direct
-//! calls), and a scripted support task run tool by tool and as one program:
+//! calls; ten 10 ms calls at once beside one model turn making them), and a scripted support task run tool by tool and as one program:
 //! the model turns, the tokens of tool results the model reads, and the
 //! wall time of the tools (docs/performance.md, "Code mode").
 
@@ -28,6 +28,11 @@ pub(super) struct CodeFigure {
     ten_calls_program: Latency,
     /// The floor: the same ten `echo` calls as ten direct one-call turns.
     ten_direct_calls: Latency,
+    /// A program that calls `nap` (a 10 ms sleep) ten times at once
+    /// (`Promise.all`).
+    ten_naps_program: Latency,
+    /// The same ten calls as the parallel calls of one model turn.
+    ten_naps_turn: Latency,
     /// The support task, tool by tool.
     task_tool_by_tool: Task,
     /// The support task as one program.
@@ -86,7 +91,14 @@ fn tools() -> Result<Vec<Tool>, CliError> {
             Ok(ToolOutput::Text(args["text"].as_str().unwrap_or_default().to_owned()))
         })
         .map_err(error)?;
-    Ok(vec![lookup, refund, echo])
+    let nap = Tool::builder("nap")
+        .description("Waits 10 ms.")
+        .invoke(|_: serde_json::Value, _| async move {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            Ok(ToolOutput::Text("rested".into()))
+        })
+        .map_err(error)?;
+    Ok(vec![lookup, refund, echo, nap])
 }
 
 /// The task as a program: look up 20 orders, total those over $30 that
@@ -127,6 +139,10 @@ pub(super) async fn code(host: &Host) -> Result<CodeFigure, CliError> {
             .collect()
     };
     let ten_direct_calls = sample(10, 200, &exec, &run, direct).await;
+    let naps = "await Promise.all(Array.from({ length: 10 }, () => tools.nap()));";
+    let ten_naps_program = sample(3, 50, &exec, &run, || vec![vec![program(naps)]]).await;
+    let nap_turn = || vec![(0..10).map(|i| ToolCall::new(format!("n{i}"), "nap", "{}")).collect()];
+    let ten_naps_turn = sample(3, 50, &exec, &run, nap_turn).await;
 
     // Tool by tool: one turn of 20 lookups, then one turn with the refund.
     let lookups: Vec<ToolCall> = (0..20)
@@ -161,6 +177,8 @@ pub(super) async fn code(host: &Host) -> Result<CodeFigure, CliError> {
         empty_program,
         ten_calls_program,
         ten_direct_calls,
+        ten_naps_program,
+        ten_naps_turn,
         task_tool_by_tool,
         task_code_mode,
     })
@@ -205,6 +223,8 @@ pub(super) fn rows(c: &CodeFigure) -> String {
     out += &row("empty program (fresh instance)", &c.empty_program);
     out += &row("program making 10 calls of echo", &c.ten_calls_program);
     out += &row("floor: the same 10 calls, direct", &c.ten_direct_calls);
+    out += &row("program: 10 calls of a 10 ms tool at once", &c.ten_naps_program);
+    out += &row("floor: the same 10 calls in one model turn", &c.ten_naps_turn);
     let task = |name: &str, t: &Task| {
         format!(
             "code        task, {name:<13} {} model turn(s), {:>2} results, {:>5} chars = {:>4} tokens to the model; tools p50 {:>7.1} µs\n",

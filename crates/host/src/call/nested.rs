@@ -28,8 +28,9 @@ pub struct NestedResult {
 #[error("{0}")]
 pub struct NestedStopped(pub String);
 
-/// Runs tool calls on behalf of a running tool, one at a time, under the
-/// run's executor, approvals, budget and cancel token.
+/// Runs tool calls on behalf of a running tool, under the run's executor,
+/// approvals, budget and cancel token. Calls in flight together run
+/// concurrently, except that a barrier's call runs alone.
 pub trait NestedCalls: Send + Sync {
     /// Calls `name` with the raw `arguments` text.
     fn call<'a>(&'a self, name: &'a str, arguments: String) -> BoxFuture<'a, Result<NestedResult, NestedStopped>>;

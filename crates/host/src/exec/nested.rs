@@ -1,7 +1,10 @@
 //! The executor's [`NestedCalls`]: a call made by a running tool is one
 //! more turn of one call, under the same executor and run state, so it gets
 //! every rule a call of the model's gets (docs/semantics.md §3–§16); its
-//! events reach the run's sink wrapped in [`ToolEvent::Nested`].
+//! events reach the run's sink wrapped in [`ToolEvent::Nested`]. A tool may
+//! have several nested calls in flight (a program's `Promise.all`); they run
+//! concurrently as a turn's parallel calls do, and a barrier's call runs
+//! alone: it waits for the calls in flight and holds back the next ones.
 
 use super::{EventSink, Executor, RunState, ToolCall, ToolEvent, TurnError};
 use crate::call::{BoxFuture, NestedCalls, NestedResult, NestedStopped};
@@ -14,6 +17,9 @@ pub(super) struct ExecNested {
     pub(super) events: EventSink,
     pub(super) parent: String,
     pub(super) count: AtomicU64,
+    /// Taken shared by a call and exclusively by a barrier's call, or a call
+    /// of a session's shared instance (whose calls a turn runs in one lane).
+    pub(super) gate: tokio::sync::RwLock<()>,
 }
 
 impl NestedCalls for ExecNested {
@@ -31,6 +37,13 @@ impl NestedCalls for ExecNested {
                     is_error: true,
                 });
             }
+            let alone = self
+                .exec
+                .tools
+                .get(name)
+                .is_some_and(|tool| tool.is_barrier() || tool.shared_instance(&self.run).is_some());
+            let (_shared, _exclusive) =
+                if alone { (None, Some(self.gate.write().await)) } else { (Some(self.gate.read().await), None) };
             let parent = self.parent.clone();
             let outer = self.events.clone();
             let events = EventSink::from_fn(move |event| {

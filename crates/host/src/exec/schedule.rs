@@ -54,6 +54,7 @@ pub(super) async fn run_turn(
                             events: events.clone(),
                             parent: call.id.clone(),
                             count: Default::default(),
+                            gate: Default::default(),
                         }));
                     }
                     let barrier = tool.is_barrier();
