@@ -37,12 +37,12 @@ pub enum ServeError {
     },
     /// A tenant's `[tenants.web]` table cannot be set up (a key variable
     /// that is not set, an endpoint that is not a URL).
-    #[error("tenant {tenant}: [tenants.web]: {reason}")]
+    #[error("tenant {tenant}: [tenants.web]: web.{}: {source}", source.key())]
     Web {
         /// The tenant.
         tenant: String,
-        /// What is wrong.
-        reason: String,
+        /// What is wrong, naming the key.
+        source: lovia_web::WebSectionError,
     },
     /// A tenant's workspace directory could not be created.
     #[error("tenant {tenant}: cannot create its workspace directory {path}: {source}")]
@@ -92,12 +92,12 @@ pub enum ServeError {
     #[error(transparent)]
     SharedCounts(#[from] SharedCountError),
     /// A tenant's `/mcp` could not be made.
-    #[error("tenant {tenant}: /mcp: {reason}")]
+    #[error("tenant {tenant}: /mcp: {source}")]
     Mcp {
         /// The tenant.
         tenant: String,
         /// What failed.
-        reason: String,
+        source: lovia_mcp::NewServerError,
     },
     /// The MCP request states shared by the replicas could not be opened.
     #[error("MCP request states in {location}: {message}")]

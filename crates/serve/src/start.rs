@@ -2,9 +2,9 @@
 //! servers, web tools, workspaces and doors built from its config, and the
 //! background work (lease renewal, upload following, takeover) begun.
 
+use crate::ServeConfig;
 use crate::error::ServeError;
 use crate::{Inner, Service, Tenant};
-use crate::{ServeConfig, TenantWeb};
 use crate::{
     auth, chat, config, direct, door, limits, mcp, mcp_sources, metrics, model, offer, quota, stores, upload,
     upload_sync, workspace,
@@ -169,7 +169,7 @@ impl Service {
                 t.fuel_per_minute.map(|fuel| (fuel, host.clone())),
             ));
             let web_tools = match &t.web {
-                Some(web) => web_tools(web).map_err(|reason| ServeError::Web { tenant: t.name.clone(), reason })?,
+                Some(web) => web.tools().map_err(|source| ServeError::Web { tenant: t.name.clone(), source })?,
                 None => Vec::new(),
             };
             let chats_add = [
@@ -255,7 +255,7 @@ impl Service {
             };
             let direct = offer::direct_tools(&t.name, &direct_capabilities, &executor);
             let mcp = mcp::TenantMcp::new(&shared, &direct, setup)
-                .map_err(|e| ServeError::Mcp { tenant: t.name.clone(), reason: e.to_string() })?;
+                .map_err(|source| ServeError::Mcp { tenant: t.name.clone(), source })?;
             tenants.push(Tenant {
                 index,
                 name: t.name.clone(),
@@ -303,10 +303,4 @@ impl Service {
             }),
         })
     }
-}
-
-/// The web tools of a `[tenants.web]` table (lovia-web's section): a key
-/// variable that is not set is an error.
-fn web_tools(web: &TenantWeb) -> Result<Vec<lovia_host::Tool>, String> {
-    web.tools().map_err(|e| format!("web.{}: {e}", e.key()))
 }

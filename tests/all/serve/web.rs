@@ -83,3 +83,23 @@ fn a_wildcard_web_grant_is_refused_at_start() {
     let err = err.to_string();
     assert!(err.contains("web.allow: http://*:* has a wildcard"), "{err}");
 }
+
+/// A key variable that is not set stops the start with a typed error that
+/// names the key, as `--brave-search` does at the CLI.
+#[tokio::test]
+async fn a_web_key_variable_that_is_not_set_stops_the_start_naming_the_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut acme = tenant("acme", "acme-key", &[]);
+    let mut web = TenantWeb::default();
+    web.brave_key_env = Some("LOVIA_TEST_NO_SUCH_BRAVE_KEY".into());
+    acme.web = Some(web);
+    let mut config = ServeConfig::new(vec![acme]);
+    config.store = Some(dir.path().join("sessions.db").into());
+    config.resolve(std::path::Path::new(".")).expect("valid config");
+    let err = lovia_serve::Service::new(&lovia_tests::host(), &config).await.err().expect("refused");
+    let lovia_serve::ServeError::Web { tenant, source } = &err else { panic!("not a web error: {err}") };
+    assert_eq!((tenant.as_str(), source.key()), ("acme", "brave_key_env"));
+    let text = err.to_string();
+    assert!(text.starts_with("tenant acme: [tenants.web]: web.brave_key_env: "), "{text}");
+    assert!(text.contains("LOVIA_TEST_NO_SUCH_BRAVE_KEY"), "{text}");
+}
