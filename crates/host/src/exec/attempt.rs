@@ -8,7 +8,7 @@ use crate::args::ArgumentError;
 use crate::call::CallContext;
 use crate::call::{BoxFuture, ToolOutput};
 use crate::call::{CallOutcome, Failure};
-use crate::plugin::CallRequest;
+use crate::plugin::CallParts;
 use crate::policy::{AttemptResult, Inner, Next};
 use serde_json::Value;
 use std::time::Duration;
@@ -20,15 +20,16 @@ pub(crate) fn backoff(k: u32) -> Duration {
 }
 
 /// Runs every attempt of one call. `raw_args` is what the model sent (what
-/// policies see); `prepared` is the same after coercion and validation;
+/// policies see; kept only for a tool with policies); `prepared` is the same
+/// after coercion and validation, moved into the last attempt;
 /// `checking` is the time that took, which the first attempt's timeout
 /// already spent (docs/semantics.md D15). `on_retry` hears of each failed
 /// attempt that another follows, with the pause before it.
 pub(super) async fn run(
     settings: &ExecSettings,
     tool: &Tool,
-    raw_args: &Value,
-    prepared: &Value,
+    raw_args: Option<&Value>,
+    prepared: Value,
     checking: Duration,
     ctx: &CallContext,
     on_retry: &(dyn Fn(u32, &Failure, Duration) + Send + Sync),
@@ -42,8 +43,14 @@ pub(super) async fn run(
         move |args: Value| -> BoxFuture<'_, AttemptResult> { Box::pin(invoke(tool, ctx, timeout, args, revalidate)) };
     let inner: &Inner<'_> = &inner;
     let mut k = 1;
+    let mut prepared = Some(prepared);
     loop {
-        let args = if revalidate { raw_args.clone() } else { prepared.clone() };
+        let args = match raw_args {
+            Some(raw) if revalidate => raw.clone(),
+            // The last attempt takes the value; an earlier one, a copy.
+            _ if k >= attempts => prepared.take().unwrap_or_default(),
+            _ => prepared.clone().unwrap_or_default(),
+        };
         let chain = Next { tool: &tool.spec.name, rest: &tool.policies, inner, ctx }.run(args);
         let result = match timeout {
             Some(t) => {
@@ -100,15 +107,8 @@ async fn invoke(
     match &tool.body {
         Body::Native(body) => body(args, ctx.clone()).await,
         Body::Component { plugin, session_store } => {
-            let request = CallRequest {
-                tool: tool.spec.name.clone(),
-                arguments: String::new(),
-                context: ctx.clone(),
-                timeout,
-                limits: None,
-                session_store: session_store.clone(),
-            };
-            match plugin.run(&request, &args.to_string()).await {
+            let parts = CallParts { context: ctx, timeout, limits: None, session_store: session_store.as_ref() };
+            match plugin.run(&tool.spec.name, parts, &args.to_string()).await {
                 CallOutcome::Text(t) => Ok(ToolOutput::Text(t)),
                 CallOutcome::Json(v) => Ok(ToolOutput::Json(v)),
                 CallOutcome::Parts(parts) => Ok(ToolOutput::Parts(parts)),

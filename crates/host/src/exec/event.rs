@@ -153,6 +153,12 @@ impl EventSink {
         EventSink { tx: None, keep: None }
     }
 
+    /// Whether events go anywhere: the executor makes none that nobody
+    /// would read (a call's progress and log sinks).
+    pub(crate) fn is_connected(&self) -> bool {
+        self.tx.is_some()
+    }
+
     /// Before an event the run's state depends on (`ApprovalRequired`,
     /// `ToolCallCompleted`) is emitted, the executor awaits `keep` for it:
     /// a run store writes its checkpoint there, so a completed call is

@@ -18,9 +18,12 @@ use tokio::sync::oneshot;
 
 pub(super) enum Preflight {
     /// The call may run; `tool` is shared with the toolset, never copied per call.
-    /// `checking` is what parsing and checking the arguments took: the first
-    /// attempt's timeout is shortened by it.
-    Ready { tool: Arc<Tool>, raw_args: Value, prepared: Value, checking: Duration },
+    /// `raw_args`, the model's arguments before coercion, is kept only for a
+    /// tool with policies (they see them, and each attempt checks them
+    /// again); the hot path moves the parsed value through the checks
+    /// without a copy. `checking` is what parsing and checking the arguments
+    /// took: the first attempt's timeout is shortened by it.
+    Ready { tool: Arc<Tool>, raw_args: Option<Value>, prepared: Value, checking: Duration },
     /// Rejected; its result is recorded.
     Rejected,
     /// The run's budget tripped: `tool call count N exceeds budget M`.
@@ -75,12 +78,16 @@ pub(super) async fn preflight(
             return Preflight::Rejected;
         }
     };
+    // The model's own arguments outlive the checks only where something
+    // reads them later: policies, or an approval predicate.
+    let predicate = matches!(tool.approval, NeedsApproval::Predicate(_));
+    let raw_kept = (predicate || !tool.policies.is_empty()).then(|| raw_args.clone());
     let prepared = match &tool.validator {
         // The text was parsed above; the validator takes the value.
         // A costly check moves to the blocking pool (`prepare_value_async`).
         Some(v) => match v
             .prepare_value_charged(
-                raw_args.clone(),
+                raw_args,
                 timeout.and_then(|t| started.checked_add(t)),
                 tool.plugin().and_then(|p| p.cpu_share(run.tenant.as_deref())),
             )
@@ -102,14 +109,14 @@ pub(super) async fn preflight(
                 return Preflight::Rejected;
             }
         },
-        None => raw_args.clone(),
+        None => raw_args,
     };
     // Measured before approval: waiting for a person is not the call's time.
     let checking = started.elapsed();
     let gated = match &tool.approval {
         NeedsApproval::Never => Ok(false),
         NeedsApproval::Always => Ok(true),
-        NeedsApproval::Predicate(predicate) => predicate(&raw_args, ctx),
+        NeedsApproval::Predicate(predicate) => predicate(raw_kept.as_ref().unwrap_or(&prepared), ctx),
         NeedsApproval::Plugin => match &tool.body {
             Body::Component { plugin, .. } => {
                 match plugin.needs_approval(&call.name, &prepared.to_string(), ctx).await {
@@ -140,6 +147,7 @@ pub(super) async fn preflight(
     if let Some(target) = &tool.handoff {
         *handoff = Some(target.clone());
     }
+    let raw_args = raw_kept.filter(|_| !tool.policies.is_empty());
     Preflight::Ready { tool: shared.clone(), raw_args, prepared, checking }
 }
 

@@ -270,9 +270,22 @@ fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
 }
 
 fn call_context(exec: &Executor, run: &RunState, call: &ToolCall, events: &EventSink) -> CallContext {
-    let sink = events.clone();
-    let progress_call = call.clone();
-    let (log_sink, log_call) = (events.clone(), call.clone());
+    // Progress and log lines become events; with nobody listening there is
+    // nothing to make. Both sinks share one copy of the call.
+    let (progress, log) = if events.is_connected() {
+        let call = Arc::new(call.clone());
+        let (sink, progress_call) = (events.clone(), call.clone());
+        let progress: crate::call::ProgressSink = Arc::new(move |message: &str| {
+            sink.emit(ToolEvent::ToolProgress { call: (*progress_call).clone(), message: message.to_owned() })
+        });
+        let sink = events.clone();
+        let log: crate::call::LogSink = Arc::new(move |level, message: &str| {
+            sink.emit(ToolEvent::ToolLog { call: (*call).clone(), level, message: message.to_owned() })
+        });
+        (Some(progress), Some(log))
+    } else {
+        (None, None)
+    };
     CallContext {
         run_id: run.run_id.clone(),
         session_id: run.session_id.clone(),
@@ -282,12 +295,8 @@ fn call_context(exec: &Executor, run: &RunState, call: &ToolCall, events: &Event
         turn: run.turn,
         dependencies: run.dependencies.clone(),
         cancel: run.cancel.clone(),
-        progress: Some(Arc::new(move |message: &str| {
-            sink.emit(ToolEvent::ToolProgress { call: progress_call.clone(), message: message.to_owned() })
-        })),
-        log: Some(Arc::new(move |level, message: &str| {
-            log_sink.emit(ToolEvent::ToolLog { call: log_call.clone(), level, message: message.to_owned() })
-        })),
+        progress,
+        log,
         nested: None,
     }
 }
@@ -297,7 +306,7 @@ async fn execute(
     exec: Executor,
     tool: Arc<Tool>,
     call: ToolCall,
-    raw_args: Value,
+    raw_args: Option<Value>,
     prepared: Value,
     since: std::time::Instant,
     ctx: CallContext,
@@ -309,7 +318,7 @@ async fn execute(
     let on_retry = |attempt: u32, failure: &Failure, retry_in: Duration| {
         events.emit(ToolEvent::AttemptFailed { call: call.clone(), attempt, error: failure.to_string(), retry_in });
     };
-    let outcome = attempt::run(&exec.settings, &tool, &raw_args, &prepared, checking, &ctx, &on_retry).await;
+    let outcome = attempt::run(&exec.settings, &tool, raw_args.as_ref(), prepared, checking, &ctx, &on_retry).await;
     if let Err(Failure::RunCancelled(reason)) = outcome {
         return CallEnd::CancelRun(reason);
     }

@@ -3,21 +3,46 @@
 //! returned made a [`CallOutcome`].
 
 use super::warm;
-use super::{CallRequest, InstanceMode, LoadedTool, Plugin};
+use super::{InstanceMode, LoadedTool, Plugin};
 use crate::args::ArgumentError;
 use crate::bindings::wit;
+use crate::call::CallContext;
 use crate::call::{CallOutcome, ContentPart, ErrorKind, Failure, MAX_CONTENT_PARTS, is_valid_error_kind, text};
+use crate::sandbox::SessionStore;
 use crate::sandbox::{self, CallLimits};
+use std::sync::Arc;
 use std::time::Duration;
 
+/// What one call of a component is given, borrowed from a `CallRequest`
+/// or from the executor's call (which then clones its context once, into
+/// the store, rather than into a request and again into the store).
+pub(crate) struct CallParts<'a> {
+    pub(crate) context: &'a CallContext,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) limits: Option<&'a CallLimits>,
+    pub(crate) session_store: Option<&'a Arc<dyn SessionStore>>,
+}
+
+impl<'a> CallParts<'a> {
+    #[cfg(feature = "direct-calls")]
+    pub(super) fn of(request: &'a super::CallRequest) -> Self {
+        CallParts {
+            context: &request.context,
+            timeout: request.timeout,
+            limits: request.limits.as_ref(),
+            session_store: request.session_store.as_ref(),
+        }
+    }
+}
+
 impl Plugin {
-    pub(super) async fn execute(&self, tool: &LoadedTool, request: &CallRequest, arguments: &str) -> CallOutcome {
+    pub(super) async fn execute(&self, tool: &LoadedTool, request: CallParts<'_>, arguments: &str) -> CallOutcome {
         let timeout = request.timeout.or(tool.spec.timeout_ms.map(Duration::from_millis));
         let host = &self.inner.host;
         // Every instance's memory slot is the host's size: a per-call memory
         // limit above it could not be had, so the model reads the real one.
         let clamped;
-        let limits = match &request.limits {
+        let limits = match request.limits {
             Some(l) if l.memory_bytes > host.config.limits.memory_bytes => {
                 clamped = l.clone().with_memory_bytes(host.config.limits.memory_bytes);
                 &clamped
@@ -33,7 +58,8 @@ impl Plugin {
         };
         let fuel = reservation.fuel;
         let deadline = sandbox::deadline_of(limits, timeout);
-        let spec = self.store_spec(tool, request.context.clone(), limits, timeout, fuel, request.session_store.clone());
+        let spec =
+            self.store_spec(tool, request.context.clone(), limits, timeout, fuel, request.session_store.cloned());
         // Session mode: take the session's warm instance (if any) out of its
         // slot for the call; it goes back only if the call ends cleanly.
         let slot = match (&self.inner.config.instance, &request.context.session_id) {
@@ -81,7 +107,7 @@ impl Plugin {
                         **guard = Some(warm::Warm { store, instance, permit });
                         self.inner.warm.touch(tenant, session);
                     }
-                    return self.finish(tool, request, limits, Ok(output), None);
+                    return self.finish(tool, &request, limits, Ok(output), None);
                 }
                 Ok(output)
             }
@@ -89,7 +115,7 @@ impl Plugin {
             Err(_) => Err(wasmtime::Error::new(deadline)),
         };
         metered.settle();
-        self.finish(tool, request, limits, result, Some(&*metered.store_mut()))
+        self.finish(tool, &request, limits, result, Some(&*metered.store_mut()))
     }
 
     /// The outcome of a call from what the component returned, or from the
@@ -97,7 +123,7 @@ impl Plugin {
     fn finish(
         &self,
         tool: &LoadedTool,
-        request: &CallRequest,
+        request: &CallParts<'_>,
         limits: &CallLimits,
         result: wasmtime::Result<Result<wit::Output, wit::CallError>>,
         store: Option<&wasmtime::Store<sandbox::SandboxState>>,

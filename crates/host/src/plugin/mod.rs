@@ -16,6 +16,7 @@ pub mod manifest;
 mod request;
 mod warm;
 
+pub(crate) use call::CallParts;
 pub use declared::{
     MAX_DECLARED_BYTES, MAX_DESCRIPTION_BYTES, MAX_INSTRUCTIONS_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS, MAX_VERSION_BYTES,
 };
@@ -235,7 +236,7 @@ impl Plugin {
             Err(None) => return timed_out(timeout.unwrap_or_default()),
             Err(Some(rejection)) => return rejection,
         };
-        let run = self.execute(tool, request, &args);
+        let run = self.execute(tool, call::CallParts::of(request), &args);
         match timeout {
             // The sandbox's own deadline is the full timeout; this one ends the
             // call when what the checks left runs out (dropping the store stops the guest).
@@ -246,11 +247,11 @@ impl Plugin {
         }
     }
 
-    /// Runs the component with arguments that [`Plugin::prepare_arguments`]
-    /// already accepted (as JSON text): the executor's last step.
-    pub(crate) async fn run(&self, request: &CallRequest, arguments: &str) -> CallOutcome {
-        let Some(tool) = self.loaded(&request.tool) else { return unavailable(&request.tool) };
-        self.execute(tool, request, arguments).await
+    /// Runs tool `name` with arguments the executor already checked (as
+    /// JSON text): the executor's last step.
+    pub(crate) async fn run(&self, name: &str, parts: call::CallParts<'_>, arguments: &str) -> CallOutcome {
+        let Some(tool) = self.loaded(name) else { return unavailable(name) };
+        self.execute(tool, parts, arguments).await
     }
 
     /// Drops the warm instance of a session (session mode); true if there
