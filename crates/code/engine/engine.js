@@ -70,17 +70,26 @@ function errorText(error, programLines) {
 // its id at once, and the pump answers the calls in flight as they end
 // (`host.nextEnd` waits for the next). Before it waits, the pump lets the
 // program's queued reactions run, so that calls the program starts together
-// (`Promise.all`, or calls started before their first `await`) are in flight
-// together.
+// (`Promise.all`, calls started before their first `await`, or in async
+// helpers it runs side by side) are in flight together: it yields until two
+// turns of the microtask queue in a row start no call (at most 32 turns), so
+// a program that awaits each call in turn pays two turns per call, not 32.
 const inFlight = new Map();
 let pumping = false;
-const TURNS_BEFORE_WAITING = 32;
+let started = 0;
+const MOST_TURNS_BEFORE_WAITING = 32;
+const QUIET_TURNS = 2;
 
 async function pump() {
   pumping = true;
   try {
     while (inFlight.size > 0) {
-      for (let i = 0; i < TURNS_BEFORE_WAITING; i++) await undefined;
+      let quiet = 0;
+      for (let turn = 0; turn < MOST_TURNS_BEFORE_WAITING && quiet < QUIET_TURNS; turn++) {
+        const before = started;
+        await undefined;
+        quiet = started === before ? quiet + 1 : 0;
+      }
       // Settled meanwhile by `settle`, at the program's end.
       if (inFlight.size === 0) break;
       const end = host.nextEnd();
@@ -136,6 +145,7 @@ export async function run(code, names, maxLogChars) {
         return Promise.reject(new TypeError(`the arguments of tools.${ident} are not JSON: ${e.message}`));
       }
       const id = host.startCall(name, text ?? "null");
+      started += 1;
       // Where the program made the call: its error says that line, not the pump's.
       const site = new Error().stack;
       return new Promise((resolve, reject) => {

@@ -50,7 +50,7 @@ pub(crate) async fn run(
         tools: tools.clone(),
         calls: 0,
         max_calls: limits.max_calls,
-        running: tokio::task::JoinSet::new(),
+        running: Default::default(),
         waited: Duration::ZERO,
         max_wait: limits.max_wait,
         cpu_ms: 0,
