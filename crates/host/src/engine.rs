@@ -199,6 +199,11 @@ pub struct Host {
     pub(crate) cpu: Arc<crate::sandbox::CpuShares>,
     /// The opened artifact cache (`cache_dir`), with its key.
     pub(crate) cache: Option<Arc<ArtifactCache>>,
+    /// The plugins loaded and still alive, by digest: another load of the
+    /// same bytes shares their compiled component, link, description and
+    /// validators (`plugin::shared`), so a thousand tenants of one plugin
+    /// hold one copy of it and start without compiling it again.
+    pub(crate) assembled: crate::plugin::SharedAssemblies,
     pooled: bool,
 }
 
@@ -236,6 +241,7 @@ impl Host {
             config: Arc::new(config),
             tenant_fuel,
             cache,
+            assembled: Default::default(),
         })
     }
 

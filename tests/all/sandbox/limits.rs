@@ -72,3 +72,32 @@ async fn fuel_bounds_a_call_and_a_tenant() {
         "another tenant is not"
     );
 }
+
+/// Two loads of the same bytes share the compiled component (one compile,
+/// one copy: a thousand tenants of one plugin start without compiling it a
+/// thousand times), and each keeps its own config; once no plugin of those
+/// bytes lives, the next load compiles again.
+#[tokio::test]
+async fn loads_of_the_same_bytes_share_one_compile_and_keep_their_own_limits() {
+    let compiles = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = compiles.clone();
+    let notice = lovia_host::engine::CompileNotice(std::sync::Arc::new(move |_: &str, _: usize| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }));
+    let host = Host::new(HostConfig::default().with_pool_slots(8).with_on_compile(Some(notice))).expect("host");
+    let bytes = std::fs::read(fixtures::HOSTILE).expect("fixture");
+    let small = PluginConfig::default().with_limits(LimitOverrides { memory_mib: Some(16), ..Default::default() });
+    let first = host.load_bytes_with(&bytes, "first", small).await.expect("load");
+    let second = host.load_bytes(&bytes, "second").await.expect("load");
+    assert_eq!(compiles.load(std::sync::atomic::Ordering::SeqCst), 1, "the second load compiled again");
+    assert_eq!(first.digest(), second.digest());
+    let bomb = || CallRequest::new("memory_bomb", "{}");
+    assert_eq!(first.invoke(&bomb()).await.model_output(), "Tool error: out of memory (limit 16 MiB)");
+    let default_mib = second.limits().memory_mib();
+    assert_ne!(default_mib, 16);
+    let out = second.invoke(&bomb()).await.model_output();
+    assert_eq!(out, format!("Tool error: out of memory (limit {default_mib} MiB)"));
+    drop((first, second));
+    host.load_bytes(&bytes, "third").await.expect("load");
+    assert_eq!(compiles.load(std::sync::atomic::Ordering::SeqCst), 2, "nothing lived to share");
+}

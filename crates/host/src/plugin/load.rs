@@ -5,6 +5,7 @@
 
 use super::declared::{check_declared_size, check_manifest, convert_spec, invalid_spec};
 use super::digest::sha256_hex;
+use super::shared::Assembly;
 use super::{Inner, InstanceMode, LoadedTool, Plugin, PluginInfo, cache, config, imports, manifest};
 use crate::args::ArgumentValidator;
 use crate::bindings::{ContractVersion, guest, wit};
@@ -67,6 +68,12 @@ impl Host {
         config: &config::PluginConfig,
     ) -> Option<Result<Plugin, LoadError>> {
         let cache = self.cache.as_deref()?;
+        if let Some(assembly) = self.assembled.get(digest) {
+            if let Err(e) = check_store_namespace(config, origin).and_then(|()| check_digest(config, digest, origin)) {
+                return Some(Err(e));
+            }
+            return Some(self.configure(assembly, origin, config.clone()));
+        }
         let (runtime, component) = self.cached_artifact(cache, digest)?;
         let described = cache::load_described(cache, &runtime.engine, digest)?;
         if let Err(e) = check_store_namespace(config, origin).and_then(|()| check_digest(config, digest, origin)) {
@@ -158,6 +165,10 @@ impl Host {
         let digest = sha256_hex(bytes);
         // Before anything of the component is parsed or compiled.
         check_digest(&config, &digest, origin)?;
+        // The same bytes loaded before, and still alive: only the config is new.
+        if let Some(assembly) = self.assembled.get(&digest) {
+            return self.configure(assembly, origin, config);
+        }
         let read = || {
             manifest::read_static(bytes)
                 .map_err(|e| LoadError::Invalid { origin: origin.into(), source: InvalidComponent::Sections(e) })
@@ -256,6 +267,19 @@ impl Host {
                 .map_err(|reason| invalid_spec(origin, &spec.name, &reason.to_string()))?;
             tools.push(LoadedTool { name: spec.name.as_str().into(), spec, validator: Arc::new(validator) });
         }
+        let assembly = Arc::new(Assembly { runtime, digest, pre, info, tools, imports });
+        self.assembled.keep(&assembly);
+        self.configure(assembly, origin, config)
+    }
+
+    /// A plugin of `assembly` (shared with every plugin of its bytes) with
+    /// its own `config`: its limits, instance mode and store namespace.
+    fn configure(
+        &self,
+        assembly: Arc<Assembly>,
+        origin: &str,
+        config: config::PluginConfig,
+    ) -> Result<Plugin, LoadError> {
         let limits = config.limits.apply(&self.config.limits);
         // Each instance's memory slot is the host's size: a plugin limit above
         // it would be reported to the model but never be had.
@@ -269,18 +293,19 @@ impl Host {
         let plugin = Plugin {
             inner: Arc::new(Inner {
                 limits,
-                store_namespace: config.store_namespace.as_deref().unwrap_or(&digest).into(),
+                store_namespace: config.store_namespace.as_deref().unwrap_or(&assembly.digest).into(),
                 config,
                 host: self.clone(),
-                runtime,
+                runtime: assembly.runtime.clone(),
                 origin: origin.into(),
-                digest,
-                name: info.name.as_str().into(),
-                pre,
-                info,
-                tools,
-                imports,
+                digest: assembly.digest.clone(),
+                name: assembly.info.name.as_str().into(),
+                pre: assembly.pre.clone(),
+                info: assembly.info.clone(),
+                tools: assembly.tools.clone(),
+                imports: assembly.imports.clone(),
                 warm: Arc::default(),
+                _assembly: assembly,
             }),
         };
         if plugin.inner.config.instance == InstanceMode::Session {

@@ -14,6 +14,7 @@ mod imports;
 mod load;
 pub mod manifest;
 mod request;
+mod shared;
 mod warm;
 
 pub(crate) use call::CallParts;
@@ -23,6 +24,7 @@ pub use declared::{
 pub use digest::sha256_hex;
 pub use load::check_header;
 pub use request::CallRequest;
+pub(crate) use shared::SharedAssemblies;
 pub use warm::{InstanceMode, WARM_INSTANCES};
 
 use crate::args::ArgumentValidator;
@@ -103,8 +105,12 @@ struct Inner {
     tools: Vec<LoadedTool>,
     imports: Vec<String>,
     warm: Arc<warm::WarmInstances>,
+    /// What it shares with the other plugins of its bytes; held so that
+    /// the next load of them finds it (`shared`).
+    _assembly: Arc<shared::Assembly>,
 }
 
+#[derive(Clone)]
 struct LoadedTool {
     spec: ToolSpec,
     name: Arc<str>,
