@@ -203,7 +203,7 @@ pub struct Host {
     /// same bytes shares their compiled component, link, description and
     /// validators (`plugin::shared`), so a thousand tenants of one plugin
     /// hold one copy of it and start without compiling it again.
-    pub(crate) assembled: crate::plugin::SharedAssemblies,
+    pub(crate) assembled: crate::live::LiveByDigest,
     pooled: bool,
 }
 

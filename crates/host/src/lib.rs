@@ -30,6 +30,7 @@ pub mod engine;
 pub mod error;
 pub mod exec;
 pub mod human;
+mod live;
 pub mod plugin;
 pub mod policy;
 pub mod sandbox;

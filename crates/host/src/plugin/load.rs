@@ -68,7 +68,7 @@ impl Host {
         config: &config::PluginConfig,
     ) -> Option<Result<Plugin, LoadError>> {
         let cache = self.cache.as_deref()?;
-        if let Some(assembly) = self.assembled.get(digest) {
+        if let Some(assembly) = self.assembled.get::<Assembly>(digest) {
             if let Err(e) = check_store_namespace(config, origin).and_then(|()| check_digest(config, digest, origin)) {
                 return Some(Err(e));
             }
@@ -166,7 +166,7 @@ impl Host {
         // Before anything of the component is parsed or compiled.
         check_digest(&config, &digest, origin)?;
         // The same bytes loaded before, and still alive: only the config is new.
-        if let Some(assembly) = self.assembled.get(&digest) {
+        if let Some(assembly) = self.assembled.get::<Assembly>(&digest) {
             return self.configure(assembly, origin, config);
         }
         let read = || {
@@ -268,7 +268,7 @@ impl Host {
             tools.push(LoadedTool { name: spec.name.as_str().into(), spec, validator: Arc::new(validator) });
         }
         let assembly = Arc::new(Assembly { runtime, digest, pre, info, tools, imports });
-        self.assembled.keep(&assembly);
+        self.assembled.keep(&assembly.digest, &assembly);
         self.configure(assembly, origin, config)
     }
 

@@ -24,7 +24,6 @@ pub use declared::{
 pub use digest::sha256_hex;
 pub use load::check_header;
 pub use request::CallRequest;
-pub(crate) use shared::SharedAssemblies;
 pub use warm::{InstanceMode, WARM_INSTANCES};
 
 use crate::args::ArgumentValidator;
