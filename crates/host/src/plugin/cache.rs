@@ -65,6 +65,14 @@ pub(crate) fn load_cached(engine: &Engine, cache: &ArtifactCache, digest: &str) 
     }
 }
 
+/// Counts the artifact of `digest` as used now, if the cache holds it.
+pub(crate) fn mark_used(cache: &ArtifactCache, engine: &Engine, digest: &str) {
+    let path = artifact_path(cache.dir(), engine, digest);
+    if path.exists() {
+        cache.mark_used(&path);
+    }
+}
+
 /// Compiles `bytes`. A fresh compile is not cached yet: [`store_artifact`]
 /// keeps it once the plugin has loaded, so a component that is refused (an
 /// unknown import, a bad manifest) leaves nothing on disk.

@@ -72,7 +72,7 @@ impl Host {
             if let Err(e) = check_store_namespace(config, origin).and_then(|()| check_digest(config, digest, origin)) {
                 return Some(Err(e));
             }
-            return Some(self.configure(assembly, origin, config.clone()));
+            return Some(self.configure_shared(assembly, origin, config.clone()));
         }
         let (runtime, component) = self.cached_artifact(cache, digest)?;
         let described = cache::load_described(cache, &runtime.engine, digest)?;
@@ -167,7 +167,7 @@ impl Host {
         check_digest(&config, &digest, origin)?;
         // The same bytes loaded before, and still alive: only the config is new.
         if let Some(assembly) = self.assembled.get::<Assembly>(&digest) {
-            return self.configure(assembly, origin, config);
+            return self.configure_shared(assembly, origin, config);
         }
         let read = || {
             manifest::read_static(bytes)
@@ -269,6 +269,21 @@ impl Host {
         }
         let assembly = Arc::new(Assembly { runtime, digest, pre, info, tools, imports });
         self.assembled.keep(&assembly.digest, &assembly);
+        self.configure(assembly, origin, config)
+    }
+
+    /// A plugin of a live `assembly` another load made. Its artifact counts
+    /// as used, as a load from the disk cache would have counted it, so the
+    /// cache's bound does not drop what is in use first.
+    fn configure_shared(
+        &self,
+        assembly: Arc<Assembly>,
+        origin: &str,
+        config: config::PluginConfig,
+    ) -> Result<Plugin, LoadError> {
+        if let Some(cache) = self.cache.as_deref() {
+            cache::mark_used(cache, &assembly.runtime.engine, &assembly.digest);
+        }
         self.configure(assembly, origin, config)
     }
 
