@@ -283,3 +283,20 @@ async fn a_programs_calls_run_together_and_a_barrier_still_runs_alone() {
     assert_eq!(left.output("p"), "returned");
     assert!(left.trace().contains(&"completed:p/1".to_owned()), "{:?}", left.trace());
 }
+
+/// A program stopped by its call budget lets the calls it started end first:
+/// a call in flight is recorded, never cut off midway.
+#[tokio::test]
+async fn a_program_stopped_by_its_budget_lets_its_calls_in_flight_end_first() {
+    let mut limits = CodeLimits::default();
+    limits.max_calls = 2;
+    let exec = executor(limits).await;
+    let code = "const slow = tools.nap({ ms: 300 }); await tools.nap({ ms: 10 }); await tools.nap({ ms: 0 });";
+    let turn = program(&exec, code, |_| None).await;
+    assert_eq!(error_of(&turn), "Tool error: the program made more than 2 tool calls");
+    let trace = turn.trace();
+    for id in ["p/1", "p/2"] {
+        assert!(trace.contains(&format!("started:{id}")), "{trace:?}");
+        assert!(trace.contains(&format!("completed:{id}")), "{id} was cut off: {trace:?}");
+    }
+}

@@ -31,6 +31,11 @@ pub(crate) struct WorkspaceOptions {
     /// (repeatable) [default: none].
     #[arg(long, value_name = "PATH", requires = "workspace")]
     shell_write: Vec<PathBuf>,
+    /// Background processes the workspace may hold at once (running, or
+    /// ended and not yet read), as `max_background_processes` of a
+    /// tenant's `[tenants.workspace]` in `lovia serve`.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64), requires = "workspace")]
+    max_background_processes: u32,
 }
 
 impl WorkspaceOptions {
@@ -47,6 +52,7 @@ impl WorkspaceOptions {
         section.shell_network = self.shell_network;
         section.shell_read_only = self.shell_read.clone();
         section.shell_read_write = self.shell_write.clone();
+        section.max_background_processes = self.max_background_processes as usize;
         section.resolve_paths(cwd);
         section
     }
@@ -59,7 +65,9 @@ fn flag(key: &str) -> &'static str {
         "shell_read_write" => "--shell-write",
         "shell_network" => "--shell-network",
         "mode" => "--mode",
-        _ => "--shell-sandbox",
+        "shell_sandbox" => "--shell-sandbox",
+        "max_background_processes" => "--max-background-processes",
+        _ => "--workspace",
     }
 }
 

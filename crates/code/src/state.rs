@@ -102,8 +102,8 @@ struct CallEnd {
 /// Defines the `host` interface, the engine's one import.
 pub(crate) fn link(linker: &mut Linker<ProgramState>) -> wasmtime::Result<()> {
     let mut host = linker.instance(HOST_INTERFACE)?;
-    host.func_wrap("start-call", |mut store, (name, arguments): (String, String)| {
-        start_call(store.data_mut(), name, arguments).map(|id| (id,))
+    host.func_wrap_async("start-call", |mut store, (name, arguments): (String, String)| {
+        Box::new(async move { start_call(store.data_mut(), name, arguments).await.map(|id| (id,)) })
     })?;
     host.func_wrap_async("next-end", |mut store, (): ()| {
         Box::new(async move { next_end(store.data_mut()).await.map(|end| (end,)) })
@@ -111,9 +111,11 @@ pub(crate) fn link(linker: &mut Linker<ProgramState>) -> wasmtime::Result<()> {
 }
 
 /// Starts one nested call; its id is its 1-based number in the program.
-/// `Err` stops the program (its call budget is spent).
-fn start_call(state: &mut ProgramState, name: String, arguments: String) -> wasmtime::Result<u32> {
+/// `Err` stops the program (its call budget is spent), once the calls it
+/// started before have ended.
+async fn start_call(state: &mut ProgramState, name: String, arguments: String) -> wasmtime::Result<u32> {
     if state.calls >= state.max_calls {
+        settle(state).await;
         return Err(stop(state, Stop::Calls(state.max_calls)));
     }
     state.calls += 1;
@@ -130,13 +132,25 @@ fn start_call(state: &mut ProgramState, name: String, arguments: String) -> wasm
     Ok(id)
 }
 
+/// Lets the calls still in flight end, within what is left of the wait
+/// budget, before the host stops the program: a call that started runs to
+/// completion and is recorded, as a turn's calls in flight do when its
+/// budget trips. (A cancelled run's calls end at once, by the same token.)
+async fn settle(state: &mut ProgramState) {
+    let left = state.max_wait.saturating_sub(state.waited);
+    let started = Instant::now();
+    let _ = tokio::time::timeout(left, async { while state.running.next().await.is_some() {} }).await;
+    state.waited += started.elapsed();
+}
+
 /// Waits for the next nested call in flight to end. `Err` stops the
-/// program: the wait budget is spent, the run was stopped, or nothing was in
-/// flight (only a program that reaches past the engine's `tools` can ask).
+/// program: the wait budget is spent (the calls still in flight are then
+/// dropped), the run was stopped, or nothing was in flight (only a program
+/// that reaches past the engine's `tools` can ask).
 async fn next_end(state: &mut ProgramState) -> wasmtime::Result<CallEnd> {
+    let nothing = || "the program waited for a tool call, and none was in flight".to_owned();
     if state.running.is_empty() {
-        let reason = "the program waited for a tool call, and none was in flight".to_owned();
-        return Err(stop(state, Stop::Run(reason)));
+        return Err(stop(state, Stop::Run(nothing())));
     }
     let left = state.max_wait.saturating_sub(state.waited);
     let started = Instant::now();
@@ -144,11 +158,14 @@ async fn next_end(state: &mut ProgramState) -> wasmtime::Result<CallEnd> {
     state.waited += started.elapsed();
     let (id, ended) = match next {
         Err(_) => return Err(stop(state, Stop::Wait(state.max_wait))),
-        Ok(None) => return Err(stop(state, Stop::Run("no tool call was in flight".to_owned()))),
+        Ok(None) => return Err(stop(state, Stop::Run(nothing()))),
         Ok(Some(ended)) => ended,
     };
     let output = match ended {
-        Err(NestedStopped(reason)) => return Err(stop(state, Stop::Run(reason))),
+        Err(NestedStopped(reason)) => {
+            settle(state).await;
+            return Err(stop(state, Stop::Run(reason)));
+        }
         Ok(Answer::Unknown(refusal)) => Err(refusal),
         Ok(Answer::Ran(result)) if result.is_error => Err(result.output),
         Ok(Answer::Ran(result)) => Ok(match result.raw {

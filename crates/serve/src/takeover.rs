@@ -49,10 +49,11 @@ impl Service {
                 Ok(_) => tracing::info!(tenant = %tenant.name, %session, "{done}"),
                 // Another replica took its lease first, or ended it meanwhile: nothing to do.
                 Err(refusal) if refusal.taken_or_ended() => {}
-                // The tenant is at its `max_concurrent_runs`: the run waits
-                // for a slot, and the next poll tries again.
-                Err(RunRefusal::TooManyRuns) => {
-                    tracing::debug!(tenant = %tenant.name, %session, "the tenant is at max_concurrent_runs; the run waits")
+                // The tenant is at its `max_concurrent_runs`, or its
+                // workspaces at their file bound: the run waits, and the
+                // next poll tries again.
+                Err(refusal @ (RunRefusal::TooManyRuns | RunRefusal::WorkspaceFull(_))) => {
+                    tracing::debug!(tenant = %tenant.name, %session, %refusal, "the run waits")
                 }
                 Err(refusal) => tracing::warn!(tenant = %tenant.name, %session, %refusal, "cannot resume the run now"),
             }

@@ -105,7 +105,8 @@ enum Bench {
     /// direct calls, and a support task tool by tool and as one program.
     Code,
     /// `lovia serve` with `--tenants` tenants of three plugins each beside
-    /// one tenant: start, resident memory, one tenant's call latency.
+    /// one tenant: start, resident memory, one tenant's call latency. Only
+    /// when named: it is not part of the default set.
     Tenants,
 }
 
@@ -245,6 +246,22 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
         return Err(CliError::new("--only python measures the plugin of --python, and none was given")
             .hint("build one with bench/run (target/bench/pyecho.wasm), then pass --python PATH"));
     }
+    // Many tenants only when asked for by name: it starts a thousand-tenant
+    // service. Its plugins are checked before anything runs.
+    let tenant_plugins = match args.only.contains(&Bench::Tenants) {
+        true => {
+            let dir = args.plugin.parent().unwrap_or(Path::new("."));
+            let plugins = vec![args.plugin.clone(), dir.join("orders.wasm"), dir.join("docs.wasm")];
+            if let Some(missing) = plugins.iter().find(|p| !p.exists()) {
+                return Err(CliError::new(format!("--only tenants loads {}, which does not exist", missing.display()))
+                    .hint(
+                        "it takes orders.wasm and docs.wasm from the --plugin's directory: build them with bench/run",
+                    ));
+            }
+            Some(plugins)
+        }
+        false => None,
+    };
     if args.only.contains(&Bench::Js) && args.js.is_none() {
         return Err(CliError::new("--only js measures the plugin of --js, and none was given")
             .hint("build one with bench/run (target/bench/jsecho.wasm), then pass --js PATH"));
@@ -315,15 +332,9 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     if wants(Bench::Code) {
         report.code = Some(code::code(&host).await?);
     }
-    if wants(Bench::Tenants) {
-        let dir = args.plugin.parent().unwrap_or(std::path::Path::new("."));
-        let plugins = [args.plugin.clone(), dir.join("orders.wasm"), dir.join("docs.wasm")];
-        if let Some(missing) = plugins.iter().find(|p| !p.exists()) {
-            return Err(CliError::new(format!("--only tenants loads {}, which does not exist", missing.display()))
-                .hint("it takes orders.wasm and docs.wasm from the --plugin's directory: build them with bench/run"));
-        }
+    if let Some(plugins) = &tenant_plugins {
         let window = Duration::from_secs(args.seconds);
-        report.tenants = Some(tenants::tenants(&host, &plugins, args.tenants, window).await?);
+        report.tenants = Some(tenants::tenants(&host, plugins, args.tenants, window).await?);
     }
     if let Some(path) = &args.python
         && (wants(Bench::Latency) || wants(Bench::Overhead) || wants(Bench::Python))

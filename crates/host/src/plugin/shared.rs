@@ -2,8 +2,8 @@
 //! (`GuestPre`), its checked description and its tools' validators. None of
 //! it depends on a plugin's config (grants, limits, instance mode, store
 //! namespace), so a host that loads one component for a thousand tenants
-//! compiles, links and describes it once and holds one copy; each load adds
-//! only its config. The host keeps each by digest (`crate::live`) as long
+//! compiles, links and describes it once and holds one copy of its code;
+//! each load copies the tool specs (a few KiB) and adds its own config. The host keeps each by digest (`crate::live`) as long
 //! as a plugin made from it lives.
 
 use super::{LoadedTool, PluginInfo};
