@@ -259,3 +259,44 @@ async fn a_command_dies_with_lovia_run_however_it_dies() {
         assert!(lovia_tests::processes::gone(&sleeper).await, "signal {signal}: the command outlived lovia run");
     }
 }
+
+/// `--max-background-processes` is the section's `max_background_processes`
+/// at `lovia run`: the workspace holds that many background processes, and
+/// the next is refused with the limit it names.
+#[test]
+fn lovia_run_holds_as_many_background_processes_as_its_flag_says() {
+    let d = dirs();
+    let script = d.outside.join("script.json");
+    let background = r#"{"command": "sleep 30", "background": true}"#;
+    std::fs::write(
+        &script,
+        serde_json::json!({
+            "turns": [
+                {"tool_calls": [{"id": "a", "name": "shell", "arguments": background}]},
+                {"tool_calls": [{"id": "b", "name": "shell", "arguments": background}]},
+                {"text": "Done."}
+            ]
+        })
+        .to_string(),
+    )
+    .expect("script");
+    let o = Command::new(env!("CARGO_BIN_EXE_lovia"))
+        .args(["run", "--mode", "trusted", "--max-background-processes", "1", "--workspace"])
+        .arg(&d.root)
+        .arg("--script")
+        .arg(&script)
+        .output()
+        .expect("run lovia");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}\nstdout: {stdout}", String::from_utf8_lossy(&o.stderr));
+    let result = |id: &str| {
+        stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|e| e["event"] == "tool_result" && e["id"] == id)
+            .and_then(|e| e["result"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| panic!("no result for {id}: {stdout}"))
+    };
+    assert!(!result("a").starts_with("Tool error"), "{}", result("a"));
+    assert!(result("b").starts_with("Tool error: Too many background processes (limit 1)."), "{}", result("b"));
+}
