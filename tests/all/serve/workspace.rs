@@ -135,25 +135,13 @@ fn a_workspace_table_needs_workspaces_dir() {
     assert!(bad.to_string().contains("readonly") && bad.to_string().contains("trusted"), "{bad}");
     // Grants widen a confined shell; with the shell unconfined they would
     // promise what nothing enforces.
-    let mut config = toml::from_str::<ServeConfig>(
-        "workspaces_dir = \"w\"\n[[tenants]]\nname = \"a\"\napi_keys = [\"%KEY%\"]\n[tenants.workspace]\nshell_sandbox = \"off\"\nshell_network = true\n"
-            .replace("%KEY%", &lovia_serve::hash_key("k"))
-            .as_str(),
-    )
-    .expect("parses");
-    let err = config.resolve(Path::new(".")).expect_err("refused");
+    let err = refused_workspace("shell_sandbox = \"off\"\nshell_network = true\n");
     assert_eq!(err.setting, "workspace.shell_sandbox");
     let err = err.to_string();
     assert!(err.contains("shell_network") && err.contains("\"off\""), "{err}");
     // A bound of 0 would refuse everything; the refusal names the key, as
     // the CLI's workspace flags do from the same section.
-    let mut config = toml::from_str::<ServeConfig>(
-        "workspaces_dir = \"w\"\n[[tenants]]\nname = \"a\"\napi_keys = [\"%KEY%\"]\n[tenants.workspace]\nmax_files = 0\n"
-            .replace("%KEY%", &lovia_serve::hash_key("k"))
-            .as_str(),
-    )
-    .expect("parses");
-    let err = config.resolve(Path::new(".")).expect_err("refused");
+    let err = refused_workspace("max_files = 0\n");
     assert_eq!(err.setting, "workspace.max_files");
     assert!(err.to_string().contains("max_files must be at least 1"), "{err}");
 }
@@ -232,13 +220,18 @@ async fn a_tenants_confined_shell_writes_where_shell_read_write_grants() {
     assert!(!results["other"].contains("wrote"), "{results:?}");
     assert!(!elsewhere.join("entry").exists());
 
-    let mut config = toml::from_str::<ServeConfig>(
-        "workspaces_dir = \"w\"\n[[tenants]]\nname = \"a\"\napi_keys = [\"%KEY%\"]\n[tenants.workspace]\nshell_sandbox = \"off\"\nshell_read_write = [\"cache\"]\n"
-            .replace("%KEY%", &lovia_serve::hash_key("k"))
-            .as_str(),
-    )
-    .expect("parses");
-    let err = config.resolve(Path::new(".")).expect_err("refused");
+    let err = refused_workspace("shell_sandbox = \"off\"\nshell_read_write = [\"cache\"]\n");
     assert_eq!(err.setting, "workspace.shell_sandbox");
     assert!(err.to_string().contains("shell_read_write"), "{err}");
+}
+
+/// Tenant `a` with the `[tenants.workspace]` lines `table` (TOML, each line
+/// ending in `\n`), refused by the config's checks.
+fn refused_workspace(table: &str) -> lovia_serve::ConfigRuleError {
+    let text = format!(
+        "workspaces_dir = \"w\"\n[[tenants]]\nname = \"a\"\napi_keys = [{:?}]\n[tenants.workspace]\n{table}",
+        lovia_serve::hash_key("k")
+    );
+    let mut config = toml::from_str::<ServeConfig>(&text).expect("parses");
+    config.resolve(Path::new(".")).expect_err("refused")
 }

@@ -89,13 +89,7 @@ async fn lovia_run_gives_the_script_a_confined_workspace_whose_asks_are_the_scri
         .to_string(),
     )
     .expect("script");
-    let o = Command::new(env!("CARGO_BIN_EXE_lovia"))
-        .args(["run", "--workspace"])
-        .arg(&d.root)
-        .arg("--script")
-        .arg(&script)
-        .output()
-        .expect("run lovia");
+    let o = lovia_run(&[], &d.root, &script);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "stderr: {}\nstdout: {stdout}", String::from_utf8_lossy(&o.stderr));
     let events: Vec<serde_json::Value> =
@@ -280,13 +274,7 @@ fn lovia_run_holds_as_many_background_processes_as_its_flag_says() {
         .to_string(),
     )
     .expect("script");
-    let o = Command::new(env!("CARGO_BIN_EXE_lovia"))
-        .args(["run", "--mode", "trusted", "--max-background-processes", "1", "--workspace"])
-        .arg(&d.root)
-        .arg("--script")
-        .arg(&script)
-        .output()
-        .expect("run lovia");
+    let o = lovia_run(&["--mode", "trusted", "--max-background-processes", "1"], &d.root, &script);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "stderr: {}\nstdout: {stdout}", String::from_utf8_lossy(&o.stderr));
     let result = |id: &str| {
@@ -299,4 +287,17 @@ fn lovia_run_holds_as_many_background_processes_as_its_flag_says() {
     };
     assert!(!result("a").starts_with("Tool error"), "{}", result("a"));
     assert!(result("b").starts_with("Tool error: Too many background processes (limit 1)."), "{}", result("b"));
+}
+
+/// `lovia run` with `flags`, the workspace `root` and the `script`.
+fn lovia_run(flags: &[&str], root: &std::path::Path, script: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_lovia"))
+        .arg("run")
+        .args(flags)
+        .arg("--workspace")
+        .arg(root)
+        .arg("--script")
+        .arg(script)
+        .output()
+        .expect("run lovia")
 }

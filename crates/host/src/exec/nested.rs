@@ -29,7 +29,8 @@ impl NestedCalls for ExecNested {
             let call = ToolCall::new(format!("{}/{n}", self.parent), name, arguments);
             // A tool that calls tools is not callable from inside one: a
             // program could otherwise start programs without end.
-            if self.exec.tools.get(name).is_some_and(|tool| tool.calls_tools) {
+            let tool = self.exec.tools.get(name);
+            if tool.is_some_and(|tool| tool.calls_tools) {
                 return Ok(NestedResult {
                     call_id: call.id,
                     output: crate::call::text::nested_not_callable(name),
@@ -37,11 +38,7 @@ impl NestedCalls for ExecNested {
                     is_error: true,
                 });
             }
-            let alone = self
-                .exec
-                .tools
-                .get(name)
-                .is_some_and(|tool| tool.is_barrier() || tool.shared_instance(&self.run).is_some());
+            let alone = tool.is_some_and(|tool| tool.is_barrier() || tool.shared_instance(&self.run).is_some());
             let (_shared, _exclusive) =
                 if alone { (None, Some(self.gate.write().await)) } else { (Some(self.gate.read().await), None) };
             let parent = self.parent.clone();
