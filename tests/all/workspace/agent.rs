@@ -217,6 +217,7 @@ fn no_landlock_filter() -> seccompiler::BpfProgram {
 /// started dies when `lovia run` dies, however it dies (SIGKILL, SIGTERM,
 /// SIGINT), wherever the command is in its run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(unsafe_code, reason = "a pre_exec hook restores SIGINT's default in the child")]
 async fn a_command_dies_with_lovia_run_however_it_dies() {
     for signal in ["KILL", "TERM", "INT"] {
         let d = dirs();
@@ -233,15 +234,30 @@ async fn a_command_dies_with_lovia_run_however_it_dies() {
             .to_string(),
         )
         .expect("script");
-        let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_lovia"))
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_lovia"));
+        command
             .args(["run", "--workspace"])
             .arg(&d.root)
             .arg("--script")
             .arg(&script)
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("lovia run");
+            .stderr(std::process::Stdio::null());
+        // A shell without job control starts a background job with SIGINT
+        // ignored, and a child keeps an ignored signal across exec: run so
+        // (as CI may be), lovia run would rightly ignore the INT this test
+        // sends. A terminal's Ctrl-C reaches a process whose SIGINT is the
+        // default, which is what this test means.
+        // SAFETY: between fork and exec only signal(2), which is
+        // async-signal-safe.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                if libc::signal(libc::SIGINT, libc::SIG_DFL) == libc::SIG_ERR {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut run = command.spawn().expect("lovia run");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while lovia_tests::processes::running(&sleeper).is_empty() {
             assert!(std::time::Instant::now() < deadline, "the command did not start");
@@ -249,7 +265,14 @@ async fn a_command_dies_with_lovia_run_however_it_dies() {
         }
         let killed = Command::new("kill").args(["-s", signal]).arg(run.id().to_string()).status().expect("kill");
         assert!(killed.success());
-        let _ = run.wait();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while run.try_wait().expect("wait for lovia run").is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = run.kill();
+                panic!("signal {signal}: lovia run did not end within 30 s");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
         assert!(lovia_tests::processes::gone(&sleeper).await, "signal {signal}: the command outlived lovia run");
     }
 }

@@ -1,4 +1,4 @@
-//! `lovia bench --only web`: `read_page` of a 50 KiB HTML page and
+//! `lovia bench --only web`: `read_page` of a 20 KiB HTML page and
 //! `web_search` of a SearXNG-compatible answer with ten results, both served
 //! by a server on loopback in this process, through the executor; beside the
 //! floor of the same GET with a bare HTTP client in the same run
@@ -26,7 +26,7 @@ pub(super) struct WebFigure {
     search_get: Latency,
 }
 
-/// 50 KiB of HTML: a title, 200 paragraphs with a link each.
+/// 20 KiB of HTML (20,673 bytes): a title, 200 paragraphs with a link each.
 fn page() -> String {
     let mut html = String::from("<!doctype html><html><head><title>Bench page</title></head><body><h1>Bench</h1>");
     for i in 0..200 {
@@ -164,7 +164,7 @@ pub(super) fn rows(w: &WebFigure) -> String {
     let row = |name: &str, l: &Latency| {
         format!("web         {name:<38} p50 {:>8.1} µs   p99 {:>8.1} µs\n", l.p50_us, l.p99_us)
     };
-    let mut out = row("read_page (50 KiB HTML, loopback)", &w.read_page);
+    let mut out = row("read_page (20 KiB HTML, loopback)", &w.read_page);
     out += &row("floor: GET the same page, bare client", &w.page_get);
     out += &row("web_search (10 results, SearXNG JSON)", &w.web_search);
     out += &row("floor: GET the same JSON, bare client", &w.search_get);

@@ -1,0 +1,228 @@
+//! The text a page's tokens are written into: white space collapsed as a
+//! browser collapses it (kept inside `pre`), lines wrapped at a width,
+//! blocks apart, with the marks html2text's plain style used: `#` before a
+//! heading, `*` or a number before a list item, `>` before a quotation,
+//! `**` around strong text, `*` around emphasis, backticks around code.
+
+/// The most list levels indented; deeper ones stay at this indent.
+const MAX_INDENT_LEVELS: usize = 16;
+
+/// Text being written.
+pub(crate) struct Text {
+    out: String,
+    width: usize,
+    /// Characters on the current line.
+    column: usize,
+    /// The word being written: it goes on the line whole, so a wrap never
+    /// splits it.
+    word: String,
+    /// Characters in `word`.
+    word_chars: usize,
+    /// White space came after the last word on this line.
+    space: bool,
+    /// Line breaks owed before the next word: 1 ends the line, 2 also
+    /// leaves a blank one.
+    breaks: u8,
+    /// What the next line starts with after its indent: a list item's
+    /// marker or a heading's.
+    marker: String,
+    /// Spaces before every line: the list levels.
+    indent: usize,
+    /// Quotation levels: each line starts with `> ` for each.
+    quotes: usize,
+    /// Inside `pre`: white space and line breaks kept, no wrapping.
+    pre: usize,
+}
+
+impl Text {
+    pub(crate) fn new(width: usize, capacity: usize) -> Self {
+        Self {
+            out: String::with_capacity(capacity),
+            width,
+            column: 0,
+            word: String::new(),
+            word_chars: 0,
+            space: false,
+            breaks: 0,
+            marker: String::new(),
+            indent: 0,
+            quotes: 0,
+            pre: 0,
+        }
+    }
+
+    /// Writes text (character references decoded).
+    pub(crate) fn text(&mut self, text: &str) {
+        if self.pre > 0 {
+            for (i, line) in text.split('\n').enumerate() {
+                if i > 0 {
+                    self.flush_word();
+                    self.out.push('\n');
+                    self.column = 0;
+                    self.start_line();
+                }
+                self.push_word(line);
+            }
+            return;
+        }
+        // Byte by byte: ASCII white space never occurs inside a UTF-8
+        // sequence, so every cut is at a character boundary.
+        let bytes = text.as_bytes();
+        let mut start = 0;
+        while start < bytes.len() {
+            let end = bytes[start..].iter().position(u8::is_ascii_whitespace).map_or(bytes.len(), |p| start + p);
+            self.push_word(&text[start..end]);
+            if end == bytes.len() {
+                break;
+            }
+            self.flush_word();
+            self.space = true;
+            start = end + 1;
+            while start < bytes.len() && bytes[start].is_ascii_whitespace() {
+                start += 1;
+            }
+        }
+    }
+
+    /// Adds to the current word: text, or an opening mark that clings to
+    /// the text after it.
+    pub(crate) fn push_word(&mut self, part: &str) {
+        if part.is_empty() {
+            return;
+        }
+        self.word.push_str(part);
+        self.word_chars += width(part);
+    }
+
+    /// Ends a mark opened with [`Self::push_word`]: it clings to the text
+    /// before it, and an element with no text leaves neither mark.
+    pub(crate) fn close_mark(&mut self, open: &str, close: &str) {
+        if self.word.ends_with(open) {
+            self.word.truncate(self.word.len() - open.len());
+            self.word_chars -= width(open);
+        } else if self.word.is_empty() {
+            // The text before ended with white space: the mark goes right after it.
+            self.out.push_str(close);
+            self.column += width(close);
+        } else {
+            self.push_word(close);
+        }
+    }
+
+    /// Puts the current word on the line, wrapping before it when it
+    /// would pass the width.
+    fn flush_word(&mut self) {
+        if self.word.is_empty() {
+            return;
+        }
+        if self.breaks > 0 || self.out.is_empty() {
+            self.new_line();
+        } else if self.space && self.column > 0 {
+            if self.pre == 0 && self.column + 1 + self.word_chars > self.width {
+                self.out.push('\n');
+                self.column = 0;
+                self.start_line();
+            } else {
+                self.out.push(' ');
+                self.column += 1;
+            }
+        }
+        self.out.push_str(&self.word);
+        self.column += self.word_chars;
+        self.word.clear();
+        self.word_chars = 0;
+        self.space = false;
+    }
+
+    /// Ends the line (and leaves the blank one owed) and starts the next.
+    fn new_line(&mut self) {
+        if !self.out.is_empty() {
+            if !self.out.ends_with('\n') {
+                self.out.push('\n');
+            }
+            if self.breaks >= 2 && !self.out.ends_with("\n\n") {
+                self.out.push('\n');
+            }
+        }
+        self.breaks = 0;
+        self.column = 0;
+        self.start_line();
+        if !self.marker.is_empty() {
+            self.column += width(&self.marker);
+            self.out.push_str(&self.marker);
+            self.marker.clear();
+        }
+    }
+
+    /// A line's indent and quotation marks.
+    fn start_line(&mut self) {
+        for _ in 0..self.quotes.min(MAX_INDENT_LEVELS) {
+            self.out.push_str("> ");
+            self.column += 2;
+        }
+        let indent = self.indent.min(2 * MAX_INDENT_LEVELS);
+        for _ in 0..indent {
+            self.out.push(' ');
+        }
+        self.column += indent;
+    }
+
+    /// A block's edge: the next text starts on a new line, after a blank
+    /// one when `blank`.
+    pub(crate) fn block(&mut self, blank: bool) {
+        self.flush_word();
+        self.space = false;
+        self.breaks = self.breaks.max(if blank { 2 } else { 1 });
+    }
+
+    /// `<br>`: a line break, kept even when nothing follows on the line
+    /// (two make a blank line). A block's break owed already is one.
+    pub(crate) fn line_break(&mut self) {
+        self.flush_word();
+        self.space = false;
+        if self.breaks == 0 {
+            self.out.push('\n');
+            self.column = 0;
+            self.start_line();
+        }
+    }
+
+    /// What the next block's first line starts with.
+    pub(crate) fn mark_next_line(&mut self, marker: String) {
+        self.marker = marker;
+    }
+
+    /// Before a table cell other than a row's first.
+    pub(crate) fn cell_separator(&mut self) {
+        self.flush_word();
+        if self.column > 0 && self.breaks == 0 {
+            self.out.push_str(" |");
+            self.column += 2;
+            self.space = true;
+        }
+    }
+
+    pub(crate) fn indent(&mut self, by: isize) {
+        self.indent = self.indent.saturating_add_signed(by);
+    }
+
+    pub(crate) fn quote(&mut self, by: isize) {
+        self.quotes = self.quotes.saturating_add_signed(by);
+    }
+
+    pub(crate) fn pre(&mut self, by: isize) {
+        self.pre = self.pre.saturating_add_signed(by);
+    }
+
+    /// The text written, its last word included.
+    pub(crate) fn finish(mut self) -> String {
+        self.flush_word();
+        self.out
+    }
+}
+
+/// Characters in `text`: its bytes that start one (a count the compiler
+/// vectorises, where `chars().count()` decodes).
+fn width(text: &str) -> usize {
+    text.bytes().filter(|b| (b & 0xC0) != 0x80).count()
+}
