@@ -32,7 +32,9 @@ fn disarm(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut copied = 0;
     let mut i = 0;
-    while i < bytes.len() {
+    // Only where a `b` or an `e` is can a marker start.
+    while let Some(found) = memchr::memchr2(b'b', b'e', &bytes[i..]) {
+        i += found;
         let start = if bytes[i..].starts_with(b"begin") {
             Some(5)
         } else if bytes[i..].starts_with(b"end") {

@@ -182,19 +182,31 @@ fn render(page: &Page, offset: usize, max_chars: usize, images: bool) -> String 
 /// offset to continue from when text remains (only when `soft`: an error
 /// page is cut hard).
 fn slice(text: &str, offset: usize, limit: usize, soft: bool) -> (String, Option<usize>) {
-    let rest: Vec<char> = text.chars().skip(offset).take(limit + 1).collect();
-    if rest.len() <= limit {
-        return (rest.into_iter().collect(), None);
+    // Byte positions, found by walking characters once: no copy of the
+    // page as a vector of characters.
+    let rest = &text[byte_of_char(text, offset)..];
+    let cut = byte_of_char(rest, limit);
+    if cut == rest.len() {
+        return (rest.to_owned(), None);
     }
-    let mut end = limit;
-    if soft && let Some(newline) = rest[limit.saturating_sub(NEWLINE_WINDOW)..limit].iter().rposition(|c| *c == '\n') {
-        let at = limit.saturating_sub(NEWLINE_WINDOW) + newline + 1;
-        if at > 0 {
-            end = at;
+    let mut end = (cut, limit);
+    if soft {
+        let window_chars = limit.saturating_sub(NEWLINE_WINDOW);
+        let window = byte_of_char(rest, window_chars);
+        if let Some(newline) = memchr::memrchr(b'\n', &rest.as_bytes()[window..cut]) {
+            let at = window + newline + 1;
+            if at > 0 {
+                end = (at, window_chars + rest[window..at].chars().count());
+            }
         }
     }
-    let taken: String = rest[..end].iter().collect();
-    (taken.trim_end_matches('\n').to_owned(), soft.then_some(offset + end))
+    (rest[..end.0].trim_end_matches('\n').to_owned(), soft.then_some(offset + end.1))
+}
+
+/// The byte index of character `n` of `text`, or its length when it has
+/// no more than `n` characters.
+fn byte_of_char(text: &str, n: usize) -> usize {
+    text.char_indices().nth(n).map_or(text.len(), |(i, _)| i)
 }
 
 #[cfg(test)]
@@ -212,6 +224,13 @@ mod tests {
         // No newline near the cut: cut at the limit.
         let (part, next) = slice(&"x".repeat(3000), 0, 1000, true);
         assert_eq!((part.len(), next), (1000, Some(1000)));
+        // Offsets and limits count characters, not bytes.
+        let wide = format!("{}\n{}", "é".repeat(900), "日".repeat(500));
+        let (part, next) = slice(&wide, 0, 1000, true);
+        assert_eq!((part, next), ("é".repeat(900), Some(901)));
+        assert_eq!(slice(&wide, 901, 1000, true), ("日".repeat(500), None));
+        assert_eq!(slice(&wide, 5000, 1000, true), (String::new(), None));
+        assert_eq!(slice(&wide, 0, 10, false), ("é".repeat(10), None));
     }
 
     #[test]

@@ -119,13 +119,41 @@ pub(super) struct HttpFloor {
 /// What the echo server answers: about the size of a tool result.
 const ECHO_ANSWER: &str = r#"{"is_error":false,"content":[{"type":"text","text":"hi"}]}"#;
 
+/// The floor's server: [`ECHO_ANSWER`] to every POST.
+fn echo_router() -> axum::Router {
+    axum::Router::new().fallback(axum::routing::post(|| async {
+        ([(axum::http::header::CONTENT_TYPE, "application/json")], ECHO_ANSWER)
+    }))
+}
+
+/// Serves the echo on `addr` (no Nagle delay, as `lovia serve`) until
+/// Ctrl-C or SIGTERM: `lovia bench --serve-floor`.
+pub(super) async fn serve_until_stopped(addr: std::net::SocketAddr) -> Result<(), CliError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| CliError::new(format!("cannot listen on {addr}: {e}")).hint("pick another port"))?;
+    let local = listener.local_addr().map_err(|e| CliError::new(e.to_string()))?;
+    eprintln!("the HTTP floor answers every POST on http://{local}/ (Ctrl-C to stop)");
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let stopped = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+        }
+    };
+    axum::serve(listener, echo_router())
+        .with_graceful_shutdown(stopped)
+        .await
+        .map_err(|e| CliError::new(format!("the HTTP floor: {e}")))
+}
+
 /// Serves the echo on loopback, and drives it with `connections`
 /// connections for `window` (after a 300 ms warm-up).
 pub(super) async fn http(connections: u32, window: Duration) -> Result<HttpFloor, CliError> {
-    let router = axum::Router::new().fallback(axum::routing::post(|| async {
-        ([(axum::http::header::CONTENT_TYPE, "application/json")], ECHO_ANSWER)
-    }));
-    let (addr, served) = serve_loopback(router).await?;
+    let (addr, served) = serve_loopback(echo_router()).await?;
     let load = Arc::new(Load {
         path: "/echo",
         headers: vec![("host", "127.0.0.1".to_owned()), ("content-type", "application/json".to_owned())],

@@ -72,6 +72,12 @@ pub(crate) struct Args {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
+    /// Only serve the HTTP floor of `--only serve` (a fixed answer to every
+    /// POST, from the same axum stack) on ADDR until Ctrl-C or SIGTERM, for
+    /// an external load generator to drive beside `lovia serve`
+    /// (bench/wrk.sh); nothing is measured.
+    #[arg(long, value_name = "ADDR")]
+    serve_floor: Option<std::net::SocketAddr>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -241,6 +247,10 @@ struct Memory {
 }
 
 pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
+    if let Some(addr) = args.serve_floor {
+        floor::serve_until_stopped(addr).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let wants = |b: Bench| args.only.is_empty() || args.only.contains(&b);
     if args.only.contains(&Bench::Python) && args.python.is_none() {
         return Err(CliError::new("--only python measures the plugin of --python, and none was given")

@@ -70,12 +70,18 @@ impl Text {
         let bytes = text.as_bytes();
         let mut start = 0;
         while start < bytes.len() {
-            let end = bytes[start..].iter().position(u8::is_ascii_whitespace).map_or(bytes.len(), |p| start + p);
-            self.push_word(&text[start..end]);
-            if end == bytes.len() {
+            let Some(end) = bytes[start..].iter().position(u8::is_ascii_whitespace).map(|p| start + p) else {
+                // The text may go on in the next token: keep the word open.
+                self.push_word(&text[start..]);
                 break;
+            };
+            if self.word.is_empty() {
+                // A whole word: straight onto the line, not through `word`.
+                self.place(&text[start..end], width(&text[start..end]));
+            } else {
+                self.push_word(&text[start..end]);
+                self.flush_word();
             }
-            self.flush_word();
             self.space = true;
             start = end + 1;
             while start < bytes.len() && bytes[start].is_ascii_whitespace() {
@@ -115,10 +121,24 @@ impl Text {
         if self.word.is_empty() {
             return;
         }
+        let word = std::mem::take(&mut self.word);
+        self.place(&word, self.word_chars);
+        // The buffer goes back, emptied, for the next word.
+        self.word = word;
+        self.word.clear();
+        self.word_chars = 0;
+    }
+
+    /// Puts `word` (`chars` characters) on the line, wrapping before it
+    /// when it would pass the width.
+    fn place(&mut self, word: &str, chars: usize) {
+        if word.is_empty() {
+            return;
+        }
         if self.breaks > 0 || self.out.is_empty() {
             self.new_line();
         } else if self.space && self.column > 0 {
-            if self.pre == 0 && self.column + 1 + self.word_chars > self.width {
+            if self.pre == 0 && self.column + 1 + chars > self.width {
                 self.out.push('\n');
                 self.column = 0;
                 self.start_line();
@@ -127,10 +147,8 @@ impl Text {
                 self.column += 1;
             }
         }
-        self.out.push_str(&self.word);
-        self.column += self.word_chars;
-        self.word.clear();
-        self.word_chars = 0;
+        self.out.push_str(word);
+        self.column += chars;
         self.space = false;
     }
 
@@ -221,8 +239,8 @@ impl Text {
     }
 }
 
-/// Characters in `text`: its bytes that start one (a count the compiler
-/// vectorises, where `chars().count()` decodes).
+/// Characters in `text`: its length when it is ASCII, else its bytes that
+/// start a character (where `chars().count()` would decode each).
 fn width(text: &str) -> usize {
-    text.bytes().filter(|b| (b & 0xC0) != 0x80).count()
+    if text.is_ascii() { text.len() } else { text.bytes().filter(|b| (b & 0xC0) != 0x80).count() }
 }
