@@ -22,6 +22,9 @@ const MAX_IMAGE_FIELD: usize = 500;
 const MAX_IMAGES: usize = 1000;
 /// Links numbered at most; later ones are kept as their text alone.
 const MAX_LINKS: usize = 1000;
+/// Inline marks (`**`, `*`, backticks) open at once at most; deeper ones
+/// are not written.
+const MAX_MARK_DEPTH: usize = 8;
 
 /// An image: its absolute URL and alt text. (Not `PageImage`: this module
 /// stays below `page` in the module graph.)
@@ -50,6 +53,7 @@ pub(crate) fn convert(html: &str, base: &Url, want_images: bool) -> Converted {
         numbers: foldhash::HashMap::default(),
         link: None,
         lists: Vec::new(),
+        marks_open: 0,
         first_cell: true,
         skipping: None,
         raw: Raw::None,
@@ -89,6 +93,29 @@ enum Raw {
 
 /// Elements whose content a browser does not show as text, skipped whole.
 const HIDDEN: &[&str] = &["svg", "math", "template", "select", "canvas", "object", "audio", "video", "datalist"];
+
+/// Elements not skipped for a `hidden` attribute or `display: none`: void
+/// ones (nothing to skip), raw-text ones (read apart), and those a sibling
+/// closes without an end tag (counting their end tags would skip too much).
+const KEEPS_NO_CONTENT: &[&str] = &[
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr", "p", "li",
+    "dt", "dd", "tr", "td", "th", "option", "script", "style", "title", "textarea", "xmp", "iframe", "noembed",
+    "noframes", "noscript", "html", "head", "body",
+];
+
+/// Whether a start tag's attributes hide its element: `hidden`, or a
+/// `style` with `display: none`. Looked at only when the words appear.
+fn hidden_by(attrs: &str) -> bool {
+    let bytes = attrs.as_bytes();
+    if memchr::memmem::find(bytes, b"hidden").is_some() && attribute(attrs, "hidden").is_some() {
+        return true;
+    }
+    memchr::memmem::find(bytes, b"none").is_some()
+        && attribute(attrs, "style").is_some_and(|style| {
+            let compact: String = style.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+            compact.to_ascii_lowercase().contains("display:none")
+        })
+}
 
 /// Start tags that end foreign content (`svg`, `math`) in a browser: a
 /// page that leaves its `<svg>` open is shown from there on.
@@ -183,10 +210,12 @@ struct Reader<'a> {
     link: Option<String>,
     /// The open lists: `None` for an unordered one, else the next number.
     lists: Vec<Option<u64>>,
+    /// Inline marks open (`b`, `em`, `code`, ...), written or not.
+    marks_open: usize,
     /// No cell of the current table row is written yet.
     first_cell: bool,
     /// Inside a hidden element: its name and how many of that name are open.
-    skipping: Option<(&'static str, usize)>,
+    skipping: Option<(String, usize)>,
     raw: Raw,
 }
 
@@ -209,9 +238,9 @@ impl Reader<'_> {
                 let mut buffer = [0u8; 16];
                 let Some(name) = lower(name, &mut buffer) else { return };
                 if let Some((hidden, depth)) = &mut self.skipping {
-                    if name == *hidden {
+                    if name == hidden.as_str() {
                         *depth += 1;
-                    } else if matches!(*hidden, "svg" | "math") && BREAKOUT.contains(&name) {
+                    } else if matches!(hidden.as_str(), "svg" | "math") && BREAKOUT.contains(&name) {
                         self.skipping = None;
                         return self.start(name, attrs);
                     }
@@ -237,7 +266,7 @@ impl Reader<'_> {
                 let mut buffer = [0u8; 16];
                 let Some(name) = lower(name, &mut buffer) else { return };
                 if let Some((hidden, depth)) = &mut self.skipping {
-                    if name == *hidden {
+                    if name == hidden.as_str() {
                         *depth -= 1;
                         if *depth == 0 {
                             self.skipping = None;
@@ -251,18 +280,21 @@ impl Reader<'_> {
     }
 
     fn start(&mut self, name: &str, attrs: &str) {
+        if !KEEPS_NO_CONTENT.contains(&name) && hidden_by(attrs) {
+            self.skipping = Some((name.to_owned(), 1));
+            return;
+        }
         match name {
-            "script" | "style" | "iframe" | "noembed" | "noframes" | "noscript" => self.raw = Raw::Hidden,
+            // A textarea's text is a form's value, and pages keep templates
+            // in hidden ones: not the page's text.
+            "script" | "style" | "iframe" | "noembed" | "noframes" | "noscript" | "textarea" => self.raw = Raw::Hidden,
             "title" => self.raw = Raw::Title,
-            "textarea" => self.raw = Raw::Shown,
             "xmp" | "pre" | "listing" | "plaintext" => {
                 self.raw = if name == "xmp" { Raw::Shown } else { Raw::None };
                 self.text.block(true);
                 self.text.pre(1);
             }
-            _ if HIDDEN.contains(&name) => {
-                self.skipping = HIDDEN.iter().find(|h| **h == name).map(|h| (*h, 1));
-            }
+            _ if HIDDEN.contains(&name) => self.skipping = Some((name.to_owned(), 1)),
             "br" => self.text.line_break(),
             "h1" | "h2" | "h3" | "h4" | "h5" | "h6" => {
                 self.text.block(true);
@@ -299,9 +331,10 @@ impl Reader<'_> {
             }
             // A row's first cell has no separator before it (the guard marks it written).
             "td" | "th" if !std::mem::replace(&mut self.first_cell, false) => self.text.cell_separator(),
-            "b" | "strong" => self.text.push_word("**"),
-            "em" | "i" => self.text.push_word("*"),
-            "code" | "kbd" | "samp" | "tt" => self.text.push_word("`"),
+            "b" | "strong" => self.open_mark("**"),
+            "em" | "i" => self.open_mark("*"),
+            // Inside `pre` the text is already set apart.
+            "code" | "kbd" | "samp" | "tt" if !self.text.in_pre() => self.open_mark("`"),
             "a" => {
                 if self.link.is_some() {
                     self.end("a");
@@ -309,7 +342,7 @@ impl Reader<'_> {
                 if self.numbers.len() < MAX_LINKS
                     && let Some(url) = attribute(attrs, "href").and_then(|h| self.absolute(h))
                 {
-                    self.text.push_word("[");
+                    self.text.open_mark("[");
                     self.link = Some(url);
                 }
             }
@@ -337,11 +370,15 @@ impl Reader<'_> {
                 self.text.block(true);
                 self.text.quote(-1);
             }
-            "b" | "strong" => self.text.close_mark("**", "**"),
-            "em" | "i" => self.text.close_mark("*", "*"),
-            "code" | "kbd" | "samp" | "tt" => self.text.close_mark("`", "`"),
+            "b" | "strong" => self.close_mark("**"),
+            "em" | "i" => self.close_mark("*"),
+            "code" | "kbd" | "samp" | "tt" if !self.text.in_pre() => self.close_mark("`"),
             "a" => {
                 let Some(url) = self.link.take() else { return };
+                // A link with no text (an icon's) is neither marked nor listed.
+                if self.text.drop_empty_mark("[") {
+                    return;
+                }
                 let next = self.numbers.len() + 1;
                 let n = *self.numbers.entry(url).or_insert(next);
                 let mut close = String::with_capacity(8);
@@ -354,6 +391,27 @@ impl Reader<'_> {
             _ if PARAGRAPHS.contains(&name) => self.text.block(true),
             _ => {}
         }
+    }
+
+    /// Opens an inline mark, unless marks are already [`MAX_MARK_DEPTH`]
+    /// deep: a page nesting `<b>` thousands deep gets no wall of `**`.
+    fn open_mark(&mut self, mark: &str) {
+        self.marks_open += 1;
+        if self.marks_open <= MAX_MARK_DEPTH {
+            self.text.open_mark(mark);
+        }
+    }
+
+    /// Closes the innermost inline mark; an end tag with none open (a
+    /// stray `</b>`) writes nothing.
+    fn close_mark(&mut self, mark: &str) {
+        if self.marks_open == 0 {
+            return;
+        }
+        if self.marks_open <= MAX_MARK_DEPTH {
+            self.text.close_mark(mark, mark);
+        }
+        self.marks_open -= 1;
     }
 
     /// `href` or `src` (as written) as an absolute http(s) URL.
@@ -467,6 +525,23 @@ mod tests {
             "## Sub\n\nA [link here][1], [again][1], not one, *em* and `f()`.\n\n3. three\n  * inner\n4. four\n\n\
              A | B\n1 | 2\n\n  keep\n    this\n\n> Quoted\n\none\ntwo\n\nfour <tag> ☺ ©\n\n[1]: http://example.test/x?a=1&b=2"
         );
+    }
+
+    #[test]
+    fn an_icon_link_is_neither_marked_nor_listed_and_code_in_pre_has_no_backticks() {
+        let html = "<p>a <a href=\"/icon\">\n <i class=\"fa\"></i>\n</a> b <a href=\"/y\"><b>bold link</b></a></b></p>\
+            <pre><code>$ cargo new\n$ cd docs</code></pre>";
+        assert_eq!(
+            convert(html, &base(), false).text,
+            "a b [**bold link**][1]\n\n$ cargo new\n$ cd docs\n\n[1]: http://example.test/y"
+        );
+    }
+
+    #[test]
+    fn what_a_page_hides_is_not_read() {
+        let html = "<div hidden><p>template</p><div>inner</div></div><span style=\"color: red; DISPLAY : none\">no</span>\
+            <textarea>form value</textarea><p hidden>p is not skipped by attribute</p><div class=\"hidden\">shown</div>";
+        assert_eq!(convert(html, &base(), false).text, "p is not skipped by attribute\n\nshown");
     }
 
     #[test]

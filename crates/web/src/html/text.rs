@@ -18,6 +18,10 @@ pub(crate) struct Text {
     word: String,
     /// Characters in `word`.
     word_chars: usize,
+    /// Marks opened since the last text (`**`, `[`): they cling to the
+    /// next text, wherever it goes, and vanish if none comes before they
+    /// close.
+    marks: String,
     /// White space came after the last word on this line.
     space: bool,
     /// Line breaks owed before the next word: 1 ends the line, 2 also
@@ -42,6 +46,7 @@ impl Text {
             column: 0,
             word: String::new(),
             word_chars: 0,
+            marks: String::new(),
             space: false,
             breaks: 0,
             marker: String::new(),
@@ -75,7 +80,7 @@ impl Text {
                 self.push_word(&text[start..]);
                 break;
             };
-            if self.word.is_empty() {
+            if self.word.is_empty() && self.marks.is_empty() {
                 // A whole word: straight onto the line, not through `word`.
                 self.place(&text[start..end], width(&text[start..end]));
             } else {
@@ -90,29 +95,54 @@ impl Text {
         }
     }
 
-    /// Adds to the current word: text, or an opening mark that clings to
-    /// the text after it.
-    pub(crate) fn push_word(&mut self, part: &str) {
+    /// Adds text to the current word, after the marks opened before it.
+    fn push_word(&mut self, part: &str) {
         if part.is_empty() {
             return;
+        }
+        if !self.marks.is_empty() {
+            self.word_chars += width(&self.marks);
+            self.word.push_str(&self.marks);
+            self.marks.clear();
         }
         self.word.push_str(part);
         self.word_chars += width(part);
     }
 
-    /// Ends a mark opened with [`Self::push_word`]: it clings to the text
+    /// Opens a mark (`**`, `*`, a backtick, a link's `[`): it clings to
+    /// the text after it.
+    pub(crate) fn open_mark(&mut self, open: &str) {
+        self.marks.push_str(open);
+    }
+
+    /// Drops the mark `open` if no text came after it; whether it did.
+    pub(crate) fn drop_empty_mark(&mut self, open: &str) -> bool {
+        let empty = self.marks.ends_with(open);
+        if empty {
+            self.marks.truncate(self.marks.len() - open.len());
+        }
+        empty
+    }
+
+    /// Closes a mark opened with [`Self::open_mark`]: it clings to the text
     /// before it, and an element with no text leaves neither mark.
     pub(crate) fn close_mark(&mut self, open: &str, close: &str) {
-        if self.word.ends_with(open) {
-            self.word.truncate(self.word.len() - open.len());
-            self.word_chars -= width(open);
-        } else if self.word.is_empty() {
+        if self.drop_empty_mark(open) {
+            return;
+        }
+        if self.word.is_empty() {
             // The text before ended with white space: the mark goes right after it.
             self.out.push_str(close);
             self.column += width(close);
         } else {
-            self.push_word(close);
+            self.word.push_str(close);
+            self.word_chars += width(close);
         }
+    }
+
+    /// Inside `pre`.
+    pub(crate) fn in_pre(&self) -> bool {
+        self.pre > 0
     }
 
     /// Puts the current word on the line, wrapping before it when it
