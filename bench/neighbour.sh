@@ -16,6 +16,7 @@
 #
 #   bench/neighbour.sh [RUNS] [SECONDS]      # defaults: 5 runs of 10 s phases
 #   ATTACKS=loop_forever,nest bench/neighbour.sh 1   # only these of A's attacks
+#   SERVE_ENV=TOKIO_WORKER_THREADS=2 bench/neighbour.sh  # the service's environment
 #
 # Needs target/release/lovia, the test fixtures (scripts/test builds them into
 # target/fixtures/wasm32-wasip2/release) and wrk (apt-get install wrk).
@@ -100,7 +101,7 @@ port=18095
 url="http://127.0.0.1:$port"
 # Starts the service ("$@" before it: a taskset or nothing) and waits for it.
 start() {
-  "$@" "$lovia" serve --config "$dir/serve.toml" --listen "127.0.0.1:$port" >"$dir/server.log" 2>&1 &
+  "$@" env ${SERVE_ENV:-} "$lovia" serve --config "$dir/serve.toml" --listen "127.0.0.1:$port" >"$dir/server.log" 2>&1 &
   server=$!
   for _ in $(seq 400); do
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
