@@ -76,7 +76,7 @@ drive() {
   taskset -c 1 wrk -t1 -c"$conns" -d1s -s "$dir/post.lua" "$url" >/dev/null
   before=$(ticks)
   [[ -n "${PERF:-}" && "$2" == lovia ]] && perf record -q -F 4999 -g -p "$server" -o "$dir/perf.data" -- sleep "$seconds" &
-  out=$(taskset -c 1 wrk -t1 -c"$conns" -d"${seconds}s" --latency -s "$dir/post.lua" "$url")
+  out=$(taskset -c 1 wrk -t1 -c"$conns" -d"${seconds}s" --timeout 30s --latency -s "$dir/post.lua" "$url")
   wait
   after=$(ticks)
   [[ -n "${PERF:-}" && "$2" == lovia ]] && mkdir -p target/bench && cp "$dir/perf.data" target/bench/wrk-serve.perf.data
@@ -84,15 +84,20 @@ drive() {
 import re, sys
 out, before, after, hz = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 def us(text):
-    n, unit = float(text[:-2] if text.endswith(("us", "ms")) else text[:-1]), text[-2:] if text.endswith(("us", "ms")) else text[-1:]
-    return n * {"us": 1, "ms": 1e3, "s": 1e6}[unit]
+    m = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text)
+    if not m:
+        sys.exit(f"wrk printed a latency this script cannot read: {text!r}")
+    return float(m.group(1)) * {"us": 1, "ms": 1e3, "s": 1e6, "m": 6e7, "h": 3.6e9}[m.group(2)]
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
 total = int(re.search(r"(\d+) requests in", out).group(1))
-p50 = us(re.search(r"50%\s+(\S+)", out).group(1))
-p99 = us(re.search(r"99%\s+(\S+)", out).group(1))
+# The latency distribution's lines only: "50%" also ends a Stdev column.
+p50 = us(re.search(r"^\s*50%\s+(\S+)", out, re.M).group(1))
+p99 = us(re.search(r"^\s*99%\s+(\S+)", out, re.M).group(1))
 bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
 if bad:
     sys.exit(f"{bad.group(1)} answers were not 2xx:\n{out}")
+if "Socket errors" in out:
+    sys.exit(f"wrk saw socket errors (timeouts are left out of its latencies):\n{out}")
 cpu_us = (after - before) / hz * 1e6 / max(total, 1)
 print(f"{rps:.0f} {p50:.0f} {p99:.0f} {cpu_us:.1f}")
 PY

@@ -20,6 +20,11 @@ const MAX_TITLE: usize = 300;
 const MAX_IMAGE_FIELD: usize = 500;
 /// Images collected at most (the rendering shows 50).
 const MAX_IMAGES: usize = 1000;
+/// The text is at most this many times the page's size (plus 64 KiB):
+/// real text is shorter than its page, but each line inside lists and
+/// quotations repeats their marks, and a page of empty lines there would
+/// otherwise grow sixty-fold.
+const MAX_TEXT_FACTOR: usize = 4;
 /// Links numbered at most; later ones are kept as their text alone.
 const MAX_LINKS: usize = 1000;
 /// Inline marks (`**`, `*`, backticks) open at once at most; deeper ones
@@ -45,7 +50,7 @@ pub(crate) struct Converted {
 pub(crate) fn convert(html: &str, base: &Url, want_images: bool) -> Converted {
     let mut reader = Reader {
         // The text is rarely longer than the page; links' absolute URLs can make it a little longer.
-        text: text::Text::new(WIDTH, html.len() + html.len() / 4),
+        text: text::Text::new(WIDTH, html.len() + html.len() / 4, MAX_TEXT_FACTOR * html.len() + 65_536),
         base,
         want_images,
         title: None,
@@ -59,8 +64,13 @@ pub(crate) fn convert(html: &str, base: &Url, want_images: bool) -> Converted {
         raw: Raw::None,
     };
     for token in Scanner::new(html) {
+        if reader.text.full() {
+            break;
+        }
         reader.token(token);
     }
+    // A link the page leaves open ends with it.
+    reader.end("a");
     let Reader { text, title, images, numbers, .. } = reader;
     let mut text = text.finish();
     if !numbers.is_empty() {
@@ -107,14 +117,21 @@ const KEEPS_NO_CONTENT: &[&str] = &[
 /// `style` with `display: none`. Looked at only when the words appear.
 fn hidden_by(attrs: &str) -> bool {
     let bytes = attrs.as_bytes();
-    if memchr::memmem::find(bytes, b"hidden").is_some() && attribute(attrs, "hidden").is_some() {
+    if contains_ignoring_case(bytes, b"hidden") && attribute(attrs, "hidden").is_some() {
         return true;
     }
-    memchr::memmem::find(bytes, b"none").is_some()
+    contains_ignoring_case(bytes, b"none")
         && attribute(attrs, "style").is_some_and(|style| {
             let compact: String = style.chars().filter(|c| !c.is_ascii_whitespace()).collect();
             compact.to_ascii_lowercase().contains("display:none")
         })
+}
+
+/// Whether `haystack` holds `needle` (lower-case ASCII) in any case.
+fn contains_ignoring_case(haystack: &[u8], needle: &[u8]) -> bool {
+    let first = needle[0];
+    memchr::memchr2_iter(first, first.to_ascii_uppercase(), haystack)
+        .any(|at| haystack.get(at..at + needle.len()).is_some_and(|w| w.eq_ignore_ascii_case(needle)))
 }
 
 /// Start tags that end foreign content (`svg`, `math`) in a browser: a
@@ -231,14 +248,17 @@ impl Reader<'_> {
                         self.title = (!title.is_empty()).then(|| title.chars().take(MAX_TITLE).collect());
                     }
                 }
-                Raw::None | Raw::Shown if self.skipping.is_none() => self.text.text(&unescape(text)),
+                Raw::None if self.skipping.is_none() => self.text.text(&unescape(text)),
+                // Raw text (`xmp`) is shown as written.
+                Raw::Shown if self.skipping.is_none() => self.text.text(text),
                 Raw::None | Raw::Shown => {}
             },
             Token::Start { name, attrs } => {
                 let mut buffer = [0u8; 16];
                 let Some(name) = lower(name, &mut buffer) else { return };
                 if let Some((hidden, depth)) = &mut self.skipping {
-                    if name == hidden.as_str() {
+                    // A self-closing one (`<svg/>` in an SVG) opens nothing.
+                    if name == hidden.as_str() && !attrs.trim_end().ends_with('/') {
                         *depth += 1;
                     } else if matches!(hidden.as_str(), "svg" | "math") && BREAKOUT.contains(&name) {
                         self.skipping = None;
@@ -359,8 +379,14 @@ impl Reader<'_> {
                 self.text.pre(-1);
                 self.text.block(true);
             }
-            "h1" | "h2" | "h3" | "h4" | "h5" | "h6" => self.text.block(true),
+            "h1" | "h2" | "h3" | "h4" | "h5" | "h6" => {
+                // A heading with no text (a logo's) leaves no `#` for the next block.
+                self.text.drop_marker();
+                self.text.block(true);
+            }
+            "li" => self.text.drop_marker(),
             "ul" | "ol" => {
+                self.text.drop_marker();
                 if self.lists.pop().is_some() && !self.lists.is_empty() {
                     self.text.indent(-2);
                 }
@@ -542,6 +568,28 @@ mod tests {
         let html = "<div hidden><p>template</p><div>inner</div></div><span style=\"color: red; DISPLAY : none\">no</span>\
             <textarea>form value</textarea><p hidden>p is not skipped by attribute</p><div class=\"hidden\">shown</div>";
         assert_eq!(convert(html, &base(), false).text, "p is not skipped by attribute\n\nshown");
+    }
+
+    #[test]
+    fn a_marker_with_no_text_is_not_carried_to_the_next_block() {
+        let html = "<h1><a href=\"/\"><img src=\"logo.png\"></a></h1><p>Welcome</p><ul><li></li></ul><p>x</p>";
+        assert_eq!(convert(html, &base(), false).text, "Welcome\n\nx");
+    }
+
+    #[test]
+    fn hiding_is_read_in_any_case_and_a_link_left_open_is_closed() {
+        let html = "<div HIDDEN>secret</div><span style=\"DISPLAY:NONE\">secret</span><svg><svg/></svg>\
+            <xmp>a &lt; b</xmp><a href=\"/x\">open link";
+        assert_eq!(convert(html, &base(), false).text, "a &lt; b\n\n[open link][1]\n\n[1]: http://example.test/x");
+    }
+
+    #[test]
+    fn the_text_is_bounded_whatever_the_page_repeats() {
+        // Each line of a pre inside quotations and lists starts with their
+        // marks: without a bound, a page of newlines would grow 60-fold.
+        let html = format!("{}{}<pre>{}", "<blockquote>".repeat(16), "<ul>".repeat(17), "\n".repeat(1_000_000));
+        let page = convert(&html, &base(), false);
+        assert!(page.text.len() <= 4 * html.len() + 65_536, "{} bytes", page.text.len());
     }
 
     #[test]

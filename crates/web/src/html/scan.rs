@@ -81,7 +81,10 @@ impl<'a> Iterator for Scanner<'a> {
                 Some(b'!' | b'?') => self.at = past_gt(bytes, start + 2),
                 Some(b'/') => match bytes.get(start + 2) {
                     Some(c) if c.is_ascii_alphabetic() => {
-                        let (name, _, end) = tag(html, start + 2);
+                        let Some((name, _, end)) = tag(html, start + 2) else {
+                            self.at = bytes.len();
+                            return None;
+                        };
                         self.at = end;
                         return Some(Token::End { name });
                     }
@@ -93,7 +96,10 @@ impl<'a> Iterator for Scanner<'a> {
                     }
                 },
                 Some(c) if c.is_ascii_alphabetic() => {
-                    let (name, attrs, end) = tag(html, start + 1);
+                    let Some((name, attrs, end)) = tag(html, start + 1) else {
+                        self.at = bytes.len();
+                        return None;
+                    };
                     self.at = end;
                     self.raw = RAW_TEXT.iter().find(|raw| raw.eq_ignore_ascii_case(name)).copied();
                     return Some(Token::Start { name, attrs });
@@ -109,30 +115,54 @@ impl<'a> Iterator for Scanner<'a> {
 }
 
 /// The tag whose name starts at `from`: its name, the source of its
-/// attributes and the index past its `>` (the end of the input when it
-/// has none). A `>` inside a quoted attribute value does not end it.
-fn tag(html: &str, from: usize) -> (&str, &str, usize) {
+/// attributes and the index past its `>`; `None` when the input ends
+/// first (a browser drops such a tag). A `>` inside a quoted attribute
+/// value does not end it; a quote opens a value only right after a name's
+/// `=`, as in the WHATWG tokenizer.
+fn tag(html: &str, from: usize) -> Option<(&str, &str, usize)> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum State {
+        /// After the tag's name or a value: `=` here starts a name.
+        Between,
+        /// In an attribute's name.
+        Name,
+        /// White space after a name: `=` here gives it a value.
+        AfterName,
+        /// After a name's `=`, before its value.
+        BeforeValue,
+        /// In an unquoted value.
+        Unquoted,
+    }
     let bytes = html.as_bytes();
     let name_end = bytes[from..]
         .iter()
         .position(|b| b.is_ascii_whitespace() || *b == b'/' || *b == b'>')
         .map_or(bytes.len(), |p| from + p);
+    let mut state = State::Between;
     let mut i = name_end;
-    let mut after_equals = false;
     while i < bytes.len() {
-        match bytes[i] {
-            b'>' => return (&html[from..name_end], &html[name_end..i], i + 1),
-            b'=' => after_equals = true,
-            quote @ (b'"' | b'\'') if after_equals => {
-                i = memchr::memchr(quote, &bytes[i + 1..]).map_or(bytes.len(), |p| i + 1 + p);
-                after_equals = false;
-            }
-            b if b.is_ascii_whitespace() => {}
-            _ => after_equals = false,
+        let b = bytes[i];
+        if b == b'>' {
+            return Some((&html[from..name_end], &html[name_end..i], i + 1));
         }
+        state = match (state, b) {
+            (State::BeforeValue, b'"' | b'\'') => {
+                i = memchr::memchr(b, &bytes[i + 1..]).map_or(bytes.len(), |p| i + 1 + p);
+                State::Between
+            }
+            (State::BeforeValue, b) if b.is_ascii_whitespace() => State::BeforeValue,
+            (State::BeforeValue, _) => State::Unquoted,
+            (State::Unquoted, b) if b.is_ascii_whitespace() => State::Between,
+            (State::Unquoted, _) => State::Unquoted,
+            (State::Name | State::AfterName, b'=') => State::BeforeValue,
+            (State::Name | State::AfterName, b) if b.is_ascii_whitespace() => State::AfterName,
+            (_, b'/') => State::Between,
+            (State::Between, b) if b.is_ascii_whitespace() => State::Between,
+            (State::Between | State::Name | State::AfterName, _) => State::Name,
+        };
         i += 1;
     }
-    (&html[from..name_end], &html[name_end..], bytes.len())
+    None
 }
 
 /// The index past the comment whose text starts at `from` (after `<!--`):
@@ -281,6 +311,31 @@ mod tests {
             tokens("<!-->a<!--->b<!-- x --!>c<!-- open"),
             vec![Token::Text("a"), Token::Text("b"), Token::Text("c")]
         );
+    }
+
+    #[test]
+    fn a_quote_opens_a_value_only_after_a_names_equals_sign() {
+        assert_eq!(
+            tokens("<a href=/x?q=\"y>Visible</a>\"<b =\"> shown\">"),
+            vec![
+                Token::Start { name: "a", attrs: " href=/x?q=\"y" },
+                Token::Text("Visible"),
+                Token::End { name: "a" },
+                Token::Text("\""),
+                Token::Start { name: "b", attrs: " =\"" },
+                Token::Text(" shown\">"),
+            ]
+        );
+        assert_eq!(
+            tokens("<p title = 'a>b' x>t"),
+            vec![Token::Start { name: "p", attrs: " title = 'a>b' x" }, Token::Text("t")]
+        );
+    }
+
+    #[test]
+    fn a_tag_the_input_ends_in_is_dropped() {
+        assert_eq!(tokens("text<img alt=\"rest of the page"), vec![Token::Text("text")]);
+        assert_eq!(tokens("text</p"), vec![Token::Text("text")]);
     }
 
     #[test]

@@ -36,11 +36,16 @@ pub(crate) struct Text {
     quotes: usize,
     /// Inside `pre`: white space and line breaks kept, no wrapping.
     pre: usize,
+    /// The most bytes written: past it nothing more is.
+    limit: usize,
 }
 
 impl Text {
-    pub(crate) fn new(width: usize, capacity: usize) -> Self {
+    /// Text wrapped at `width` columns, of at most `limit` bytes (the
+    /// last word or line start may pass it by its own length).
+    pub(crate) fn new(width: usize, capacity: usize, limit: usize) -> Self {
         Self {
+            limit,
             out: String::with_capacity(capacity),
             width,
             column: 0,
@@ -62,6 +67,9 @@ impl Text {
             for (i, line) in text.split('\n').enumerate() {
                 if i > 0 {
                     self.flush_word();
+                    if self.full() {
+                        return;
+                    }
                     self.out.push('\n');
                     self.column = 0;
                     self.start_line();
@@ -162,7 +170,7 @@ impl Text {
     /// Puts `word` (`chars` characters) on the line, wrapping before it
     /// when it would pass the width.
     fn place(&mut self, word: &str, chars: usize) {
-        if word.is_empty() {
+        if word.is_empty() || self.full() {
             return;
         }
         if self.breaks > 0 || self.out.is_empty() {
@@ -202,8 +210,16 @@ impl Text {
         }
     }
 
+    /// Whether the text reached its limit.
+    pub(crate) fn full(&self) -> bool {
+        self.out.len() >= self.limit
+    }
+
     /// A line's indent and quotation marks.
     fn start_line(&mut self) {
+        if self.full() {
+            return;
+        }
         for _ in 0..self.quotes.min(MAX_INDENT_LEVELS) {
             self.out.push_str("> ");
             self.column += 2;
@@ -228,11 +244,18 @@ impl Text {
     pub(crate) fn line_break(&mut self) {
         self.flush_word();
         self.space = false;
-        if self.breaks == 0 {
+        if self.breaks == 0 && !self.full() {
             self.out.push('\n');
             self.column = 0;
             self.start_line();
         }
+    }
+
+    /// Forgets the marker of a block that ends with no text of its own:
+    /// the text written so far gets it, the next block does not.
+    pub(crate) fn drop_marker(&mut self) {
+        self.flush_word();
+        self.marker.clear();
     }
 
     /// What the next block's first line starts with.
