@@ -1,8 +1,9 @@
 //! HTML to readable text: every visible block kept, links as numbered
 //! references listed at the end, plus the page's title and images. One
 //! linear pass over the page's tokens ([`scan`]) writes the text
-//! ([`text`]); nothing is kept per element but the open lists and link,
-//! so a page's size bounds the time and its nesting does not matter.
+//! ([`text`]); nothing is kept per element but the open lists, marks and
+//! link and the hidden element being skipped, so a page's size bounds the
+//! time and its nesting does not matter.
 
 mod scan;
 mod text;
