@@ -258,8 +258,13 @@ fn lovia_mcp_serves_as_a_confined_server_of_another_lovia() {
     );
     let servers_path = dir.path().join("servers.toml");
     std::fs::write(&servers_path, servers).expect("servers");
+    // One call per turn: the inner server's calls share its 1 GiB of
+    // address space, and a search started beside the bomb once failed to
+    // map its instance (ENOMEM) in CI; what this test checks is each call
+    // on its own (docs/mcp.md, "Not done yet").
     let turns = json!({"turns": [
-        calls(&[("s", "inner__search_docs", json!({"query": "timeouts"})), ("m", "inner__memory_bomb", json!({}))]),
+        calls(&[("s", "inner__search_docs", json!({"query": "timeouts"}))]),
+        calls(&[("m", "inner__memory_bomb", json!({}))]),
         {"text": "done"}
     ]});
     let script = dir.path().join("script.json");
