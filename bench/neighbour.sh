@@ -17,6 +17,7 @@
 #   bench/neighbour.sh [RUNS] [SECONDS]      # defaults: 5 runs of 10 s phases
 #   ATTACKS=loop_forever,nest bench/neighbour.sh 1   # only these of A's attacks
 #   SERVE_ENV=TOKIO_WORKER_THREADS=2 bench/neighbour.sh  # the service's environment
+#   A_CORES=0.5 bench/neighbour.sh          # A's max_cpu_cores [default: the service's]
 #
 # Needs target/release/lovia, the test fixtures (scripts/test builds them into
 # target/fixtures/wasm32-wasip2/release) and wrk (apt-get install wrk).
@@ -44,6 +45,7 @@ store = "$dir/bench.db"
 name = "a"
 api_keys = ["$(printf a-key | "$lovia" serve --hash-key)"]
 calls_per_minute = 100000000
+${A_CORES:+max_cpu_cores = $A_CORES}
 
 [[tenants.plugins]]
 path = "$(abs slow)"
