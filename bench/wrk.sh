@@ -71,13 +71,16 @@ ticks() { awk '{print $14 + $15}' "/proc/$server/stat"; }
 
 # Drives $url with wrk pinned to CPU 1; prints "calls/s p50_us p99_us cpu_us_per_call".
 drive() {
-  local url=$1 before after out
+  local url=$1 before after out recorder=
   # Warm-up: every connection's first call.
   taskset -c 1 wrk -t1 -c"$conns" -d1s -s "$dir/post.lua" "$url" >/dev/null
   before=$(ticks)
-  [[ -n "${PERF:-}" && "$2" == lovia ]] && perf record -q -F 4999 -g -p "$server" -o "$dir/perf.data" -- sleep "$seconds" &
+  if [[ -n "${PERF:-}" && "$2" == lovia ]]; then
+    perf record -q -F 4999 -g -p "$server" -o "$dir/perf.data" -- sleep "$seconds" &
+    recorder=$!
+  fi
   out=$(taskset -c 1 wrk -t1 -c"$conns" -d"${seconds}s" --timeout 30s --latency -s "$dir/post.lua" "$url")
-  wait
+  [[ -z "$recorder" ]] || wait "$recorder"
   after=$(ticks)
   [[ -n "${PERF:-}" && "$2" == lovia ]] && mkdir -p target/bench && cp "$dir/perf.data" target/bench/wrk-serve.perf.data
   python3 - "$out" "$before" "$after" "$(getconf CLK_TCK)" <<'PY'
