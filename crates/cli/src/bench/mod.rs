@@ -76,7 +76,7 @@ pub(crate) struct Args {
     /// POST, from the same axum stack) on ADDR until Ctrl-C or SIGTERM, for
     /// an external load generator to drive beside `lovia serve`
     /// (bench/wrk.sh); nothing is measured.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["only", "json"])]
     serve_floor: Option<std::net::SocketAddr>,
 }
 
