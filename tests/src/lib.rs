@@ -44,7 +44,13 @@ pub async fn packed(path: &str) -> PathBuf {
         let bytes = std::fs::read(path).expect("fixture bytes");
         let plugin = load(path).await;
         let packed = manifest::embed(&bytes, &plugin.manifest()).expect("embed");
-        let tmp = out.with_extension("tmp");
+        // Tests pack the same fixture at once: each writes a file of its
+        // own and renames it over `out` (the same bytes, so the last rename
+        // wins harmlessly); one shared temporary name let a rename find its
+        // file already moved.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = out.with_extension(format!("tmp{n}"));
         std::fs::write(&tmp, packed).expect("write packed");
         std::fs::rename(&tmp, &out).expect("rename packed");
     }
