@@ -33,9 +33,8 @@ for f in hostile slow union_bomb diagnostics; do
 done
 [[ -x "$lovia" ]] || { echo "$lovia is missing: cargo build --release -p lovia-cli" >&2; exit 1; }
 dir=$(mktemp -d)
-server=
-stop() { [[ -n "$server" ]] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null; server=; }
-trap 'stop; rm -rf "$dir"' EXIT
+source bench/lib.sh
+trap 'stop_server; rm -rf "$dir"' EXIT
 
 abs() { realpath "$fixtures/$1.wasm"; }
 cat > "$dir/serve.toml" <<EOF
@@ -113,15 +112,7 @@ url="http://127.0.0.1:$port"
 start() {
   # SERVE_ENV is split into NAME=VALUE words on purpose.
   # shellcheck disable=SC2086
-  "$@" env ${SERVE_ENV:-} "$lovia" serve --config "$dir/serve.toml" --listen "127.0.0.1:$port" >"$dir/server.log" 2>&1 &
-  server=$!
-  for _ in $(seq 400); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "the service did not listen:" >&2
-  cat "$dir/server.log" >&2
-  exit 1
+  start_server "$@" env ${SERVE_ENV:-} "$lovia" serve --config "$dir/serve.toml" --listen "127.0.0.1:$port"
 }
 # B's p99 in ms over $seconds, after a one-second warm-up; fails on any non-2xx answer.
 b_p99() {
@@ -138,7 +129,7 @@ printf 'B'"'"'s p99 (ms), %s s phases, 4 connections; A: 16 connections of attac
 for run in $(seq "$runs"); do
   start taskset -c 0
   floor=$(b_p99)
-  stop
+  stop_server
   start
   quiet=$(b_p99)
   wrk -t1 -c16 -d"$((seconds + 3))s" --timeout 10s -s "$dir/a.lua" "$url" >"$dir/attack.out" 2>&1 &
@@ -147,7 +138,7 @@ for run in $(seq "$runs"); do
   loud=$(b_p99)
   wait "$attack"
   attacks=$(awk '/requests in/ { print $1 }' "$dir/attack.out")
-  stop
+  stop_server
   python3 -c "import sys; f, q, l, a = sys.argv[1:]; print(f'  run $run: floor {float(f):7.2f}  quiet {float(q):7.2f}  loud {float(l):7.2f}  loud/floor {float(l)/float(f):5.2f}x  ({a} attack requests)')" \
     "$floor" "$quiet" "$loud" "$attacks"
 done

@@ -25,9 +25,8 @@ command -v wrk >/dev/null || { echo "wrk is not installed: apt-get install wrk" 
 [[ $(nproc) -ge 2 ]] || { echo "pinning the server and wrk apart needs 2 CPUs; this machine has $(nproc)" >&2; exit 1; }
 plugin=$(realpath "${PLUGIN:-target/plugins/diagnostics.wasm}")
 dir=$(mktemp -d)
-server=
-stop() { [[ -n "$server" ]] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null; server=; }
-trap 'stop; rm -rf "$dir"' EXIT
+source bench/lib.sh
+trap 'stop_server; rm -rf "$dir"' EXIT
 
 key=lovia-bench-key
 hash=$(printf %s "$key" | "$lovia" serve --hash-key)
@@ -52,19 +51,6 @@ wrk.body = '{"text": "hi"}'
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer $key"
 EOF
-
-# Starts "$@" pinned to CPU 0 and waits until port $port accepts.
-start() {
-  taskset -c 0 "$@" >"$dir/server.log" 2>&1 &
-  server=$!
-  for _ in $(seq 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "the server did not listen on $port:" >&2
-  cat "$dir/server.log" >&2
-  exit 1
-}
 
 # The server's user and system CPU time so far, in clock ticks.
 ticks() { awk '{print $14 + $15}' "/proc/$server/stat"; }
@@ -107,13 +93,13 @@ PY
 }
 
 port=18091
-start "$lovia" bench --serve-floor "127.0.0.1:$port"
+start_server taskset -c 0 "$lovia" bench --serve-floor "127.0.0.1:$port"
 read -r f_rps f_p50 f_p99 f_cpu < <(drive "http://127.0.0.1:$port/echo" floor)
-stop
+stop_server
 port=18092
-start "$lovia" serve --config "$dir/serve.toml" --listen "127.0.0.1:$port"
+start_server taskset -c 0 "$lovia" serve --config "$dir/serve.toml" --listen "127.0.0.1:$port"
 read -r l_rps l_p50 l_p99 l_cpu < <(drive "http://127.0.0.1:$port/api/tools/echo/call" lovia)
-stop
+stop_server
 
 printf 'wrk -t1 -c%s -d%ss, server on CPU 0, wrk on CPU 1 (%s)\n' "$conns" "$seconds" "$(lscpu | sed -n 's/^Model name: *//p')"
 printf '  %-32s %9s calls/s  p50 %6s µs  p99 %6s µs  server CPU %6s µs/call\n' \
