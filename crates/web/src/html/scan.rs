@@ -5,9 +5,10 @@
 //! raw-text elements runs to their end tag, whatever it holds.
 //!
 //! Why not html5ever, the browser-grade parser `read_page` used before:
-//! its tokenizer alone reads about 100 MB/s here, and its tree builder and
-//! html2text's layout after it brought a 20 KiB page to 1.4 ms, fourteen
-//! times the fetch (docs/performance.md, "The web tools"). Reading a page
+//! its tokenizer alone took longer than the fetch, and with its tree
+//! builder and html2text's layout `read_page` of a 20 KiB page took
+//! 1.24–1.29 ms, twelve to sixteen times the fetch (docs/performance.md,
+//! "The web tools"). Reading a page
 //! as text needs no tree: which element opens and closes is enough, and a
 //! pass that keeps no tree has no depth for a hostile page to exploit.
 
@@ -33,7 +34,8 @@ pub(crate) enum Token<'a> {
 /// Elements whose content is text up to their own end tag (the WHATWG
 /// RAWTEXT, RCDATA and script data states, as a browser with scripting
 /// enabled reads `noscript`).
-const RAW_TEXT: &[&str] = &["script", "style", "title", "textarea", "xmp", "iframe", "noembed", "noframes", "noscript"];
+pub(crate) const RAW_TEXT: &[&str] =
+    &["script", "style", "title", "textarea", "xmp", "iframe", "noembed", "noframes", "noscript"];
 
 /// The tokens of `html`, in order.
 pub(crate) struct Scanner<'a> {
