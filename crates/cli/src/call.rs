@@ -148,8 +148,10 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
         // Defaults deny: with nobody to ask, a gated call does not run (docs/semantics.md §13).
         Approver::Deny
     };
-    let settings =
-        ExecSettings::default().with_agent("lovia-cli".into()).with_approval_handler(Some(Arc::new(approver)));
+    let settings = ExecSettings::default()
+        .with_agent("lovia-cli".into())
+        .with_approval_handler(Some(Arc::new(approver)))
+        .with_telemetry(crate::telemetry::handle());
     let exec = Executor::new(tools, settings);
     let state = RunState { run_id: "cli".into(), session_id: args.session, turn: 1, ..RunState::default() };
     // Only progress is printed; an ApprovalRequired dropped here goes to the handler at once.

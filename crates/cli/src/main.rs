@@ -15,6 +15,7 @@ mod run;
 mod serve;
 mod sign;
 mod supply;
+mod telemetry;
 mod web;
 mod workspace;
 
@@ -167,6 +168,17 @@ fn main() -> ExitCode {
     // must load while its registry is down.
     let oci_cache = cli.cache_dir.clone().or_else(default_cache_dir).map(|d| d.join("oci"));
     let supply = || cli.supply.supply(oci_cache.clone());
+    // Traces for the commands that run tools; `lovia serve` reads its
+    // `[telemetry]` table itself.
+    let export = match &cli.command {
+        Command::Call(_) | Command::Run(_) | Command::Mcp(_) => {
+            match runtime.block_on(async { telemetry::start(&Default::default()) }) {
+                Ok(export) => export,
+                Err(e) => return report(&e),
+            }
+        }
+        _ => None,
+    };
     let result = runtime.block_on(async {
         match cli.command {
             Command::Inspect(args) => inspect::run(args, || host(cli.no_cache, cli.cache_dir.clone())).await,
@@ -215,6 +227,10 @@ fn main() -> ExitCode {
             }
         }
     });
+    if let Some(export) = export {
+        // The spans still queued go before the process ends.
+        export.shutdown();
+    }
     match result {
         Ok(code) => code,
         Err(e) => report(&e),

@@ -493,6 +493,7 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
     agent.context_policy = script.agent.context_window_tokens.map(lovia_runner::ContextPolicy::for_window);
     agent.tool_settings = ExecSettings::default()
         .with_agent(name)
+        .with_telemetry(crate::telemetry::handle())
         .with_default_retries(script.agent.default_tool_retries)
         .with_default_timeout(script.agent.default_tool_timeout_ms.map(Duration::from_millis))
         .with_max_output_chars(script.agent.max_tool_output_chars)

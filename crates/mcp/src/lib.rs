@@ -47,3 +47,4 @@ cfg_if::cfg_if! {
 }
 #[cfg(feature = "client")]
 pub mod source;
+mod trace;

@@ -265,6 +265,13 @@ impl McpServer {
         let n = self.next_call.fetch_add(1, Ordering::Relaxed);
         let token =
             context.meta.get_progress_token().or_else(|| request.meta.as_ref().and_then(|m| m.get_progress_token()));
+        let span = crate::trace::server_call(
+            &catalog.exec.settings().telemetry,
+            &request.name,
+            &context,
+            request.meta.as_ref(),
+            self.options.tenant.as_deref(),
+        );
         let call = ToolCall::new(format!("mcp_{n}"), request.name.into_owned(), arguments);
         let state = RunState {
             run_id: format!("mcp-{n}"),
@@ -328,7 +335,11 @@ impl McpServer {
             question,
             plugin_names: catalog.plugin_names.clone(),
         };
-        call::run(&catalog.exec, call).await
+        let answer = span.within(call::run(&catalog.exec, call)).await;
+        if let Err(error) = &answer {
+            span.fail(error.code.0.to_string(), error.message.to_string());
+        }
+        answer
     }
 }
 

@@ -70,6 +70,10 @@ pub struct Checkpoint {
     /// session's later ones. Never another session's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_tools: Vec<String>,
+    /// The W3C `traceparent` of the run's span, when traces are on: a run
+    /// resumed elsewhere continues its trace (docs/telemetry.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 impl Checkpoint {
@@ -88,6 +92,7 @@ impl Checkpoint {
             pending_approvals: Vec::new(),
             allowed_tools: Vec::new(),
             error: None,
+            trace: None,
         }
     }
 

@@ -21,6 +21,7 @@ pub mod scripted;
 mod sqlite;
 mod store_url;
 mod stream;
+mod trace;
 pub mod wire;
 
 pub use agent::{Agent, DEFAULT_MAX_TURNS, tool_name};
@@ -336,8 +337,10 @@ impl Runner {
         });
         // A name clash stops the run before any event (docs/semantics.md §15).
         let mut executor = run_executor(&agent, &saver)?;
+        let span = trace::run_span(&agent, &*self.provider, &state, &saver.checkpoint, resuming);
         emit(RunEvent::RunStarted { agent: agent.name.clone(), run_id: state.run_id.clone() });
-        let outcome = self.run_loop(input, &mut state, &mut agent, &mut executor, &saver, &emit).await;
+        let outcome = span.within(self.run_loop(input, &mut state, &mut agent, &mut executor, &saver, &emit)).await;
+        trace::run_end(&span, &outcome, &state.meter.usage());
         // Record how the run ended; a store failure is the run's error.
         let end = saver
             .update(|cp| {
@@ -466,14 +469,20 @@ impl Runner {
             };
             let deltas = emit.clone();
             let on_text = move |text: &str| deltas(RunEvent::TextDelta { text: text.to_owned() });
+            let span = trace::chat_span(agent, &*self.provider, &request, turns);
             let reply = tokio::select! {
                 biased;
                 () = state.cancel.cancelled() => {
+                    span.fail("cancelled", "the run was cancelled");
                     let messages = saver.messages();
                     return Err(RunError::Cancelled { reason: state.cancel.reason(), messages });
                 }
-                reply = self.provider.respond(&request, &on_text) => reply?,
+                reply = span.within(self.provider.respond(&request, &on_text)) => {
+                    trace::chat_end(&span, &reply);
+                    reply?
+                }
             };
+            span.end();
             if let Some(usage) = reply.usage {
                 state.meter.add(usage);
             }

@@ -241,6 +241,7 @@ pub(crate) async fn run(args: Args, host: Host, supply: Supply) -> Result<ExitCo
     // call itself; one nobody decided is denied (docs/semantics.md §13).
     let settings = ExecSettings::default()
         .with_agent("lovia-mcp".into())
+        .with_telemetry(crate::telemetry::handle())
         .with_default_timeout(args.timeout_ms.map(std::time::Duration::from_millis));
     let server = McpServer::with_options(Executor::new(tools, settings.clone()), options)
         .map_err(|e| CliError::new(e.to_string()))?;

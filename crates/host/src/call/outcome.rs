@@ -89,6 +89,21 @@ impl Failure {
         }
     }
 
+    /// The limit that ended the attempt, as traces name it: `timeout`,
+    /// `wall_clock`, `memory`, `stack`, `fuel` or `result_size`; `None` for
+    /// a failure that is not a limit's.
+    pub fn limit(&self) -> Option<&'static str> {
+        match self {
+            Failure::TimedOut { .. } => Some("timeout"),
+            Failure::WallClockCap { .. } => Some("wall_clock"),
+            Failure::OutOfMemory { .. } => Some("memory"),
+            Failure::StackOverflow => Some("stack"),
+            Failure::CpuBudget => Some("fuel"),
+            Failure::ResultTooLarge { .. } => Some("result_size"),
+            _ => None,
+        }
+    }
+
     /// Deterministic resource-limit failures and argument errors are never
     /// retried (docs/semantics.md §9, D6).
     pub fn is_retryable(&self) -> bool {

@@ -52,19 +52,29 @@ pub(super) async fn run(
             _ => prepared.clone().unwrap_or_default(),
         };
         let chain = Next { tool: &tool.spec.name, rest: &tool.policies, inner, ctx }.run(args);
-        let result = match timeout {
-            Some(t) => {
-                let left = if k == 1 { t.saturating_sub(checking) } else { t };
-                // Spent already (checks, or a wait behind a session's other
-                // calls): the body does not even start.
-                if left.is_zero() {
-                    Err(timed_out(t))
-                } else {
-                    tokio::time::timeout(left, chain).await.unwrap_or_else(|_| Err(timed_out(t)))
+        // A span per attempt only where there can be more than one.
+        let span =
+            if attempts > 1 { super::trace::attempt(&settings.telemetry, k) } else { lovia_telemetry::Scope::none() };
+        let result = {
+            let chain = span.within(chain);
+            match timeout {
+                Some(t) => {
+                    let left = if k == 1 { t.saturating_sub(checking) } else { t };
+                    // Spent already (checks, or a wait behind a session's other
+                    // calls): the body does not even start.
+                    if left.is_zero() {
+                        Err(timed_out(t))
+                    } else {
+                        tokio::time::timeout(left, chain).await.unwrap_or_else(|_| Err(timed_out(t)))
+                    }
                 }
+                None => chain.await,
             }
-            None => chain.await,
         };
+        if let Err(failure) = &result {
+            super::trace::failed(&span, failure);
+        }
+        span.end();
         match result {
             Ok(output) => return Ok(output),
             Err(failure) if !failure.is_retryable() || k >= attempts => return Err(failure),

@@ -12,6 +12,7 @@ mod preflight;
 mod schedule;
 mod tool;
 mod toolset;
+mod trace;
 
 pub use crate::call::CancelToken;
 pub use budget::{Budget, BudgetExceeded, BudgetMeter, Usage};
@@ -92,6 +93,8 @@ pub struct ExecSettings {
     /// Requested calls allowed per run (rejected calls count). Default: none.
     /// Checked with the run's other limits in [`RunState::meter`].
     pub max_tool_calls: Option<u64>,
+    /// Where the spans of calls go (docs/telemetry.md). Default: off.
+    pub telemetry: lovia_telemetry::Telemetry,
 }
 
 crate::setters::setters!(ExecSettings {
@@ -102,6 +105,7 @@ crate::setters::setters!(ExecSettings {
     with_renderer => renderer: Option<Renderer>,
     with_approval_handler => approval_handler: Option<Arc<dyn ApprovalHandler>>,
     with_max_tool_calls => max_tool_calls: Option<u64>,
+    with_telemetry => telemetry: lovia_telemetry::Telemetry,
 });
 
 impl Default for ExecSettings {
@@ -114,6 +118,7 @@ impl Default for ExecSettings {
             renderer: None,
             approval_handler: None,
             max_tool_calls: None,
+            telemetry: lovia_telemetry::Telemetry::off(),
         }
     }
 }
@@ -126,6 +131,7 @@ impl std::fmt::Debug for ExecSettings {
             .field("default_timeout", &self.default_timeout)
             .field("max_output_chars", &self.max_output_chars)
             .field("max_tool_calls", &self.max_tool_calls)
+            .field("telemetry", &self.telemetry)
             .finish_non_exhaustive()
     }
 }

@@ -16,6 +16,8 @@ pub(super) struct ExecNested {
     pub(super) run: RunState,
     pub(super) events: EventSink,
     pub(super) parent: String,
+    /// The parent call's span: the nested calls' spans are its children.
+    pub(super) trace: Option<lovia_telemetry::Context>,
     pub(super) count: AtomicU64,
     /// Taken shared by a call and exclusively by a barrier's call, or a call
     /// of a session's shared instance (whose calls a turn runs in one lane).
@@ -48,7 +50,8 @@ impl NestedCalls for ExecNested {
             });
             // The argument text of a nested call is whole: never "cut off".
             let run = RunState { cut_off: false, ..self.run.clone() };
-            match self.exec.call(&call, &run, &events).await {
+            let done = lovia_telemetry::within(self.trace.as_ref(), self.exec.call(&call, &run, &events)).await;
+            match done {
                 Ok(entry) => Ok(NestedResult {
                     call_id: call.id,
                     output: entry.output,

@@ -171,10 +171,31 @@ async fn decide(
             Body::Native(_) => None,
         },
     };
+    let span = super::trace::approval(&exec.settings.telemetry, call);
+    let (decision, via) = span.within(wait(exec, call, ctx, run, events, request)).await;
+    let name = match decision {
+        Some(ApprovalDecision::Approve) => "approved",
+        Some(ApprovalDecision::Deny) => "denied",
+        None => "cancelled",
+    };
+    super::trace::decided(&span, name, via);
+    decision
+}
+
+/// [`decide`]'s wait, and how it ended: `always_allow`, `consumer`, `handler`
+/// or `default_deny` (docs/telemetry.md).
+async fn wait(
+    exec: &Executor,
+    call: &ToolCall,
+    ctx: &CallContext,
+    run: &RunState,
+    events: &EventSink,
+    request: ApprovalRequest,
+) -> (Option<ApprovalDecision>, &'static str) {
     // A person allowed this tool for the session: approved without asking.
     if run.approvals.is_allowed(&call.name) {
         events.emit(ToolEvent::AutoApproved { call: call.clone() });
-        return Some(ApprovalDecision::Approve);
+        return (Some(ApprovalDecision::Approve), "always_allow");
     }
     let mut decision = run.approvals.register(request.clone());
     let (held, released) = oneshot::channel::<()>();
@@ -184,25 +205,25 @@ async fn decide(
     // (a) The consumer holds the ticket: wait for a decision, its release, or cancellation.
     tokio::select! {
         biased;
-        d = &mut decision => return d.ok().or(Some(ApprovalDecision::Deny)),
-        () = run.cancel.cancelled() => { run.approvals.discard(&call.id); return None }
+        d = &mut decision => return (d.ok().or(Some(ApprovalDecision::Deny)), "consumer"),
+        () = run.cancel.cancelled() => { run.approvals.discard(&call.id); return (None, "consumer") }
         _ = released => {}
     }
     if let Ok(d) = decision.try_recv() {
-        return Some(d);
+        return (Some(d), "consumer");
     }
     // (b) The handler; an out-of-band decision landing meanwhile also counts.
     if let Some(handler) = &exec.settings.approval_handler {
         let answer = tokio::select! {
             biased;
-            d = &mut decision => return d.ok().or(Some(ApprovalDecision::Deny)),
-            () = run.cancel.cancelled() => { run.approvals.discard(&call.id); return None }
+            d = &mut decision => return (d.ok().or(Some(ApprovalDecision::Deny)), "consumer"),
+            () = run.cancel.cancelled() => { run.approvals.discard(&call.id); return (None, "consumer") }
             a = handler.decide(&request, ctx) => a,
         };
         match answer {
             Ok(HandlerAnswer::Allow) => {
                 run.approvals.discard(&call.id);
-                return Some(ApprovalDecision::Approve);
+                return (Some(ApprovalDecision::Approve), "handler");
             }
             Ok(HandlerAnswer::Deny) | Ok(HandlerAnswer::Ask) => {}
             Err(error) => events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error }),
@@ -210,5 +231,5 @@ async fn decide(
     }
     // (c) Still undecided: fail closed.
     run.approvals.discard(&call.id);
-    Some(ApprovalDecision::Deny)
+    (Some(ApprovalDecision::Deny), "default_deny")
 }

@@ -5,7 +5,7 @@
 use super::complete::{self, Results};
 use super::preflight::{Preflight, preflight};
 use super::tool::Tool;
-use super::{EventSink, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError, attempt};
+use super::{EventSink, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError, attempt, trace};
 use crate::call::CallContext;
 use crate::call::Failure;
 use futures_util::FutureExt;
@@ -38,6 +38,9 @@ pub(super) async fn run_turn(
     };
     let mut handoff = None;
     let mut budget = None;
+    // The calls' spans are children of whatever the caller runs the turn in
+    // (a run's span, an MCP request's, a program's call).
+    let parent = exec.settings.telemetry.current();
     let end = async {
         for (index, call) in calls.iter().enumerate() {
             // Sweep: calls that already finished may have asked to cancel the run.
@@ -45,10 +48,13 @@ pub(super) async fn run_turn(
                 in_flight.settle(done, run).await?;
             }
             let mut ctx = call_context(exec, run, call, events);
-            match preflight(exec, call, &ctx, run, events, &results, &mut handoff).await {
+            let span = trace::tool_span(exec, run, call, &parent);
+            match span.within(preflight(exec, call, &ctx, run, events, &results, &mut handoff)).await {
                 Preflight::Ready { tool, raw_args, prepared, checking } => {
+                    trace::plugin(&span, &tool);
                     if tool.calls_tools {
                         ctx.nested = Some(Arc::new(super::nested::ExecNested {
+                            trace: span.context().cloned(),
                             exec: exec.clone(),
                             run: run.clone(),
                             events: events.clone(),
@@ -81,6 +87,7 @@ pub(super) async fn run_turn(
                         ctx,
                         events.clone(),
                         results.clone(),
+                        span,
                     );
                     if alone {
                         in_flight.run_inline(task, call, run).await?;
@@ -103,7 +110,7 @@ pub(super) async fn run_turn(
                     let handle = in_flight.set.spawn(task);
                     in_flight.calls.insert(handle.id(), call.clone());
                 }
-                Preflight::Rejected => {}
+                Preflight::Rejected => trace::finish(&span, &results, &call.id, None),
                 Preflight::Budget(message) => {
                     // Stop spawning; calls in flight run to completion and are recorded (docs/semantics.md §7).
                     budget = Some(message);
@@ -312,16 +319,24 @@ async fn execute(
     ctx: CallContext,
     events: EventSink,
     results: Results,
+    span: lovia_telemetry::Scope,
 ) -> CallEnd {
     let checking = since.elapsed();
     events.emit(ToolEvent::ToolCallStarted { call: call.clone() });
     let on_retry = |attempt: u32, failure: &Failure, retry_in: Duration| {
         events.emit(ToolEvent::AttemptFailed { call: call.clone(), attempt, error: failure.to_string(), retry_in });
     };
-    let outcome = attempt::run(&exec.settings, &tool, raw_args.as_ref(), prepared, checking, &ctx, &on_retry).await;
+    let outcome =
+        span.within(attempt::run(&exec.settings, &tool, raw_args.as_ref(), prepared, checking, &ctx, &on_retry)).await;
     if let Err(Failure::RunCancelled(reason)) = outcome {
+        span.fail("cancelled", "the tool cancelled the run");
         return CallEnd::CancelRun(reason);
     }
-    complete::finish(&results, &events, &exec.settings, &tool, &call, &ctx, outcome).await;
+    if let Err(failure) = &outcome {
+        trace::failed(&span, failure);
+    }
+    span.within(complete::finish(&results, &events, &exec.settings, &tool, &call, &ctx, outcome)).await;
+    let cap = tool.spec.max_output_chars.or(exec.settings.max_output_chars);
+    trace::finish(&span, &results, &call.id, cap);
     CallEnd::Recorded
 }

@@ -123,6 +123,11 @@ impl Toolset {
         self.index.get(name).map(|&i| &self.tools[i])
     }
 
+    /// Where the tool named `name` came from.
+    pub(crate) fn source_of(&self, name: &str) -> Option<&ToolSource> {
+        self.index.get(name).map(|&i| &self.sources[i])
+    }
+
     /// All tools in insertion order.
     pub fn iter(&self) -> impl Iterator<Item = &Tool> {
         self.tools.iter().map(|t| &**t)

@@ -216,8 +216,28 @@ impl Supervisor {
         arguments: JsonObject,
         progress: Option<ProgressSink>,
     ) -> Result<CallToolResult, RequestFailed> {
+        let (span, meta) = crate::trace::client_call(&self.config.name, raw_name, self.config.url.is_some());
+        let answer = span.within(self.send_call(raw_name, arguments, progress, meta)).await;
+        match &answer {
+            Ok(result) if result.is_error == Some(true) => span.fail("tool_error", "the server's tool failed"),
+            Ok(_) => {}
+            Err(e) => span.fail("request_failed", e.to_string()),
+        }
+        answer
+    }
+
+    async fn send_call(
+        &self,
+        raw_name: &str,
+        arguments: JsonObject,
+        progress: Option<ProgressSink>,
+        meta: Option<JsonObject>,
+    ) -> Result<CallToolResult, RequestFailed> {
         let (peer, session) = self.peer().await?;
-        let params = CallToolRequestParams::new(raw_name.to_owned()).with_arguments(arguments);
+        let mut params = CallToolRequestParams::new(raw_name.to_owned()).with_arguments(arguments);
+        if let Some(meta) = meta {
+            params.meta = Some(meta.into());
+        }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         // rmcp gives every request a progress token of its own; the route to
         // this call's sink is open from before the server can answer (the

@@ -1,0 +1,356 @@
+//! OTLP export for the binaries: a `[telemetry]` table and the standard
+//! `OTEL_*` variables become a tracer provider, whose spans leave through a
+//! bounded queue on a thread of their own.
+//!
+//! The queue is lovia's, not the SDK's `BatchSpanProcessor`: that one drops
+//! spans when full but does not say how many, and lovia counts each dropped
+//! span (`lovia_telemetry_spans_dropped_total`). A span is handed over with
+//! one `try_send`, so a collector that is slow, stopped or unreachable never
+//! slows a call: its spans wait in the queue, then are dropped and counted.
+
+use crate::{Telemetry, TelemetryError};
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, Span, SpanData, SpanExporter, SpanProcessor};
+use serde::Deserialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The most spans `queue` may hold.
+pub const MAX_QUEUE: usize = 65_536;
+/// Spans sent in one export request at most.
+const BATCH: usize = 512;
+/// How long a span waits for its batch to fill before it is sent.
+const DELAY: Duration = Duration::from_secs(1);
+/// How long one export request may take before its spans count as dropped.
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The `[telemetry]` table (and its flags). Every field says its default;
+/// with no endpoint here or in the environment, nothing is exported.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct TelemetrySection {
+    /// The OTLP endpoint, such as `http://127.0.0.1:4318` (HTTP) or
+    /// `http://127.0.0.1:4317` (gRPC). Default: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
+    /// then `OTEL_EXPORTER_OTLP_ENDPOINT`; with neither, telemetry is off.
+    pub endpoint: Option<String>,
+    /// `http/protobuf` or `grpc`. Default: `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`,
+    /// then `OTEL_EXPORTER_OTLP_PROTOCOL`, then `http/protobuf`.
+    pub protocol: Option<String>,
+    /// The share of new traces kept, 0–1; a trace whose caller sampled it
+    /// (or not) follows its caller. Default: 1.
+    pub sampling: Option<f64>,
+    /// Spans waiting for export at most; past it spans are dropped and
+    /// counted. Default: 2048; at most 65,536.
+    pub queue: Option<usize>,
+    /// `service.name`. Default: `OTEL_SERVICE_NAME`, then `lovia`.
+    pub service_name: Option<String>,
+    /// Record arguments, results, prompts and command lines in spans.
+    /// Default: false. `lovia serve` also takes it per tenant.
+    #[serde(default)]
+    pub capture_content: bool,
+    /// A trace UI's address for one trace, with `{trace_id}` in it; the
+    /// console links a run to it. Default: none.
+    pub trace_url: Option<String>,
+}
+
+/// Where a setting came from, for errors and for `--help`.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+impl TelemetrySection {
+    /// The endpoint this table and the environment name; `None`: off.
+    /// `OTEL_SDK_DISABLED=true` turns it off whatever else is set.
+    pub fn endpoint(&self) -> Option<String> {
+        if env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+            return None;
+        }
+        self.endpoint
+            .clone()
+            .or_else(|| env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+            .or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"))
+    }
+
+    /// Checks every value; the errors name the setting and what is allowed.
+    pub fn check(&self) -> Result<(), TelemetryError> {
+        self.protocol()?;
+        if let Some(value) = self.sampling
+            && !(0.0..=1.0).contains(&value)
+        {
+            return Err(TelemetryError::Sampling { value });
+        }
+        if let Some(value) = self.queue
+            && !(1..=MAX_QUEUE).contains(&value)
+        {
+            return Err(TelemetryError::Queue { value, max: MAX_QUEUE });
+        }
+        if let Some(template) = &self.trace_url
+            && !template.contains("{trace_id}")
+        {
+            return Err(TelemetryError::TraceUrl { template: template.clone() });
+        }
+        Ok(())
+    }
+
+    fn protocol(&self) -> Result<Protocol, TelemetryError> {
+        let (value, from) =
+            match (&self.protocol, env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), env("OTEL_EXPORTER_OTLP_PROTOCOL")) {
+                (Some(p), _, _) => (p.clone(), "[telemetry] protocol"),
+                (None, Some(p), _) => (p, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"),
+                (None, None, Some(p)) => (p, "OTEL_EXPORTER_OTLP_PROTOCOL"),
+                (None, None, None) => return Ok(Protocol::HttpBinary),
+            };
+        match value.trim() {
+            "http/protobuf" => Ok(Protocol::HttpBinary),
+            "grpc" => Ok(Protocol::Grpc),
+            other => Err(TelemetryError::Protocol { protocol: other.to_owned(), from: from.to_owned() }),
+        }
+    }
+
+    /// The trace UI's address for `trace_id`, when a template is set.
+    pub fn trace_link(&self, trace_id: &str) -> Option<String> {
+        self.trace_url.as_ref().map(|t| t.replace("{trace_id}", trace_id))
+    }
+}
+
+/// A running export: the provider spans go to, and its counts. Shut it down
+/// before the process exits, or the spans still queued are lost.
+#[derive(Debug, Clone)]
+pub struct Export {
+    provider: SdkTracerProvider,
+    counts: Arc<Counts>,
+    capture_content: bool,
+}
+
+/// What the export did.
+#[derive(Debug, Default)]
+struct Counts {
+    dropped: AtomicU64,
+    exported: AtomicU64,
+}
+
+impl Export {
+    /// Starts exporting as `section` and the environment say; `Ok(None)`
+    /// when no endpoint is named (telemetry off). `client` sends OTLP over
+    /// HTTP (the caller's TLS configuration); gRPC uses its own.
+    pub fn start(section: &TelemetrySection, client: reqwest::Client) -> Result<Option<Export>, TelemetryError> {
+        section.check()?;
+        let Some(endpoint) = section.endpoint() else { return Ok(None) };
+        let exporter = match section.protocol()? {
+            Protocol::Grpc => opentelemetry_otlp::SpanExporter::builder().with_tonic().with_endpoint(endpoint).build(),
+            _ => {
+                // The HTTP exporter takes the endpoint as the collector's
+                // root, as OTEL_EXPORTER_OTLP_ENDPOINT does, unless it
+                // already names the traces path.
+                let url = if endpoint.trim_end_matches('/').ends_with("/v1/traces") {
+                    endpoint
+                } else {
+                    format!("{}/v1/traces", endpoint.trim_end_matches('/'))
+                };
+                opentelemetry_otlp::SpanExporter::builder()
+                    .with_http()
+                    .with_protocol(Protocol::HttpBinary)
+                    .with_http_client(client)
+                    .with_endpoint(url)
+                    .build()
+            }
+        }
+        .map_err(|source| TelemetryError::Exporter { source })?;
+        let counts = Arc::new(Counts::default());
+        let processor = Queue::start(exporter, section.queue.unwrap_or(2048), counts.clone())?;
+        let service =
+            section.service_name.clone().or_else(|| env("OTEL_SERVICE_NAME")).unwrap_or_else(|| "lovia".into());
+        let mut builder = SdkTracerProvider::builder()
+            .with_span_processor(processor)
+            .with_resource(Resource::builder().with_service_name(service).build());
+        if let Some(ratio) = section.sampling {
+            builder = builder.with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))));
+        }
+        Ok(Some(Export { provider: builder.build(), counts, capture_content: section.capture_content }))
+    }
+
+    /// The handle for the library crates.
+    pub fn telemetry(&self) -> Telemetry {
+        Telemetry::new(&self.provider).with_content(self.capture_content)
+    }
+
+    /// The provider, for an embedder's own spans.
+    pub fn provider(&self) -> &SdkTracerProvider {
+        &self.provider
+    }
+
+    /// Spans dropped so far: the queue was full, or the collector refused
+    /// or did not answer their request in time.
+    pub fn dropped(&self) -> u64 {
+        self.counts.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Spans the collector accepted so far.
+    pub fn exported(&self) -> u64 {
+        self.counts.exported.load(Ordering::Relaxed)
+    }
+
+    /// Sends what is queued (waiting at most `EXPORT_TIMEOUT` per request) and stops.
+    pub fn shutdown(&self) {
+        let _ = self.provider.shutdown();
+    }
+}
+
+enum Message {
+    Span(Box<SpanData>),
+    Resource(Resource),
+    Flush(SyncSender<()>),
+}
+
+/// The span processor: a bounded queue to the export thread.
+#[derive(Debug)]
+struct Queue {
+    tx: Mutex<Option<SyncSender<Message>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    counts: Arc<Counts>,
+}
+
+impl Queue {
+    fn start(
+        exporter: opentelemetry_otlp::SpanExporter,
+        capacity: usize,
+        counts: Arc<Counts>,
+    ) -> Result<Queue, TelemetryError> {
+        let (tx, rx) = sync_channel(capacity);
+        let thread_counts = counts.clone();
+        let thread = std::thread::Builder::new()
+            .name("lovia-otlp".into())
+            .spawn(move || export_loop(exporter, rx, &thread_counts))
+            .map_err(|source| TelemetryError::Thread { source })?;
+        Ok(Queue { tx: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)), counts })
+    }
+
+    fn sender(&self) -> Option<SyncSender<Message>> {
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl SpanProcessor for Queue {
+    fn on_start(&self, _span: &mut Span, _cx: &opentelemetry::Context) {}
+
+    fn on_end(&self, span: SpanData) {
+        if !span.span_context.is_sampled() {
+            return;
+        }
+        let sent = match self.sender() {
+            Some(tx) => match tx.try_send(Message::Span(Box::new(span))) {
+                Ok(()) => true,
+                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
+            },
+            None => false,
+        };
+        if !sent {
+            self.counts.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        let Some(tx) = self.sender() else { return Err(OTelSdkError::AlreadyShutdown) };
+        let (done, wait) = sync_channel(1);
+        tx.send(Message::Flush(done)).map_err(|_| OTelSdkError::AlreadyShutdown)?;
+        wait.recv_timeout(EXPORT_TIMEOUT * 2).map_err(|_| OTelSdkError::Timeout(EXPORT_TIMEOUT * 2))
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        // Closing the queue ends the thread once it has sent what is left.
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(tx) = tx else { return Err(OTelSdkError::AlreadyShutdown) };
+        let (done, wait) = sync_channel(1);
+        let _ = tx.send(Message::Flush(done));
+        drop(tx);
+        let flushed = wait.recv_timeout(timeout).is_ok();
+        if flushed && let Some(thread) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = thread.join();
+        }
+        if flushed { Ok(()) } else { Err(OTelSdkError::Timeout(timeout)) }
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        if let Some(tx) = self.sender() {
+            let _ = tx.send(Message::Resource(resource.clone()));
+        }
+    }
+}
+
+/// The export thread: batches of up to `BATCH` spans, sent when full or
+/// `DELAY` after their first span, on a runtime of its own (the gRPC and
+/// HTTP clients need one; the embedder's may be busy or absent).
+fn export_loop(mut exporter: opentelemetry_otlp::SpanExporter, rx: Receiver<Message>, counts: &Counts) {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("telemetry: the export runtime cannot start ({e}); spans are dropped");
+            // Drain so that senders see a full queue, not a stuck one.
+            for message in rx {
+                if let Message::Span(_) = message {
+                    counts.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            return;
+        }
+    };
+    let mut batch: Vec<SpanData> = Vec::with_capacity(BATCH);
+    let mut due: Option<Instant> = None;
+    let send = |batch: &mut Vec<SpanData>, exporter: &opentelemetry_otlp::SpanExporter| {
+        if batch.is_empty() {
+            return;
+        }
+        let spans = std::mem::take(batch);
+        let n = spans.len() as u64;
+        let sent = runtime.block_on(async { tokio::time::timeout(EXPORT_TIMEOUT, exporter.export(spans)).await });
+        match sent {
+            Ok(Ok(())) => {
+                counts.exported.fetch_add(n, Ordering::Relaxed);
+            }
+            Ok(Err(e)) => {
+                counts.dropped.fetch_add(n, Ordering::Relaxed);
+                tracing::warn!("telemetry: the collector refused {n} spans: {e}");
+            }
+            Err(_) => {
+                counts.dropped.fetch_add(n, Ordering::Relaxed);
+                tracing::warn!("telemetry: the collector did not answer within {EXPORT_TIMEOUT:?}; {n} spans dropped");
+            }
+        }
+    };
+    loop {
+        let next = match due {
+            Some(at) => rx.recv_timeout(at.saturating_duration_since(Instant::now())),
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match next {
+            Ok(Message::Span(span)) => {
+                batch.push(*span);
+                due.get_or_insert_with(|| Instant::now() + DELAY);
+                if batch.len() >= BATCH {
+                    send(&mut batch, &exporter);
+                    due = None;
+                }
+            }
+            Ok(Message::Resource(resource)) => exporter.set_resource(&resource),
+            Ok(Message::Flush(done)) => {
+                send(&mut batch, &exporter);
+                due = None;
+                let _ = done.send(());
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                send(&mut batch, &exporter);
+                due = None;
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                send(&mut batch, &exporter);
+                let _ = exporter.shutdown();
+                return;
+            }
+        }
+    }
+}
