@@ -91,7 +91,12 @@ pub(crate) async fn run(
     }
     // Fuel quotas need the engine to count fuel, which costs some speed: only then.
     let host = host(config.needs_fuel_metering(), std::time::Duration::from_secs(config.compile_timeout_secs))?;
-    let service = Service::new(&host, &config).await.map_err(|e| CliError::new(e.to_string()))?;
+    let export = crate::telemetry::start(&config.telemetry)?;
+    let telemetry = export.as_ref().map(lovia_telemetry::export::Export::telemetry).unwrap_or_default();
+    let service = Service::new_traced(&host, &config, telemetry).await.map_err(|e| CliError::new(e.to_string()))?;
+    if let Some(export) = &export {
+        service.count_spans(export.clone());
+    }
     let unconfigured = service.unconfigured_models();
     for (tenant, reason) in &unconfigured {
         eprintln!("note: tenant {tenant} has no model, so /api/chat answers 503: {reason}");
@@ -159,6 +164,10 @@ pub(crate) async fn run(
         () = async { stop.notified().await; tokio::time::sleep(grace).await } => {
             eprintln!("stopped with runs in progress; they resume when lovia serve starts again");
         }
+    }
+    if let Some(export) = export {
+        // The spans still queued go before the process ends (off the runtime: it blocks).
+        let _ = tokio::task::spawn_blocking(move || export.shutdown()).await;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -276,7 +276,13 @@ impl Runner {
         let (approvals, cancel) = (state.approvals.clone(), state.cancel.clone());
         let runner = self.clone();
         let emit: Emit = Arc::new(move |event| drop(tx.send(event)));
-        let task = tokio::spawn(async move { runner.drive(input, state, emit).await });
+        // The run's span is a child of the caller's context (an HTTP
+        // request's `traceparent`, say), which a spawned task would lose.
+        let parent = self.agent.tool_settings.telemetry.is_on().then(lovia_telemetry::Context::current);
+        let task =
+            tokio::spawn(
+                async move { lovia_telemetry::within(parent.as_ref(), runner.drive(input, state, emit)).await },
+            );
         RunHandle { events, approvals, cancel, task }
     }
 

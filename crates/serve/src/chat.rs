@@ -385,7 +385,9 @@ pub(crate) async fn chat(caller: Caller, headers: HeaderMap, body: String) -> Re
             return error(StatusCode::BAD_REQUEST, "input is required (there is no run to resume in this session)");
         }
     }
-    match service.start_run(tenant, &session, input, true).await {
+    // A `traceparent` makes the run's trace part of the client's.
+    let trace = tenant.telemetry.is_on().then(|| lovia_telemetry::propagate::from_headers(&headers));
+    match service.start_run(tenant, &session, input, true, trace).await {
         Ok(Some(live)) => service.sse_response(live),
         Ok(None) => error(StatusCode::INTERNAL_SERVER_ERROR, "the run started without a reader"),
         Err(refusal) => refusal.into_response(),
@@ -692,6 +694,7 @@ impl Service {
         session: &str,
         input: Option<String>,
         read: bool,
+        trace: Option<lovia_telemetry::Context>,
     ) -> Result<Option<Reader>, RunRefusal> {
         let provider = tenant.model.provider().map_err(RunRefusal::NoModel)?;
         let Ok(permit) = tenant.runs.slots.clone().try_acquire_owned() else { return Err(too_many_runs(self, tenant)) };
@@ -774,7 +777,13 @@ impl Service {
         let reader = read.then(|| live.subscribe(None));
         // A run without input resumes one the store holds unfinished.
         let resumed = input.is_none();
-        let handle = runner.stream_with(input, state);
+        let handle = match trace {
+            Some(parent) => {
+                let _attached = parent.attach();
+                runner.stream_with(input, state)
+            }
+            None => runner.stream_with(input, state),
+        };
         let task = RunTask {
             service: self.clone(),
             live,

@@ -194,7 +194,9 @@ async fn prepare(caller: &Caller, name: String, headers: &HeaderMap, body: Strin
     let call = ToolCall::new(id, name, if body.trim().is_empty() { "{}".into() } else { body });
     let run =
         RunState { run_id: format!("serve_{n}"), session_id, tenant: Some(tenant.name.clone()), ..RunState::default() };
-    Ok(Direct { executor, call, run, wait, n })
+    // A `traceparent` makes the call's span part of the client's trace.
+    let trace = tenant.telemetry.is_on().then(|| lovia_telemetry::propagate::from_headers(headers));
+    Ok(Direct { executor, call, run, wait, n, trace })
 }
 
 /// Runs `direct` on a task of its own, which the reader's disconnect
@@ -232,13 +234,15 @@ struct Direct {
     run: RunState,
     wait: bool,
     n: u64,
+    /// The client's trace context, when telemetry is on.
+    trace: Option<lovia_telemetry::Context>,
 }
 
 impl Direct {
     /// Runs it under the tenant's quota and answers with its JSON body; a
     /// refusal (the quota, a call id in use) is the response to send.
     async fn run(self, tenant: &Tenant, service: &crate::Service, events: &EventSink) -> Result<Value, DirectError> {
-        let Direct { mut executor, call, run, wait, n } = self;
+        let Direct { mut executor, call, run, wait, n, trace } = self;
         let fuel_cap = quota::fuel_cap_of(executor.tools().get(&call.name));
         let admitted = match tenant.quota.admit(fuel_cap).await {
             Ok(admitted) => admitted,
@@ -259,7 +263,7 @@ impl Direct {
             tenant.mcp.register_direct(format!("direct-{n}"), run.approvals.clone())
         });
         let started = Instant::now();
-        let result = executor.call(&call, &run, events).await;
+        let result = lovia_telemetry::within(trace.as_ref(), executor.call(&call, &run, events)).await;
         tenant.quota.end(admitted).await;
         let (output, error_kind, parts, tool_error_kind) = match result {
             Ok(entry) => (entry.output, entry.error_kind, entry.parts, entry.tool_error_kind),

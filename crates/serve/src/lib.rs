@@ -94,7 +94,7 @@ pub use audit::{AuditAction, AuditEntry, KEEP_PER_TENANT, MAX_READ, read_trail};
 pub use auth::hash_key;
 pub use config::{
     AgentConfig, ConfigRuleError, OciConfig, PluginEntry, ProviderChoice, ProviderConfig, ServeConfig,
-    ServeConfigError, SignaturesConfig, TenantConfig, TenantWeb, TenantWorkspace,
+    ServeConfigError, SignaturesConfig, TenantConfig, TenantTelemetry, TenantWeb, TenantWorkspace,
 };
 pub use lease::LeaseError;
 pub use listener::{Connection, ConnectionLimits, LimitedListener, LimitedStream};
@@ -151,6 +151,8 @@ pub(crate) struct Inner {
 pub(crate) struct Tenant {
     pub(crate) index: usize,
     pub(crate) name: String,
+    /// Where its spans go, with its content setting (docs/telemetry.md).
+    pub(crate) telemetry: lovia_telemetry::Telemetry,
     /// Replaced whole when a plugin is uploaded ([`Tenant::replace_tools`]).
     pub(crate) executor: RwLock<Executor>,
     /// `executor`'s tools and then the web tools: what direct calls, the

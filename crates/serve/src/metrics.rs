@@ -32,6 +32,8 @@ pub(crate) struct Metrics {
     tool_kinds: Mutex<BTreeMap<(String, String, String), u64>>,
     /// Calls per second of each tenant, for its calls per minute.
     rate: CallRate,
+    /// The span export whose counts `/metrics` shows, when traces are on.
+    pub(crate) spans: std::sync::OnceLock<lovia_telemetry::export::Export>,
 }
 
 /// Whole seconds since the Unix epoch (0 for a clock before it).
@@ -259,6 +261,12 @@ impl Metrics {
         out += "# HELP lovia_refused_total Requests refused by a quota.\n# TYPE lovia_refused_total counter\n";
         for ((tenant, reason), n) in self.refused.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             let _ = writeln!(out, "lovia_refused_total{{tenant=\"{tenant}\",reason=\"{reason}\"}} {n}");
+        }
+        if let Some(export) = self.spans.get() {
+            out += "# HELP lovia_telemetry_spans_exported_total Spans the collector accepted.\n# TYPE lovia_telemetry_spans_exported_total counter\n";
+            let _ = writeln!(out, "lovia_telemetry_spans_exported_total {}", export.exported());
+            out += "# HELP lovia_telemetry_spans_dropped_total Spans dropped: the export queue was full, or the collector refused or did not answer.\n# TYPE lovia_telemetry_spans_dropped_total counter\n";
+            let _ = writeln!(out, "lovia_telemetry_spans_dropped_total {}", export.dropped());
         }
         out
     }

@@ -25,9 +25,21 @@ impl Service {
     /// the runs a previous process left unfinished. With a PostgreSQL store
     /// it also follows the uploads of other replicas (docs/replicas.md).
     pub async fn new(host: &Host, config: &ServeConfig) -> Result<Service, ServeError> {
+        Self::new_traced(host, config, lovia_telemetry::Telemetry::off()).await
+    }
+
+    /// [`Service::new`] with its runs, model requests, calls and MCP
+    /// requests traced through `telemetry` (docs/telemetry.md); each
+    /// tenant's spans record content as `[tenants.telemetry]` and
+    /// `[telemetry]` say.
+    pub async fn new_traced(
+        host: &Host,
+        config: &ServeConfig,
+        telemetry: lovia_telemetry::Telemetry,
+    ) -> Result<Service, ServeError> {
         let url = config.store.clone().unwrap_or_else(|| "lovia.db".into());
         let stores = stores::Stores::open(&url, Duration::from_millis(config.run_lease_ms)).await?;
-        let service = Self::build(host, config, stores).await?;
+        let service = Self::build(host, config, stores, telemetry).await?;
         service.read_uploads().await?;
         service.retry_mcp_servers();
         service.keep_leases();
@@ -43,9 +55,16 @@ impl Service {
         config: &ServeConfig,
         store: Arc<dyn RunStore>,
     ) -> Result<Service, ServeError> {
-        let service = Self::build(host, config, stores::Stores::beside(store)).await?;
+        let service =
+            Self::build(host, config, stores::Stores::beside(store), lovia_telemetry::Telemetry::off()).await?;
         service.retry_mcp_servers();
         Ok(service)
+    }
+
+    /// Shows `export`'s counts on `/metrics` (`lovia_telemetry_spans_exported_total`,
+    /// `lovia_telemetry_spans_dropped_total`). Once; later calls are ignored.
+    pub fn count_spans(&self, export: lovia_telemetry::export::Export) {
+        let _ = self.inner.metrics.spans.set(export);
     }
 
     /// Starts again, in the background, each tenant's MCP server that did
@@ -101,7 +120,12 @@ impl Service {
         }
     }
 
-    async fn build(host: &Host, config: &ServeConfig, stores: stores::Stores) -> Result<Service, ServeError> {
+    async fn build(
+        host: &Host,
+        config: &ServeConfig,
+        stores: stores::Stores,
+        telemetry: lovia_telemetry::Telemetry,
+    ) -> Result<Service, ServeError> {
         let plugins = stores.plugins.clone();
         let mut tenants = Vec::new();
         let metrics = Arc::new(metrics::Metrics::default());
@@ -155,7 +179,9 @@ impl Service {
                     .map_err(|e| ServeError::Conflict { tenant: t.name.clone(), reason: e.to_string() })?;
             }
             let mcp_servers = mcp_sources::add(&t.name, &t.mcp_servers, &mut tools).await?;
-            let settings = ExecSettings::default().with_agent("lovia-serve".into());
+            let telemetry =
+                telemetry.clone().with_content(t.telemetry.capture_content.unwrap_or(config.telemetry.capture_content));
+            let settings = ExecSettings::default().with_agent("lovia-serve".into()).with_telemetry(telemetry.clone());
             for key in &t.api_keys {
                 keys.insert(key.clone(), index);
             }
@@ -258,6 +284,7 @@ impl Service {
                 .map_err(|source| ServeError::Mcp { tenant: t.name.clone(), source })?;
             tenants.push(Tenant {
                 index,
+                telemetry,
                 name: t.name.clone(),
                 executor: RwLock::new(executor),
                 direct: RwLock::new(direct),

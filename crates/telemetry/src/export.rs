@@ -13,7 +13,7 @@ use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, Span, SpanData, SpanExporter, SpanProcessor};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
@@ -30,24 +30,29 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The `[telemetry]` table (and its flags). Every field says its default;
 /// with no endpoint here or in the environment, nothing is exported.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct TelemetrySection {
     /// The OTLP endpoint, such as `http://127.0.0.1:4318` (HTTP) or
     /// `http://127.0.0.1:4317` (gRPC). Default: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
     /// then `OTEL_EXPORTER_OTLP_ENDPOINT`; with neither, telemetry is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
     /// `http/protobuf` or `grpc`. Default: `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`,
     /// then `OTEL_EXPORTER_OTLP_PROTOCOL`, then `http/protobuf`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
     /// The share of new traces kept, 0–1; a trace whose caller sampled it
     /// (or not) follows its caller. Default: 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<f64>,
     /// Spans waiting for export at most; past it spans are dropped and
     /// counted. Default: 2048; at most 65,536.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<usize>,
     /// `service.name`. Default: `OTEL_SERVICE_NAME`, then `lovia`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_name: Option<String>,
     /// Record arguments, results, prompts and command lines in spans.
     /// Default: false. `lovia serve` also takes it per tenant.
@@ -55,6 +60,7 @@ pub struct TelemetrySection {
     pub capture_content: bool,
     /// A trace UI's address for one trace, with `{trace_id}` in it; the
     /// console links a run to it. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_url: Option<String>,
 }
 
@@ -165,9 +171,13 @@ impl Export {
         let processor = Queue::start(exporter, section.queue.unwrap_or(2048), counts.clone())?;
         let service =
             section.service_name.clone().or_else(|| env("OTEL_SERVICE_NAME")).unwrap_or_else(|| "lovia".into());
-        let mut builder = SdkTracerProvider::builder()
-            .with_span_processor(processor)
-            .with_resource(Resource::builder().with_service_name(service).build());
+        let mut builder = SdkTracerProvider::builder().with_span_processor(processor).with_resource(
+            Resource::builder()
+                .with_service_name(service)
+                // Tells replicas apart: random per process, as a lease owner's id is.
+                .with_attribute(opentelemetry::KeyValue::new("service.instance.id", instance_id()))
+                .build(),
+        );
         if let Some(ratio) = section.sampling {
             builder = builder.with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))));
         }
@@ -353,4 +363,14 @@ fn export_loop(mut exporter: opentelemetry_otlp::SpanExporter, rx: Receiver<Mess
             }
         }
     }
+}
+
+/// A random id for this process (`service.instance.id`).
+fn instance_id() -> String {
+    let mut bytes = [0u8; 8];
+    // Without randomness the pid still tells live processes apart.
+    if getrandom::fill(&mut bytes).is_err() {
+        return format!("pid-{}", std::process::id());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

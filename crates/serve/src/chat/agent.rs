@@ -78,6 +78,7 @@ impl Service {
         }
         agent.capabilities = capabilities;
         agent.tool_settings.approval_handler = Some(Arc::new(AwaitDecision(self.inner.limits.approval_timeout)));
+        agent.tool_settings.telemetry = tenant.telemetry.clone();
         Ok(ChatAgent { agent, workspace, questions })
     }
 }

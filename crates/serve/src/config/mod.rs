@@ -78,7 +78,7 @@ pub use error::{ConfigRuleError, ServeConfigError};
 pub use plugin::PluginEntry;
 use tenant::TenantBounds;
 pub(crate) use tenant::default_tenant_cores;
-pub use tenant::{TenantConfig, TenantWeb, TenantWorkspace};
+pub use tenant::{TenantConfig, TenantTelemetry, TenantWeb, TenantWorkspace};
 
 /// The longest an approval or a question may wait, in seconds: an hour, as
 /// at `lovia mcp` (`lovia_mcp::MAX_APPROVAL_TIMEOUT`).
@@ -112,6 +112,12 @@ pub struct ServeConfig {
     /// file, every registry over HTTPS.
     #[serde(default)]
     pub oci: OciConfig,
+    /// Traces (`[telemetry]`, docs/telemetry.md): the OTLP endpoint,
+    /// protocol, sampling, queue, content capture and a trace UI's link.
+    /// Default: off unless an `OTEL_EXPORTER_OTLP_*ENDPOINT` variable names
+    /// a collector; content is never recorded unless turned on.
+    #[serde(default)]
+    pub telemetry: lovia_telemetry::export::TelemetrySection,
     /// Seconds a component may take to compile (an upload, or a configured
     /// plugin not in the artifact cache); past it the compile, which runs in
     /// a child process of `lovia serve`, is killed and the component refused.
@@ -308,6 +314,7 @@ impl ServeConfig {
             approval_timeout_secs: default_approval_timeout(),
             signatures: SignaturesConfig::default(),
             oci: OciConfig::default(),
+            telemetry: Default::default(),
             compile_timeout_secs: default_compile_timeout(),
             question_timeout_secs: default_approval_timeout(),
             sse_keep_alive_secs: default_sse_keep_alive(),
@@ -349,6 +356,7 @@ impl ServeConfig {
     pub fn resolve(&mut self, base: &Path) -> Result<(), ConfigRuleError> {
         self.resolve_paths(base);
         self.check_supply()?;
+        self.telemetry.check().map_err(|e| rule("telemetry", None, e.to_string()))?;
         self.check_waits()?;
         self.check_connections()?;
         self.check_replicas()?;

@@ -123,6 +123,20 @@ pub struct TenantConfig {
     /// Default: none.
     #[serde(default)]
     pub web: Option<TenantWeb>,
+    /// The tenant's traces (`[tenants.telemetry]`). Default: as `[telemetry]`.
+    #[serde(default)]
+    pub telemetry: TenantTelemetry,
+}
+
+/// A tenant's traces (`[tenants.telemetry]`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct TenantTelemetry {
+    /// Record this tenant's arguments, results, prompts and command lines
+    /// in its spans. Default: `[telemetry] capture_content`, which is false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_content: Option<bool>,
 }
 
 /// A tenant's web tools (`[tenants.web]`): lovia-web's own section,
@@ -218,6 +232,7 @@ impl TenantConfig {
             mcp_servers: Vec::new(),
             workspace: None,
             web: None,
+            telemetry: TenantTelemetry::default(),
         }
     }
 }
