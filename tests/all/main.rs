@@ -23,6 +23,7 @@ mod sandbox;
 mod schemas;
 mod serve;
 mod supply;
+mod telemetry;
 mod threat;
 mod typescript;
 mod web;

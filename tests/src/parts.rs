@@ -31,12 +31,23 @@ pub enum Part {
     /// node and the TypeScript build toolchain (esbuild, componentize-qjs,
     /// zod in sdk/js/node_modules), for tools written in TypeScript.
     Ts,
+    /// Arize Phoenix (target/phoenix-venv), the OpenTelemetry backend the
+    /// trace tests export to and read spans back from.
+    Telemetry,
 }
 
 impl Part {
     /// Every part, in the order `scripts/test` provides them.
-    pub const ALL: [Part; 7] =
-        [Part::Postgres, Part::McpClient, Part::Python, Part::Browser, Part::McpFs, Part::Registry, Part::Ts];
+    pub const ALL: [Part; 8] = [
+        Part::Postgres,
+        Part::McpClient,
+        Part::Python,
+        Part::Browser,
+        Part::McpFs,
+        Part::Registry,
+        Part::Ts,
+        Part::Telemetry,
+    ];
 
     /// The name `LOVIA_SKIP` uses.
     pub fn name(self) -> &'static str {
@@ -48,6 +59,7 @@ impl Part {
             Part::McpFs => "mcp-fs",
             Part::Registry => "registry",
             Part::Ts => "ts",
+            Part::Telemetry => "telemetry",
         }
     }
 
@@ -61,6 +73,7 @@ impl Part {
             Part::McpFs => "node and npm's @modelcontextprotocol/server-filesystem (tests/mcp-fs/node_modules)",
             Part::Registry => "an OCI registry binary (docker-registry, or LOVIA_REGISTRY_BIN)",
             Part::Ts => "node and the TypeScript toolchain (esbuild, componentize-qjs, zod in sdk/js/node_modules)",
+            Part::Telemetry => "the OpenTelemetry backend Arize Phoenix (in target/phoenix-venv)",
         }
     }
 
@@ -92,6 +105,10 @@ impl Part {
             }
             Part::Ts => {
                 "as root: apt-get install nodejs npm; scripts/test then installs the toolchain (npm ci in sdk/js)"
+            }
+            Part::Telemetry => {
+                "run the tests with scripts/test, which installs it (python3 -m venv target/phoenix-venv && \
+                 target/phoenix-venv/bin/pip install -r tests/telemetry/requirements.txt)"
             }
         }
     }

@@ -114,6 +114,8 @@ impl Checkpoint {
             error: &'a Option<String>,
             #[serde(skip_serializing_if = "<[String]>::is_empty")]
             allowed_tools: &'a [String],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            trace: &'a Option<String>,
         }
         serde_json::to_string(&Head {
             run_id: &self.run_id,
@@ -127,6 +129,7 @@ impl Checkpoint {
             pending_approvals: &self.pending_approvals,
             error: &self.error,
             allowed_tools: &self.allowed_tools,
+            trace: &self.trace,
         })
     }
 

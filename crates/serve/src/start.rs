@@ -179,8 +179,9 @@ impl Service {
                     .map_err(|e| ServeError::Conflict { tenant: t.name.clone(), reason: e.to_string() })?;
             }
             let mcp_servers = mcp_sources::add(&t.name, &t.mcp_servers, &mut tools).await?;
-            let telemetry =
-                telemetry.clone().with_content(t.telemetry.capture_content.unwrap_or(config.telemetry.capture_content));
+            let telemetry = telemetry
+                .clone()
+                .with_content(t.telemetry.capture_content.unwrap_or_else(|| config.telemetry.captures_content()));
             let settings = ExecSettings::default().with_agent("lovia-serve".into()).with_telemetry(telemetry.clone());
             for key in &t.api_keys {
                 keys.insert(key.clone(), index);

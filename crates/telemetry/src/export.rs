@@ -55,7 +55,8 @@ pub struct TelemetrySection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_name: Option<String>,
     /// Record arguments, results, prompts and command lines in spans.
-    /// Default: false. `lovia serve` also takes it per tenant.
+    /// Default: false, unless `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`
+    /// is `true`. `lovia serve` also takes it per tenant.
     #[serde(default)]
     pub capture_content: bool,
     /// A trace UI's address for one trace, with `{trace_id}` in it; the
@@ -116,6 +117,13 @@ impl TelemetrySection {
             "grpc" => Ok(Protocol::Grpc),
             other => Err(TelemetryError::Protocol { protocol: other.to_owned(), from: from.to_owned() }),
         }
+    }
+
+    /// Whether content goes into spans: `capture_content`, or the GenAI
+    /// conventions' `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`.
+    pub fn captures_content(&self) -> bool {
+        self.capture_content
+            || env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT").is_some_and(|v| v.eq_ignore_ascii_case("true"))
     }
 
     /// The trace UI's address for `trace_id`, when a template is set.
@@ -181,7 +189,7 @@ impl Export {
         if let Some(ratio) = section.sampling {
             builder = builder.with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))));
         }
-        Ok(Some(Export { provider: builder.build(), counts, capture_content: section.capture_content }))
+        Ok(Some(Export { provider: builder.build(), counts, capture_content: section.captures_content() }))
     }
 
     /// The handle for the library crates.

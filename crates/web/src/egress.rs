@@ -267,12 +267,24 @@ impl Egress {
             }
             Ok(Fetched { url: final_url, status, content_type, body, capped })
         };
+        let span = fetch_span(&url);
         // reqwest's own timeout covers the body too; this one also covers
         // a resolver that never answers.
-        match tokio::time::timeout(self.timeout, fetch).await {
+        let fetched = match span.within(tokio::time::timeout(self.timeout, fetch)).await {
             Ok(result) => result,
             Err(_) => Err(WebError::TimedOut { url: url.to_string(), secs }),
+        };
+        match &fetched {
+            Ok(f) => span.set_with(|| {
+                use lovia_telemetry::{KeyValue, attr};
+                vec![
+                    KeyValue::new(attr::HTTP_STATUS, i64::from(f.status)),
+                    KeyValue::new(attr::BYTES, f.body.len() as i64),
+                ]
+            }),
+            Err(e) => span.fail("fetch", e.to_string()),
         }
+        fetched
     }
 
     /// The error of a failed request: a refusal of ours found in its
@@ -291,6 +303,23 @@ impl Egress {
         }
         WebError::Unreachable { host: host.to_owned(), detail: describe(error) }
     }
+}
+
+/// A fetch's span (docs/telemetry.md), a child of its call's: the origin
+/// only, since a URL's path and query can carry what the model was asked
+/// to keep; the whole URL only with content captured.
+fn fetch_span(url: &Url) -> lovia_telemetry::Scope {
+    use lovia_telemetry::{KeyValue, SpanKind, Telemetry, attr};
+    let telemetry = Telemetry::in_current();
+    let span = telemetry.start("GET", SpanKind::Client, &telemetry.current(), || {
+        vec![
+            KeyValue::new("http.request.method", "GET"),
+            KeyValue::new(attr::SERVER_ADDRESS, url.host_str().unwrap_or_default().to_owned()),
+            KeyValue::new("lovia.url.origin", url.origin().ascii_serialization()),
+        ]
+    });
+    span.set_content(|| vec![KeyValue::new(attr::URL_FULL, url.to_string())]);
+    span
 }
 
 /// An error and its sources on one line, deduplicated (reqwest repeats

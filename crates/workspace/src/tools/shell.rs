@@ -154,9 +154,10 @@ pub(crate) fn shell(session: &Arc<Session>) -> Tool {
                 }
                 let asked = args.get("timeout").and_then(Value::as_f64).map(|t| Duration::from_secs_f64(t.clamp(1.0, 1e9)));
                 let timeout = asked.unwrap_or(s.limits.shell_timeout).min(s.limits.max_shell_timeout);
-                let finished = run::run(cmd, &s, timeout)
-                    .await
-                    .map_err(|e| text::failure(e.to_string(), None))?;
+                let span = command_span(&s, &command);
+                let finished = span.within(run::run(cmd, &s, timeout)).await;
+                command_end(&span, &finished);
+                let finished = finished.map_err(|e| text::failure(e.to_string(), None))?;
                 drop(permit);
                 ok(match finished {
                     Finished::TimedOut { after } => {
@@ -187,6 +188,38 @@ pub(crate) fn shell(session: &Arc<Session>) -> Tool {
         .with_parallel(false)
         .with_retries(0)
         .with_approval(approval(session))
+}
+
+/// A foreground command's span (docs/telemetry.md), a child of its call's:
+/// how it was confined, and (with content captured) its command line.
+fn command_span(s: &Session, command: &str) -> lovia_telemetry::Scope {
+    use lovia_telemetry::{KeyValue, SpanKind, Telemetry, attr};
+    let telemetry = Telemetry::in_current();
+    let confinement = match s.shell_sandbox {
+        crate::ShellSandbox::Required => "kernel",
+        crate::ShellSandbox::Off => "none",
+    };
+    let span = telemetry.start("lovia.workspace.command", SpanKind::Internal, &telemetry.current(), || {
+        vec![KeyValue::new(attr::CONFINEMENT, confinement)]
+    });
+    span.set_content(|| vec![KeyValue::new(attr::PROCESS_COMMAND_LINE, command.to_owned())]);
+    span
+}
+
+/// How the command ended, on its span.
+fn command_end(span: &lovia_telemetry::Scope, finished: &Result<Finished, run::ShellError>) {
+    use lovia_telemetry::{KeyValue, attr};
+    match finished {
+        Ok(Finished::Exited { code, .. }) => {
+            span.set(KeyValue::new(attr::PROCESS_EXIT_CODE, i64::from(*code)));
+            if *code != 0 {
+                span.fail("exit_code", format!("exit code {code}"));
+            }
+        }
+        Ok(Finished::TimedOut { .. }) => span.fail("timeout", "the command timed out"),
+        Ok(Finished::StorageFull { .. }) => span.fail("storage_full", "the workspaces' storage bound was passed"),
+        Err(e) => span.fail("spawn", e.to_string()),
+    }
 }
 
 fn process_schema() -> Value {
