@@ -9,6 +9,7 @@ mod floor;
 mod load;
 mod mcp;
 mod serve;
+mod telemetry;
 mod tenants;
 mod web;
 mod workspace;
@@ -78,6 +79,10 @@ pub(crate) struct Args {
     /// (bench/wrk.sh); nothing is measured.
     #[arg(long, value_name = "ADDR", conflicts_with_all = ["only", "json"])]
     serve_floor: Option<std::net::SocketAddr>,
+    /// Where `--only telemetry` sends its spans (an OTLP/HTTP endpoint)
+    /// [default: a receiver in the bench process that keeps nothing].
+    #[arg(long, value_name = "URL")]
+    otlp_endpoint: Option<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -114,6 +119,10 @@ enum Bench {
     /// one tenant: start, resident memory, one tenant's call latency. Only
     /// when named: it is not part of the default set.
     Tenants,
+    /// The lone call and `lovia serve`'s throughput with traces off, on
+    /// with sampling 0 and on with sampling 1 (`--otlp-endpoint`). Only
+    /// when named: it is not part of the default set.
+    Telemetry,
 }
 
 #[derive(Serialize, Default)]
@@ -153,6 +162,8 @@ struct Report {
     code: Option<code::CodeFigure>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tenants: Option<tenants::TenantsFigure>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    telemetry: Option<telemetry::TelemetryFigure>,
 }
 
 /// Single-call latency of the Python plugin's `echo`.
@@ -345,6 +356,13 @@ pub(crate) async fn run(args: Args) -> Result<ExitCode, CliError> {
     if let Some(plugins) = &tenant_plugins {
         let window = Duration::from_secs(args.seconds);
         report.tenants = Some(tenants::tenants(&host, plugins, args.tenants, window).await?);
+    }
+    if args.only.contains(&Bench::Telemetry) {
+        let window = Duration::from_secs(args.seconds);
+        report.telemetry = Some(
+            telemetry::telemetry(&host, &fresh, &args.plugin, args.connections, window, args.otlp_endpoint.clone())
+                .await?,
+        );
     }
     if let Some(path) = &args.python
         && (wants(Bench::Latency) || wants(Bench::Overhead) || wants(Bench::Python))
@@ -794,6 +812,9 @@ fn table(r: &Report) -> String {
     }
     if let Some(t) = &r.tenants {
         out += &tenants::rows(t);
+    }
+    if let Some(t) = &r.telemetry {
+        out += &telemetry::rows(t);
     }
     if let Some(t) = &r.timeout {
         out += &format!(

@@ -39,6 +39,17 @@ pub(super) async fn serve(
     connections: u32,
     window: Duration,
 ) -> Result<ServeFigure, CliError> {
+    serve_traced(host, plugin, connections, window, lovia_telemetry::Telemetry::off()).await
+}
+
+/// [`serve`] with the service's spans going to `telemetry`.
+pub(super) async fn serve_traced(
+    host: &Host,
+    plugin: &Path,
+    connections: u32,
+    window: Duration,
+    telemetry: lovia_telemetry::Telemetry,
+) -> Result<ServeFigure, CliError> {
     let dir = tempfile::tempdir().map_err(|e| CliError::new(format!("cannot make a temporary directory: {e}")))?;
     let plugin = std::path::absolute(plugin).map_err(|e| CliError::new(format!("{}: {e}", plugin.display())))?;
     // Written as TOML and read back through `ServeConfig::load`, so the
@@ -56,7 +67,7 @@ pub(super) async fn serve(
     let config_path = dir.path().join("serve.toml");
     std::fs::write(&config_path, config).map_err(|e| CliError::new(format!("cannot write the bench config: {e}")))?;
     let config = ServeConfig::load(&config_path).map_err(|e| CliError::new(e.to_string()))?;
-    let service = Service::new(host, &config).await.map_err(|e| CliError::new(e.to_string()))?;
+    let service = Service::new_traced(host, &config, telemetry).await.map_err(|e| CliError::new(e.to_string()))?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| CliError::new(format!("cannot listen on loopback: {e}")))?;
