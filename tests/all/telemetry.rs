@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 /// The backend of this test binary.
 struct Phoenix {
     port: u16,
+    /// Its OTLP/gRPC port.
+    grpc: u16,
 }
 
 fn root() -> PathBuf {
@@ -58,7 +60,7 @@ fn start() -> Result<Phoenix, String> {
     let until = Instant::now() + Duration::from_secs(90);
     while Instant::now() < until {
         if get(port, "/healthz").is_some_and(|(status, _)| status == 200) {
-            return Ok(Phoenix { port });
+            return Ok(Phoenix { port, grpc });
         }
         std::thread::sleep(Duration::from_millis(250));
     }
@@ -238,6 +240,39 @@ fn a_run_with_a_retried_call_and_an_approval_is_one_trace() {
     // Content is off by default.
     assert!(spans.iter().all(|s| attr(s, "gen_ai.tool.call.arguments").is_null()), "{}", summary(&spans));
     assert!(spans.iter().all(|s| attr(s, "gen_ai.input.messages").is_null()));
+}
+
+#[test]
+fn spans_go_over_grpc_too() {
+    let Some(phoenix) = phoenix() else { return };
+    let session = format!("grpc-{}", free_port());
+    let o = Command::new(env!("CARGO_BIN_EXE_lovia"))
+        .args(["call", "--session", &session, lovia_tests::fixtures::DOCS, "search_docs", r#"{"query": "timeouts"}"#])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{}", phoenix.grpc))
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .output()
+        .expect("lovia call");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let spans = phoenix.trace(1, |s| attr(s, "gen_ai.conversation.id") == session.as_str());
+    assert_eq!(attr(one(&spans, "execute_tool search_docs"), "lovia.plugin.name"), "docs");
+}
+
+#[test]
+fn a_protocol_lovia_does_not_export_with_is_refused_by_name() {
+    let o = Command::new(env!("CARGO_BIN_EXE_lovia"))
+        .args(["call", lovia_tests::fixtures::DOCS, "search_docs", r#"{"query": "timeouts"}"#])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+        .output()
+        .expect("lovia call");
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains(
+            "unknown protocol 'http/json' (from OTEL_EXPORTER_OTLP_PROTOCOL); the protocols are: http/protobuf, grpc"
+        ),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -458,4 +493,82 @@ async fn a_collector_that_never_answers_costs_a_call_nothing() {
     }
     assert!(export.dropped() >= n - 512 - 4 - 1, "dropped {} of {n}", export.dropped());
     assert_eq!(export.exported(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_s_traceparent_is_honoured_at_the_service_s_doors() {
+    if phoenix_in_background().await.is_none() {
+        return;
+    }
+    use crate::serve::{Sse, request, request_with, tenant};
+    let export = export_to(&phoenix().expect("started").endpoint());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("script.json");
+    std::fs::write(
+        &script,
+        json!([calls(&[("l", "lookup_order", json!({"order_id": "A-1001"}))]), {"content": "found"}]).to_string(),
+    )
+    .expect("script");
+    let mut t = tenant("acme", "acme-key", &[lovia_tests::fixtures::ORDERS]);
+    t.provider = lovia_serve::ProviderConfig::scripted(script);
+    let mut config = lovia_serve::ServeConfig::new(vec![t]);
+    config.telemetry.trace_url = Some("https://traces.example/trace/{trace_id}".into());
+    config.listen = "127.0.0.1:0".parse().expect("addr");
+    config.store = Some(dir.path().join("sessions.db").into());
+    config.resolve(std::path::Path::new(".")).expect("valid config");
+    let service =
+        lovia_serve::Service::new_traced(&lovia_tests::host(), &config, export.telemetry()).await.expect("service");
+    let listener = tokio::net::TcpListener::bind(config.listen).await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(service.listener(listener), service.app()).await.expect("serve") });
+
+    // A direct call and a chat, each inside a trace of the client's.
+    let (direct_trace, chat_trace) = ("4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c");
+    let parent = "00f067aa0ba902b7";
+    let header = |trace: &str| format!("traceparent: 00-{trace}-{parent}-01\r\n");
+    let (status, body) = request_with(
+        addr,
+        "POST",
+        "/api/tools/lookup_order/call",
+        Some("acme-key"),
+        &header(direct_trace),
+        r#"{"order_id": "A-1001"}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let mut sse = Sse::post_with(
+        addr,
+        "/api/chat",
+        "acme-key",
+        r#"{"session_id": "traced", "input": "find A-1001"}"#,
+        &header(chat_trace),
+    )
+    .await;
+    assert_eq!(sse.status, 200);
+    sse.rest().await;
+    // The transcript names the run's trace and its address in the trace UI.
+    let (status, body) = request(addr, "GET", "/api/chat/traced", Some("acme-key"), "").await;
+    assert_eq!(status, 200, "{body}");
+    let transcript: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(transcript["trace_id"], chat_trace, "{transcript}");
+    assert_eq!(transcript["trace_url"], format!("https://traces.example/trace/{chat_trace}"));
+    export.shutdown();
+
+    let spans = tokio::task::spawn_blocking(move || {
+        let phoenix = phoenix().expect("started");
+        (
+            phoenix.trace(1, |s| s["context"]["trace_id"] == direct_trace),
+            phoenix.trace(4, |s| s["context"]["trace_id"] == chat_trace),
+        )
+    })
+    .await
+    .expect("spans");
+    let (direct, chat) = spans;
+    let call = one(&direct, "execute_tool lookup_order");
+    assert_eq!(call["parent_id"], parent, "the call's span is the client's span's child");
+    assert_eq!(attr(call, "lovia.tenant"), "acme");
+    let run = one(&chat, "invoke_agent assistant");
+    assert_eq!(run["parent_id"], parent, "{}", summary(&chat));
+    assert_eq!(attr(run, "lovia.tenant"), "acme");
+    assert_eq!(one(&chat, "execute_tool lookup_order")["parent_id"], id(run));
 }

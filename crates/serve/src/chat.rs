@@ -596,6 +596,12 @@ pub(crate) async fn cancel(caller: Caller, body: String) -> Response {
     }
 }
 
+/// The trace id of a W3C `traceparent` (`00-<trace id>-<span id>-<flags>`).
+fn trace_id(traceparent: Option<&str>) -> Option<String> {
+    let id = traceparent?.split('-').nth(1)?;
+    (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())).then(|| id.to_owned())
+}
+
 pub(crate) async fn transcript(caller: Caller, UrlPath(session): UrlPath<String>) -> Response {
     let (service, tenant) = (caller.service(), caller.tenant());
     match service.inner.stores.runs.load(&tenant.name, &session).await {
@@ -608,6 +614,10 @@ pub(crate) async fn transcript(caller: Caller, UrlPath(session): UrlPath<String>
             "pending_approvals": cp.pending_approvals,
             "allowed_tools": cp.allowed_tools,
             "error": cp.error,
+            // The run's trace, when traces were on (docs/telemetry.md), and
+            // its address in the operator's trace UI.
+            "trace_id": trace_id(cp.trace.as_deref()),
+            "trace_url": trace_id(cp.trace.as_deref()).and_then(|id| service.inner.traces.trace_link(&id)),
         }))
         .into_response(),
         Ok(None) => error(StatusCode::NOT_FOUND, "no such session"),

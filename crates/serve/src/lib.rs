@@ -135,6 +135,8 @@ pub(crate) struct Inner {
     pub(crate) live: Mutex<HashMap<(usize, String), Arc<chat::LiveRun>>>,
     /// The config's service-wide bounds and timings.
     pub(crate) limits: limits::ServiceLimits,
+    /// `[telemetry]`, for the trace UI's link of a run.
+    pub(crate) traces: lovia_telemetry::export::TelemetrySection,
     /// Bytes of request bodies held at once, across tenants ([`door`]).
     pub(crate) bodies: Arc<Semaphore>,
     /// Who may read `/metrics` and `/audit`.

@@ -319,6 +319,7 @@ impl Service {
                 calls: AtomicU64::new(0),
                 live: Mutex::default(),
                 limits: limits::ServiceLimits::from_config(config),
+                traces: config.telemetry.clone(),
                 bodies: door::budget(config.max_body_bytes_in_flight),
                 operator: auth::OperatorAccess {
                     token_hash: config.metrics_token.clone(),

@@ -53,7 +53,7 @@ pub const NETWORK_TRANSPORT: &str = "network.transport";
 
 // --- HTTP and processes --------------------------------------------------------
 
-/// `url.full` of a web tool's fetch (its origin and path; no query string).
+/// `url.full` of a web tool's fetch (content: only when captured).
 pub const URL_FULL: &str = "url.full";
 /// `server.address` of a fetch.
 pub const SERVER_ADDRESS: &str = "server.address";
@@ -74,8 +74,6 @@ pub const RUN_ID: &str = "lovia.run.id";
 pub const RUN_RESUMED: &str = "lovia.run.resumed";
 /// `lovia.run.turn`: the 1-based turn of a model request or tool call.
 pub const TURN: &str = "lovia.run.turn";
-/// `lovia.replica`: the replica that did the work (`lovia serve`).
-pub const REPLICA: &str = "lovia.replica";
 /// `lovia.plugin.name`.
 pub const PLUGIN_NAME: &str = "lovia.plugin.name";
 /// `lovia.plugin.version`.
@@ -84,10 +82,6 @@ pub const PLUGIN_VERSION: &str = "lovia.plugin.version";
 pub const PLUGIN_DIGEST: &str = "lovia.plugin.digest";
 /// `lovia.instance.mode`: `fresh`, `session` or `pooled`.
 pub const INSTANCE_MODE: &str = "lovia.instance.mode";
-/// `lovia.fuel.used`: Wasm fuel an attempt burnt.
-pub const FUEL_USED: &str = "lovia.fuel.used";
-/// `lovia.memory.bytes`: the linear memory an attempt ended with.
-pub const MEMORY_BYTES: &str = "lovia.memory.bytes";
 /// `lovia.limit`: the limit that ended an attempt (`timeout`, `fuel`, `memory`, …).
 pub const LIMIT: &str = "lovia.limit";
 /// `lovia.attempt`: the 1-based attempt of a call.
@@ -98,12 +92,10 @@ pub const TRUNCATED: &str = "lovia.output.truncated";
 pub const PARENT_CALL_ID: &str = "lovia.tool.parent_call.id";
 /// `lovia.approval.decision`: `approved`, `denied` or `cancelled`.
 pub const APPROVAL_DECISION: &str = "lovia.approval.decision";
-/// `lovia.approval.via`: how it was decided: `consumer` (a console, an MCP
-/// elicitation, an API client, by the event's ticket), `handler`,
+/// `lovia.approval.via`: how it was decided: `consumer` (whoever holds the
+/// run's events: a console, an MCP elicitation, an API client), `handler`,
 /// `always_allow`, `default_deny`.
 pub const APPROVAL_VIA: &str = "lovia.approval.via";
-/// `lovia.approval.by`: who decided, where the deciding door says.
-pub const APPROVAL_BY: &str = "lovia.approval.by";
 /// `lovia.confinement`: how a workspace command was confined.
 pub const CONFINEMENT: &str = "lovia.confinement";
 /// `lovia.bytes`: bytes a fetch read.

@@ -47,8 +47,8 @@ pub struct TelemetrySection {
     /// (or not) follows its caller. Default: 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<f64>,
-    /// Spans waiting for export at most; past it spans are dropped and
-    /// counted. Default: 2048; at most 65,536.
+    /// Spans waiting for export beyond the batch being sent (at most 512);
+    /// past it spans are dropped and counted. Default: 2048; at most 65,536.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<usize>,
     /// `service.name`. Default: `OTEL_SERVICE_NAME`, then `lovia`.
@@ -381,4 +381,33 @@ fn instance_id() -> String {
         return format!("pid-{}", std::process::id());
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_value_is_checked_and_named() {
+        let mut section = TelemetrySection { sampling: Some(1.5), ..TelemetrySection::default() };
+        assert_eq!(section.check().unwrap_err().to_string(), "telemetry: sampling must be between 0 and 1, not 1.5");
+        section.sampling = None;
+        section.queue = Some(0);
+        assert_eq!(section.check().unwrap_err().to_string(), "telemetry: queue must be 1–65536 spans, not 0");
+        section.queue = None;
+        section.protocol = Some("http/json".into());
+        assert_eq!(
+            section.check().unwrap_err().to_string(),
+            "telemetry: unknown protocol 'http/json' (from [telemetry] protocol); the protocols are: http/protobuf, grpc"
+        );
+        section.protocol = None;
+        section.trace_url = Some("https://traces.example/".into());
+        assert!(section.check().unwrap_err().to_string().contains("has no {trace_id}"));
+    }
+
+    #[test]
+    fn an_unknown_key_is_an_error_that_names_it() {
+        let e = toml::from_str::<TelemetrySection>("endpont = \"http://x\"").unwrap_err().to_string();
+        assert!(e.contains("unknown field `endpont`") && e.contains("endpoint"), "{e}");
+    }
 }

@@ -77,6 +77,21 @@ impl Telemetry {
         Scope::new(parent, span, self)
     }
 
+    /// Sets the attribute `f` gives on the span of the current context,
+    /// when telemetry is on (an embedder's own span is never touched
+    /// otherwise).
+    pub fn annotate_current(&self, f: impl FnOnce() -> KeyValue) {
+        if self.is_on() {
+            use opentelemetry::trace::TraceContextExt;
+            Context::map_current(|cx| {
+                let span = cx.span();
+                if span.is_recording() {
+                    span.set_attribute(f());
+                }
+            });
+        }
+    }
+
     /// The handle that made the span of the current context, so that code
     /// a span's work reaches (an MCP source's client, a workspace command,
     /// a fetch) makes its spans with the same handle without being handed

@@ -24,10 +24,29 @@ pub fn extract<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Context {
         }
     }
     let found = Found([get(KEYS[0]), get(KEYS[1])]);
-    if found.0[0].is_none() {
+    // The SDK's parser pads short ids; W3C asks for exact lengths.
+    if !found.0[0].is_some_and(well_formed) {
         return Context::new();
     }
     TraceContextPropagator::new().extract_with_context(&Context::new(), &found)
+}
+
+/// Whether `value` has W3C's shape: `00-<32 hex>-<16 hex>-<2 hex>`, lower
+/// case (a later version may add fields after a dash).
+fn well_formed(value: &str) -> bool {
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let mut parts = value.trim().split('-');
+    let (Some(version), Some(trace), Some(parent), Some(flags)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    hex(version, 2)
+        && version != "ff"
+        && hex(trace, 32)
+        && hex(parent, 16)
+        && hex(flags, 2)
+        && (version != "00" || parts.next().is_none())
 }
 
 /// The `traceparent` and `tracestate` values of `cx`'s span, for `set`;
@@ -84,4 +103,47 @@ pub fn trace_id(cx: &Context) -> Option<String> {
     let span = cx.span();
     let sc = span.span_context();
     sc.is_valid().then(|| sc.trace_id().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn a_traceparent_round_trips_through_meta_and_a_checkpoint() {
+        let cx = from_traceparent(PARENT);
+        assert_eq!(trace_id(&cx).as_deref(), Some("4bf92f3577b34da6a3ce929d0e0e4736"));
+        let mut meta = serde_json::Map::new();
+        into_meta(&cx, &mut meta);
+        assert_eq!(meta["traceparent"], PARENT);
+        assert_eq!(traceparent(&from_meta(&meta)).as_deref(), Some(PARENT));
+    }
+
+    #[test]
+    fn a_malformed_traceparent_is_ignored() {
+        let bad = [
+            "",
+            "garbage",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf9-00f0-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+        ];
+        for bad in bad {
+            let cx = from_traceparent(bad);
+            assert_eq!(trace_id(&cx), None, "{bad:?}");
+            let mut meta = serde_json::Map::new();
+            into_meta(&cx, &mut meta);
+            assert!(meta.is_empty(), "{bad:?}: nothing is passed on");
+        }
+    }
+
+    #[test]
+    fn headers_carry_it_too() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert("traceparent", http::HeaderValue::from_static(PARENT));
+        assert_eq!(traceparent(&from_headers(&headers)).as_deref(), Some(PARENT));
+    }
 }

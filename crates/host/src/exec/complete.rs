@@ -115,6 +115,10 @@ pub(super) async fn finish(
         }
     };
     let truncated = limit.and_then(|l| truncate(&text, l));
+    if truncated.is_some() {
+        // Said on the call's span, which is current here.
+        settings.telemetry.annotate_current(|| lovia_telemetry::KeyValue::new(lovia_telemetry::attr::TRUNCATED, true));
+    }
     // Parts keep no raw value; a truncated result drops its parts and
     // degrades to the truncated text (docs/semantics.md §12).
     // A tool that declares an output schema keeps its value up to its output

@@ -110,7 +110,7 @@ pub(super) async fn run_turn(
                     let handle = in_flight.set.spawn(task);
                     in_flight.calls.insert(handle.id(), call.clone());
                 }
-                Preflight::Rejected => trace::finish(&span, &results, &call.id, None),
+                Preflight::Rejected => trace::finish(&span, &results, &call.id),
                 Preflight::Budget(message) => {
                     // Stop spawning; calls in flight run to completion and are recorded (docs/semantics.md §7).
                     budget = Some(message);
@@ -336,7 +336,6 @@ async fn execute(
         trace::failed(&span, failure);
     }
     span.within(complete::finish(&results, &events, &exec.settings, &tool, &call, &ctx, outcome)).await;
-    let cap = tool.spec.max_output_chars.or(exec.settings.max_output_chars);
-    trace::finish(&span, &results, &call.id, cap);
+    trace::finish(&span, &results, &call.id);
     CallEnd::Recorded
 }

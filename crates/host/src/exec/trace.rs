@@ -61,9 +61,10 @@ pub(super) fn plugin(span: &Scope, tool: &Tool) {
     }
 }
 
-/// The call's one result, on its span: its error kind, whether it was cut,
-/// and (with content captured) the text the model reads.
-pub(super) fn finish(span: &Scope, results: &Results, call_id: &str, cap: Option<u64>) {
+/// The call's one result, on its span: its error kind and (with content
+/// captured) the text the model reads. (Whether it was cut is said where
+/// it is cut, in `complete`.)
+pub(super) fn finish(span: &Scope, results: &Results, call_id: &str) {
     if !span.is_recording() {
         return;
     }
@@ -78,9 +79,6 @@ pub(super) fn finish(span: &Scope, results: &Results, call_id: &str, cap: Option
         if let Some(kind) = &entry.tool_error_kind {
             span.set(KeyValue::new("lovia.tool.error_kind", kind.clone()));
         }
-    }
-    if entry.raw.is_none() && !entry.is_error && cap.is_some_and(|c| entry.output.chars().count() as u64 >= c) {
-        span.set(KeyValue::new(attr::TRUNCATED, true));
     }
     span.set_content(|| vec![KeyValue::new(attr::GEN_AI_TOOL_RESULT, entry.output.clone())]);
 }

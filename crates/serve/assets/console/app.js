@@ -470,6 +470,7 @@ function resetRun(sessionId) {
   $('run-view').hidden = false;
   $('run-title').textContent = `Run of session ${sessionId || '(new)'}`;
   setStatus('—');
+  showTrace(null);
   $('run-events').replaceChildren();
   $('waterfall').replaceChildren();
   $('timeline-heading').hidden = true;
@@ -489,6 +490,18 @@ async function showDecisions(sessionId) {
   $('decisions-heading').hidden = decided.length === 0;
   $('run-decisions').replaceChildren(...decided.map((e) => el('li', { class: 'decision' },
     `${e.source.slice(prefix.length)}: ${e.outcome}, ${new Date(e.at_ms).toLocaleString()}`)));
+}
+
+/**
+ * A link to the run's trace in the operator's trace UI, where
+ * `[telemetry] trace_url` names one (docs/telemetry.md); nothing otherwise.
+ */
+function showTrace(url, traceId) {
+  const slot = $('run-trace');
+  slot.replaceChildren();
+  if (url && traceId) {
+    slot.append(' · ', el('a', { id: 'run-trace-link', href: url, target: '_blank', rel: 'noopener noreferrer' }, `trace ${traceId}`));
+  }
 }
 
 /** The run's status; Cancel is offered only while it runs. */
@@ -736,6 +749,7 @@ async function openRun(sessionId) {
   try {
     const t = await api(`/api/chat/${encodeURIComponent(sessionId)}`);
     setStatus(t.status);
+    showTrace(t.trace_url, t.trace_id);
     if (t.status === 'running') {
       // The service replays the run's events so far; shown once they say where the run began.
       run.earlier = t.messages || [];
