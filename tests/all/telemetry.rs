@@ -289,6 +289,7 @@ fn content_is_recorded_only_when_turned_on() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let spans = phoenix.trace(1, |s| attr(s, "gen_ai.conversation.id") == session.as_str());
         let call = one(&spans, "execute_tool search_docs");
+        assert!(attr(call, "lovia.memory.bytes").as_i64().is_some_and(|b| b > 0), "{call}");
         if capture {
             assert_eq!(attr(call, "gen_ai.tool.call.arguments"), r#"{"query": "timeouts"}"#);
             assert_eq!(attr(call, "gen_ai.tool.call.result"), "[\"Timeouts\"]");
@@ -504,11 +505,11 @@ async fn a_client_s_traceparent_is_honoured_at_the_service_s_doors() {
     let export = export_to(&phoenix().expect("started").endpoint());
     let dir = tempfile::tempdir().expect("tempdir");
     let script = dir.path().join("script.json");
-    std::fs::write(
-        &script,
-        json!([calls(&[("l", "lookup_order", json!({"order_id": "A-1001"}))]), {"content": "found"}]).to_string(),
-    )
-    .expect("script");
+    let turn = calls(&[
+        ("l", "lookup_order", json!({"order_id": "A-1001"})),
+        ("r", "refund", json!({"order_id": "A-1002", "amount_cents": 9000})),
+    ]);
+    std::fs::write(&script, json!([turn, {"content": "refunded"}]).to_string()).expect("script");
     let mut t = tenant("acme", "acme-key", &[lovia_tests::fixtures::ORDERS]);
     t.provider = lovia_serve::ProviderConfig::scripted(script);
     let mut config = lovia_serve::ServeConfig::new(vec![t]);
@@ -545,6 +546,10 @@ async fn a_client_s_traceparent_is_honoured_at_the_service_s_doors() {
     )
     .await;
     assert_eq!(sse.status, 200);
+    // The refund is approved as the console approves it.
+    sse.until("approval_required").await;
+    let decision = r#"{"session_id": "traced", "call_id": "r", "decision": "approve"}"#;
+    assert_eq!(request(addr, "POST", "/api/chat/approve", Some("acme-key"), decision).await.0, 200);
     sse.rest().await;
     // The transcript names the run's trace and its address in the trace UI.
     let (status, body) = request(addr, "GET", "/api/chat/traced", Some("acme-key"), "").await;
@@ -558,7 +563,7 @@ async fn a_client_s_traceparent_is_honoured_at_the_service_s_doors() {
         let phoenix = phoenix().expect("started");
         (
             phoenix.trace(1, |s| s["context"]["trace_id"] == direct_trace),
-            phoenix.trace(4, |s| s["context"]["trace_id"] == chat_trace),
+            phoenix.trace(6, |s| s["context"]["trace_id"] == chat_trace),
         )
     })
     .await
@@ -571,4 +576,8 @@ async fn a_client_s_traceparent_is_honoured_at_the_service_s_doors() {
     assert_eq!(run["parent_id"], parent, "{}", summary(&chat));
     assert_eq!(attr(run, "lovia.tenant"), "acme");
     assert_eq!(one(&chat, "execute_tool lookup_order")["parent_id"], id(run));
+    let approval = one(&chat, "lovia.approval");
+    assert_eq!(approval["parent_id"], id(one(&chat, "execute_tool refund")));
+    assert_eq!(attr(approval, "lovia.approval.decision"), "approved");
+    assert_eq!(attr(approval, "lovia.approval.via"), "consumer");
 }

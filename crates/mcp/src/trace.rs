@@ -4,7 +4,6 @@
 //! `tracestate`) both ways; over HTTP a `traceparent` header is read too.
 
 use lovia_telemetry::{KeyValue, Scope, SpanKind, Telemetry, attr, propagate};
-use serde_json::Map;
 
 /// The server span of one `tools/call`: a child of the trace context the
 /// request's `_meta` carries, else of its HTTP request's `traceparent`.
@@ -61,7 +60,11 @@ fn has_span(cx: &lovia_telemetry::Context) -> bool {
 /// The client span of one `tools/call` to source `server`, under the
 /// current context (the lovia call that made it), and the `_meta` that
 /// carries it to the server.
-pub(crate) fn client_call(server: &str, tool: &str, http: bool) -> (Scope, Option<Map<String, serde_json::Value>>) {
+pub(crate) fn client_call(
+    server: &str,
+    tool: &str,
+    http: bool,
+) -> (Scope, Option<serde_json::Map<String, serde_json::Value>>) {
     let telemetry = Telemetry::in_current();
     if !telemetry.is_on() {
         return (Scope::none(), None);
@@ -75,7 +78,7 @@ pub(crate) fn client_call(server: &str, tool: &str, http: bool) -> (Scope, Optio
         ]
     });
     let meta = span.context().map(|cx| {
-        let mut meta = Map::new();
+        let mut meta = serde_json::Map::new();
         propagate::into_meta(cx, &mut meta);
         meta
     });

@@ -82,6 +82,10 @@ pub const PLUGIN_VERSION: &str = "lovia.plugin.version";
 pub const PLUGIN_DIGEST: &str = "lovia.plugin.digest";
 /// `lovia.instance.mode`: `fresh`, `session` or `pooled`.
 pub const INSTANCE_MODE: &str = "lovia.instance.mode";
+/// `lovia.fuel.used`: Wasm fuel an attempt burnt (with fuel metering on).
+pub const FUEL_USED: &str = "lovia.fuel.used";
+/// `lovia.memory.bytes`: the linear memory an attempt's instance ended with.
+pub const MEMORY_BYTES: &str = "lovia.memory.bytes";
 /// `lovia.limit`: the limit that ended an attempt (`timeout`, `fuel`, `memory`, …).
 pub const LIMIT: &str = "lovia.limit";
 /// `lovia.attempt`: the 1-based attempt of a call.

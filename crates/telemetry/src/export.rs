@@ -15,7 +15,7 @@ use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, Span, SpanData, SpanExporter, SpanProcessor};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -223,12 +223,16 @@ enum Message {
     Span(Box<SpanData>),
     Resource(Resource),
     Flush(SyncSender<()>),
+    /// Send what is left, shut the exporter down, say so, and end.
+    Close(SyncSender<()>),
 }
 
-/// The span processor: a bounded queue to the export thread.
+/// The span processor: a bounded queue to the export thread. Handing a
+/// span over takes no lock: `SyncSender` is shared as it is.
 #[derive(Debug)]
 struct Queue {
-    tx: Mutex<Option<SyncSender<Message>>>,
+    tx: SyncSender<Message>,
+    closed: std::sync::atomic::AtomicBool,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     counts: Arc<Counts>,
 }
@@ -245,11 +249,11 @@ impl Queue {
             .name("lovia-otlp".into())
             .spawn(move || export_loop(exporter, rx, &thread_counts))
             .map_err(|source| TelemetryError::Thread { source })?;
-        Ok(Queue { tx: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)), counts })
+        Ok(Queue { tx, closed: Default::default(), thread: Mutex::new(Some(thread)), counts })
     }
 
-    fn sender(&self) -> Option<SyncSender<Message>> {
-        self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
     }
 }
 
@@ -260,43 +264,40 @@ impl SpanProcessor for Queue {
         if !span.span_context.is_sampled() {
             return;
         }
-        let sent = match self.sender() {
-            Some(tx) => match tx.try_send(Message::Span(Box::new(span))) {
-                Ok(()) => true,
-                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
-            },
-            None => false,
-        };
+        let sent = !self.is_closed() && self.tx.try_send(Message::Span(Box::new(span))).is_ok();
         if !sent {
             self.counts.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     fn force_flush(&self) -> OTelSdkResult {
-        let Some(tx) = self.sender() else { return Err(OTelSdkError::AlreadyShutdown) };
+        if self.is_closed() {
+            return Err(OTelSdkError::AlreadyShutdown);
+        }
         let (done, wait) = sync_channel(1);
-        tx.send(Message::Flush(done)).map_err(|_| OTelSdkError::AlreadyShutdown)?;
+        self.tx.send(Message::Flush(done)).map_err(|_| OTelSdkError::AlreadyShutdown)?;
         wait.recv_timeout(EXPORT_TIMEOUT * 2).map_err(|_| OTelSdkError::Timeout(EXPORT_TIMEOUT * 2))
     }
 
     fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        // Closing the queue ends the thread once it has sent what is left.
-        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let Some(tx) = tx else { return Err(OTelSdkError::AlreadyShutdown) };
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Err(OTelSdkError::AlreadyShutdown);
+        }
         let (done, wait) = sync_channel(1);
-        let _ = tx.send(Message::Flush(done));
-        drop(tx);
-        let flushed = wait.recv_timeout(timeout).is_ok();
-        if flushed && let Some(thread) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if self.tx.send(Message::Close(done)).is_err() {
+            return Err(OTelSdkError::AlreadyShutdown);
+        }
+        if wait.recv_timeout(timeout).is_err() {
+            return Err(OTelSdkError::Timeout(timeout));
+        }
+        if let Some(thread) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = thread.join();
         }
-        if flushed { Ok(()) } else { Err(OTelSdkError::Timeout(timeout)) }
+        Ok(())
     }
 
     fn set_resource(&mut self, resource: &Resource) {
-        if let Some(tx) = self.sender() {
-            let _ = tx.send(Message::Resource(resource.clone()));
-        }
+        let _ = self.tx.send(Message::Resource(resource.clone()));
     }
 }
 
@@ -364,6 +365,12 @@ fn export_loop(mut exporter: opentelemetry_otlp::SpanExporter, rx: Receiver<Mess
                 send(&mut batch, &exporter);
                 due = None;
             }
+            Ok(Message::Close(done)) => {
+                send(&mut batch, &exporter);
+                let _ = exporter.shutdown();
+                let _ = done.send(());
+                return;
+            }
             Err(RecvTimeoutError::Disconnected) => {
                 send(&mut batch, &exporter);
                 let _ = exporter.shutdown();
@@ -387,27 +394,31 @@ fn instance_id() -> String {
 mod tests {
     use super::*;
 
+    fn refusal(section: &TelemetrySection) -> String {
+        section.check().expect_err("refused").to_string()
+    }
+
     #[test]
     fn each_value_is_checked_and_named() {
         let mut section = TelemetrySection { sampling: Some(1.5), ..TelemetrySection::default() };
-        assert_eq!(section.check().unwrap_err().to_string(), "telemetry: sampling must be between 0 and 1, not 1.5");
+        assert_eq!(refusal(&section), "telemetry: sampling must be between 0 and 1, not 1.5");
         section.sampling = None;
         section.queue = Some(0);
-        assert_eq!(section.check().unwrap_err().to_string(), "telemetry: queue must be 1–65536 spans, not 0");
+        assert_eq!(refusal(&section), "telemetry: queue must be 1–65536 spans, not 0");
         section.queue = None;
         section.protocol = Some("http/json".into());
         assert_eq!(
-            section.check().unwrap_err().to_string(),
+            refusal(&section),
             "telemetry: unknown protocol 'http/json' (from [telemetry] protocol); the protocols are: http/protobuf, grpc"
         );
         section.protocol = None;
         section.trace_url = Some("https://traces.example/".into());
-        assert!(section.check().unwrap_err().to_string().contains("has no {trace_id}"));
+        assert!(refusal(&section).contains("has no {trace_id}"));
     }
 
     #[test]
     fn an_unknown_key_is_an_error_that_names_it() {
-        let e = toml::from_str::<TelemetrySection>("endpont = \"http://x\"").unwrap_err().to_string();
+        let e = toml::from_str::<TelemetrySection>("endpont = \"http://x\"").expect_err("unknown key").to_string();
         assert!(e.contains("unknown field `endpont`") && e.contains("endpoint"), "{e}");
     }
 }

@@ -113,10 +113,14 @@ pub(super) async fn run_turn(
                 Preflight::Rejected => trace::finish(&span, &results, &call.id),
                 Preflight::Budget(message) => {
                     // Stop spawning; calls in flight run to completion and are recorded (docs/semantics.md §7).
+                    span.fail("budget_exceeded", message.clone());
                     budget = Some(message);
                     break;
                 }
-                Preflight::Cancelled => return Err(run.cancel.reason()),
+                Preflight::Cancelled => {
+                    span.fail("cancelled", "the run was cancelled");
+                    return Err(run.cancel.reason());
+                }
             }
         }
         in_flight.drain(run).await

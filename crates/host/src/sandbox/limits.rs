@@ -100,6 +100,11 @@ impl InstanceLimiter {
         let others = StoreLimitsBuilder::new().trap_on_grow_failure(true).instances(16).tables(16).memories(4).build();
         Self { memory_limit, memory_total: 0, growth_refused: false, others }
     }
+
+    /// Bytes of the store's linear memories now (they never shrink).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.memory_total
+    }
 }
 
 impl ResourceLimiter for InstanceLimiter {

@@ -116,6 +116,21 @@ impl MeteredStore {
     /// Records the fuel burned so far and refunds the rest (once).
     pub(crate) fn settle(&mut self) {
         let left = self.store.as_ref().and_then(|s| s.get_fuel().ok());
+        // What the attempt used, on its span when it is traced (docs/telemetry.md).
+        if let Some(store) = &self.store {
+            let telemetry = lovia_telemetry::Telemetry::in_current();
+            let used = self.fuel.fuel.zip(left).map(|(given, left)| given.saturating_sub(left));
+            telemetry.annotate_current(|| {
+                lovia_telemetry::KeyValue::new(
+                    lovia_telemetry::attr::MEMORY_BYTES,
+                    store.data().store_limits.memory_bytes() as i64,
+                )
+            });
+            if let Some(used) = used {
+                telemetry
+                    .annotate_current(|| lovia_telemetry::KeyValue::new(lovia_telemetry::attr::FUEL_USED, used as i64));
+            }
+        }
         self.fuel.finish(left);
     }
 
