@@ -237,6 +237,7 @@ fn a_run_with_a_retried_call_and_an_approval_is_one_trace() {
     assert_eq!(approval["parent_id"], id(refund));
     assert_eq!(attr(approval, "lovia.approval.decision"), "approved");
     assert_eq!(attr(approval, "lovia.approval.via"), "consumer");
+    assert_eq!(attr(approval, "lovia.approval.by"), "script");
     // Content is off by default.
     assert!(spans.iter().all(|s| attr(s, "gen_ai.tool.call.arguments").is_null()), "{}", summary(&spans));
     assert!(spans.iter().all(|s| attr(s, "gen_ai.input.messages").is_null()));
@@ -580,4 +581,40 @@ async fn a_client_s_traceparent_is_honoured_at_the_service_s_doors() {
     assert_eq!(approval["parent_id"], id(one(&chat, "execute_tool refund")));
     assert_eq!(attr(approval, "lovia.approval.decision"), "approved");
     assert_eq!(attr(approval, "lovia.approval.via"), "consumer");
+    assert_eq!(attr(approval, "lovia.approval.by"), "http_api");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_nobody_decided_in_time_is_traced_as_a_timeout() {
+    if phoenix_in_background().await.is_none() {
+        return;
+    }
+    use lovia_host::{ApprovalRequest, CallContext, ExecSettings, Executor, HandlerAnswer, RunState, ToolCall};
+    let export = export_to(&phoenix().expect("started").endpoint());
+    let plugin = lovia_tests::load(lovia_tests::fixtures::ORDERS).await;
+    let tools = lovia_host::Toolset::new()
+        .with(lovia_host::ToolSource::Plugin, lovia_host::Tool::from_plugin(&plugin))
+        .expect("tools");
+    // `lovia serve`'s handler answers this once approval_timeout_secs pass.
+    let expired = |_: &ApprovalRequest, _: &CallContext| Ok(HandlerAnswer::TimedOut);
+    let settings = ExecSettings::default()
+        .with_approval_handler(Some(std::sync::Arc::new(expired)))
+        .with_telemetry(export.telemetry());
+    let run_id = format!("expired-{}", free_port());
+    let run = RunState { run_id: run_id.clone(), ..RunState::default() };
+    let call = ToolCall::new("r", "refund", r#"{"order_id": "A-1002", "amount_cents": 9000}"#);
+    let entry =
+        Executor::new(tools, settings).call(&call, &run, &lovia_host::EventSink::none()).await.expect("a result");
+    assert_eq!(entry.output, "Tool refund was not approved.");
+    export.shutdown();
+    let spans = tokio::task::spawn_blocking(move || {
+        phoenix().expect("started").trace(2, |s| attr(s, "lovia.run.id") == run_id.as_str())
+    })
+    .await
+    .expect("spans");
+    let call = one(&spans, "execute_tool refund");
+    assert_eq!(attr(call, "error.type"), "denied");
+    let approval = one(&spans, "lovia.approval");
+    assert_eq!(attr(approval, "lovia.approval.decision"), "denied");
+    assert_eq!(attr(approval, "lovia.approval.via"), "timeout");
 }

@@ -656,6 +656,8 @@ impl Printer {
                 Some(Decision::Deny) => "deny",
                 None => "undecided",
             });
+            // The script's `approvals` decide it (traced as `lovia.approval.by`).
+            ticket.note_decider("script");
             match decision {
                 Some(Decision::Approve) => {
                     ticket.approve();

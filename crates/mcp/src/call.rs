@@ -132,6 +132,7 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> Result<CallToolRes
                     let request = ticket.request();
                     let name = request.plugin_digest.as_ref().and_then(|d| plugin_names.get(d));
                     let message = approve::prompt(request, name.map(String::as_str));
+                    let mut by = "mcp_unavailable";
                     let approved = match approval.as_ref() {
                         // A 2026-07-28 round trip answers input_required and
                         // the client retries the whole call: a program would
@@ -148,6 +149,7 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> Result<CallToolRes
                         }
                         Approval::Elicit { allowed, .. } if allowed.allows(request) => {
                             tracing::info!(tool = %request.tool, "auto-approved (allowed for this MCP session)");
+                            by = "mcp_session_allowance";
                             true
                         }
                         Approval::Elicit { peer, timeout, allowed, .. } => {
@@ -159,6 +161,7 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> Result<CallToolRes
                             tokio::select! {
                                 answer = ask => match answer {
                                     Ok(result) => {
+                                        by = "mcp_elicitation";
                                         if approve::always(&result) {
                                             allowed.allow(request);
                                         }
@@ -177,6 +180,7 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> Result<CallToolRes
                             }
                         }
                         Approval::RoundTrip { states, retry: Some((state, responses)), .. } => {
+                            by = "mcp_input_required";
                             match states.redeem(state, responses.as_ref(), request).await {
                                 Ok(approved) => approved,
                                 Err(e) => {
@@ -195,6 +199,7 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> Result<CallToolRes
                             false
                         }
                     };
+                    state.approvals.note_decider(&request.call_id, by);
                     if approved {
                         ticket.approve();
                     } else {

@@ -234,6 +234,10 @@ impl LiveRun {
     /// Applies a client's order (from this replica's route or, through the
     /// store, another's); whether it matched.
     pub(crate) fn apply(&self, order: &Order) -> bool {
+        if let Order::Decide { call_id, .. } = order {
+            // `POST /api/chat/approve`, from the console or an API client (traced as `lovia.approval.by`).
+            self.approvals.note_decider(call_id, "http_api");
+        }
         match order {
             Order::Decide { call_id, decision: ApprovalDecision::Approve, always: true } => {
                 self.approvals.approve_always(call_id).is_some()
@@ -279,7 +283,7 @@ impl ApprovalHandler for AwaitDecision {
         Box::pin(async move {
             tokio::time::sleep(self.0).await;
             tracing::info!(call = %request.call_id, tool = %request.tool, "approval timed out: denied");
-            Ok(HandlerAnswer::Deny)
+            Ok(HandlerAnswer::TimedOut)
         })
     }
 }

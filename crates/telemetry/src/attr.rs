@@ -97,9 +97,14 @@ pub const PARENT_CALL_ID: &str = "lovia.tool.parent_call.id";
 /// `lovia.approval.decision`: `approved`, `denied` or `cancelled`.
 pub const APPROVAL_DECISION: &str = "lovia.approval.decision";
 /// `lovia.approval.via`: how it was decided: `consumer` (whoever holds the
-/// run's events: a console, an MCP elicitation, an API client), `handler`,
-/// `always_allow`, `default_deny`.
+/// run's events: a console, an MCP elicitation, an API client; which one is
+/// [`APPROVAL_BY`]), `handler`, `timeout`, `always_allow`, `default_deny`.
 pub const APPROVAL_VIA: &str = "lovia.approval.via";
+/// `lovia.approval.by`: who decided, where the deciding door says:
+/// `http_api` (`POST /api/chat/approve`: the console or an API client),
+/// `mcp_elicitation`, `mcp_session_allowance`, `mcp_input_required`,
+/// `mcp_unavailable` (the client cannot be asked), `script` (`lovia run`).
+pub const APPROVAL_BY: &str = "lovia.approval.by";
 /// `lovia.confinement`: how a workspace command was confined.
 pub const CONFINEMENT: &str = "lovia.confinement";
 /// `lovia.bytes`: bytes a fetch read.

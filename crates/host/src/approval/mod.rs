@@ -57,6 +57,9 @@ pub enum HandlerAnswer {
     Deny,
     /// No decision: the call is denied unless someone decides out of band meanwhile.
     Ask,
+    /// Nobody decided within the handler's wait (`lovia serve`'s
+    /// `approval_timeout_secs`): denied, and traced as a timeout.
+    TimedOut,
 }
 
 impl HandlerAnswer {
@@ -113,7 +116,23 @@ where
 
 struct Pending {
     request: ApprovalRequest,
-    respond: oneshot::Sender<ApprovalDecision>,
+    respond: oneshot::Sender<Decided>,
+    /// Who is about to decide ([`ApprovalChannel::note_decider`]).
+    by: Option<&'static str>,
+}
+
+/// A decision and who made it, as the waiting call receives it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Decided {
+    pub(crate) decision: ApprovalDecision,
+    /// Who decided, where the decider said (`lovia.approval.by` in traces).
+    pub(crate) by: Option<&'static str>,
+}
+
+impl Pending {
+    fn answer(self, decision: ApprovalDecision) -> bool {
+        self.respond.send(Decided { decision, by: self.by }).is_ok()
+    }
 }
 
 /// The run's approval channel: pending decisions by call id. Cheap to clone.
@@ -139,11 +158,20 @@ impl ApprovalChannel {
         Self::default()
     }
 
-    pub(crate) fn register(&self, request: ApprovalRequest) -> oneshot::Receiver<ApprovalDecision> {
+    pub(crate) fn register(&self, request: ApprovalRequest) -> oneshot::Receiver<Decided> {
         let (respond, receive) = oneshot::channel();
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        pending.insert(request.call_id.clone(), Pending { request, respond });
+        pending.insert(request.call_id.clone(), Pending { request, respond, by: None });
         receive
+    }
+
+    /// Says who is about to decide the pending call `call_id` (the door:
+    /// `http_api`, `mcp_elicitation`, …), so that the call's trace can say
+    /// it (docs/telemetry.md). Nothing when no such call is pending.
+    pub fn note_decider(&self, call_id: &str, by: &'static str) {
+        if let Some(p) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).get_mut(call_id) {
+            p.by = Some(by);
+        }
     }
 
     pub(crate) fn discard(&self, call_id: &str) {
@@ -154,7 +182,7 @@ impl ApprovalChannel {
     /// that id is pending.
     pub fn resolve(&self, call_id: &str, decision: ApprovalDecision) -> bool {
         let entry = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(call_id);
-        entry.is_some_and(|p| p.respond.send(decision).is_ok())
+        entry.is_some_and(|p| p.answer(decision))
     }
 
     /// Decides `call_id` only if it is still exactly `request` (same tool,
@@ -165,7 +193,7 @@ impl ApprovalChannel {
             return false;
         }
         let entry = pending.remove(&request.call_id);
-        entry.is_some_and(|p| p.respond.send(decision).is_ok())
+        entry.is_some_and(|p| p.answer(decision))
     }
 
     /// [`ApprovalChannel::resolve_bound`] with approve, allowing the tool for
@@ -180,7 +208,7 @@ impl ApprovalChannel {
         // Lock order: pending, then allowed (nothing takes them the other way).
         self.allow_tool(&request.tool);
         let entry = pending.remove(&request.call_id);
-        entry.is_some_and(|p| p.respond.send(ApprovalDecision::Approve).is_ok())
+        entry.is_some_and(|p| p.answer(ApprovalDecision::Approve))
     }
 
     /// Approves the pending call `call_id` and allows its tool for the rest
@@ -191,8 +219,7 @@ impl ApprovalChannel {
         let entry = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(call_id)?;
         let tool = entry.request.tool.clone();
         self.allow_tool(&tool);
-        entry.respond.send(ApprovalDecision::Approve).ok()?;
-        Some(tool)
+        entry.answer(ApprovalDecision::Approve).then_some(tool)
     }
 
     /// Allows `tool` for the rest of the session (a runner restores what a
@@ -227,7 +254,7 @@ impl ApprovalChannel {
             self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, p)| p).collect();
         let n = drained.len();
         for p in drained {
-            let _ = p.respond.send(decision);
+            let _ = p.answer(decision);
         }
         n
     }
@@ -263,6 +290,11 @@ impl ApprovalTicket {
     /// What is asked.
     pub fn request(&self) -> &ApprovalRequest {
         &self.request
+    }
+
+    /// Says who is deciding it, for its trace ([`ApprovalChannel::note_decider`]).
+    pub fn note_decider(&self, by: &'static str) {
+        self.channel.note_decider(&self.request.call_id, by);
     }
 
     /// Approves the call.

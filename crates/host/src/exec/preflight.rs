@@ -172,18 +172,22 @@ async fn decide(
         },
     };
     let span = super::trace::approval(&exec.settings.telemetry, call);
-    let (decision, via) = span.within(wait(exec, call, ctx, run, events, request)).await;
+    let (decision, via, by) = span.within(wait(exec, call, ctx, run, events, request)).await;
     let name = match decision {
         Some(ApprovalDecision::Approve) => "approved",
         Some(ApprovalDecision::Deny) => "denied",
         None => "cancelled",
     };
-    super::trace::decided(&span, name, via);
+    super::trace::decided(&span, name, via, by);
     decision
 }
 
-/// [`decide`]'s wait, and how it ended: `always_allow`, `consumer`, `handler`
-/// or `default_deny` (docs/telemetry.md).
+/// How [`wait`] ended: the decision (`None`: the run was cancelled), how it
+/// was reached and who made it, where the decider said.
+type Waited = (Option<ApprovalDecision>, &'static str, Option<&'static str>);
+
+/// [`decide`]'s wait, and how it ended: `always_allow`, `consumer`,
+/// `handler`, `timeout` or `default_deny` (docs/telemetry.md).
 async fn wait(
     exec: &Executor,
     call: &ToolCall,
@@ -191,12 +195,20 @@ async fn wait(
     run: &RunState,
     events: &EventSink,
     request: ApprovalRequest,
-) -> (Option<ApprovalDecision>, &'static str) {
+) -> Waited {
     // A person allowed this tool for the session: approved without asking.
     if run.approvals.is_allowed(&call.name) {
         events.emit(ToolEvent::AutoApproved { call: call.clone() });
-        return (Some(ApprovalDecision::Approve), "always_allow");
+        return (Some(ApprovalDecision::Approve), "always_allow", None);
     }
+    // A decision that lands: what it says and who said it; a dropped
+    // sender (the call was discarded) denies.
+    let landed = |d: Result<crate::approval::Decided, _>| -> Waited {
+        match d {
+            Ok(d) => (Some(d.decision), "consumer", d.by),
+            Err(_) => (Some(ApprovalDecision::Deny), "consumer", None),
+        }
+    };
     let mut decision = run.approvals.register(request.clone());
     let (held, released) = oneshot::channel::<()>();
     let ticket = ApprovalTicket { request: request.clone(), channel: run.approvals.clone(), _held: held };
@@ -205,31 +217,39 @@ async fn wait(
     // (a) The consumer holds the ticket: wait for a decision, its release, or cancellation.
     tokio::select! {
         biased;
-        d = &mut decision => return (d.ok().or(Some(ApprovalDecision::Deny)), "consumer"),
-        () = run.cancel.cancelled() => { run.approvals.discard(&call.id); return (None, "consumer") }
+        d = &mut decision => return landed(d),
+        () = run.cancel.cancelled() => { run.approvals.discard(&call.id); return (None, "consumer", None) }
         _ = released => {}
     }
     if let Ok(d) = decision.try_recv() {
-        return (Some(d), "consumer");
+        return landed(Ok(d));
     }
     // (b) The handler; an out-of-band decision landing meanwhile also counts.
     if let Some(handler) = &exec.settings.approval_handler {
         let answer = tokio::select! {
             biased;
-            d = &mut decision => return (d.ok().or(Some(ApprovalDecision::Deny)), "consumer"),
-            () = run.cancel.cancelled() => { run.approvals.discard(&call.id); return (None, "consumer") }
+            d = &mut decision => return landed(d),
+            () = run.cancel.cancelled() => { run.approvals.discard(&call.id); return (None, "consumer", None) }
             a = handler.decide(&request, ctx) => a,
         };
         match answer {
             Ok(HandlerAnswer::Allow) => {
                 run.approvals.discard(&call.id);
-                return (Some(ApprovalDecision::Approve), "handler");
+                return (Some(ApprovalDecision::Approve), "handler", None);
             }
-            Ok(HandlerAnswer::Deny) | Ok(HandlerAnswer::Ask) => {}
+            Ok(HandlerAnswer::Deny) => {
+                run.approvals.discard(&call.id);
+                return (Some(ApprovalDecision::Deny), "handler", None);
+            }
+            Ok(HandlerAnswer::TimedOut) => {
+                run.approvals.discard(&call.id);
+                return (Some(ApprovalDecision::Deny), "timeout", None);
+            }
+            Ok(HandlerAnswer::Ask) => {}
             Err(error) => events.emit(ToolEvent::ToolCallFailed { call: call.clone(), error }),
         }
     }
     // (c) Still undecided: fail closed.
     run.approvals.discard(&call.id);
-    (Some(ApprovalDecision::Deny), "default_deny")
+    (Some(ApprovalDecision::Deny), "default_deny", None)
 }

@@ -108,7 +108,14 @@ pub(super) fn approval(telemetry: &Telemetry, call: &ToolCall) -> Scope {
     })
 }
 
-/// How an approval ended, on its span.
-pub(super) fn decided(span: &Scope, decision: &'static str, via: &'static str) {
-    span.set_with(|| vec![KeyValue::new(attr::APPROVAL_DECISION, decision), KeyValue::new(attr::APPROVAL_VIA, via)]);
+/// How an approval ended, on its span: the decision, how, and who.
+pub(super) fn decided(span: &Scope, decision: &'static str, via: &'static str, by: Option<&'static str>) {
+    span.set_with(|| {
+        let mut attributes =
+            vec![KeyValue::new(attr::APPROVAL_DECISION, decision), KeyValue::new(attr::APPROVAL_VIA, via)];
+        if let Some(by) = by {
+            attributes.push(KeyValue::new(attr::APPROVAL_BY, by));
+        }
+        attributes
+    });
 }

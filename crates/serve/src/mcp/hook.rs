@@ -68,7 +68,10 @@ impl Waiting {
         let approvals = self.lock().get(session).filter(|c| c.asked.is_some())?.approvals.clone();
         // A call id it does not wait on may be a chat's whose session has the
         // same name: that is for the chats to answer.
-        approvals.is_pending(call_id).then(|| approvals.resolve(call_id, decision))
+        approvals.is_pending(call_id).then(|| {
+            approvals.note_decider(call_id, "http_api");
+            approvals.resolve(call_id, decision)
+        })
     }
 }
 
