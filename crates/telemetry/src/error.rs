@@ -40,6 +40,10 @@ pub enum TelemetryError {
         #[source]
         source: opentelemetry_otlp::ExporterBuildError,
     },
+    /// gRPC export was asked for outside a Tokio runtime: its channel's
+    /// worker runs on the runtime that builds it.
+    #[error("telemetry: OTLP over gRPC is started from inside a Tokio runtime (Export::start was called outside one)")]
+    NoRuntime,
     /// The export thread could not be started.
     #[error("telemetry: the export thread cannot start: {source}")]
     Thread {

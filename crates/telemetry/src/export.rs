@@ -151,11 +151,15 @@ struct Counts {
 impl Export {
     /// Starts exporting as `section` and the environment say; `Ok(None)`
     /// when no endpoint is named (telemetry off). `client` sends OTLP over
-    /// HTTP (the caller's TLS configuration); gRPC uses its own.
+    /// HTTP (the caller's TLS configuration); gRPC uses its own, and must be
+    /// started inside a Tokio runtime, whose workers carry its connection.
     pub fn start(section: &TelemetrySection, client: reqwest::Client) -> Result<Option<Export>, TelemetryError> {
         section.check()?;
         let Some(endpoint) = section.endpoint() else { return Ok(None) };
         let exporter = match section.protocol()? {
+            // tonic spawns its channel's worker on the current runtime, and
+            // panics without one: refuse instead.
+            Protocol::Grpc if tokio::runtime::Handle::try_current().is_err() => return Err(TelemetryError::NoRuntime),
             Protocol::Grpc => opentelemetry_otlp::SpanExporter::builder().with_tonic().with_endpoint(endpoint).build(),
             _ => {
                 // The HTTP exporter takes the endpoint as the collector's

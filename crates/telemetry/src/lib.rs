@@ -34,7 +34,7 @@ pub use error::TelemetryError;
 pub use handle::Telemetry;
 pub use opentelemetry::trace::SpanKind;
 pub use opentelemetry::{Context, KeyValue, Value};
-pub use scope::Scope;
+pub use scope::{MAX_CONTENT_BYTES, Scope};
 
 /// Runs `future` with `cx` as its current context (spans made inside are
 /// its children); without one, as it is.

@@ -3,6 +3,27 @@
 use opentelemetry::trace::{Status, TraceContextExt};
 use opentelemetry::{Context, KeyValue};
 
+/// The most bytes of one content attribute: a model's arguments or a
+/// tool's result can be megabytes, and every span crosses the export queue
+/// and the network. Longer text is cut at a character boundary and marked.
+pub const MAX_CONTENT_BYTES: usize = 16 * 1024;
+
+/// `attribute` with a string value cut to [`MAX_CONTENT_BYTES`].
+fn capped(attribute: KeyValue) -> KeyValue {
+    match &attribute.value {
+        opentelemetry::Value::String(text) if text.as_str().len() > MAX_CONTENT_BYTES => {
+            let text = text.as_str();
+            let mut end = MAX_CONTENT_BYTES;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            let cut = format!("{}…[{} more bytes]", &text[..end], text.len() - end);
+            KeyValue::new(attribute.key, cut)
+        }
+        _ => attribute,
+    }
+}
+
 /// A span that is open; ended by [`Scope::end`] or when dropped. Every
 /// method does nothing when telemetry is off.
 #[derive(Debug, Default)]
@@ -61,7 +82,7 @@ impl Scope {
         if self.captures_content()
             && let Some(cx) = &self.cx
         {
-            cx.span().set_attributes(f());
+            cx.span().set_attributes(f().into_iter().map(capped));
         }
     }
 
@@ -107,5 +128,25 @@ impl Drop for Scope {
         if let Some(cx) = &self.cx {
             cx.span().end();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_is_cut_at_a_character_boundary() {
+        let long = "é".repeat(MAX_CONTENT_BYTES);
+        let cut = capped(KeyValue::new("k", long.clone()));
+        let text = cut.value.as_str();
+        assert!(text.len() < MAX_CONTENT_BYTES + 32, "{}", text.len());
+        assert!(
+            text.ends_with(&format!("…[{} more bytes]", long.len() - MAX_CONTENT_BYTES)),
+            "{}",
+            &text[text.len() - 40..]
+        );
+        let short = capped(KeyValue::new("k", "short"));
+        assert_eq!(short.value.as_str(), "short");
     }
 }
