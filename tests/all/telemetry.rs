@@ -671,3 +671,56 @@ async fn mcp_post(addr: std::net::SocketAddr, headers: &str, body: &str) -> (u16
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     (status, head.to_owned(), body.to_owned())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_s_request_carries_the_trace_only_to_an_origin_granted_it() {
+    if phoenix_in_background().await.is_none() {
+        return;
+    }
+    use lovia_host::plugin::config::PluginConfig;
+    use lovia_host::sandbox::Grants;
+    use lovia_host::{ExecSettings, Executor, HttpOrigin, RunState, ToolCall};
+    let export = export_to(&phoenix().expect("started").endpoint());
+    let (carried, plain) = (lovia_tests::http::Server::start().await, lovia_tests::http::Server::start().await);
+    let origin = |s: &lovia_tests::http::Server| s.origin().parse::<HttpOrigin>().expect("origin");
+    let grants = Grants {
+        http: vec![origin(&carried), origin(&plain)],
+        http_trace_context: vec![origin(&carried)],
+        ..Grants::default()
+    };
+    let plugin = lovia_tests::host()
+        .load_file_with(lovia_tests::fixtures::HOSTILE, PluginConfig::default().with_grants(grants))
+        .await
+        .expect("load");
+    let tools = lovia_host::Toolset::new()
+        .with(lovia_host::ToolSource::Plugin, lovia_host::Tool::from_plugin(&plugin))
+        .expect("tools");
+    let exec = Executor::new(tools, ExecSettings::default().with_telemetry(export.telemetry()));
+    let run_id = format!("outbound-{}", free_port());
+    let run = RunState { run_id: run_id.clone(), ..RunState::default() };
+    for (id, server) in [("to-carried", &carried), ("to-plain", &plain)] {
+        let args = json!({"url": format!("{}/x", server.origin())});
+        let call = ToolCall::new(id, "fetch", args.to_string());
+        let entry = exec.call(&call, &run, &lovia_host::EventSink::none()).await.expect("a result");
+        assert!(!entry.is_error, "{}", entry.output);
+    }
+    export.shutdown();
+    let header = |server: &lovia_tests::http::Server| {
+        let seen = server.seen();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        seen[0].headers.iter().find(|(k, _)| k == "traceparent").map(|(_, v)| v.clone())
+    };
+    let sent = header(&carried).expect("the granted origin gets the trace");
+    let spans = tokio::task::spawn_blocking(move || {
+        phoenix()
+            .expect("started")
+            .trace(1, |s| attr(s, "gen_ai.tool.call.id") == "to-carried" && attr(s, "lovia.run.id") == run_id.as_str())
+    })
+    .await
+    .expect("spans");
+    let call = one(&spans, "execute_tool fetch");
+    assert_eq!(sent.split('-').nth(1), call["context"]["trace_id"].as_str(), "{sent}");
+    assert_eq!(sent.split('-').nth(2), Some(id(call)), "the request is the call's child: {sent}");
+    // The other origin, granted the request but not the trace, gets none.
+    assert_eq!(header(&plain), None);
+}

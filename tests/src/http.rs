@@ -17,6 +17,8 @@ pub struct Seen {
     pub host: String,
     /// The body as text.
     pub body: String,
+    /// Every header, by lower-case name.
+    pub headers: Vec<(String, String)>,
 }
 
 /// A running server. It answers every request with `200` and the text
@@ -66,6 +68,11 @@ async fn answer(State(seen): State<Arc<Mutex<Vec<Seen>>>>, request: Request) -> 
         path: parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_owned(),
         host: parts.headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("").to_owned(),
         body: String::from_utf8_lossy(&body).into_owned(),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect(),
     };
     let reply = format!("{} {} {}", entry.method, entry.path, entry.body);
     seen.lock().expect("lock").push(entry);

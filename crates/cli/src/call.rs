@@ -111,6 +111,7 @@ pub(crate) async fn run(args: Args, host: Host, supply: &crate::supply::Supply) 
         env: args.grant_env,
         secrets: Default::default(),
         http: args.allow_http,
+        http_trace_context: Vec::new(),
     });
     // The executor passes no per-call limits, so --memory-mib becomes the
     // plugin's own limit, exactly as a `memory_mib` in its config would.

@@ -28,6 +28,13 @@ pub struct Grants {
     /// link-local, metadata) only through an exactly written host.
     #[serde(default)]
     pub http: Vec<HttpOrigin>,
+    /// Origins whose requests carry the call's trace context (W3C
+    /// `traceparent` and `tracestate`, replacing any the guest set) when
+    /// traces are on (docs/telemetry.md). Only requests to a granted origin
+    /// leave at all; this says which of them may learn the trace. Default:
+    /// none: a plugin's requests never carry it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub http_trace_context: Vec<HttpOrigin>,
 }
 
 /// One mounted directory.
@@ -75,6 +82,7 @@ impl Grants {
         self.env.extend(other.env);
         self.secrets.extend(other.secrets);
         self.http.extend(other.http);
+        self.http_trace_context.extend(other.http_trace_context);
     }
 
     /// One line per grant, secret values omitted.
@@ -90,6 +98,7 @@ impl Grants {
         out.extend(self.env.iter().map(|e| format!("env {e}")));
         out.extend(self.secrets.iter().map(|(name, src)| format!("secret {name} (from ${})", src.env)));
         out.extend(self.http.iter().map(|origin| format!("http {origin}")));
+        out.extend(self.http_trace_context.iter().map(|origin| format!("http {origin}: carries the trace context")));
         out
     }
 

@@ -332,6 +332,9 @@ fn is_special_v6(ip: Ipv6Addr) -> bool {
 /// is asking (for the log line of a refusal).
 pub(crate) struct HttpHooks {
     pub(crate) origins: Arc<[HttpOrigin]>,
+    /// The granted origins whose requests carry the call's trace context
+    /// (`Grants::http_trace_context`).
+    pub(crate) trace_origins: Arc<[HttpOrigin]>,
     pub(crate) plugin: Arc<str>,
     pub(crate) tool: Arc<str>,
     pub(crate) call_id: Arc<str>,
@@ -353,6 +356,12 @@ impl WasiHttpHooks for HttpHooks {
         let origins = self.origins.clone();
         let (plugin, tool, call) = (self.plugin.clone(), self.tool.clone(), self.call_id.clone());
         let cancel = self.cancel.clone();
+        // The call's trace context, read here, while the guest's call is the
+        // current one (docs/telemetry.md); sent only to an origin granted it.
+        let trace = (!self.trace_origins.is_empty() && lovia_telemetry::Telemetry::in_current().is_on())
+            .then(lovia_telemetry::Context::current);
+        let trace_origins = self.trace_origins.clone();
+        let mut request = request;
         Box::new(async move {
             let url = request.uri().to_string();
             let refuse = |error: WasiHttpError, reason: &str| {
@@ -372,6 +381,20 @@ impl WasiHttpHooks for HttpHooks {
             let Some(origin) = origins.iter().find(|o| o.matches(&target)) else {
                 return refuse(WasiHttpError::HttpRequestDenied, "origin not granted");
             };
+            if let Some(cx) = &trace
+                && trace_origins.iter().any(|o| o.matches(&target))
+            {
+                // The host's context, never one the guest made up.
+                let headers = request.headers_mut();
+                for key in lovia_telemetry::propagate::KEYS {
+                    headers.remove(key);
+                }
+                lovia_telemetry::propagate::inject(cx, |key, value| {
+                    if let Ok(value) = http::HeaderValue::from_str(&value) {
+                        headers.insert(key, value);
+                    }
+                });
+            }
             let connect_timeout = options.and_then(|o| o.connect_timeout).unwrap_or(DEFAULT_CONNECT_TIMEOUT);
 
             let resolved = match tokio::time::timeout(connect_timeout, resolve(&target)).await {
@@ -539,6 +562,7 @@ mod tests {
         let fence = crate::call::Fence::until(std::time::Instant::now() + Duration::from_secs(60));
         let mut hooks = HttpHooks {
             origins: vec![origin(&format!("http://{addr}"))].into(),
+            trace_origins: Vec::new().into(),
             plugin: "p".into(),
             tool: "t".into(),
             call_id: "c".into(),

@@ -196,6 +196,7 @@ pub(crate) fn new_store(engine: &Engine, spec: StoreSpec<'_>) -> Store<SandboxSt
     let store_limits = InstanceLimiter::new(spec.limits.memory_bytes);
     let http_hooks = HttpHooks {
         origins: spec.grants.http.clone().into(),
+        trace_origins: spec.grants.http_trace_context.clone().into(),
         plugin: spec.plugin.clone(),
         tool: spec.tool.clone(),
         call_id: spec.call.call_id.as_str().into(),
@@ -239,6 +240,7 @@ pub(crate) fn bare_store(engine: &Engine) -> Store<SandboxState> {
         http: WasiHttpCtx::new(),
         http_hooks: HttpHooks {
             origins: Arc::from([]),
+            trace_origins: Arc::from([]),
             plugin: Arc::from(""),
             tool: Arc::from(""),
             call_id: Arc::from(""),
