@@ -80,7 +80,7 @@ mod workspace;
 
 /// The embedders' pages, whose Rust snippets rustdoc compiles as this
 /// crate's doctests: its dependencies (the host, the runner, the MCP server,
-/// axum, tokio, tracing, serde_json) cover every snippet, so a snippet that
+/// telemetry, axum, tokio, tracing, serde_json) cover every snippet, so a snippet that
 /// drifts from the API fails `cargo test --doc -p lovia-serve`.
 #[cfg(doctest)]
 mod embedder_docs {
@@ -88,6 +88,8 @@ mod embedder_docs {
     mod applications {}
     #[doc = include_str!("../../../docs/mcp.md")]
     mod mcp {}
+    #[doc = include_str!("../../../docs/telemetry.md")]
+    mod telemetry {}
 }
 
 pub use audit::{AuditAction, AuditEntry, KEEP_PER_TENANT, MAX_READ, read_trail};

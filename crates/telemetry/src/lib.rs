@@ -34,6 +34,9 @@ pub use error::TelemetryError;
 pub use handle::Telemetry;
 pub use opentelemetry::trace::SpanKind;
 pub use opentelemetry::{Context, KeyValue, Value};
+/// The SDK an embedder builds its tracer provider with, at the version
+/// lovia's handle takes.
+pub use opentelemetry_sdk;
 pub use scope::{MAX_CONTENT_BYTES, Scope};
 
 /// Runs `future` with `cx` as its current context (spans made inside are
