@@ -35,7 +35,8 @@ pub(crate) fn server_call(
             KeyValue::new(attr::MCP_METHOD, "tools/call"),
             KeyValue::new(attr::GEN_AI_TOOL_NAME, tool.to_owned()),
             KeyValue::new(attr::GEN_AI_OPERATION, "execute_tool"),
-            KeyValue::new(attr::JSONRPC_REQUEST_ID, format!("{:?}", context.id)),
+            // The client chooses the id: at most 128 characters of it.
+            KeyValue::new(attr::JSONRPC_REQUEST_ID, context.id.to_string().chars().take(128).collect::<String>()),
             KeyValue::new(attr::NETWORK_TRANSPORT, if http.is_some() { "tcp" } else { "pipe" }),
         ];
         if let Some(version) = context.protocol_version() {

@@ -12,7 +12,9 @@ use crate::{Telemetry, TelemetryError};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
-use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, Span, SpanData, SpanExporter, SpanProcessor};
+use opentelemetry_sdk::trace::{
+    ParentBasedSampler, Sampler, SdkTracerProvider, Span, SpanData, SpanExporter, SpanProcessor,
+};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
@@ -43,8 +45,9 @@ pub struct TelemetrySection {
     /// then `OTEL_EXPORTER_OTLP_PROTOCOL`, then `http/protobuf`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
-    /// The share of new traces kept, 0–1; a trace whose caller sampled it
-    /// (or not) follows its caller. Default: 1.
+    /// The share of traces kept, 0–1. A trace a caller did not sample is
+    /// not kept; one it sampled is kept at this same share (a caller cannot
+    /// raise it). Default: 1 (every trace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<f64>,
     /// Spans waiting for export beyond the batch being sent (at most 512);
@@ -191,7 +194,13 @@ impl Export {
                 .build(),
         );
         if let Some(ratio) = section.sampling {
-            builder = builder.with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))));
+            // A caller's sampled flag (a client's `traceparent`, an MCP
+            // client's `_meta`) cannot raise the share: a tenant could
+            // otherwise have every request traced. A remote parent that is
+            // sampled is kept at the same ratio (by trace id, so the
+            // decision agrees with a caller sampling at it); one that is not
+            // sampled is not; a local parent's decision is followed.
+            builder = builder.with_sampler(sampler(ratio));
         }
         Ok(Some(Export { provider: builder.build(), counts, capture_content: section.captures_content() }))
     }
@@ -384,6 +393,12 @@ fn export_loop(mut exporter: opentelemetry_otlp::SpanExporter, rx: Receiver<Mess
     }
 }
 
+/// The sampler of `sampling = ratio` (see [`Export::start`]).
+fn sampler(ratio: f64) -> ParentBasedSampler {
+    ParentBasedSampler::new(Sampler::TraceIdRatioBased(ratio))
+        .with_remote_parent_sampled(Sampler::TraceIdRatioBased(ratio))
+}
+
 /// A random id for this process (`service.instance.id`).
 fn instance_id() -> String {
     let mut bytes = [0u8; 8];
@@ -418,6 +433,22 @@ mod tests {
         section.protocol = None;
         section.trace_url = Some("https://traces.example/".into());
         assert!(refusal(&section).contains("has no {trace_id}"));
+    }
+
+    #[test]
+    fn a_caller_s_sampled_flag_cannot_raise_the_share() {
+        use opentelemetry::trace::{SpanKind, TraceId};
+        use opentelemetry_sdk::trace::{SamplingDecision, ShouldSample};
+        let decide = |ratio: f64, traceparent: &str| {
+            let parent = crate::propagate::from_traceparent(traceparent);
+            let trace = TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").expect("hex");
+            sampler(ratio).should_sample(Some(&parent), trace, "run", &SpanKind::Internal, &[], &[]).decision
+        };
+        let sampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let not_sampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+        assert_eq!(decide(0.0, sampled), SamplingDecision::Drop, "a client cannot force a trace");
+        assert_eq!(decide(1.0, sampled), SamplingDecision::RecordAndSample);
+        assert_eq!(decide(1.0, not_sampled), SamplingDecision::Drop, "nor is one it did not sample kept");
     }
 
     #[test]
