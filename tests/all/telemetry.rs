@@ -555,7 +555,7 @@ async fn a_client_s_traceparent_is_honoured_at_the_service_s_doors() {
     // An MCP request over HTTP whose `traceparent` is a header (no `_meta`).
     let mcp_trace = "5af7651916cd43dd8448eb211c80319d";
     let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
-    let (status, head, body) = mcp_post(addr, "", init).await;
+    let (status, head, body) = crate::serve::mcp::post(addr, "acme-key", "", init).await;
     assert_eq!(status, 200, "{body}");
     let session = head
         .lines()
@@ -563,9 +563,10 @@ async fn a_client_s_traceparent_is_honoured_at_the_service_s_doors() {
         .expect("a session");
     let headers = format!("Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n");
     let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-    assert_eq!(mcp_post(addr, &headers, initialized).await.0, 202);
+    assert_eq!(crate::serve::mcp::post(addr, "acme-key", &headers, initialized).await.0, 202);
     let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"lookup_order","arguments":{"order_id":"A-1001"}}}"#;
-    let (status, _, body) = mcp_post(addr, &format!("{headers}{}", header(mcp_trace)), call).await;
+    let (status, _, body) =
+        crate::serve::mcp::post(addr, "acme-key", &format!("{headers}{}", header(mcp_trace)), call).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("A-1001"), "{body}");
     // The transcript names the run's trace and its address in the trace UI.
@@ -651,25 +652,6 @@ fn grpc_outside_a_runtime_is_refused_not_a_panic() {
     let client = reqwest::Client::builder().tls_backend_preconfigured((*tls).clone()).build().expect("client");
     let refused = lovia_telemetry::export::Export::start(&section, client).expect_err("no runtime here");
     assert!(matches!(refused, lovia_telemetry::TelemetryError::NoRuntime), "{refused}");
-}
-
-/// One POST to `/mcp` as tenant `acme`, with `headers` (lines ending in
-/// `\r\n`): (status, head, body).
-async fn mcp_post(addr: std::net::SocketAddr, headers: &str, body: &str) -> (u16, String, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer acme-key\r\n{headers}Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.expect("write");
-    let mut raw = Vec::new();
-    // An answer is an SSE stream that ends with the response.
-    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw)).await;
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status line");
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    (status, head.to_owned(), body.to_owned())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -169,7 +169,8 @@ fn main() -> ExitCode {
     let oci_cache = cli.cache_dir.clone().or_else(default_cache_dir).map(|d| d.join("oci"));
     let supply = || cli.supply.supply(oci_cache.clone());
     // Traces for the commands that run tools; `lovia serve` reads its
-    // `[telemetry]` table itself.
+    // `[telemetry]` table itself. Started inside the runtime: an OTLP/gRPC
+    // channel is driven by the runtime it is made in.
     let export = match &cli.command {
         Command::Call(_) | Command::Run(_) | Command::Mcp(_) => {
             match runtime.block_on(async { telemetry::start(&Default::default()) }) {

@@ -99,18 +99,11 @@ impl Scope {
         }
     }
 
-    /// Adds an event (a point in time) with attributes.
-    pub fn event(&self, name: &'static str, attributes: impl FnOnce() -> Vec<KeyValue>) {
-        if self.is_recording()
-            && let Some(cx) = &self.cx
-        {
-            cx.span().add_event(name, attributes());
-        }
-    }
-
     /// Runs `future` with this span as the current context, so spans made
     /// inside (and trace context sent on) are its children.
     pub async fn within<F: Future>(&self, future: F) -> F::Output {
+        // Not `crate::within`: a second async frame around every call's
+        // future grows it, and a debug build's stack with it.
         match &self.cx {
             Some(cx) => opentelemetry::context::FutureExt::with_context(future, cx.clone()).await,
             None => future.await,

@@ -223,24 +223,31 @@ async fn an_upload_reaches_connected_mcp_clients_with_list_changed() {
 
 /// An `initialize` of 2025-11-25 sent by hand: (status, the session id, body).
 async fn initialize(addr: SocketAddr, key: &str) -> (u16, Option<String>, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let (status, head, body) = post(addr, key, "", body).await;
+    let session = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().starts_with("mcp-session-id:").then(|| l[15..].trim().to_owned()));
+    (status, session, body)
+}
+
+/// One POST to `/mcp` sent by hand as the tenant of `key`, with more header
+/// lines (each ending in `\r\n`): (status, the response head, its body).
+pub(crate) async fn post(addr: SocketAddr, key: &str, headers: &str, body: &str) -> (u16, String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n{headers}Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(head.as_bytes()).await.expect("write");
     let mut raw = Vec::new();
     // The answer is an SSE stream that ends with the response.
-    let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut raw)).await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw)).await;
     let text = String::from_utf8_lossy(&raw).into_owned();
     let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status line");
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let session = head
-        .lines()
-        .find_map(|l| l.to_ascii_lowercase().starts_with("mcp-session-id:").then(|| l[15..].trim().to_owned()));
-    (status, session, body.to_owned())
+    (status, head.to_owned(), body.to_owned())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

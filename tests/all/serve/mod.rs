@@ -5,7 +5,7 @@
 mod always;
 mod chat;
 mod code_mode;
-mod mcp;
+pub(crate) mod mcp;
 mod mcp_sources;
 mod questions;
 mod tools;

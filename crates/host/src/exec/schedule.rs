@@ -337,7 +337,7 @@ async fn execute(
         return CallEnd::CancelRun(reason);
     }
     if let Err(failure) = &outcome {
-        trace::failed(&span, failure);
+        trace::limit(&span, failure);
     }
     span.within(complete::finish(&results, &events, &exec.settings, &tool, &call, &ctx, outcome)).await;
     trace::finish(&span, &results, &call.id);

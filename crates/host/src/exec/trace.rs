@@ -90,12 +90,18 @@ pub(super) fn attempt(telemetry: &Telemetry, attempt: u32) -> Scope {
     })
 }
 
-/// A failed attempt or call, on its span: its kind and the limit that ended it.
+/// A failed attempt, on its span: its kind and the limit that ended it.
 pub(super) fn failed(span: &Scope, failure: &Failure) {
     if !span.is_recording() {
         return;
     }
     span.fail(failure.kind().as_str(), failure.to_string());
+    limit(span, failure);
+}
+
+/// The limit that ended a call or attempt, on its span (its error comes
+/// from the result [`finish`] reads).
+pub(super) fn limit(span: &Scope, failure: &Failure) {
     if let Some(limit) = failure.limit() {
         span.set(KeyValue::new(attr::LIMIT, limit));
     }
