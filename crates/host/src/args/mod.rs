@@ -1,6 +1,7 @@
 //! Arguments: parse, coerce and validate the model's argument text against a
 //! tool's schema (docs/semantics.md §3 with docs/semantics.md D1–D4). A validator is compiled once per
-//! tool, at load time.
+//! tool: at load time, or at the tool's first check when its schema was
+//! already accepted by this version of lovia ([`ArgumentValidator::deferred`]).
 
 mod budget;
 mod checks;
@@ -58,8 +59,16 @@ pub enum ArgumentError {
 pub struct ArgumentValidator {
     tool: String,
     schema: Value,
-    validator: Validator,
     strict: bool,
+    /// Compiled by [`ArgumentValidator::new`], or at the first check of a
+    /// [`ArgumentValidator::deferred`] one.
+    compiled: std::sync::OnceLock<Result<Compiled, SchemaError>>,
+}
+
+/// What compiling a schema makes.
+#[derive(Debug, Clone)]
+struct Compiled {
+    validator: Validator,
     /// Top-level property names in declaration order, to order the messages.
     order: Vec<String>,
     /// The weight of every `pattern` and `patternProperties` key in the
@@ -181,6 +190,29 @@ impl ArgumentValidator {
     /// Compiles `schema`. Fails with a readable reason when it is not a valid
     /// JSON Schema (2020-12) for an object.
     pub fn new(tool: &str, schema: &Value, strict: bool) -> Result<Self, SchemaError> {
+        let compiled = Self::compile(schema)?;
+        Ok(Self { tool: tool.into(), schema: schema.clone(), strict, compiled: Ok(compiled).into() })
+    }
+
+    /// A validator of a schema that this version of lovia has accepted
+    /// before (a plugin's description from the artifact cache, sealed and
+    /// keyed by lovia's version), compiled at its first check instead of
+    /// now: compiling was about a third of a cached load
+    /// (docs/performance.md, round five). Should the schema fail to compile
+    /// after all, every check answers [`ArgumentError::Invalid`] saying so.
+    pub(crate) fn deferred(tool: &str, schema: &Value, strict: bool) -> Self {
+        Self { tool: tool.into(), schema: schema.clone(), strict, compiled: std::sync::OnceLock::new() }
+    }
+
+    /// The compiled schema, compiled now if it is not yet.
+    fn compiled(&self) -> Result<&Compiled, ArgumentError> {
+        self.compiled.get_or_init(|| Self::compile(&self.schema)).as_ref().map_err(|e| ArgumentError::Invalid {
+            tool: self.tool.clone(),
+            problems: vec![("arguments".to_owned(), format!("the tool's parameters schema cannot be used: {e}"))],
+        })
+    }
+
+    fn compile(schema: &Value) -> Result<Compiled, SchemaError> {
         if schema.get("type").and_then(Value::as_str) != Some("object") {
             return Err(SchemaError::NotAnObject);
         }
@@ -212,7 +244,7 @@ impl ArgumentValidator {
             .and_then(Value::as_object)
             .map(|p| p.keys().cloned().collect())
             .unwrap_or_default();
-        Ok(Self { tool: tool.into(), schema: schema.clone(), validator, strict, order, patterns })
+        Ok(Compiled { validator, order, patterns })
     }
 
     /// Parses `raw` (empty text counts as `{}`), coerces it (docs/semantics.md D3),
@@ -252,7 +284,7 @@ impl ArgumentValidator {
         value: Value,
         deadline: Option<Instant>,
     ) -> Result<Value, ArgumentError> {
-        self.prepare_value_charged(value, deadline, None).await
+        self.prepare_value_charged(value, None, deadline, None).await
     }
 
     /// [`ArgumentValidator::prepare_value_async`] whose costly check is
@@ -260,22 +292,29 @@ impl ArgumentValidator {
     /// past its share of the window, and its time counts in the share, so
     /// a tenant's argument bombs and its spinning calls together take no
     /// more than its cores.
+    ///
+    /// `source` is the text `value` was parsed from, if the caller has it:
+    /// a small value is then tried in place and, should the try run out of
+    /// steps, parsed again for the costly check, instead of copied up front
+    /// for a check that almost never runs out (a copy on every call's path).
     pub(crate) async fn prepare_value_charged(
         self: &std::sync::Arc<Self>,
-        value: Value,
+        mut value: Value,
+        source: Option<&str>,
         deadline: Option<Instant>,
         cpu: Option<std::sync::Arc<crate::sandbox::TenantCpu>>,
     ) -> Result<Value, ArgumentError> {
-        // A small value is tried with a small budget (on a copy, kept in
-        // case the try runs out of steps); a large one goes straight to the
-        // costly checks. Matching a pattern is work that no step can
-        // interrupt, so a schema with patterns is never checked in place.
+        // A small value is tried with a small budget (on the value, or on a
+        // copy kept in case the try runs out of steps); a large one goes
+        // straight to the costly checks. Matching a pattern is work that no
+        // step can interrupt, so a schema with patterns is never checked in place.
         if at_most_nodes(&value, INLINE_NODES) {
-            let tried = if self.patterns.is_empty() {
-                self.prepare_within(value.clone(), deadline, INLINE_STEPS)
+            let tried = value_or_copy(&mut value, source);
+            let tried = if self.compiled()?.patterns.is_empty() {
+                self.prepare_within(tried, deadline, INLINE_STEPS)
             } else {
-                let (this, copy) = (self.clone(), value.clone());
-                let task = tokio::task::spawn_blocking(move || this.prepare_within(copy, deadline, INLINE_STEPS));
+                let this = self.clone();
+                let task = tokio::task::spawn_blocking(move || this.prepare_within(tried, deadline, INLINE_STEPS));
                 match until(deadline, task).await? {
                     Ok(tried) => tried,
                     // The check does not panic; should it, the call is refused, not the host.
@@ -284,6 +323,9 @@ impl ArgumentValidator {
             };
             if let Some(done) = tried {
                 return done;
+            }
+            if let Some(text) = source {
+                value = parse_object(text)?;
             }
         }
         // A tenant out of its CPU share waits for a token first.
@@ -371,14 +413,15 @@ impl ArgumentValidator {
                 )],
             }));
         }
+        let compiled = self.compiled().map_err(Failed::Argument)?;
         coerce(value, &self.schema, &self.schema, !self.strict, 0, budget)?;
         // The validator cannot be interrupted or metered: it runs only after
         // an estimate of its own work fits the budget. A valid instance is
         // settled by `is_valid`, which checks `type` before anything else.
-        let schema = Schema { root: &self.schema, patterns: &self.patterns };
+        let schema = Schema { root: &self.schema, patterns: &compiled.patterns };
         walk(value, &[&self.schema], schema, true, budget)?;
         budget.check_deadline()?;
-        if self.validator.is_valid(value) {
+        if compiled.validator.is_valid(value) {
             self.apply_defaults(value);
             return Ok(());
         }
@@ -387,7 +430,7 @@ impl ArgumentValidator {
         walk(value, &[&self.schema], schema, false, budget)?;
         budget.check_deadline()?;
         let mut problems: Vec<(String, String)> = Vec::new();
-        for error in self.validator.iter_errors(value) {
+        for error in compiled.validator.iter_errors(value) {
             let path = pointer_to_path(error.instance_path().as_str());
             self.describe(&error, path, &mut problems);
         }
@@ -397,7 +440,7 @@ impl ArgumentValidator {
         }
         let rank = |path: &str| {
             let first = path.split('.').next().unwrap_or("");
-            self.order.iter().position(|k| k == first).unwrap_or(usize::MAX)
+            compiled.order.iter().position(|k| k == first).unwrap_or(usize::MAX)
         };
         problems.sort_by_key(|(p, _)| rank(p));
         problems.dedup();
@@ -552,6 +595,15 @@ fn costly_checks() -> std::sync::Arc<tokio::sync::Semaphore> {
         .clone()
 }
 
+/// The value a first, small-budget try of the checks takes: `value` itself
+/// when it can be parsed again from `source`, otherwise a copy.
+fn value_or_copy(value: &mut Value, source: Option<&str>) -> Value {
+    match source {
+        Some(_) => std::mem::take(value),
+        None => value.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::checks::pattern_states;
@@ -665,6 +717,40 @@ mod tests {
         );
     }
 
+    /// A small value whose in-place try runs out of steps after coercing part
+    /// of it is checked again from its text, so the result is what one
+    /// whole check gives.
+    #[tokio::test]
+    async fn a_try_that_runs_out_starts_again_from_the_text() {
+        let item = json!({"anyOf": [{"type": "null"}, {"type": "boolean"}, {"anyOf": [{"type": "null"}, {"type": "integer"}]}]});
+        let schema = object(json!({"xs": {"items": item, "type": "array"}}));
+        let v = std::sync::Arc::new(ArgumentValidator::new("t", &schema, false).expect("schema"));
+        let text = serde_json::to_string(&json!({"xs": vec!["1"; 990]})).expect("text");
+        let value = parse_object(&text).expect("object");
+        assert!(at_most_nodes(&value, INLINE_NODES));
+        assert!(v.prepare_within(value.clone(), None, INLINE_STEPS).is_none(), "the try must run out of steps");
+        let whole = v.prepare_value(value.clone()).expect("valid");
+        assert_eq!(whole["xs"][989], json!(1));
+        assert_eq!(v.prepare_value_charged(value, Some(&text), None, None).await, Ok(whole));
+    }
+
+    #[test]
+    fn a_deferred_validator_checks_as_a_compiled_one_and_says_when_its_schema_cannot_be_used() {
+        let schema = object(json!({"n": {"type": "integer", "default": 3}, "s": {"type": "string"}}));
+        let (now, later) = (
+            ArgumentValidator::new("t", &schema, false).expect("schema"),
+            ArgumentValidator::deferred("t", &schema, false),
+        );
+        for args in [json!({}), json!({"n": "4", "x": 1}), json!({"n": "four"}), json!({"s": 1})] {
+            assert_eq!(later.prepare_value(args.clone()), now.prepare_value(args));
+        }
+        let broken = ArgumentValidator::deferred("t", &json!({"type": "string"}), false);
+        assert_eq!(
+            broken.prepare("{}").expect_err("unusable").to_string(),
+            "Invalid arguments for tool 't': arguments: the tool's parameters schema cannot be used: the parameters schema must have \"type\": \"object\""
+        );
+    }
+
     #[test]
     fn a_passed_deadline_stops_the_check() {
         let schema = object(json!({"xs": {"items": {"type": "integer"}, "type": "array"}}));
@@ -697,7 +783,7 @@ mod tests {
         // The bomb itself fits the bound: its cost is charged per call.
         let schema = object(json!({"s": {"type": "string", "pattern": REGEX_BOMB}}));
         let v = ArgumentValidator::new("t", &schema, false).expect("within the bound");
-        let weight = v.patterns[REGEX_BOMB];
+        let weight = v.compiled().expect("compiled").patterns[REGEX_BOMB];
         println!("{REGEX_BOMB} weighs {weight} states; ^A-[0-9]{{4}}$ {}", pattern_states("^A-[0-9]{4}$").expect("ok"));
         assert!((300..=MAX_PATTERN_STATES).contains(&weight), "{weight}");
     }

@@ -88,6 +88,7 @@ pub(super) async fn preflight(
         Some(v) => match v
             .prepare_value_charged(
                 raw_args,
+                Some(&call.arguments),
                 timeout.and_then(|t| started.checked_add(t)),
                 tool.plugin().and_then(|p| p.cpu_share(run.tenant.as_deref())),
             )

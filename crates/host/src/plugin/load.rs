@@ -237,6 +237,7 @@ impl Host {
         })?;
         let pre = GuestPre::new(instance_pre)
             .map_err(|e| LoadError::WrongExports { origin: origin.into(), reason: cache::root_cause(&e) })?;
+        let from_cache = cached.is_some();
         let described = match cached {
             Some(manifest) => manifest,
             None => {
@@ -251,22 +252,37 @@ impl Host {
                     }
                     tools.push(spec);
                 }
-                let manifest = manifest::Manifest { manifest_version: 1, info, tools };
-                if let Some(dir) = cache_dir {
-                    cache::store_described(dir, &runtime.engine, &digest, &manifest, &imports);
-                }
-                manifest
+                manifest::Manifest { manifest_version: 1, info, tools }
             }
         };
         // Also for a cached description: it may predate a limit.
         check_manifest(&described, origin)?;
-        let manifest::Manifest { info, tools: specs, .. } = described;
-        let mut tools: Vec<LoadedTool> = Vec::with_capacity(specs.len());
-        for spec in specs {
-            let validator = ArgumentValidator::new(&spec.name, &spec.parameters, spec.strict)
-                .map_err(|reason| invalid_spec(origin, &spec.name, &reason.to_string()))?;
-            tools.push(LoadedTool { name: spec.name.as_str().into(), spec, validator: Arc::new(validator) });
+        // A cached description is sealed, keyed by lovia's version and
+        // written only once its schemas compiled (below), so its validators
+        // are compiled at each tool's first check: compiling them was about
+        // a third of a cached load (docs/performance.md, round five).
+        let mut validators = Vec::with_capacity(described.tools.len());
+        for spec in &described.tools {
+            validators.push(if from_cache {
+                ArgumentValidator::deferred(&spec.name, &spec.parameters, spec.strict)
+            } else {
+                ArgumentValidator::new(&spec.name, &spec.parameters, spec.strict)
+                    .map_err(|reason| invalid_spec(origin, &spec.name, &reason.to_string()))?
+            });
         }
+        if let (Some(dir), false) = (cache_dir, from_cache) {
+            cache::store_described(dir, &runtime.engine, &digest, &described, &imports);
+        }
+        let manifest::Manifest { info, tools: specs, .. } = described;
+        let tools: Vec<LoadedTool> = specs
+            .into_iter()
+            .zip(validators)
+            .map(|(spec, validator)| LoadedTool {
+                name: spec.name.as_str().into(),
+                spec,
+                validator: Arc::new(validator),
+            })
+            .collect();
         let assembly = Arc::new(Assembly { runtime, digest, pre, info, tools, imports });
         self.assembled.keep(&assembly.digest, &assembly);
         self.configure(assembly, origin, config)

@@ -232,7 +232,7 @@ impl Plugin {
         let checked = match crate::args::parse_object(&request.arguments) {
             Ok(value) => {
                 let cpu = self.cpu_share(request.context.tenant.as_deref());
-                tool.validator.prepare_value_charged(value, deadline, cpu).await
+                tool.validator.prepare_value_charged(value, Some(&request.arguments), deadline, cpu).await
             }
             Err(e) => Err(e),
         };
