@@ -1,7 +1,7 @@
 //! Arguments: parse, coerce and validate the model's argument text against a
 //! tool's schema (docs/semantics.md §3 with docs/semantics.md D1–D4). A validator is compiled once per
 //! tool: at load time, or at the tool's first check when its schema was
-//! already accepted by this version of lovia ([`ArgumentValidator::deferred`]).
+//! already accepted by this version of lovia (`ArgumentValidator::deferred`).
 
 mod budget;
 mod checks;
