@@ -300,3 +300,38 @@ async fn a_program_stopped_by_its_budget_lets_its_calls_in_flight_end_first() {
         assert!(trace.contains(&format!("completed:{id}")), "{id} was cut off: {trace:?}");
     }
 }
+
+/// A resumed program (docs/code-mode.md, "Resumed programs"): the calls its
+/// journal holds are answered from it, not made again; a call that differs
+/// from the journal's stops the program before it acts.
+#[tokio::test]
+async fn a_resumed_program_is_answered_from_its_journal_and_stopped_where_it_differs() {
+    let exec = executor(CodeLimits::default()).await;
+    let code = r#"
+        const a = await tools.lookup_order({ order_id: "A-1001" });
+        const b = await tools.lookup_order({ order_id: "A-1002" });
+        return [a.note, b.id];
+    "#;
+    let args = json!({ "code": code }).to_string();
+    let journaled = |arguments: &str| {
+        let entry = json!({
+            "id": "p/1", "name": "lookup_order", "arguments": arguments,
+            "output": "journaled", "raw": {"id": "A-1001", "note": "from the journal"}, "is_error": false
+        });
+        lovia_host::exec::Journal::new([serde_json::from_value(entry).expect("a journaled call")])
+    };
+    // The same first call: answered from the journal (the plugin has no `note`).
+    let state = RunState { journal: journaled(r#"{"order_id":"A-1001"}"#), ..RunState::default() };
+    let turn = run(&exec, vec![call("p", "run_code", &args)], &state, |_| None).await;
+    assert_eq!(turn.output("p"), r#"["from the journal","A-1002"]"#);
+    // Another first call: stopped, saying why.
+    let state = RunState { journal: journaled(r#"{"order_id":"A-9999"}"#), ..RunState::default() };
+    let turn = run(&exec, vec![call("p", "run_code", &args)], &state, |_| None).await;
+    assert!(
+        error_of(&turn).contains(
+            "This program was resumed after its host stopped, and its call p/1 is not the one it made before (lookup_order with other arguments)."
+        ),
+        "{}",
+        error_of(&turn)
+    );
+}

@@ -4,7 +4,7 @@
 //! It is saved after each assistant message and after each completed call.
 
 use super::provider::Message;
-use lovia_host::exec::{ToolCall, Usage};
+use lovia_host::exec::{JournaledCall, ToolCall, Usage};
 use serde::{Deserialize, Serialize};
 
 /// Where a session's run stands.
@@ -74,6 +74,12 @@ pub struct Checkpoint {
     /// resumed elsewhere continues its trace (docs/telemetry.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// The nested calls that programs of the pending calls (code mode's
+    /// `run_code`) completed, each saved before its program read it: a
+    /// resumed program is answered from them instead of calling again. A
+    /// call's entries go when the call itself completes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub journal: Vec<JournaledCall>,
 }
 
 impl Checkpoint {
@@ -93,6 +99,7 @@ impl Checkpoint {
             allowed_tools: Vec::new(),
             error: None,
             trace: None,
+            journal: Vec::new(),
         }
     }
 
@@ -116,6 +123,8 @@ impl Checkpoint {
             allowed_tools: &'a [String],
             #[serde(skip_serializing_if = "Option::is_none")]
             trace: &'a Option<String>,
+            #[serde(skip_serializing_if = "<[JournaledCall]>::is_empty")]
+            journal: &'a [JournaledCall],
         }
         serde_json::to_string(&Head {
             run_id: &self.run_id,
@@ -130,6 +139,7 @@ impl Checkpoint {
             error: &self.error,
             allowed_tools: &self.allowed_tools,
             trace: &self.trace,
+            journal: &self.journal,
         })
     }
 

@@ -325,6 +325,8 @@ impl Runner {
         if resuming {
             state.meter.add(checkpoint.usage);
             state.tool_calls.store(checkpoint.tool_calls, Ordering::SeqCst);
+            // The pending calls' programs replay against what they did before.
+            state.journal = lovia_host::exec::Journal::new(checkpoint.journal.iter().cloned());
         }
         // What a person allowed for the session holds in this run too.
         for tool in &checkpoint.allowed_tools {
@@ -398,6 +400,9 @@ impl Runner {
             // Resume: finish the interrupted turn before anything else.
             self.turn(&pending, state, agent, executor, saver, emit).await?;
         }
+        // The journal is of the interrupted turn's calls only: a later turn's
+        // ids (a scripted model may repeat them) start from nothing.
+        state.journal = lovia_host::exec::Journal::default();
         if let Some(text) = input {
             saver.update(|cp| cp.messages.push(Message::User { content: text })).await?;
         } else if let Some(Message::Assistant { content, tool_calls }) = saver.messages().last()
@@ -573,6 +578,7 @@ impl Runner {
                         Some(Box::new(move |cp| {
                             cp.pending_approvals.retain(|p| p.id != id);
                             cp.pending_calls.retain(|c| c.id != id);
+                            cp.journal.retain(|j| !j.is_nested_in(&id));
                             cp.messages.push(message);
                         }))
                     }
@@ -581,18 +587,16 @@ impl Runner {
                 let (saver, cancel) = (saver.clone(), cancel.clone());
                 Box::pin(async move {
                     let Some(change) = change else { return };
-                    // On a task of its own: a write that began finishes even
-                    // when the call that waits for it is dropped (the run
-                    // cancelled meanwhile).
-                    let saved = tokio::spawn(async move {
-                        if let Err(e) = saver.update(change).await {
-                            // A store failure aborts the batch and fails the run (docs/semantics.md §8).
-                            saver.failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
-                            cancel.cancel(Some("the run store failed"));
-                        }
-                    });
-                    let _ = saved.await;
+                    save_on_its_own(saver, cancel, change).await;
                 })
+            })
+        };
+        // A program's nested call is saved before the program reads it.
+        let sink = {
+            let (saver, cancel) = (saver.clone(), state.cancel.clone());
+            sink.journaling(move |call| {
+                let (saver, cancel, call) = (saver.clone(), cancel.clone(), call.clone());
+                Box::pin(async move { save_on_its_own(saver, cancel, Box::new(move |cp| cp.journal.push(call))).await })
             })
         };
         let outcome = executor.run_turn(calls, state, &sink).await;
@@ -700,4 +704,17 @@ pub fn answer_every_call(calls: &[ToolCall], results: &[ToolResultEntry], filler
 /// OS-seeded CSPRNG, so ids are unpredictable and collide with odds of 2^-64.
 pub fn new_id(prefix: &str) -> String {
     format!("{prefix}_{:016x}", rand::random::<u64>())
+}
+
+/// Saves `change` on a task of its own: a write that began finishes even
+/// when the call that waits for it is dropped (the run cancelled meanwhile).
+/// A store failure aborts the batch and fails the run (docs/semantics.md §8).
+async fn save_on_its_own(saver: Arc<Saver>, cancel: lovia_host::exec::CancelToken, change: Change) {
+    let saved = tokio::spawn(async move {
+        if let Err(e) = saver.update(change).await {
+            saver.failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+            cancel.cancel(Some("the run store failed"));
+        }
+    });
+    let _ = saved.await;
 }

@@ -190,3 +190,70 @@ async fn a_run_past_its_fence_writes_no_checkpoint() {
     assert_eq!(saved.pending_calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["c1"]);
     assert!(tool_answers(&saved.messages).is_empty(), "no result of this run was written: {:?}", saved.messages);
 }
+
+/// The agent of the program tests: `count`, `wait` and `run_code` over them.
+async fn programmer(counts: &Arc<AtomicU32>, wait: Tool) -> Agent {
+    static ENGINE: std::sync::OnceLock<Arc<lovia_code::CodeEngine>> = std::sync::OnceLock::new();
+    let engine = ENGINE
+        .get_or_init(|| Arc::new(lovia_code::CodeEngine::new(&lovia_tests::host()).expect("the engine compiles")))
+        .clone();
+    let tools = vec![counter("count", counts.clone()), wait];
+    let code = lovia_code::run_code(engine, &tools, lovia_code::CodeLimits::default()).expect("run_code");
+    let mut desk = Agent::new("desk");
+    desk.tools = tools.into_iter().chain([code]).collect();
+    desk
+}
+
+/// A program whose host dies between two of its calls (a replica killed
+/// during a takeover's turn) is resumed from the store by another process:
+/// the call it completed is answered from the checkpoint's journal, not
+/// made again, and the program goes on from there.
+#[test]
+fn a_program_killed_between_its_calls_resumes_without_repeating_the_first() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("runs.db");
+    let open = || Arc::new(SqliteRunStore::open(&path).expect("store")) as Arc<dyn RunStore>;
+    let counts = Arc::new(AtomicU32::new(0));
+    let code = "const a = await tools.count({}); const b = await tools.wait({}); return [a, b];";
+    let turn = [call("p", "run_code", &serde_json::json!({ "code": code }).to_string())];
+
+    // The first process: `wait` never returns; it dies once `count` is journaled.
+    {
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(async {
+            let stuck = Tool::builder("wait")
+                .invoke(|_, _| async { std::future::pending::<Result<ToolOutput, lovia_host::Failure>>().await })
+                .expect("tool");
+            let model = Arc::new(ScriptedProvider::new([ModelReply::calls(turn.clone())]));
+            let runner = Runner::new(programmer(&counts, stuck).await, model).with_store(open());
+            let _handle = runner.stream_with(Some("go".into()), session());
+            let (store, since) = (open(), std::time::Instant::now());
+            while store.load("acme", "s-1").await.expect("load").is_none_or(|cp| cp.journal.is_empty()) {
+                assert!(since.elapsed() < std::time::Duration::from_secs(30), "count was never journaled");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        });
+        drop(rt);
+    }
+    assert_eq!(counts.load(Ordering::SeqCst), 1);
+
+    // The second process resumes the run.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let store = open();
+        let saved = store.load("acme", "s-1").await.expect("load").expect("a checkpoint");
+        let journaled: Vec<(&str, &str, &str)> =
+            saved.journal.iter().map(|j| (j.id.as_str(), j.name.as_str(), j.output.as_str())).collect();
+        assert_eq!(journaled, [("p/1", "count", "run 1")]);
+        let waits = Tool::builder("wait").invoke(|_, _| async { Ok(ToolOutput::Text("waited".into())) }).expect("tool");
+        let model = Arc::new(ScriptedProvider::new([ModelReply::text("Done.")]));
+        let runner = Runner::new(programmer(&counts, waits).await, model).with_store(store.clone());
+        let result = runner.run_with(None, session()).await.expect("resumed run");
+        assert_eq!(counts.load(Ordering::SeqCst), 1, "the completed call is not made again");
+        let answers = tool_answers(&result.messages);
+        assert_eq!(answers, [("p".to_owned(), r#"["run 1","waited"]"#.to_owned())]);
+        let after = store.load("acme", "s-1").await.expect("load").expect("saved");
+        assert_eq!(after.status, RunStatus::Completed);
+        assert!(after.journal.is_empty(), "a completed call's journal goes with it: {:?}", after.journal);
+    });
+}

@@ -52,6 +52,20 @@ pub fn nested_not_callable(name: &str) -> String {
     format!("Tool {name} cannot be called from inside a program.")
 }
 
+/// A resumed program whose call `call` asks for something other than what
+/// the journal holds under its id (tool `before`, or other arguments).
+pub fn journal_mismatch(call: &crate::exec::ToolCall, before: &str) -> String {
+    let what = if call.name == before {
+        format!("{before} with other arguments")
+    } else {
+        format!("{before} before, {} now", call.name)
+    };
+    format!(
+        "This program was resumed after its host stopped, and its call {} is not the one it made before ({what}). The program was stopped rather than act on a different history; the calls it made before are not made again.",
+        call.id
+    )
+}
+
 /// A call the approver denied.
 pub fn not_approved(name: &str) -> String {
     format!("Tool {name} was not approved.")

@@ -2,7 +2,7 @@
 //! interleave; correlate them by call id. For one call, `ToolCallStarted`
 //! always precedes its `ToolCallCompleted`.
 
-use super::ToolCall;
+use super::{JournaledCall, ToolCall};
 use crate::approval::ApprovalTicket;
 use crate::call::ErrorKind;
 use serde_json::Value;
@@ -124,13 +124,17 @@ type Keep = Arc<dyn Fn(&ToolEvent) -> crate::BoxFuture<'static, ()> + Send + Syn
 pub struct EventSink {
     tx: Option<Arc<dyn Fn(ToolEvent) + Send + Sync>>,
     keep: Option<Keep>,
+    journal: Option<JournalHook>,
 }
+
+type JournalHook = Arc<dyn Fn(&JournaledCall) -> crate::BoxFuture<'static, ()> + Send + Sync>;
 
 impl std::fmt::Debug for EventSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventSink")
             .field("connected", &self.tx.is_some())
             .field("keeping", &self.keep.is_some())
+            .field("journaling", &self.journal.is_some())
             .finish()
     }
 }
@@ -145,12 +149,12 @@ impl EventSink {
     /// Events go to `f`, called on whichever task emits them. Dropping an
     /// `ApprovalRequired` there hands the call to the approval handler.
     pub fn from_fn(f: impl Fn(ToolEvent) + Send + Sync + 'static) -> EventSink {
-        EventSink { tx: Some(Arc::new(f)), keep: None }
+        EventSink { tx: Some(Arc::new(f)), keep: None, journal: None }
     }
 
     /// Events are dropped.
     pub fn none() -> EventSink {
-        EventSink { tx: None, keep: None }
+        EventSink { tx: None, keep: None, journal: None }
     }
 
     /// Whether events go anywhere: the executor makes none that nobody
@@ -171,6 +175,29 @@ impl EventSink {
     ) -> Self {
         self.keep = Some(Arc::new(keep));
         self
+    }
+
+    /// Each nested call a program makes (code mode's `run_code`, a call of
+    /// this sink's turn) is given to `journal` once it completes, and the
+    /// program waits for the returned future before it reads the result: a
+    /// run store appends it to the checkpoint there, so that the program,
+    /// resumed after its host died, is answered from the journal
+    /// ([`RunState::journal`](super::RunState::journal)) instead of calling
+    /// again.
+    #[must_use]
+    pub fn journaling(
+        mut self,
+        journal: impl Fn(&JournaledCall) -> crate::BoxFuture<'static, ()> + Send + Sync + 'static,
+    ) -> Self {
+        self.journal = Some(Arc::new(journal));
+        self
+    }
+
+    /// [`EventSink::journaling`]'s hook.
+    pub(crate) async fn journal(&self, call: &JournaledCall) {
+        if let Some(journal) = &self.journal {
+            journal(call).await;
+        }
     }
 
     pub(crate) fn emit(&self, event: ToolEvent) {

@@ -7,6 +7,7 @@ mod attempt;
 mod budget;
 mod complete;
 mod event;
+mod journal;
 mod nested;
 mod preflight;
 mod schedule;
@@ -17,6 +18,7 @@ mod trace;
 pub use crate::call::CancelToken;
 pub use budget::{Budget, BudgetExceeded, BudgetMeter, Usage};
 pub use event::{EventSink, ToolEvent};
+pub use journal::{Journal, JournaledCall};
 pub use tool::{InvalidTool, NativeFn, Tool, ToolBuilder};
 pub use toolset::{NameConflict, ToolSource, Toolset};
 
@@ -162,6 +164,10 @@ pub struct RunState {
     /// output token limit (`finish_reason=length`): argument text that does
     /// not parse is reported as incomplete (docs/semantics.md §3).
     pub cut_off: bool,
+    /// The nested calls a resumed run's programs made before their host
+    /// stopped: a program replayed from its start is answered from it
+    /// (docs/code-mode.md, "Resumed programs"). Default: empty.
+    pub journal: Journal,
 }
 
 /// Why a turn ended early. Results surfaced before the end are kept.

@@ -6,7 +6,7 @@
 //! concurrently as a turn's parallel calls do, and a barrier's call runs
 //! alone: it waits for the calls in flight and holds back the next ones.
 
-use super::{EventSink, Executor, RunState, ToolCall, ToolEvent, TurnError};
+use super::{EventSink, Executor, JournaledCall, RunState, ToolCall, ToolEvent, TurnError};
 use crate::call::{BoxFuture, NestedCalls, NestedResult, NestedStopped};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -29,6 +29,19 @@ impl NestedCalls for ExecNested {
         Box::pin(async move {
             let n = self.count.fetch_add(1, Ordering::Relaxed) + 1;
             let call = ToolCall::new(format!("{}/{n}", self.parent), name, arguments);
+            // A resumed program replays from its start: a call it made before
+            // is answered from the journal, never made again.
+            if let Some(done) = self.run.journal.get(&call.id) {
+                if done.name != call.name || done.arguments != call.arguments {
+                    return Err(NestedStopped(crate::call::text::journal_mismatch(&call, &done.name)));
+                }
+                return Ok(NestedResult {
+                    call_id: call.id,
+                    output: done.output.clone(),
+                    raw: done.raw.clone(),
+                    is_error: done.is_error,
+                });
+            }
             // A tool that calls tools is not callable from inside one: a
             // program could otherwise start programs without end.
             let tool = self.exec.tools.get(name);
@@ -52,12 +65,24 @@ impl NestedCalls for ExecNested {
             let run = RunState { cut_off: false, ..self.run.clone() };
             let done = lovia_telemetry::within(self.trace.as_ref(), self.exec.call(&call, &run, &events)).await;
             match done {
-                Ok(entry) => Ok(NestedResult {
-                    call_id: call.id,
-                    output: entry.output,
-                    raw: entry.raw,
-                    is_error: entry.is_error,
-                }),
+                Ok(entry) => {
+                    let journaled = JournaledCall {
+                        id: call.id,
+                        name: call.name,
+                        arguments: call.arguments,
+                        output: entry.output,
+                        raw: entry.raw,
+                        is_error: entry.is_error,
+                    };
+                    // Durable before the program reads it (and acts on it).
+                    self.events.journal(&journaled).await;
+                    Ok(NestedResult {
+                        call_id: journaled.id,
+                        output: journaled.output,
+                        raw: journaled.raw,
+                        is_error: journaled.is_error,
+                    })
+                }
                 Err(TurnError::Cancelled { reason, .. }) => Err(NestedStopped(reason)),
                 Err(TurnError::BudgetExceeded { message, .. }) => Err(NestedStopped(message)),
             }
