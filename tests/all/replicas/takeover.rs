@@ -363,3 +363,89 @@ async fn takeover_time_at_the_default_intervals() {
     assert!(took >= Duration::from_secs(6) && took < Duration::from_secs(20), "{took:?}");
     kill_all(running).await;
 }
+
+/// A program's completed nested calls survive its owner's death (issue 50):
+/// the owner is killed with SIGKILL while the program's refund waits for
+/// its approval; the replica that takes the run over runs the program again
+/// from its start, answers its lookup from the checkpoint's journal instead
+/// of running it (the survivors' call counts show no lookup), asks the
+/// refund's approval again, and approving it there completes the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_owners_program_resumes_without_rerunning_its_completed_calls() {
+    let Some(url) = fresh_database("takeover_program") else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let program = r#"
+        const order = await tools.lookup_order({ order_id: "A-1002" });
+        return await tools.refund({ order_id: order.id, amount_cents: 9000, reason: "damaged" });
+    "#;
+    let script = dir.path().join("script.json");
+    let replies = serde_json::json!([
+        {"tool_calls": [{"id": "p1", "name": "run_code", "arguments": serde_json::json!({"code": program}).to_string()}]},
+        {"content": "Refunded."}
+    ]);
+    std::fs::write(&script, replies.to_string()).expect("script");
+    let config = dir.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "metrics_public = true\n[[tenants]]\nname = \"demo\"\napi_keys = [\"{}\"]\n\
+             agent = {{ name = \"support\", code_mode = true }}\n[[tenants.plugins]]\npath = \"{}\"\n",
+            lovia_serve::hash_key("demo-key"),
+            fixtures::ORDERS,
+        ),
+    )
+    .expect("config");
+    let flags = ["--run-lease-ms", "2000", "--lease-renew-ms", "500", "--poll-interval-ms", "500"];
+    let script = script.display().to_string();
+    let env = [("LOVIA_PROVIDER", "scripted"), ("LOVIA_SCRIPT", script.as_str()), ("RUST_LOG", "warn")];
+    let mut running = Vec::new();
+    for _ in 0..3 {
+        running.push(spawn_serve_with(&config, Path::new(&url), &env, &flags).await);
+    }
+    let a = running[0].1;
+    let body = r#"{"session_id": "s1", "input": "Refund 90 dollars on A-1002"}"#;
+    let mut sse = Sse::post(a, "/api/chat", "demo-key", body).await;
+    assert_eq!(sse.status, 200);
+    let seen = sse.until("approval_required").await;
+    assert_eq!(seen.last().expect("asked").1["id"], "p1/2", "{seen:?}");
+    assert_eq!(calls_run(a, "lookup_order").await, 1, "A ran the lookup");
+    let (mut owner, _) = running.remove(0);
+    owner.start_kill().expect("SIGKILL");
+    owner.wait().await.expect("reaped");
+    drop(sse);
+
+    let killed = Instant::now();
+    let limit = Duration::from_millis(LEASE_MS + POLL_MS) + Duration::from_secs(8);
+    let taker = loop {
+        let mut found = None;
+        for (_, addr) in &running {
+            if pending(*addr).await == ["p1/2"] {
+                found = Some(*addr);
+            }
+        }
+        if let Some(addr) = found {
+            break addr;
+        }
+        assert!(killed.elapsed() < limit, "no replica asked the refund again within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let mut sse = Sse::post(taker, "/api/chat", "demo-key", r#"{"session_id": "s1"}"#).await;
+    let approve = r#"{"session_id": "s1", "call_id": "p1/2", "decision": "approve"}"#;
+    let (status, body) = request(taker, "POST", "/api/chat/approve", Some("demo-key"), approve).await;
+    assert_eq!(status, 200, "{body}");
+    let rest = sse.rest().await;
+    assert_eq!(rest.last().expect("the end").0, "run_completed", "{rest:?}");
+    let mut lookups = 0;
+    let mut refunds = 0;
+    for (_, addr) in &running {
+        lookups += calls_run(*addr, "lookup_order").await;
+        refunds += calls_run(*addr, "refund").await;
+    }
+    assert_eq!((lookups, refunds), (0, 1), "the survivors ran only the refund");
+    let (_, body) = request(taker, "GET", "/api/chat/s1", Some("demo-key"), "").await;
+    let messages = json(&body)["messages"].as_array().cloned().unwrap_or_default();
+    let program_result: Vec<&str> =
+        messages.iter().filter(|m| m["tool_call_id"] == "p1").filter_map(|m| m["content"].as_str()).collect();
+    assert_eq!(program_result, ["Refunded 9000 cents on A-1002 (damaged)"], "{messages:?}");
+    kill_all(running).await;
+}

@@ -52,17 +52,13 @@ pub fn nested_not_callable(name: &str) -> String {
     format!("Tool {name} cannot be called from inside a program.")
 }
 
-/// A resumed program whose call `call` asks for something other than what
-/// the journal holds under its id (tool `before`, or other arguments).
-pub fn journal_mismatch(call: &crate::exec::ToolCall, before: &str) -> String {
-    let what = if call.name == before {
-        format!("{before} with other arguments")
-    } else {
-        format!("{before} before, {} now", call.name)
-    };
+/// A resumed program whose call `id` of `tool` asks for something other
+/// than what the journal holds under its id (tool `before`, or other arguments).
+pub fn journal_mismatch(id: &str, tool: &str, before: &str) -> String {
+    let what =
+        if tool == before { format!("{before} with other arguments") } else { format!("{before} before, {tool} now") };
     format!(
-        "This program was resumed after its host stopped, and its call {} is not the one it made before ({what}). The program was stopped rather than act on a different history; the calls it made before are not made again.",
-        call.id
+        "This program was resumed after its host stopped, and its call {id} is not the one it made before ({what}). The program was stopped rather than act on a different history; the calls it made before are not made again."
     )
 }
 

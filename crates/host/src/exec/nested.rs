@@ -33,7 +33,7 @@ impl NestedCalls for ExecNested {
             // is answered from the journal, never made again.
             if let Some(done) = self.run.journal.get(&call.id) {
                 if done.name != call.name || done.arguments != call.arguments {
-                    return Err(NestedStopped(crate::call::text::journal_mismatch(&call, &done.name)));
+                    return Err(NestedStopped(crate::call::text::journal_mismatch(&call.id, &call.name, &done.name)));
                 }
                 return Ok(NestedResult {
                     call_id: call.id,
