@@ -334,4 +334,17 @@ async fn a_resumed_program_is_answered_from_its_journal_and_stopped_where_it_dif
         "{}",
         error_of(&turn)
     );
+    // A call started beside the one that differs does not act either.
+    let code = r#"
+        const [a, r] = await Promise.all([
+            tools.lookup_order({ order_id: "A-1001" }),
+            tools.refund({ order_id: "A-1003", amount_cents: 100 }),
+        ]);
+        return r;
+    "#;
+    let args = json!({ "code": code }).to_string();
+    let state = RunState { journal: journaled(r#"{"order_id":"A-9999"}"#), ..RunState::default() };
+    let turn = run(&exec, vec![call("p", "run_code", &args)], &state, |_| None).await;
+    error_of(&turn);
+    assert!(!turn.events.iter().any(|e| e.call == "p/2" && e.kind == "started"), "the refund ran: {:?}", turn.events);
 }

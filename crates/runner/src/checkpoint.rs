@@ -7,6 +7,14 @@ use super::provider::Message;
 use lovia_host::exec::{JournaledCall, ToolCall, Usage};
 use serde::{Deserialize, Serialize};
 
+/// The most a run's journal of program calls ([`Checkpoint::journal`])
+/// holds, in bytes (ids, argument texts and results): a program whose next
+/// result would pass it is stopped, since a resume could not tell what it
+/// had done. The checkpoint's head holds the journal and is written after
+/// each entry, so this bounds what a tenant's programs make the store write.
+/// Fixed: 1 MiB.
+pub const MAX_JOURNAL_BYTES: usize = 1 << 20;
+
 /// Where a session's run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

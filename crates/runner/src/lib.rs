@@ -26,8 +26,8 @@ pub mod wire;
 
 pub use agent::{Agent, DEFAULT_MAX_TURNS, tool_name};
 pub use checkpoint::{
-    BadCursor, Checkpoint, PendingApproval, RunStatus, RunStore, SESSION_INPUT_PREVIEW_CHARS, SESSION_PAGE_DEFAULT,
-    SESSION_PAGE_MAX, SessionCursor, SessionInfo, SessionPage, StoreError,
+    BadCursor, Checkpoint, MAX_JOURNAL_BYTES, PendingApproval, RunStatus, RunStore, SESSION_INPUT_PREVIEW_CHARS,
+    SESSION_PAGE_DEFAULT, SESSION_PAGE_MAX, SessionCursor, SessionInfo, SessionPage, StoreError,
 };
 pub use compaction::{ContextPolicy, MIN_CONTEXT_WINDOW, RECALL_TOOL};
 pub use event::RunEvent;
@@ -52,7 +52,7 @@ pub use stream::RunHandle;
 
 use lovia_host::call::text;
 use lovia_host::exec::{
-    BudgetMeter, EventSink, Executor, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError, Usage,
+    BudgetMeter, EventSink, Executor, JournaledCall, RunState, ToolCall, ToolEvent, ToolResultEntry, TurnError, Usage,
 };
 use lovia_host::{ErrorKind, NameConflict};
 use std::sync::atomic::Ordering;
@@ -510,6 +510,8 @@ impl Runner {
                 .update(|cp| {
                     cp.messages.push(message.clone());
                     cp.pending_calls = calls.clone();
+                    // A journal is of the pending calls' programs only.
+                    cp.journal.clear();
                     cp.turn = turn;
                     cp.cut_off = cut_off;
                     cp.usage = usage;
@@ -591,12 +593,30 @@ impl Runner {
                 })
             })
         };
-        // A program's nested call is saved before the program reads it.
+        // A program's nested call is saved before the program reads it, while
+        // its run's journal is within MAX_JOURNAL_BYTES.
         let sink = {
             let (saver, cancel) = (saver.clone(), state.cancel.clone());
             sink.journaling(move |call| {
+                let held: usize = {
+                    let cp = saver.checkpoint.lock().unwrap_or_else(|p| p.into_inner());
+                    cp.journal.iter().map(JournaledCall::bytes).sum()
+                };
+                if held + call.bytes() > MAX_JOURNAL_BYTES {
+                    return Box::pin(std::future::ready(Err(text::journal_full(MAX_JOURNAL_BYTES))));
+                }
                 let (saver, cancel, call) = (saver.clone(), cancel.clone(), call.clone());
-                Box::pin(async move { save_on_its_own(saver, cancel, Box::new(move |cp| cp.journal.push(call))).await })
+                Box::pin(async move {
+                    // Only while its program's call is pending: an entry that
+                    // lands after its parent's result would outlive it.
+                    let keep = Box::new(move |cp: &mut Checkpoint| {
+                        if cp.pending_calls.iter().any(|c| call.is_nested_in(&c.id)) {
+                            cp.journal.push(call);
+                        }
+                    });
+                    save_on_its_own(saver, cancel, keep).await;
+                    Ok(())
+                })
             })
         };
         let outcome = executor.run_turn(calls, state, &sink).await;

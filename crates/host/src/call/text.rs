@@ -62,6 +62,22 @@ pub fn journal_mismatch(id: &str, tool: &str, before: &str) -> String {
     )
 }
 
+/// A call of a resumed program after one of its calls differed from its
+/// journal's: none acts.
+pub fn journal_diverged(id: &str) -> String {
+    format!(
+        "This program was resumed after its host stopped and one of its calls differed from the one it made before; its call {id} was not made."
+    )
+}
+
+/// A program stopped because its run's journal would pass `limit` bytes.
+pub fn journal_full(limit: usize) -> String {
+    format!(
+        "This program was stopped: the results of its calls passed {} bytes, the most a run keeps so that a resumed program does not repeat its calls.",
+        thousands(limit as u64)
+    )
+}
+
 /// A call the approver denied.
 pub fn not_approved(name: &str) -> String {
     format!("Tool {name} was not approved.")

@@ -127,7 +127,7 @@ pub struct EventSink {
     journal: Option<JournalHook>,
 }
 
-type JournalHook = Arc<dyn Fn(&JournaledCall) -> crate::BoxFuture<'static, ()> + Send + Sync>;
+type JournalHook = Arc<dyn Fn(&JournaledCall) -> crate::BoxFuture<'static, Result<(), String>> + Send + Sync>;
 
 impl std::fmt::Debug for EventSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -183,20 +183,22 @@ impl EventSink {
     /// run store appends it to the checkpoint there, so that the program,
     /// resumed after its host died, is answered from the journal
     /// ([`RunState::journal`](super::RunState::journal)) instead of calling
-    /// again.
+    /// again. An `Err` (the journal is full, say) stops the program with its
+    /// text: a program whose calls are not all kept could repeat them.
     #[must_use]
     pub fn journaling(
         mut self,
-        journal: impl Fn(&JournaledCall) -> crate::BoxFuture<'static, ()> + Send + Sync + 'static,
+        journal: impl Fn(&JournaledCall) -> crate::BoxFuture<'static, Result<(), String>> + Send + Sync + 'static,
     ) -> Self {
         self.journal = Some(Arc::new(journal));
         self
     }
 
     /// [`EventSink::journaling`]'s hook.
-    pub(crate) async fn journal(&self, call: &JournaledCall) {
-        if let Some(journal) = &self.journal {
-            journal(call).await;
+    pub(crate) async fn journal(&self, call: &JournaledCall) -> Result<(), String> {
+        match &self.journal {
+            Some(journal) => journal(call).await,
+            None => Ok(()),
         }
     }
 

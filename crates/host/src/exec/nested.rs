@@ -19,6 +19,10 @@ pub(super) struct ExecNested {
     /// The parent call's span: the nested calls' spans are its children.
     pub(super) trace: Option<lovia_telemetry::Context>,
     pub(super) count: AtomicU64,
+    /// Set once a resumed program asked for a call other than its journal's:
+    /// from then on none of its calls acts, including ones already started
+    /// beside it (`Promise.all`), which the program lets end.
+    pub(super) diverged: std::sync::atomic::AtomicBool,
     /// Taken shared by a call and exclusively by a barrier's call, or a call
     /// of a session's shared instance (whose calls a turn runs in one lane).
     pub(super) gate: tokio::sync::RwLock<()>,
@@ -31,16 +35,18 @@ impl NestedCalls for ExecNested {
             let call = ToolCall::new(format!("{}/{n}", self.parent), name, arguments);
             // A resumed program replays from its start: a call it made before
             // is answered from the journal, never made again.
+            if self.diverged.load(Ordering::SeqCst) {
+                return Err(NestedStopped(crate::call::text::journal_diverged(&call.id)));
+            }
             if let Some(done) = self.run.journal.get(&call.id) {
                 if done.name != call.name || done.arguments != call.arguments {
+                    self.diverged.store(true, Ordering::SeqCst);
                     return Err(NestedStopped(crate::call::text::journal_mismatch(&call.id, &call.name, &done.name)));
                 }
-                return Ok(NestedResult {
-                    call_id: call.id,
-                    output: done.output.clone(),
-                    raw: done.raw.clone(),
-                    is_error: done.is_error,
-                });
+                // It counted against the run's budget when it ran; the count
+                // a resumed run starts from may predate it.
+                self.run.tool_calls.fetch_add(1, Ordering::SeqCst);
+                return Ok(done.clone().into_result());
             }
             // A tool that calls tools is not callable from inside one: a
             // program could otherwise start programs without end.
@@ -66,22 +72,13 @@ impl NestedCalls for ExecNested {
             let done = lovia_telemetry::within(self.trace.as_ref(), self.exec.call(&call, &run, &events)).await;
             match done {
                 Ok(entry) => {
-                    let journaled = JournaledCall {
-                        id: call.id,
-                        name: call.name,
-                        arguments: call.arguments,
-                        output: entry.output,
-                        raw: entry.raw,
-                        is_error: entry.is_error,
-                    };
+                    let journaled = JournaledCall::new(call, entry.output, entry.raw, entry.is_error);
                     // Durable before the program reads it (and acts on it).
-                    self.events.journal(&journaled).await;
-                    Ok(NestedResult {
-                        call_id: journaled.id,
-                        output: journaled.output,
-                        raw: journaled.raw,
-                        is_error: journaled.is_error,
-                    })
+                    if let Err(reason) = self.events.journal(&journaled).await {
+                        self.diverged.store(true, Ordering::SeqCst);
+                        return Err(NestedStopped(reason));
+                    }
+                    Ok(journaled.into_result())
                 }
                 Err(TurnError::Cancelled { reason, .. }) => Err(NestedStopped(reason)),
                 Err(TurnError::BudgetExceeded { message, .. }) => Err(NestedStopped(message)),

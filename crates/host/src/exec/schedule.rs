@@ -60,6 +60,7 @@ pub(super) async fn run_turn(
                             events: events.clone(),
                             parent: call.id.clone(),
                             count: Default::default(),
+                            diverged: Default::default(),
                             gate: Default::default(),
                         }));
                     }

@@ -113,10 +113,12 @@ fn load_artifact(engine: &Engine, cache: &ArtifactCache, path: &Path) -> Result<
 
 /// Where the checked manifest of `digest` is cached. The key includes
 /// lovia's version, so a host that checks specs differently never trusts an
-/// older host's verdict.
+/// older host's verdict, and says that its schemas compiled before it was
+/// written (`schemas`), which a load from it relies on to compile them only
+/// when first used; a description from before that rule is not read.
 fn described_path(dir: &Path, engine: &Engine, digest: &str) -> PathBuf {
     let artifact = artifact_path(dir, engine, digest);
-    artifact.with_extension(format!("lovia-{}.manifest.json", env!("CARGO_PKG_VERSION")))
+    artifact.with_extension(format!("lovia-{}.schemas.manifest.json", env!("CARGO_PKG_VERSION")))
 }
 
 /// What a first load learnt about a component: its checked manifest and its imports.
