@@ -7,10 +7,10 @@ use super::provider::Message;
 use lovia_host::exec::{JournaledCall, ToolCall, Usage};
 use serde::{Deserialize, Serialize};
 
-/// The most a run's journal of program calls ([`Checkpoint::journal`])
-/// holds, in bytes (ids, argument texts and results): a program whose next
-/// result would pass it is stopped, since a resume could not tell what it
-/// had done. The checkpoint's head holds the journal and is written after
+/// The most one turn's programs journal ([`Checkpoint::journal`]), in
+/// bytes (ids, argument texts and results): a program whose next result
+/// would pass it is stopped, since a resume could not tell what it had
+/// done. A turn starts with an empty journal, or a resumed turn's. The checkpoint's head holds the journal and is written after
 /// each entry, so this bounds what a tenant's programs make the store write.
 /// Fixed: 1 MiB.
 pub const MAX_JOURNAL_BYTES: usize = 1 << 20;

@@ -594,15 +594,19 @@ impl Runner {
             })
         };
         // A program's nested call is saved before the program reads it, while
-        // its run's journal is within MAX_JOURNAL_BYTES.
+        // what the turn journaled stays within MAX_JOURNAL_BYTES (counted as
+        // it goes, from what a resumed turn's journal holds already).
         let sink = {
             let (saver, cancel) = (saver.clone(), state.cancel.clone());
+            let held: usize = {
+                let cp = saver.checkpoint.lock().unwrap_or_else(|p| p.into_inner());
+                cp.journal.iter().map(JournaledCall::bytes).sum()
+            };
+            let held = Arc::new(std::sync::atomic::AtomicUsize::new(held));
             sink.journaling(move |call| {
-                let held: usize = {
-                    let cp = saver.checkpoint.lock().unwrap_or_else(|p| p.into_inner());
-                    cp.journal.iter().map(JournaledCall::bytes).sum()
-                };
-                if held + call.bytes() > MAX_JOURNAL_BYTES {
+                let bytes = call.bytes();
+                if held.fetch_add(bytes, Ordering::SeqCst) + bytes > MAX_JOURNAL_BYTES {
+                    held.fetch_sub(bytes, Ordering::SeqCst);
                     return Box::pin(std::future::ready(Err(text::journal_full(MAX_JOURNAL_BYTES))));
                 }
                 let (saver, cancel, call) = (saver.clone(), cancel.clone(), call.clone());

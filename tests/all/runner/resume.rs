@@ -257,3 +257,21 @@ fn a_program_killed_between_its_calls_resumes_without_repeating_the_first() {
         assert!(after.journal.is_empty(), "a completed call's journal goes with it: {:?}", after.journal);
     });
 }
+
+/// A turn's programs journal at most `MAX_JOURNAL_BYTES` of results: the
+/// program whose next result would pass it is stopped, saying why, instead
+/// of going on with calls a resume could repeat.
+#[tokio::test]
+async fn a_program_past_the_journal_bound_is_stopped() {
+    let big = Tool::builder("big").invoke(|_, _| async { Ok(ToolOutput::Text("x".repeat(150_000))) }).expect("tool");
+    let counts = Arc::new(AtomicU32::new(0));
+    let code = "for (let i = 0; i < 10; i++) { await tools.big({}); await tools.count({}); } return 'all';";
+    let turn = [call("p", "run_code", &serde_json::json!({ "code": code }).to_string())];
+    let model = Arc::new(ScriptedProvider::new([ModelReply::calls(turn.to_vec()), ModelReply::text("Done.")]));
+    let runner = Runner::new(programmer(&counts, big).await, model);
+    let result = runner.run_with(Some("go"), session()).await.expect("run");
+    let answers = tool_answers(&result.messages);
+    assert!(answers[0].1.contains("the results of its calls passed 1,048,576 bytes"), "{:?}", answers);
+    // Six rounds fit (about 900 KB); the seventh `big` passes the bound, and no `count` runs after it.
+    assert_eq!(counts.load(Ordering::SeqCst), 6);
+}

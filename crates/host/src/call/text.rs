@@ -62,12 +62,10 @@ pub fn journal_mismatch(id: &str, tool: &str, before: &str) -> String {
     )
 }
 
-/// A call of a resumed program after one of its calls differed from its
-/// journal's: none acts.
+/// A call of a program that is being stopped because of its journal (a
+/// resumed call differed from the journal's, or the journal is full): none acts.
 pub fn journal_diverged(id: &str) -> String {
-    format!(
-        "This program was resumed after its host stopped and one of its calls differed from the one it made before; its call {id} was not made."
-    )
+    format!("This program is being stopped (see its other calls' errors); its call {id} was not made.")
 }
 
 /// A program stopped because its run's journal would pass `limit` bytes.
