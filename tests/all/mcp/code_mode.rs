@@ -8,9 +8,38 @@
 use super::{against, python, result};
 use lovia_tests::fixtures;
 use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// A compiled-artifact cache of these tests' own, warmed once by a `lovia
+/// mcp --code-mode` whose client leaves at once: a cold start compiles the
+/// code-mode engine (seconds, more in a loaded test run), and the Python
+/// SDK gives up on `server/discover` after 10 s and falls back to
+/// 2025-11-25, which is not what these tests are about.
+fn cache() -> &'static Path {
+    static CACHE: OnceLock<tempfile::TempDir> = OnceLock::new();
+    CACHE
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let status = Command::new(env!("CARGO_BIN_EXE_lovia"))
+                .arg("--cache-dir")
+                .arg(dir.path())
+                .args(["mcp", fixtures::ORDERS, "--code-mode"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("lovia mcp starts");
+            assert!(status.success(), "the warming start ended with {status}");
+            dir
+        })
+        .path()
+}
 
 fn args() -> Vec<String> {
-    ["--no-cache", "mcp", fixtures::ORDERS, "--code-mode"].map(String::from).to_vec()
+    let cache = cache().display().to_string();
+    ["--cache-dir", &cache, "mcp", fixtures::ORDERS, "--code-mode"].map(String::from).to_vec()
 }
 
 const DENIED: &str = "not refunded: Tool refund was not approved.";
@@ -48,7 +77,8 @@ async fn a_programs_gated_call_is_denied_unasked_on_2026_07_28() {
 #[tokio::test]
 async fn a_programs_question_is_asked_by_elicitation_on_2025_11_25() {
     let Some(py) = python() else { return };
-    let args = ["--no-cache", "mcp", fixtures::ORDERS, "--code-mode", "--ask-human"].map(String::from).to_vec();
+    let mut args = args();
+    args.push("--ask-human".into());
     let (out, log) = against(&py, "legacy", "program_asks", "stdio", args.clone());
     assert_eq!(out["protocol"], "2025-11-25", "{log}");
     assert_eq!(out["result"], result(false, "making tea", Value::Null), "{log}");
