@@ -26,11 +26,16 @@ fn chat_config(dir: &Path) -> PathBuf {
 
 /// [`chat_config`] with `extra` among the tenant's settings.
 pub(super) fn chat_config_with(dir: &Path, extra: &str) -> PathBuf {
+    config_with_agent(dir, r#"{ name = "support" }"#, extra)
+}
+
+/// [`chat_config_with`] whose tenant's agent table is `agent`.
+fn config_with_agent(dir: &Path, agent: &str, extra: &str) -> PathBuf {
     let path = dir.join("serve.toml");
     std::fs::write(
         &path,
         format!(
-            "metrics_public = true\n[[tenants]]\nname = \"demo\"\napi_keys = [\"{}\"]\nagent = {{ name = \"support\" }}\n\
+            "metrics_public = true\n[[tenants]]\nname = \"demo\"\napi_keys = [\"{}\"]\nagent = {agent}\n\
              {extra}[[tenants.plugins]]\npath = \"{}\"\n",
             lovia_serve::hash_key("demo-key"),
             fixtures::ORDERS,
@@ -43,6 +48,12 @@ pub(super) fn chat_config_with(dir: &Path, extra: &str) -> PathBuf {
 /// `n` replicas playing the scripted refund chat, with the short lease,
 /// renewal and poll of these tests.
 pub(super) async fn chat_replicas(config: &Path, url: &str, n: usize) -> Vec<(Child, SocketAddr)> {
+    replicas_playing(config, url, n, SCRIPTED_REFUND[1].1).await
+}
+
+/// `n` replicas whose scripted model plays `script`, with the short lease,
+/// renewal and poll of these tests.
+async fn replicas_playing(config: &Path, url: &str, n: usize, script: &str) -> Vec<(Child, SocketAddr)> {
     let flags = [
         "--run-lease-ms",
         &LEASE_MS.to_string(),
@@ -53,7 +64,7 @@ pub(super) async fn chat_replicas(config: &Path, url: &str, n: usize) -> Vec<(Ch
     ]
     .map(|s| s.to_owned());
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let env: Vec<(&str, &str)> = SCRIPTED_REFUND.iter().copied().chain([("RUST_LOG", "warn")]).collect();
+    let env = [("LOVIA_PROVIDER", "scripted"), ("LOVIA_SCRIPT", script), ("RUST_LOG", "warn")];
     let mut out = Vec::new();
     for _ in 0..n {
         out.push(spawn_serve_with(config, Path::new(url), &env, &flags).await);
@@ -72,6 +83,26 @@ pub(super) async fn pending(addr: SocketAddr) -> Vec<String> {
         .iter()
         .map(|a| a["call_id"].as_str().expect("id").to_owned())
         .collect()
+}
+
+/// The replica of `running` that asks `call_id`'s approval again after its
+/// run's owner was killed at `killed`, and how long that took; fails past
+/// the lease plus one poll, with margin.
+async fn taken_over(running: &[(Child, SocketAddr)], call_id: &str, killed: Instant) -> (SocketAddr, Duration) {
+    let limit = Duration::from_millis(LEASE_MS + POLL_MS) + Duration::from_secs(8);
+    loop {
+        let mut found = None;
+        for (_, addr) in running {
+            if pending(*addr).await == [call_id] {
+                found = Some(*addr);
+            }
+        }
+        if let Some(addr) = found {
+            return (addr, killed.elapsed());
+        }
+        assert!(killed.elapsed() < limit, "no replica asked {call_id} again within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// How many calls of `tool` the replica at `addr` has run (its metrics).
@@ -130,22 +161,7 @@ async fn a_killed_owners_run_is_taken_over_and_completes_without_rerunning_calls
     owner.start_kill().expect("SIGKILL");
     owner.wait().await.expect("reaped");
     drop(sse);
-    let killed = Instant::now();
-    let limit = Duration::from_millis(LEASE_MS + POLL_MS) + Duration::from_secs(8);
-    let taker = loop {
-        let mut found = None;
-        for (_, addr) in &running {
-            if pending(*addr).await == ["call_refund"] {
-                found = Some(*addr);
-            }
-        }
-        if let Some(addr) = found {
-            break addr;
-        }
-        assert!(killed.elapsed() < limit, "no replica took the run over within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    let took = killed.elapsed();
+    let (taker, took) = taken_over(&running, "call_refund", Instant::now()).await;
     println!(
         "SIGKILL of the owner to the approval asked again on another replica: {} ms (lease {LEASE_MS} ms, poll {POLL_MS} ms)",
         took.as_millis()
@@ -384,24 +400,8 @@ async fn a_killed_owners_program_resumes_without_rerunning_its_completed_calls()
         {"content": "Refunded."}
     ]);
     std::fs::write(&script, replies.to_string()).expect("script");
-    let config = dir.path().join("serve.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "metrics_public = true\n[[tenants]]\nname = \"demo\"\napi_keys = [\"{}\"]\n\
-             agent = {{ name = \"support\", code_mode = true }}\n[[tenants.plugins]]\npath = \"{}\"\n",
-            lovia_serve::hash_key("demo-key"),
-            fixtures::ORDERS,
-        ),
-    )
-    .expect("config");
-    let flags = ["--run-lease-ms", "2000", "--lease-renew-ms", "500", "--poll-interval-ms", "500"];
-    let script = script.display().to_string();
-    let env = [("LOVIA_PROVIDER", "scripted"), ("LOVIA_SCRIPT", script.as_str()), ("RUST_LOG", "warn")];
-    let mut running = Vec::new();
-    for _ in 0..3 {
-        running.push(spawn_serve_with(&config, Path::new(&url), &env, &flags).await);
-    }
+    let config = config_with_agent(dir.path(), r#"{ name = "support", code_mode = true }"#, "");
+    let mut running = replicas_playing(&config, &url, 3, &script.display().to_string()).await;
     let a = running[0].1;
     let body = r#"{"session_id": "s1", "input": "Refund 90 dollars on A-1002"}"#;
     let mut sse = Sse::post(a, "/api/chat", "demo-key", body).await;
@@ -414,21 +414,7 @@ async fn a_killed_owners_program_resumes_without_rerunning_its_completed_calls()
     owner.wait().await.expect("reaped");
     drop(sse);
 
-    let killed = Instant::now();
-    let limit = Duration::from_millis(LEASE_MS + POLL_MS) + Duration::from_secs(8);
-    let taker = loop {
-        let mut found = None;
-        for (_, addr) in &running {
-            if pending(*addr).await == ["p1/2"] {
-                found = Some(*addr);
-            }
-        }
-        if let Some(addr) = found {
-            break addr;
-        }
-        assert!(killed.elapsed() < limit, "no replica asked the refund again within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let (taker, _) = taken_over(&running, "p1/2", Instant::now()).await;
     let mut sse = Sse::post(taker, "/api/chat", "demo-key", r#"{"session_id": "s1"}"#).await;
     let approve = r#"{"session_id": "s1", "call_id": "p1/2", "decision": "approve"}"#;
     let (status, body) = request(taker, "POST", "/api/chat/approve", Some("demo-key"), approve).await;

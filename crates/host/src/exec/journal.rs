@@ -88,11 +88,6 @@ impl Journal {
     pub fn get(&self, id: &str) -> Option<&JournaledCall> {
         self.0.get(id)
     }
-
-    /// Whether it holds no call.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 #[cfg(test)]
