@@ -39,6 +39,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("BAD_LINKS", "bad_links"),
     ("CHATTY", "chatty"),
     ("SMALL_MEMORY", "small_memory"),
+    ("LEDGER", "ledger"),
 ];
 
 fn main() -> anyhow::Result<()> {

@@ -207,19 +207,31 @@ impl RunLeases {
         .await
     }
 
-    /// Pushes the expiry of every lease this replica holds forward; the runs
-    /// it still holds. A run of this replica missing from them has lost its
-    /// lease and must stop. On the renewals' own connection.
-    pub(crate) async fn renew(&self) -> Result<HashSet<RunKey>, LeaseError> {
+    /// Pushes the expiry of this replica's leases of `running` (the runs it
+    /// runs now) forward; the runs it still holds. A run of this replica
+    /// missing from them has lost its lease and must stop. On the renewals'
+    /// own connection.
+    ///
+    /// Only the runs it runs: a lease whose run ended here but whose release
+    /// failed (the database was restarting) must expire, so that a takeover
+    /// resumes the run from its checkpoint. Renewing every lease of the
+    /// owner kept such a run from every replica for as long as this one
+    /// lived (found by bench/fault-run: a PostgreSQL restart left runs
+    /// `running` for good).
+    pub(crate) async fn renew(&self, running: &[RunKey]) -> Result<HashSet<RunKey>, LeaseError> {
         let RunLeases::Postgres(pg) = self else { return Ok(HashSet::new()) };
         let (owner, ms) = (pg.owner.clone(), pg.lease_ms());
+        let tenants: Vec<String> = running.iter().map(|(t, _)| t.clone()).collect();
+        let sessions: Vec<String> = running.iter().map(|(_, s)| s.clone()).collect();
         pg.run_on(&pg.renewals, move |c| {
             Box::pin(async move {
                 let rows = c
                     .query(
                         "UPDATE lovia_run_leases SET expires = now() + $2::bigint * interval '1 millisecond'
-                 WHERE owner = $1 AND expires >= now() RETURNING tenant, session",
-                        &[&owner, &ms],
+                 WHERE owner = $1 AND expires >= now()
+                   AND (tenant, session) IN (SELECT * FROM unnest($3::text[], $4::text[]))
+                 RETURNING tenant, session",
+                        &[&owner, &ms, &tenants, &sessions],
                     )
                     .await?;
                 Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())

@@ -79,13 +79,20 @@ impl Service {
             if service.strong_count() == 0 {
                 return;
             }
-            let began = Instant::now();
-            let held = leases.renew().await;
             let Some(inner) = service.upgrade() else { return };
             let runs: Vec<((usize, String), Arc<chat::LiveRun>)> = {
                 let live = inner.live.lock().unwrap_or_else(|p| p.into_inner());
                 live.iter().map(|(k, r)| (k.clone(), r.clone())).collect()
             };
+            let running: Vec<lease::RunKey> = runs
+                .iter()
+                .map(|((tenant, session), _)| (inner.tenants[*tenant].name.clone(), session.clone()))
+                .collect();
+            // Not held across the renewal's await: the service may go meanwhile.
+            drop(inner);
+            let began = Instant::now();
+            let held = leases.renew(&running).await;
+            let Some(inner) = service.upgrade() else { return };
             match held {
                 Ok(held) => {
                     let fence = lease::fence_end(began, lease, every);
