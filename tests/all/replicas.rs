@@ -397,9 +397,11 @@ async fn calls_per_minute_holds_across_three_replicas() {
     kill_all(running).await;
 }
 
+mod cancelled;
 mod events;
 mod fencing;
 mod load;
 mod questions;
 mod quotas;
+mod store_loss;
 mod takeover;

@@ -275,25 +275,23 @@ impl RunLeases {
         .await
     }
 
-    /// Unfinished runs that no live replica holds: their lease is absent or
-    /// expired. With `interrupted`, also those stopped by a cancel or a
-    /// budget (a start resumes them, as a single node does); without, only
-    /// those that were running (the takeover poll: a cancelled run stays
-    /// stopped). At most [`TAKEOVER_BATCH`], the longest waiting first.
-    pub(crate) async fn unowned(&self, interrupted: bool) -> Result<Vec<RunKey>, LeaseError> {
+    /// Runs that were running and that no live replica holds: their lease
+    /// is absent or expired. Not those stopped by a cancel or a budget
+    /// (`interrupted`): they stay stopped until a client resumes them. At
+    /// most [`TAKEOVER_BATCH`], the longest waiting first.
+    pub(crate) async fn unowned(&self) -> Result<Vec<RunKey>, LeaseError> {
         let RunLeases::Postgres(pg) = self else { return Ok(Vec::new()) };
-        let statuses: Vec<&str> = if interrupted { vec!["running", "interrupted"] } else { vec!["running"] };
-        let statuses: Vec<String> = statuses.into_iter().map(str::to_owned).collect();
         pg.run(move |c| {
             Box::pin(async move {
+                // The `IN` matches the partial index `lovia_runs_unfinished`.
                 let rows = c
                     .query(
                         "SELECT r.tenant, r.session FROM lovia_runs r
                  LEFT JOIN lovia_run_leases l ON l.tenant = r.tenant AND l.session = r.session
-                 WHERE r.status IN ('running', 'interrupted') AND r.status = ANY($1)
+                 WHERE r.status IN ('running', 'interrupted') AND r.status = 'running'
                    AND (l.owner IS NULL OR l.expires < now())
-                 ORDER BY r.updated LIMIT $2",
-                        &[&statuses, &TAKEOVER_BATCH],
+                 ORDER BY r.updated LIMIT $1",
+                        &[&TAKEOVER_BATCH],
                     )
                     .await?;
                 Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())

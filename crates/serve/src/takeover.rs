@@ -11,19 +11,41 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 impl Service {
-    /// Resumes, in the background, every run the store says is unfinished
+    /// Resumes, in the background, every run the store says was running
     /// (the process that ran it died or was stopped). With a PostgreSQL
     /// store only those no live replica holds a lease of.
+    ///
+    /// Not a run stopped by a cancel or a budget (`interrupted`): it stays
+    /// stopped until a client resumes it (a chat without input). A start
+    /// that resumed those re-ran what a person had cancelled, at any later
+    /// start of any replica, each holding one of the tenant's
+    /// `max_concurrent_runs` while its approval waited for nobody (found by
+    /// bench/fault-run: a tenant refused every new chat with 429).
     pub async fn resume_unfinished(&self) {
         let unfinished = if self.inner.stores.leases.is_shared() {
-            self.inner.stores.leases.unowned(true).await.map_err(|e| e.to_string())
+            self.inner.stores.leases.unowned().await.map_err(|e| e.to_string())
         } else {
-            self.inner.stores.runs.unfinished().await.map_err(|e| e.to_string())
+            self.running_in_store().await
         };
         match unfinished {
             Ok(runs) => self.resume(runs, "resumed an unfinished run").await,
             Err(e) => tracing::error!("cannot list unfinished runs: {e}"),
         }
+    }
+
+    /// The (tenant, session) of every run the single-process store says was
+    /// running when its process stopped, oldest first.
+    async fn running_in_store(&self) -> Result<Vec<(String, String)>, String> {
+        let runs = &self.inner.stores.runs;
+        let mut running = Vec::new();
+        for (tenant, session) in runs.unfinished().await.map_err(|e| e.to_string())? {
+            match runs.load(&tenant, &session).await {
+                Ok(Some(cp)) if cp.status == lovia_runner::RunStatus::Running => running.push((tenant, session)),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(%tenant, %session, error = %e, "cannot read an unfinished run; not resumed"),
+            }
+        }
+        Ok(running)
     }
 
     /// Takes over the runs that were running on a replica whose leases
@@ -33,7 +55,7 @@ impl Service {
         if !self.inner.stores.leases.is_shared() || self.inner.draining.load(Ordering::Acquire) {
             return;
         }
-        match self.inner.stores.leases.unowned(false).await {
+        match self.inner.stores.leases.unowned().await {
             Ok(runs) => self.resume(runs, "took over a run another replica left").await,
             Err(e) => tracing::warn!(error = %e, "cannot look for runs to take over; retrying at the next poll"),
         }

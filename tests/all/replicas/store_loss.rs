@@ -1,0 +1,138 @@
+//! A replica that loses its database for a while (docs/replicas.md,
+//! "Faults"): its store reached through a proxy in this test that can cut
+//! every connection, as bench/fault-run's proxies do.
+
+use super::fresh_database;
+use crate::cli::spawn_serve_with;
+use crate::serve::{Sse, json, request};
+use lovia_tests::fixtures;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::watch;
+
+/// A TCP proxy to the test's PostgreSQL server (on its Unix socket, or a
+/// TCP address) that can cut every connection and refuse new ones.
+struct CutProxy {
+    addr: SocketAddr,
+    cut: Arc<AtomicBool>,
+    cuts: watch::Sender<u64>,
+}
+
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+impl CutProxy {
+    async fn to(url: &str) -> CutProxy {
+        let host = url.split_once('@').expect("a user in the URL").1.split('/').next().expect("a host").to_owned();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let cut = Arc::new(AtomicBool::new(false));
+        let (cuts, _) = watch::channel(0u64);
+        let (refusing, cuts_seen) = (cut.clone(), cuts.subscribe());
+        tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else { return };
+                if refusing.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let server: Box<dyn Stream> = match host.strip_prefix("%2F") {
+                    Some(_) => {
+                        let (dir, port) = host.rsplit_once(':').unwrap_or((host.as_str(), "5432"));
+                        let socket = format!("{}/.s.PGSQL.{port}", dir.replace("%2F", "/"));
+                        Box::new(tokio::net::UnixStream::connect(socket).await.expect("the server's socket"))
+                    }
+                    None => Box::new(tokio::net::TcpStream::connect(&host).await.expect("the server")),
+                };
+                let mut cuts = cuts_seen.clone();
+                // Only a cut after this connection was made closes it.
+                cuts.borrow_and_update();
+                tokio::spawn(async move {
+                    let (mut client, mut server) = (client, server);
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = cuts.changed() => {}
+                    }
+                });
+            }
+        });
+        CutProxy { addr, cut, cuts }
+    }
+
+    /// `url` with its host replaced by this proxy.
+    fn url(&self, url: &str) -> String {
+        let (user, rest) = url.split_once('@').expect("a user");
+        let path = rest.split_once('/').map(|(_, p)| p).unwrap_or("");
+        format!("{user}@{}/{path}", self.addr)
+    }
+
+    /// Closes every connection and refuses new ones until [`CutProxy::heal`].
+    fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        self.cuts.send_modify(|n| *n += 1);
+    }
+
+    fn heal(&self) {
+        self.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+/// A run stopped because its store failed, whose lease could not be
+/// released either (the database was gone), is taken over from its
+/// checkpoint once the database is back and the lease has expired: the
+/// call that was in flight runs again and the run completes. bench/fault-run
+/// found the opposite: the replica went on renewing every lease it owned,
+/// that of the stopped run too, so no replica ever resumed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_stopped_by_its_store_is_taken_over_once_the_store_is_back() {
+    let Some(url) = fresh_database("store_loss") else { return };
+    let proxy = CutProxy::to(&url).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[tenants]]\nname = \"demo\"\napi_keys = [\"{}\"]\nagent = {{ name = \"support\" }}\n\
+             [[tenants.plugins]]\npath = \"{}\"\n",
+            lovia_serve::hash_key("demo-key"),
+            fixtures::DIAGNOSTICS,
+        ),
+    )
+    .expect("config");
+    // One call that takes 1.5 s, long enough to lose the database under it.
+    let script = dir.path().join("script.json");
+    let call = r#"{"id": "call_sleep", "name": "sleep_ms", "arguments": "{\"ms\": 1500}"}"#;
+    std::fs::write(&script, format!(r#"[{{"tool_calls": [{call}]}}, {{"text": "slept"}}]"#)).expect("script");
+    // A lease long beside the renewals, so that they come back within it
+    // once the database does: only a lease nobody renews ends.
+    let flags = ["--run-lease-ms", "6000", "--lease-renew-ms", "500", "--poll-interval-ms", "500"];
+    let env =
+        [("LOVIA_PROVIDER", "scripted"), ("LOVIA_SCRIPT", script.to_str().expect("a path")), ("RUST_LOG", "warn")];
+    let (_replica, addr) = spawn_serve_with(&config, std::path::Path::new(&proxy.url(&url)), &env, &flags).await;
+    let mut sse = Sse::post(addr, "/api/chat", "demo-key", r#"{"session_id": "s1", "input": "sleep"}"#).await;
+    assert_eq!(sse.status, 200);
+    sse.until("tool_call").await;
+
+    // The database goes while the call sleeps: the checkpoint after it
+    // cannot be written, nor the lease released.
+    proxy.cut();
+    let rest = sse.rest().await;
+    let (name, data) = rest.last().expect("an event");
+    assert_eq!((name.as_str(), data["type"].as_str()), ("error", Some("store")), "{rest:?}");
+
+    proxy.heal();
+    let healed = Instant::now();
+    // The lease, a poll, the call again, and a margin.
+    let limit = Duration::from_millis(6_000 + 500 + 1_500) + Duration::from_secs(8);
+    loop {
+        let (status, body) = request(addr, "GET", "/api/chat/s1", Some("demo-key"), "").await;
+        if status == 200 && json(&body)["status"] == "completed" {
+            break;
+        }
+        assert!(healed.elapsed() < limit, "the stopped run was not resumed and completed within {limit:?}: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!("store back to the stopped run completed elsewhere: {} ms", healed.elapsed().as_millis());
+}
