@@ -14,7 +14,7 @@ fn skip_lists_name_parts_and_reject_unknown_names() {
     let err = parse_skip("postgres,pg").expect_err("pg is no part");
     assert_eq!(
         err,
-        r#"unknown part "pg" in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser, mcp-fs, registry, ts, telemetry"#
+        r#"unknown part "pg" in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser, mcp-fs, registry, ts, telemetry, faults"#
     );
 }
 
@@ -63,7 +63,7 @@ fn a_test_without_its_part_fails_unless_the_part_is_opted_out() {
     assert!(!out.status.success(), "{all}");
     assert!(
         all.contains(
-            r#"unknown part "pg" in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser, mcp-fs, registry, ts, telemetry"#
+            r#"unknown part "pg" in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser, mcp-fs, registry, ts, telemetry, faults"#
         ),
         "{all}"
     );
@@ -82,7 +82,7 @@ fn scripts_test_refuses_an_unknown_part_before_doing_anything() {
     assert_eq!(out.status.code(), Some(2), "{all}");
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "scripts/test: unknown part 'bogus' in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser, mcp-fs, registry, ts, telemetry\n"
+        "scripts/test: unknown part 'bogus' in LOVIA_SKIP; the parts are: postgres, mcp-client, python, browser, mcp-fs, registry, ts, telemetry, faults\n"
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "", "it provided nothing and ran nothing");
 }

@@ -34,11 +34,15 @@ pub enum Part {
     /// Arize Phoenix (target/phoenix-venv), the OpenTelemetry backend the
     /// trace tests export to and read spans back from.
     Telemetry,
+    /// The fault run's short form (bench/fault-run), which `scripts/test`
+    /// runs after `cargo test`; no cargo test needs it, but `LOVIA_SKIP`
+    /// names it.
+    Faults,
 }
 
 impl Part {
     /// Every part, in the order `scripts/test` provides them.
-    pub const ALL: [Part; 8] = [
+    pub const ALL: [Part; 9] = [
         Part::Postgres,
         Part::McpClient,
         Part::Python,
@@ -47,6 +51,7 @@ impl Part {
         Part::Registry,
         Part::Ts,
         Part::Telemetry,
+        Part::Faults,
     ];
 
     /// The name `LOVIA_SKIP` uses.
@@ -60,6 +65,7 @@ impl Part {
             Part::Registry => "registry",
             Part::Ts => "ts",
             Part::Telemetry => "telemetry",
+            Part::Faults => "faults",
         }
     }
 
@@ -74,6 +80,7 @@ impl Part {
             Part::Registry => "an OCI registry binary (docker-registry, or LOVIA_REGISTRY_BIN)",
             Part::Ts => "node and the TypeScript toolchain (esbuild, componentize-qjs, zod in sdk/js/node_modules)",
             Part::Telemetry => "the OpenTelemetry backend Arize Phoenix (in target/phoenix-venv)",
+            Part::Faults => "the fault run's PostgreSQL (initdb, pg_ctl, psql) and root for its disk fault",
         }
     }
 
@@ -109,6 +116,9 @@ impl Part {
             Part::Telemetry => {
                 "run the tests with scripts/test, which installs it (python3 -m venv target/phoenix-venv && \
                  target/phoenix-venv/bin/pip install -r tests/telemetry/requirements.txt)"
+            }
+            Part::Faults => {
+                "as root: apt-get install postgresql; scripts/test then runs bench/fault-run after cargo test"
             }
         }
     }

@@ -147,6 +147,15 @@ impl RunError {
 
 type Emit = Arc<dyn Fn(RunEvent) + Send + Sync>;
 
+/// The pauses before each new try of writing how a run ended, after the
+/// write failed in the database: 100, 400 and 1,600 ms, about 2 s in all,
+/// which a database restart or a dropped pooled connection fits in.
+const END_WRITE_RETRIES: [std::time::Duration; 3] = [
+    std::time::Duration::from_millis(100),
+    std::time::Duration::from_millis(400),
+    std::time::Duration::from_millis(1_600),
+];
+
 /// A change to the run's checkpoint that an event brings, made and written
 /// by [`Saver::update`].
 type Change = Box<dyn FnOnce(&mut Checkpoint) + Send>;
@@ -350,7 +359,7 @@ impl Runner {
         let outcome = span.within(self.run_loop(input, &mut state, &mut agent, &mut executor, &saver, &emit)).await;
         trace::run_end(&span, &outcome, &state.meter.usage());
         // Record how the run ended; a store failure is the run's error.
-        let end = saver
+        let mut end = saver
             .update(|cp| {
                 cp.usage = state.meter.usage();
                 cp.tool_calls = state.tool_calls.load(Ordering::SeqCst);
@@ -368,6 +377,18 @@ impl Runner {
                 }
             })
             .await;
+        // How the run ended is written again after a failed write: lost
+        // (one pooled connection the database had dropped in a restart), a
+        // cancelled run read as running and the next takeover ran it on
+        // (found by bench/fault-run). A fenced write is not retried: the
+        // run is another replica's.
+        for pause in END_WRITE_RETRIES {
+            if !matches!(end, Err(StoreError::Database { .. })) {
+                break;
+            }
+            tokio::time::sleep(pause).await;
+            end = saver.update(|_| {}).await;
+        }
         let outcome = match (outcome, end) {
             (Err(e), _) => Err(e),
             (Ok(_), Err(e)) => Err(RunError::Store(e)),

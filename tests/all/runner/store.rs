@@ -1,7 +1,8 @@
 //! The run stores write a checkpoint incrementally: the head and the
 //! messages added since the last save, never the whole transcript again.
 
-use lovia_runner::{Checkpoint, Message, RunStatus, RunStore, SqliteRunStore};
+use lovia_runner::{Agent, Checkpoint, Message, ModelReply, RunStatus, RunStore, SqliteRunStore, StoreError};
+use std::sync::Arc;
 
 fn message(i: usize) -> Message {
     if i.is_multiple_of(2) {
@@ -209,4 +210,58 @@ async fn two_connections_saving_to_one_sqlite_file_never_fail() {
     while let Some(done) = saving.join_next().await {
         done.expect("a saving task");
     }
+}
+
+/// A store whose database drops the first write of a finished run, as a
+/// pooled connection the database dropped in a restart fails once.
+struct DropsTheEnd {
+    inner: lovia_runner::MemoryRunStore,
+    dropped: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl RunStore for DropsTheEnd {
+    async fn load(&self, tenant: &str, session: &str) -> Result<Option<Checkpoint>, StoreError> {
+        self.inner.load(tenant, session).await
+    }
+    async fn save(&self, tenant: &str, session: &str, cp: &Checkpoint) -> Result<(), StoreError> {
+        let ended = cp.status != RunStatus::Running;
+        if ended && !self.dropped.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Database {
+                location: "test".into(),
+                message: "error communicating with the server: Connection reset by peer".into(),
+            });
+        }
+        self.inner.save(tenant, session, cp).await
+    }
+    async fn unfinished(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.inner.unfinished().await
+    }
+    async fn delete(&self, tenant: &str, session: &str) -> Result<bool, StoreError> {
+        self.inner.delete(tenant, session).await
+    }
+    async fn list(
+        &self,
+        tenant: &str,
+        page: &lovia_runner::SessionPage,
+    ) -> Result<Vec<lovia_runner::SessionInfo>, StoreError> {
+        self.inner.list(tenant, page).await
+    }
+}
+
+/// How a run ended is written again when its first write fails in the
+/// database: a cancelled run whose end was lost read as running, and the
+/// next takeover ran on what a person had cancelled (bench/fault-run).
+#[tokio::test]
+async fn a_runs_end_is_written_again_after_the_database_dropped_it() {
+    let store = Arc::new(DropsTheEnd { inner: Default::default(), dropped: Default::default() });
+    let (runner, _) = super::runner(Agent::new("a"), vec![ModelReply::text("done")]).await;
+    let runner = runner.with_store(store.clone());
+    let state = lovia_host::RunState { session_id: Some("s1".into()), ..lovia_host::RunState::default() };
+    let result = runner.run_with(Some("go"), state).await.expect("the run completes");
+    assert_eq!(result.output, "done");
+    assert!(store.dropped.load(std::sync::atomic::Ordering::SeqCst), "the first write of the end was dropped");
+    let cp = store.load("", "s1").await.expect("load").expect("a checkpoint");
+    assert_eq!(cp.status, RunStatus::Completed);
+    assert_eq!(store.unfinished().await.expect("unfinished"), Vec::<(String, String)>::new());
 }
