@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Sends `signal` (`STOP`, `CONT`) to process `pid`.
-fn signal(pid: u32, signal: &str) {
+pub(super) fn signal(pid: u32, signal: &str) {
     let status = std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status();
     assert!(status.is_ok_and(|s| s.success()), "kill -{signal} {pid}");
 }

@@ -136,3 +136,41 @@ async fn a_run_stopped_by_its_store_is_taken_over_once_the_store_is_back() {
     }
     println!("store back to the stopped run completed elsewhere: {} ms", healed.elapsed().as_millis());
 }
+
+/// An approval posted to a replica that does not own the run is stored as
+/// an order; when that replica then loses the database while it waits for
+/// the owner's outcome, it answers 202 `queued` (the order stands, and the
+/// owner applies it), not 503: bench/fault-run saw a client told "the run
+/// store is unreachable" for an approval the owner had applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_stored_before_the_database_went_is_answered_queued() {
+    let Some(url) = fresh_database("order_loss") else { return };
+    let proxy = CutProxy::to(&url).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = super::takeover::chat_config_with(dir.path(), "");
+    let mut running = super::takeover::chat_replicas(&config, &url, 1).await;
+    running.extend(super::takeover::chat_replicas(&config, &proxy.url(&url), 1).await);
+    let (owner, other) = (running[0].1, running[1].1);
+    let body = r#"{"session_id": "s1", "input": "Refund 90 dollars on A-1002"}"#;
+    let mut sse = Sse::post(owner, "/api/chat", "demo-key", body).await;
+    assert_eq!(sse.status, 200);
+    sse.until("approval_required").await;
+
+    // The owner is frozen, so the order waits; meanwhile the other replica
+    // loses its database.
+    let pid = running[0].0.id().expect("a pid");
+    super::fencing::signal(pid, "STOP");
+    let approve = r#"{"session_id": "s1", "call_id": "call_refund", "decision": "approve"}"#;
+    let posted =
+        tokio::spawn(async move { request(other, "POST", "/api/chat/approve", Some("demo-key"), approve).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.cut();
+    let (status, body) = posted.await.expect("the request");
+    super::fencing::signal(pid, "CONT");
+    assert_eq!((status, json(&body)), (202, serde_json::json!({"ok": true, "queued": true})), "{body}");
+
+    // The owner applies the stored order: the refund runs, the run ends.
+    let rest = sse.rest().await;
+    assert_eq!(rest.last().map(|e| e.0.as_str()), Some("run_completed"), "{rest:?}");
+    proxy.heal();
+}
