@@ -32,8 +32,9 @@ class Run:
         self.choice = choice
         self.store = None
         self.cancelled_at = None
-        self.approved = False
-        self.denied = False
+        # When an approval was first sent, whatever its answer: one whose
+        # replica died before answering may still have been applied.
+        self.approve_sent_at = None
         self.chat_end = None
         self.chat_end_at = None
 
@@ -73,9 +74,9 @@ def check(out):
             ok = e["status"] in (200, 202)
             if e["path"] == "/api/chat/cancel" and run and ok and run.cancelled_at is None:
                 run.cancelled_at = e["at"]
-            elif e["path"] == "/api/chat/approve" and run and ok:
-                run.approved |= body.get("decision") == "approve"
-                run.denied |= body.get("decision") == "deny"
+            elif e["path"] == "/api/chat/approve" and run and body.get("decision") == "approve":
+                sent = e.get("sent", e["at"])
+                run.approve_sent_at = sent if run.approve_sent_at is None else min(run.approve_sent_at, sent)
             elif e["path"] == "/api/tools/pay/call":
                 call = e["headers"].get("x-lovia-call-id")
                 direct[call] = e
@@ -118,8 +119,8 @@ def check(out):
         if run.tenant != d["tenant"]:
             violation(f"a run of {run.tenant} paid into {d['tenant']}'s ledger", d["at"],
                       session=run.session, key=d["key"])
-        if call == "big" and not run.approved:
-            violation("the gated payment was made though nobody approved it", d["at"],
+        if call == "big" and (run.approve_sent_at is None or d["at"] < run.approve_sent_at):
+            violation("the gated payment was made before anybody sent its approval", d["at"],
                       session=run.session, choice=run.choice)
         if run.cancelled_at is not None and d["at"] > run.cancelled_at:
             violation("a payment after the run was cancelled", d["at"], session=run.session, call=call,

@@ -32,6 +32,7 @@ class Client:
         data = body.encode() if isinstance(body, str) else body
         if data is not None:
             all_headers.setdefault("content-type", "application/json")
+        sent = time.time()
         try:
             conn = http.client.HTTPConnection("127.0.0.1", replica.port, timeout=timeout)
             conn.request(method, path, body=data, headers=all_headers)
@@ -42,7 +43,7 @@ class Client:
         except (OSError, http.client.HTTPException) as e:
             status, text = None, f"{type(e).__name__}: {e}"
         if log:
-            self.history.write("http", replica=replica.name, method=method, path=path,
+            self.history.write("http", sent=sent, replica=replica.name, method=method, path=path,
                                request=body if isinstance(body, str) else None,
                                headers={k: v for k, v in all_headers.items() if k.startswith("x-")},
                                status=status, response=text[:2000])

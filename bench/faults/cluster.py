@@ -42,20 +42,43 @@ def pg_bin(name):
     )
 
 
+# Podman as root on this project's test machines: runc (crun refuses their
+# cgroup v1 hybrid mode) and rlimits below podman's defaults, which the
+# kernel refuses to raise (scripts/image).
+PODMAN = ["podman", "--runtime", "runc"]
+LIMITS = ["--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096"]
+
+
 class Postgres:
     """A server of its own, on a loopback TCP port (the proxies forward to
-    it), restarted by the faults. As root it runs as the `postgres` user."""
+    it), restarted by the faults. As root it runs as the `postgres` user.
+    With `image`, it runs in a container of that image (PostgreSQL 15 at
+    Debian's paths, scripts/image --postgres) on the host's network, and
+    pg_ctl runs inside it, so a restart restarts the server, not the
+    container."""
 
-    def __init__(self, dir):
+    def __init__(self, dir, image=None):
         self.dir = dir
-        self.data = os.path.join(dir, "data")
         self.port = free_port()
-        self.as_pg = ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
+        self.container = f"lovia-faults-pg-{self.port}" if image else None
         os.makedirs(dir, exist_ok=True)
-        if os.getuid() == 0:
-            shutil.chown(dir, "postgres")
+        if image:
+            self.data = "/var/lib/postgresql/faults"
+            self.sockets = "/tmp"
+            subprocess.run(PODMAN + ["run", "-d", "--rm", "--name", self.container, "--network", "host"] + LIMITS +
+                           ["--user", "postgres", "--entrypoint", "sleep", image, "infinity"],
+                           check=True, capture_output=True)
+            self.as_pg = PODMAN + ["exec", self.container]
+            self.bin = lambda name: f"/usr/lib/postgresql/15/bin/{name}"
+        else:
+            self.data = os.path.join(dir, "data")
+            self.sockets = dir
+            self.as_pg = ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
+            self.bin = pg_bin
+            if os.getuid() == 0:
+                shutil.chown(dir, "postgres")
         out = subprocess.run(
-            self.as_pg + [pg_bin("initdb"), "-D", self.data, "-A", "trust", "-U", "lovia"],
+            self.as_pg + [self.bin("initdb"), "-D", self.data, "-A", "trust", "-U", "lovia"],
             capture_output=True, text=True)
         if out.returncode != 0:
             raise SystemExit(f"fault-run: initdb failed: {out.stderr[-2000:]}")
@@ -63,11 +86,12 @@ class Postgres:
         self.psql("CREATE DATABASE faults", db="postgres")
 
     def ctl(self, action, mode="fast"):
-        options = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
+        options = (f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 "
                    "-c max_connections=300 -c fsync=off")
+        log = os.path.join(self.sockets if self.container else self.dir, "log")
         out = subprocess.run(
-            self.as_pg + [pg_bin("pg_ctl"), "-D", self.data, "-o", options, "-l",
-                          os.path.join(self.dir, "log"), "-m", mode, "-w", action],
+            self.as_pg + [self.bin("pg_ctl"), "-D", self.data, "-o", options, "-l", log, "-m", mode, "-w",
+                          action],
             capture_output=True, text=True)
         if out.returncode != 0:
             raise RuntimeError(f"pg_ctl {action} -m {mode}: {out.stdout}{out.stderr}")
@@ -86,6 +110,9 @@ class Postgres:
         return [line.split("\x1f") for line in out.stdout.splitlines() if line]
 
     def stop(self):
+        if self.container:
+            subprocess.run(PODMAN + ["kill", self.container], capture_output=True)
+            return
         try:
             self.ctl("stop", "immediate")
         except RuntimeError:
@@ -237,9 +264,12 @@ class Ledger:
 class Replica:
     """One `lovia serve` process on a fixed port (kept across restarts),
     its store reached through its own proxy, its temporary files and
-    artifact cache on a directory the disk fault fills."""
+    artifact cache on a directory the disk fault fills. With `image`, the
+    process runs in a container of that image (deploy/Dockerfile, built by
+    scripts/image) on the host's network, with the run's files mounted at
+    the same paths; its signals go through podman."""
 
-    def __init__(self, index, lovia, config, dir, store_url, flags):
+    def __init__(self, index, lovia, config, dir, store_url, flags, image=None, mounts=()):
         self.index = index
         self.name = f"r{index}"
         self.lovia = lovia
@@ -247,7 +277,10 @@ class Replica:
         self.dir = dir
         self.store_url = store_url
         self.flags = flags
+        self.image = image
+        self.mounts = mounts
         self.port = free_port()
+        self.container = f"lovia-faults-{self.name}-{self.port}"
         self.proc = None
         self.stopped = False
         self.scratch = os.path.join(dir, "scratch")
@@ -257,28 +290,48 @@ class Replica:
     def start(self):
         for sub in ("tmp", "cache"):
             os.makedirs(os.path.join(self.scratch, sub), exist_ok=True)
-        env = dict(os.environ, TMPDIR=os.path.join(self.scratch, "tmp"),
-                   LOVIA_CACHE_DIR=os.path.join(self.scratch, "cache"), RUST_LOG="warn")
-        self.proc = subprocess.Popen(
-            [self.lovia, "serve", "--config", self.config, "--listen", f"127.0.0.1:{self.port}",
-             "--store", self.store_url] + self.flags,
-            stdout=self.log, stderr=self.log, env=env)
+            # The image's process runs as its own user.
+            os.chmod(os.path.join(self.scratch, sub), 0o777)
+        env = {"TMPDIR": os.path.join(self.scratch, "tmp"),
+               "LOVIA_CACHE_DIR": os.path.join(self.scratch, "cache"), "RUST_LOG": "warn"}
+        serve = ["serve", "--config", self.config, "--listen", f"127.0.0.1:{self.port}",
+                 "--store", self.store_url] + self.flags
+        if self.image:
+            volumes = []
+            for path in list(self.mounts) + [self.scratch]:
+                volumes += ["-v", f"{path}:{path}"]
+            envs = []
+            for k, v in env.items():
+                envs += ["-e", f"{k}={v}"]
+            command = PODMAN + ["run", "--rm", "--replace", "--name", self.container, "--network", "host"] + LIMITS + \
+                volumes + envs + [self.image] + serve
+            self.proc = subprocess.Popen(command, stdout=self.log, stderr=self.log)
+        else:
+            self.proc = subprocess.Popen([self.lovia] + serve, stdout=self.log, stderr=self.log,
+                                         env=dict(os.environ, **env))
         self.stopped = False
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def signal(self, sig):
+        if self.image:
+            subprocess.run(PODMAN + ["kill", "-s", sig.name.removeprefix("SIG"), self.container],
+                           capture_output=True)
+        else:
+            self.proc.send_signal(sig)
+
     def kill(self):
         if self.alive():
-            self.proc.send_signal(signal.SIGKILL)
+            self.signal(signal.SIGKILL)
             self.proc.wait()
 
     def pause(self):
-        self.proc.send_signal(signal.SIGSTOP)
+        self.signal(signal.SIGSTOP)
         self.stopped = True
 
     def resume(self):
-        self.proc.send_signal(signal.SIGCONT)
+        self.signal(signal.SIGCONT)
         self.stopped = False
 
     def ready(self, timeout=2.0):
@@ -292,13 +345,20 @@ class Replica:
         except (OSError, http.client.HTTPException):
             return False
 
+    def pid(self):
+        if not self.image:
+            return self.proc.pid
+        out = subprocess.run(PODMAN + ["inspect", "-f", "{{.State.Pid}}", self.container],
+                             capture_output=True, text=True)
+        return int(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip().isdigit() else None
+
     def resources(self):
         """(resident KiB, open descriptors) of the process."""
-        pid = self.proc.pid
+        pid = self.pid()
         try:
             with open(f"/proc/{pid}/status") as f:
                 rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
             fds = len(os.listdir(f"/proc/{pid}/fd"))
             return rss, fds
-        except (OSError, StopIteration):
+        except (OSError, StopIteration, TypeError):
             return None, None
