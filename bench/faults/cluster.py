@@ -289,9 +289,13 @@ class Replica:
 
     def start(self):
         for sub in ("tmp", "cache"):
-            os.makedirs(os.path.join(self.scratch, sub), exist_ok=True)
-            # The image's process runs as its own user.
-            os.chmod(os.path.join(self.scratch, sub), 0o777)
+            path = os.path.join(self.scratch, sub)
+            os.makedirs(path, exist_ok=True)
+            # lovia refuses a cache directory others may write to; in a
+            # container the image's own user must own it.
+            os.chmod(path, 0o700)
+            if self.image:
+                os.chown(path, self.image_uid(), -1)
         env = {"TMPDIR": os.path.join(self.scratch, "tmp"),
                "LOVIA_CACHE_DIR": os.path.join(self.scratch, "cache"), "RUST_LOG": "warn"}
         serve = ["serve", "--config", self.config, "--listen", f"127.0.0.1:{self.port}",
@@ -310,6 +314,14 @@ class Replica:
             self.proc = subprocess.Popen([self.lovia] + serve, stdout=self.log, stderr=self.log,
                                          env=dict(os.environ, **env))
         self.stopped = False
+
+    def image_uid(self):
+        """The user id the image's process runs as."""
+        if not hasattr(self, "_uid"):
+            out = subprocess.run(PODMAN + ["run", "--rm"] + LIMITS + ["--entrypoint", "id", self.image, "-u"],
+                                 capture_output=True, text=True, check=True)
+            self._uid = int(out.stdout.strip())
+        return self._uid
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
