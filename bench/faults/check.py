@@ -71,8 +71,9 @@ def check(out):
             except ValueError:
                 body = {}
             run = by_session.get(body.get("session_id")) if isinstance(body, dict) else None
-            ok = e["status"] in (200, 202)
-            if e["path"] == "/api/chat/cancel" and run and ok and run.cancelled_at is None:
+            # A cancel counts from its 200: one queued (202) stops the run
+            # only when its owner next looks.
+            if e["path"] == "/api/chat/cancel" and run and e["status"] == 200 and run.cancelled_at is None:
                 run.cancelled_at = e["at"]
             elif e["path"] == "/api/chat/approve" and run and body.get("decision") == "approve":
                 sent = e.get("sent", e["at"])
@@ -83,6 +84,15 @@ def check(out):
         elif e["kind"] == "chat_end" and (e["tenant"], e["session"]) in runs:
             runs[(e["tenant"], e["session"])].chat_end = e["how"]
             runs[(e["tenant"], e["session"])].chat_end_at = e["at"]
+    # When each call of each session first started (its `tool_call` event,
+    # by the server's clock): a call in flight at a cancel may still land.
+    started = {}
+    for e in history:
+        if e["kind"] == "event" and e["name"] == "tool_call" and isinstance(e["data"], dict):
+            key = (e["session"], e["data"].get("id"))
+            at = e["data"].get("at_ms", e["at"] * 1000) / 1000
+            started[key] = min(started.get(key, at), at)
+    in_flight_at_cancel = 0
     run_ids = {}
     for row in store:
         if row.get("lease"):
@@ -94,10 +104,14 @@ def check(out):
         if row["api_status"] == 200:
             run_ids[row["api"]["run_id"]] = run
 
-    # The ledger's deliveries, by idempotency key.
+    # The ledger's deliveries, by idempotency key, and each run's payments
+    # (key -> number), by run id.
     by_key = defaultdict(list)
     for d in deliveries:
         by_key[d["key"]].append(d)
+    paid_by_run = defaultdict(dict)
+    for key, ds in by_key.items():
+        paid_by_run[key.partition("/")[0]][key] = ds[0]["number"]
     redelivered = 0
     for key, ds in by_key.items():
         if len(ds) > 1:
@@ -109,6 +123,12 @@ def check(out):
     for d in deliveries:
         run_id, _, call = d["key"].partition("/")
         run = run_ids.get(run_id)
+        if run is None and d["session"] in by_session:
+            # One input, one run: a payment of another run of the session is
+            # one the checks below would not see.
+            violation("a payment from a run other than its session's stored one", d["at"],
+                      session=d["session"], key=d["key"])
+            continue
         if run is None:
             if call in direct or (d["session"] or "").startswith(f"{d['tenant']}-d"):
                 continue
@@ -123,8 +143,12 @@ def check(out):
             violation("the gated payment was made before anybody sent its approval", d["at"],
                       session=run.session, choice=run.choice)
         if run.cancelled_at is not None and d["at"] > run.cancelled_at:
-            violation("a payment after the run was cancelled", d["at"], session=run.session, call=call,
-                      after_s=round(d["at"] - run.cancelled_at, 3))
+            if started.get((run.session, call), float("inf")) < run.cancelled_at:
+                # Started before the cancel: its request may have left.
+                in_flight_at_cancel += 1
+            else:
+                violation("a payment of a call started after the run was cancelled", d["at"],
+                          session=run.session, call=call, after_s=round(d["at"] - run.cancelled_at, 3))
         if run.store and run.store["status"] != "running" and d["at"] > run.store["updated"]:
             violation("a payment after the run ended", d["at"], session=run.session, call=call,
                       after_s=round(d["at"] - run.store["updated"], 3))
@@ -154,10 +178,7 @@ def check(out):
                 content = m.get("content")
                 text = content if isinstance(content, str) else json.dumps(content)
                 cited.update(int(n) for n in PAID.findall(text))
-        made = {}
-        for key, ds in by_key.items():
-            if key.startswith(api["run_id"] + "/"):
-                made[key] = ds[0]["number"]
+        made = paid_by_run.get(api["run_id"], {})
         if row["status"] == "completed":
             keys = sorted(made)
             expected = 3 + (1 if run.choice == "approve" else 0)
@@ -230,6 +251,11 @@ def check(out):
             else:
                 takeovers.append(e["seconds"])
     for e in history:
+        if e["kind"] == "nemesis_error":
+            violation(f"the fault {e['fault']} could not be applied or healed: {e['error']}", e["at"])
+        if e["kind"] == "worker_error":
+            violation(f"a workload thread failed: {e['error']}", e["at"])
+    for e in history:
         if e["kind"] == "workload_end" and e["stuck_threads"]:
             violation(f"{e['stuck_threads']} workload threads never finished", e["at"])
 
@@ -241,10 +267,12 @@ def check(out):
         base, last = samples[len(samples) // 3], samples[-1]
         for name, now in last["replicas"].items():
             then = base["replicas"].get(name, {})
-            for what, slack in (("rss_kib", 0), ("fds", 20)):
+            # Memory may settle after the warm-up, but not go on by half
+            # again; descriptors are few, so they get slack.
+            for what, factor, slack in (("rss_kib", 1.5, 0), ("fds", 2, 20)):
                 if now.get(what) and then.get(what):
                     growth[f"{name} {what}"] = (then[what], now[what])
-                    if now[what] > 2 * then[what] + slack:
+                    if now[what] > factor * then[what] + slack:
                         violation(f"{name}'s {what} grew from {then[what]} to {now[what]}", last["at"])
         if base["db_connections"] and last["db_connections"]:
             growth["db connections"] = (base["db_connections"], last["db_connections"])
@@ -257,12 +285,14 @@ def check(out):
     summary = {
         "growth": growth,
         "seed": plan["seed"],
-        "faults": dict(Counter(f["kind"] for f in plan["faults"])),
+        # The faults applied, not the planned ones.
+        "faults": dict(Counter(e["fault"] for e in history if e["kind"] == "healed")),
         "runs": dict(statuses),
         "direct_calls": len(direct),
         "deliveries": len(deliveries),
         "effects": len(by_key),
         "redelivered": redelivered,
+        "in_flight_at_cancel": in_flight_at_cancel,
         "health_s": {k: (min(v), max(v)) for k, v in health.items()},
         "takeover_s": (min(takeovers), sorted(takeovers)[len(takeovers) // 2], max(takeovers))
         if takeovers else None,
@@ -278,7 +308,8 @@ def report(violations, summary):
           ", ".join(f"{k} {n}" for k, n in sorted(summary["runs"].items())) + f"); direct calls "
           f"{summary['direct_calls']}")
     print(f"effects: {summary['effects']} payments from {summary['deliveries']} deliveries "
-          f"({summary['redelivered']} sent again after a fault, same idempotency key, applied once)")
+          f"({summary['redelivered']} sent again after a fault, same idempotency key, applied once; "
+          f"{summary['in_flight_at_cancel']} of calls started before a cancel landed after its answer)")
     for kind, (lo, hi) in sorted(summary["health_s"].items()):
         print(f"ready again after {kind}: {lo:.2f}-{hi:.2f} s")
     if summary["takeover_s"]:

@@ -137,7 +137,12 @@ class Proxy:
 
     def accept(self):
         while True:
-            client, _ = self.listener.accept()
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                # Out of descriptors for a moment, say: the proxy goes on.
+                time.sleep(0.05)
+                continue
             if self.cut:
                 client.close()
                 continue

@@ -66,12 +66,21 @@ class Workload:
     def threads(self):
         out = []
         for tenant in self.tenants:
-            for worker in range(self.chats_per_tenant):
-                out.append(threading.Thread(target=self.chats, args=(tenant, worker), daemon=True))
-            out.append(threading.Thread(target=self.direct_calls, args=(tenant,), daemon=True))
+            work = [(self.chats, (tenant, worker)) for worker in range(self.chats_per_tenant)]
+            work.append((self.direct_calls, (tenant,)))
             if tenant.uploads:
-                out.append(threading.Thread(target=self.upload, args=(tenant,), daemon=True))
+                work.append((self.upload, (tenant,)))
+            for target, args in work:
+                out.append(threading.Thread(target=self.reporting, args=(target, args), daemon=True))
         return out
+
+    def reporting(self, target, args):
+        """Runs a worker; its failure is a line of the history (a
+        violation), not a thread that ends in silence."""
+        try:
+            target(*args)
+        except Exception as e:  # noqa: BLE001 - any failure is reported
+            self.history.write("worker_error", worker=target.__name__, error=f"{type(e).__name__}: {e}")
 
     # chats ------------------------------------------------------------------
 

@@ -38,7 +38,9 @@ pub use lovia_host::human::{
 };
 pub use memory::MemoryRunStore;
 #[cfg(feature = "postgres")]
-pub use pg_pool::{PG_CONNECT_TIMEOUT, PG_POOL_CONNECTIONS, PgClient, PgError, PgPool, pg_message};
+pub use pg_pool::{
+    PG_CONNECT_TIMEOUT, PG_POOL_CONNECTIONS, PgClient, PgError, PgPool, SCHEMA_DEADLOCK_RETRIES, pg_message,
+};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresRunStore;
 pub use provider::{

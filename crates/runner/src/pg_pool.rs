@@ -21,6 +21,10 @@ pub const PG_POOL_CONNECTIONS: usize = 8;
 /// unreachable would otherwise hold the call for the system's TCP timeout).
 pub const PG_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How many times [`PgPool::run_schema`] runs a schema again after
+/// PostgreSQL aborted it to break a deadlock: 5.
+pub const SCHEMA_DEADLOCK_RETRIES: u32 = 5;
+
 /// A pool of connections to one PostgreSQL database. Cheap to clone: clones
 /// share the connections. A connection that dropped is replaced on the next
 /// call.
@@ -93,9 +97,34 @@ impl PgPool {
     }
 
     /// Runs `schema` (statements that must be safe to run again, each
-    /// store's `CREATE … IF NOT EXISTS`) on one connection.
+    /// store's `CREATE … IF NOT EXISTS`, in one transaction) on one
+    /// connection.
+    ///
+    /// A schema's DDL takes strong locks (`ALTER TABLE … ADD COLUMN IF NOT
+    /// EXISTS` an exclusive one even when the column is there), so against
+    /// the statements of replicas already running it can deadlock, and
+    /// PostgreSQL aborts one side. Aborted, the transaction is undone
+    /// whole, so it is rolled back and run again, up to
+    /// [`SCHEMA_DEADLOCK_RETRIES`] times: a replica restarted under load
+    /// exited with `deadlock detected` (found by bench/fault-run).
     pub async fn run_schema(&self, schema: &str) -> Result<(), PgError> {
-        self.get().await?.batch_execute(schema).await.map_err(PgError::Server)
+        let mut tries = 0;
+        loop {
+            let client = self.get().await?;
+            match client.batch_execute(schema).await {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    // The batch's transaction is left aborted on the connection.
+                    let _ = client.batch_execute("ROLLBACK").await;
+                    let deadlock = e.code() == Some(&tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED);
+                    if !deadlock || tries == SCHEMA_DEADLOCK_RETRIES {
+                        return Err(PgError::Server(e));
+                    }
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(50 * u64::from(tries))).await;
+                }
+            }
+        }
     }
 
     /// The connection settings, for a connection of its own outside the

@@ -113,9 +113,6 @@ pub(crate) struct LiveRun {
     /// Woken when this replica has lost the run's lease (another replica
     /// may run it now): the run stops where it is (`takeover`).
     pub(crate) lease_lost: tokio::sync::Notify,
-    /// When its lease was taken: a renewal that began before it cannot
-    /// have seen the lease, so it does not count as losing it.
-    pub(crate) leased_at: Instant,
     /// With a shared store, the run's fence: it ends a margin before the
     /// lease could, and each renewal moves it (docs/replicas.md, "Fencing").
     /// Past it the run has no effect outside this process and is stopped.
@@ -762,7 +759,6 @@ impl Service {
             asked: Mutex::default(),
             started: SystemTime::now(),
             lease_lost: tokio::sync::Notify::new(),
-            leased_at: Instant::now(),
             fence,
             relay: Mutex::new(relay),
             questions: questions.clone(),
@@ -835,7 +831,6 @@ mod tests {
             asked: Mutex::default(),
             started: SystemTime::now(),
             lease_lost: tokio::sync::Notify::new(),
-            leased_at: Instant::now(),
             fence: None,
             relay: Mutex::default(),
             questions: None,

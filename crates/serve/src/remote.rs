@@ -53,8 +53,9 @@ pub(crate) enum Posted {
     NoOwner,
     /// [`OPEN_ORDERS_PER_RUN`] orders of the run wait already.
     TooMany,
-    /// The owner did not answer within [`ORDER_WAIT`]; it applies the order
-    /// when it next looks.
+    /// The order is stored, and the owner did not answer within
+    /// [`ORDER_WAIT`] (or its answer could not be read, the store failing):
+    /// it applies the order when it next looks.
     Queued,
 }
 

@@ -124,8 +124,9 @@ impl Service {
                             if let Some(f) = &run.fence {
                                 f.extend_to(fence);
                             }
-                        } else if run.leased_at < began {
-                            // A lease taken after the renewal began is not in its answer.
+                        } else {
+                            // Every run here was live before the renewal began
+                            // (the snapshot came first), so its lease was asked for.
                             tracing::warn!(tenant = %name, %session, "the run's lease was lost; stopping it here");
                             run.lease_lost.notify_one();
                         }

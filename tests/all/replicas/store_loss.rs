@@ -105,9 +105,9 @@ async fn a_run_stopped_by_its_store_is_taken_over_once_the_store_is_back() {
     let script = dir.path().join("script.json");
     let call = r#"{"id": "call_sleep", "name": "sleep_ms", "arguments": "{\"ms\": 1500}"}"#;
     std::fs::write(&script, format!(r#"[{{"tool_calls": [{call}]}}, {{"text": "slept"}}]"#)).expect("script");
-    // A lease long beside the renewals, so that they come back within it
-    // once the database does: only a lease nobody renews ends.
-    let flags = ["--run-lease-ms", "6000", "--lease-renew-ms", "500", "--poll-interval-ms", "500"];
+    // A lease long beside the cut, so that the renewals come back within
+    // it once the database does: only a lease nobody renews ends.
+    let flags = ["--run-lease-ms", "20000", "--lease-renew-ms", "500", "--poll-interval-ms", "500"];
     let env =
         [("LOVIA_PROVIDER", "scripted"), ("LOVIA_SCRIPT", script.to_str().expect("a path")), ("RUST_LOG", "warn")];
     let (_replica, addr) = spawn_serve_with(&config, std::path::Path::new(&proxy.url(&url)), &env, &flags).await;
@@ -122,10 +122,13 @@ async fn a_run_stopped_by_its_store_is_taken_over_once_the_store_is_back() {
     let (name, data) = rest.last().expect("an event");
     assert_eq!((name.as_str(), data["type"].as_str()), ("error", Some("store")), "{rest:?}");
 
+    // The run's end flushes its events (at most 5 s) and then tries to
+    // release its lease: both while the database is still gone.
+    tokio::time::sleep(Duration::from_secs(6)).await;
     proxy.heal();
     let healed = Instant::now();
-    // The lease, a poll, the call again, and a margin.
-    let limit = Duration::from_millis(6_000 + 500 + 1_500) + Duration::from_secs(8);
+    // The rest of the lease, a poll, the call again, and a margin.
+    let limit = Duration::from_millis(20_000 + 500 + 1_500) + Duration::from_secs(8);
     loop {
         let (status, body) = request(addr, "GET", "/api/chat/s1", Some("demo-key"), "").await;
         if status == 200 && json(&body)["status"] == "completed" {
@@ -163,7 +166,22 @@ async fn an_order_stored_before_the_database_went_is_answered_queued() {
     let approve = r#"{"session_id": "s1", "call_id": "call_refund", "decision": "approve"}"#;
     let posted =
         tokio::spawn(async move { request(other, "POST", "/api/chat/approve", Some("demo-key"), approve).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Cut once the order is stored (read past the proxy).
+    let direct = url.clone();
+    std::thread::spawn(move || {
+        let mut db = postgres::Client::connect(&direct, postgres::NoTls).expect("connect");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let n: i64 = db.query_one("SELECT count(*) FROM lovia_run_orders", &[]).expect("count").get(0);
+            if n > 0 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the order was never stored");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    })
+    .join()
+    .expect("the order is stored");
     proxy.cut();
     let (status, body) = posted.await.expect("the request");
     super::fencing::signal(pid, "CONT");

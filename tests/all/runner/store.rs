@@ -265,3 +265,36 @@ async fn a_runs_end_is_written_again_after_the_database_dropped_it() {
     assert_eq!(cp.status, RunStatus::Completed);
     assert_eq!(store.unfinished().await.expect("unfinished"), Vec::<(String, String)>::new());
 }
+
+/// A schema that PostgreSQL aborts to break a deadlock with another
+/// connection's statements is rolled back and run again
+/// (`PgPool::run_schema`): a replica restarted under load exited with
+/// "deadlock detected" when its `ALTER TABLE … ADD COLUMN IF NOT EXISTS`
+/// met the running replicas' queries (bench/fault-run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_aborted_by_a_deadlock_is_run_again() {
+    let Some(url) = lovia_tests::parts::postgres_url() else { return };
+    let (a, b) = (format!("deadlock_a_{}", std::process::id()), format!("deadlock_b_{}", std::process::id()));
+    let pool = lovia_runner::PgPool::connect(&url, 2).await.expect("connect");
+    let other = pool.get().await.expect("a connection");
+    other
+        .batch_execute(&format!("CREATE TABLE IF NOT EXISTS {a} (x int); CREATE TABLE IF NOT EXISTS {b} (x int)"))
+        .await
+        .expect("tables");
+    // The other side holds `b` and will want `a`; the schema takes `a`, then
+    // wants `b`: a cycle, which PostgreSQL breaks by aborting the side whose
+    // wait began first, the schema.
+    other.batch_execute(&format!("BEGIN; LOCK TABLE {b} IN ACCESS SHARE MODE")).await.expect("hold b");
+    let schema =
+        format!("BEGIN; LOCK TABLE {a} IN ACCESS EXCLUSIVE MODE; LOCK TABLE {b} IN ACCESS EXCLUSIVE MODE; COMMIT;");
+    let running = tokio::spawn({
+        let pool = pool.clone();
+        async move { pool.run_schema(&schema).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Waits for `a` until PostgreSQL aborts the schema (after its 1 s
+    // deadlock_timeout), then gets it and lets `b` go.
+    other.batch_execute(&format!("LOCK TABLE {a} IN ACCESS SHARE MODE; COMMIT")).await.expect("the other side goes on");
+    running.await.expect("the task").expect("the schema ran again after the deadlock");
+    other.batch_execute(&format!("DROP TABLE {a}; DROP TABLE {b}")).await.expect("drop");
+}
