@@ -123,11 +123,15 @@ def check(out):
     for d in deliveries:
         run_id, _, call = d["key"].partition("/")
         run = run_ids.get(run_id)
-        if run is None and d["session"] in by_session:
+        served = by_session.get(d["session"])
+        if run is None and served is not None and served.store and served.store["api_status"] == 200:
             # One input, one run: a payment of another run of the session is
-            # one the checks below would not see.
+            # one the checks below would not see. (A session the store did
+            # not serve is a violation of its own, below.)
             violation("a payment from a run other than its session's stored one", d["at"],
                       session=d["session"], key=d["key"])
+            continue
+        if run is None and served is not None:
             continue
         if run is None:
             if call in direct or (d["session"] or "").startswith(f"{d['tenant']}-d"):
@@ -173,15 +177,24 @@ def check(out):
             continue
         api = row["api"]
         cited = set()
+        failed = set()
         for m in api.get("messages", []):
             if m.get("role") == "tool":
                 content = m.get("content")
                 text = content if isinstance(content, str) else json.dumps(content)
                 cited.update(int(n) for n in PAID.findall(text))
+                if m.get("is_error"):
+                    failed.add(m.get("tool_call_id"))
         made = paid_by_run.get(api["run_id"], {})
+        if "prog" in failed:
+            # A program that failed (a nested call's error it did not
+            # catch) reads as its error alone: the payments it made before
+            # are the ledger's, not its transcript's.
+            made = {k: n for k, n in made.items() if not k.partition("/")[2].startswith("prog/")}
         if row["status"] == "completed":
             keys = sorted(made)
-            expected = 3 + (1 if run.choice == "approve" else 0)
+            expected = (1 if "small" not in failed else 0) + (1 if run.choice == "approve" and "big" not in failed
+                                                               else 0) + (2 if "prog" not in failed else 0)
             if len(made) != expected:
                 violation(f"a completed run made {len(made)} payments, not {expected}", None,
                           session=run.session, keys=keys)
