@@ -90,17 +90,7 @@ async fn a_run_stopped_by_its_store_is_taken_over_once_the_store_is_back() {
     let Some(url) = fresh_database("store_loss") else { return };
     let proxy = CutProxy::to(&url).await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("serve.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[[tenants]]\nname = \"demo\"\napi_keys = [\"{}\"]\nagent = {{ name = \"support\" }}\n\
-             [[tenants.plugins]]\npath = \"{}\"\n",
-            lovia_serve::hash_key("demo-key"),
-            fixtures::DIAGNOSTICS,
-        ),
-    )
-    .expect("config");
+    let config = super::takeover::config_with_plugin(dir.path(), r#"{ name = "support" }"#, "", fixtures::DIAGNOSTICS);
     // One call that takes 1.5 s, long enough to lose the database under it.
     let script = dir.path().join("script.json");
     let call = r#"{"id": "call_sleep", "name": "sleep_ms", "arguments": "{\"ms\": 1500}"}"#;

@@ -31,6 +31,12 @@ pub(super) fn chat_config_with(dir: &Path, extra: &str) -> PathBuf {
 
 /// [`chat_config_with`] whose tenant's agent table is `agent`.
 fn config_with_agent(dir: &Path, agent: &str, extra: &str) -> PathBuf {
+    config_with_plugin(dir, agent, extra, fixtures::ORDERS)
+}
+
+/// The config of these tests with the tenant's agent table `agent`, `extra`
+/// among its settings and the plugin at `plugin`.
+pub(super) fn config_with_plugin(dir: &Path, agent: &str, extra: &str, plugin: &str) -> PathBuf {
     let path = dir.join("serve.toml");
     std::fs::write(
         &path,
@@ -38,7 +44,7 @@ fn config_with_agent(dir: &Path, agent: &str, extra: &str) -> PathBuf {
             "metrics_public = true\n[[tenants]]\nname = \"demo\"\napi_keys = [\"{}\"]\nagent = {agent}\n\
              {extra}[[tenants.plugins]]\npath = \"{}\"\n",
             lovia_serve::hash_key("demo-key"),
-            fixtures::ORDERS,
+            plugin,
         ),
     )
     .expect("config");
