@@ -32,6 +32,7 @@ class Run:
         self.choice = choice
         self.store = None
         self.cancelled_at = None
+        self.cancel_accepted = False
         # When an approval was first sent, whatever its answer: one whose
         # replica died before answering may still have been applied.
         self.approve_sent_at = None
@@ -73,8 +74,11 @@ def check(out):
             run = by_session.get(body.get("session_id")) if isinstance(body, dict) else None
             # A cancel counts from its 200: one queued (202) stops the run
             # only when its owner next looks.
-            if e["path"] == "/api/chat/cancel" and run and e["status"] == 200 and run.cancelled_at is None:
-                run.cancelled_at = e["at"]
+            if e["path"] == "/api/chat/cancel" and run and e["status"] in (200, 202):
+                # Either answer is a promise that the run will not complete.
+                run.cancel_accepted = True
+                if e["status"] == 200 and run.cancelled_at is None:
+                    run.cancelled_at = e["at"]
             elif e["path"] == "/api/chat/approve" and run and body.get("decision") == "approve":
                 sent = e.get("sent", e["at"])
                 run.approve_sent_at = sent if run.approve_sent_at is None else min(run.approve_sent_at, sent)
@@ -93,12 +97,6 @@ def check(out):
             at = e["data"].get("at_ms", e["at"] * 1000) / 1000
             started[key] = min(started.get(key, at), at)
     in_flight_at_cancel = 0
-    # Sessions whose run was resumed (taken over, or attached to after a
-    # store error): a cancel such a run met may be lost, the gap
-    # docs/replicas.md "Faults" states as not guaranteed (issue 50, open).
-    resumed = {e["session"] for e in history if e["kind"] == "event" and e["name"] == "run_started"
-               and isinstance(e["data"], dict) and e["data"].get("resumed")}
-    known = []
     run_ids = {}
     for row in store:
         if row.get("lease"):
@@ -156,9 +154,6 @@ def check(out):
             if started.get((run.session, call), float("inf")) < run.cancelled_at:
                 # Started before the cancel: its request may have left.
                 in_flight_at_cancel += 1
-            elif run.session in resumed:
-                known.append({"what": "a payment of a resumed run after its cancel", "session": run.session,
-                              "call": call})
             else:
                 violation("a payment of a call started after the run was cancelled", d["at"],
                           session=run.session, call=call, after_s=round(d["at"] - run.cancelled_at, 3))
@@ -179,11 +174,8 @@ def check(out):
             violation(f"the run is {row['status']} after the workload ended", run.chat_end_at, session=run.session,
                       chat_end=run.chat_end)
             continue
-        if run.choice == "cancel" and row["status"] == "completed":
-            if run.session in resumed:
-                known.append({"what": "a cancelled run was resumed and completed", "session": run.session})
-            else:
-                violation("a cancelled run completed", None, session=run.session)
+        if run.cancel_accepted and row["status"] == "completed":
+            violation("a run completed after its cancel was answered 200 or 202", None, session=run.session)
         if row["api_status"] != 200:
             violation(f"the session is not served (status {row['api_status']})", None, session=run.session)
             continue
@@ -318,7 +310,6 @@ def check(out):
         "effects": len(by_key),
         "redelivered": redelivered,
         "in_flight_at_cancel": in_flight_at_cancel,
-        "known": known,
         "health_s": {k: (min(v), max(v)) for k, v in health.items()},
         "takeover_s": (min(takeovers), sorted(takeovers)[len(takeovers) // 2], max(takeovers))
         if takeovers else None,
@@ -344,9 +335,6 @@ def report(violations, summary):
               f"{hi:.2f} s (max) after the fault")
     for what, (then, now) in sorted(summary["growth"].items()):
         print(f"soak: {what} {then} after the warm-up, {now} at the end")
-    for k in summary["known"]:
-        # Printed, counted, and not a failure: the open gap of issue 50.
-        print("KNOWN GAP (a cancel lost across a resume; docs/replicas.md, Not guaranteed): " + json.dumps(k))
     for v in violations:
         print("VIOLATION: " + json.dumps(v))
     print(f"fault run: {len(violations)} violations")

@@ -46,7 +46,7 @@ pub use postgres::PostgresRunStore;
 pub use provider::{
     FinishReason, Message, ModelProvider, ModelReply, ModelRequest, ModelSettings, ProviderError, TextSink,
 };
-pub use scripted::ScriptedProvider;
+pub use scripted::{RECORDED_REQUESTS, ScriptedProvider};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteRunStore;
 pub use store_url::StoreUrl;
@@ -419,6 +419,13 @@ impl Runner {
             (state.turn, state.cut_off) = (cp.turn, cp.cut_off);
             cp.pending_calls.clone()
         };
+        // A run cancelled before it began does nothing: not its pending
+        // calls, nor the answer a resumed run would end with. `lovia serve`
+        // starts a run so when it resumes one whose cancel was stored
+        // while its owner died (docs/replicas.md, "Faults").
+        if state.cancel.is_cancelled() {
+            return Err(RunError::Cancelled { reason: state.cancel.reason(), messages: saver.messages() });
+        }
         if !pending.is_empty() {
             // Resume: finish the interrupted turn before anything else.
             self.turn(&pending, state, agent, executor, saver, emit).await?;

@@ -6,7 +6,8 @@ use lovia_host::BoxFuture;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-/// Replays `replies` in order, one per request, and records every request.
+/// Replays `replies` in order, one per request, and records the last
+/// [`RECORDED_REQUESTS`] requests.
 ///
 /// ```
 /// use lovia_runner::{ModelReply, ScriptedProvider};
@@ -18,8 +19,15 @@ pub struct ScriptedProvider {
     replies: Mutex<VecDeque<ModelReply>>,
     /// Set by [`ScriptedProvider::by_position`].
     positional: Option<Vec<ModelReply>>,
-    seen: Mutex<Vec<ModelRequest>>,
+    seen: Mutex<VecDeque<ModelRequest>>,
 }
+
+/// How many of the latest requests a [`ScriptedProvider`] keeps for
+/// [`ScriptedProvider::requests`]: 64. `lovia serve` shares one provider
+/// among every chat of a tenant for the life of the process; keeping every
+/// request (each a whole transcript and tool list, tens of KiB) grew each
+/// replica by about 100 KiB a chat, found by `bench/fault-run --soak`.
+pub const RECORDED_REQUESTS: usize = 64;
 
 impl ScriptedProvider {
     /// A provider that answers with `replies`, then fails.
@@ -45,9 +53,10 @@ impl ScriptedProvider {
         Ok(Self::by_position(replies))
     }
 
-    /// The requests received so far.
+    /// The requests received so far, oldest first: the last
+    /// [`RECORDED_REQUESTS`] of them.
     pub fn requests(&self) -> Vec<ModelRequest> {
-        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
     }
 }
 
@@ -61,7 +70,13 @@ impl ModelProvider for ScriptedProvider {
         request: &'a ModelRequest,
         on_text: &'a TextSink,
     ) -> BoxFuture<'a, Result<ModelReply, ProviderError>> {
-        self.seen.lock().unwrap_or_else(|e| e.into_inner()).push(request.clone());
+        {
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            if seen.len() == RECORDED_REQUESTS {
+                seen.pop_front();
+            }
+            seen.push_back(request.clone());
+        }
         let next = match &self.positional {
             Some(replies) => {
                 let n = request.messages.iter().filter(|m| matches!(m, Message::Assistant { .. })).count();
@@ -191,5 +206,29 @@ pub struct ScriptCall {
 impl From<ScriptCall> for lovia_host::ToolCall {
     fn from(c: ScriptCall) -> Self {
         lovia_host::ToolCall::new(c.id, c.name, c.arguments)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::{Message, ModelSettings};
+
+    #[tokio::test]
+    async fn a_shared_provider_keeps_only_the_latest_requests() {
+        let model = ScriptedProvider::by_position([ModelReply::text("Done.")]);
+        for i in 0..RECORDED_REQUESTS + 36 {
+            let request = ModelRequest {
+                model: None,
+                messages: vec![Message::User { content: format!("request {i}") }],
+                tools: Vec::new(),
+                settings: ModelSettings::default(),
+            };
+            let reply = model.respond(&request, &|_| {}).await.expect("a reply");
+            assert_eq!(reply.content.as_deref(), Some("Done."));
+        }
+        let kept = model.requests();
+        assert_eq!(kept.len(), RECORDED_REQUESTS);
+        assert_eq!(kept[0].messages, vec![Message::User { content: "request 36".into() }], "the oldest went first");
     }
 }

@@ -388,7 +388,7 @@ pub(crate) async fn chat(caller: Caller, headers: HeaderMap, body: String) -> Re
     }
     // A `traceparent` makes the run's trace part of the client's.
     let trace = tenant.telemetry.is_on().then(|| lovia_telemetry::propagate::from_headers(&headers));
-    match service.start_run(tenant, &session, input, true, trace).await {
+    match service.start_run(tenant, &session, input, true, false, trace).await {
         Ok(Some(live)) => service.sse_response(live),
         Ok(None) => error(StatusCode::INTERNAL_SERVER_ERROR, "the run started without a reader"),
         Err(refusal) => refusal.into_response(),
@@ -586,14 +586,32 @@ pub(crate) async fn cancel(caller: Caller, body: String) -> Response {
         Ok(r) => r,
         Err(refusal) => return refusal.into_response(),
     };
-    let cancelled = match deliver(service, tenant, &request.session_id, &Order::Cancel).await {
+    let session = &request.session_id;
+    let leases = &service.inner.stores.leases;
+    // Stored before anything is answered: a run whose owner dies, or loses
+    // its database, before it writes that the run ended is ended by the
+    // replica that takes it next, not run on (docs/replicas.md, "Faults").
+    if let Err(e) = leases.store_cancel(&tenant.name, session).await {
+        // Stopped here all the same when it runs here: a cancel is never
+        // held back. But it may not hold, and the client is told so.
+        if let Some(live) = service.live(tenant, session) {
+            live.apply(&Order::Cancel);
+        }
+        return unreachable_store(&e);
+    }
+    let cancelled = match deliver(service, tenant, session, &Order::Cancel).await {
         Ok(cancelled) => cancelled,
         Err(answer) => return answer,
     };
     if cancelled {
-        Json(json!({"ok": true})).into_response()
-    } else {
-        error(StatusCode::NOT_FOUND, "no run in progress for this session")
+        return Json(json!({"ok": true})).into_response();
+    }
+    // A run the store holds as running whose replica is gone: the replica
+    // that takes it over reads the stored cancel and ends it.
+    match leases.running_unowned(&tenant.name, session).await {
+        Ok(true) => queued(),
+        Ok(false) => error(StatusCode::NOT_FOUND, "no run in progress for this session"),
+        Err(e) => unreachable_store(&e),
     }
 }
 
@@ -661,13 +679,20 @@ impl Service {
     /// replicas the run is this one's only with its lease, and the tenant's
     /// leases are its runs on every replica). A run `resuming` must still
     /// be unfinished once the lease is taken; if not, the lease goes back.
+    /// A `takeover` resumes only a run still stored as `running`: one
+    /// stopped meanwhile (a cancel) waits for a client to resume it. Also
+    /// whether a stored cancel may be the run's: a run resumed from
+    /// `running` (its owner died or lost its database before it wrote that
+    /// the run ended) must be ended if one is.
     async fn take_run_lease(
         &self,
         tenant: &Tenant,
         session: &str,
         resuming: bool,
-    ) -> Result<Option<lovia_host::LeaseToken>, RunRefusal> {
-        let lease = match self.inner.stores.leases.take(&tenant.name, session, tenant.runs.max).await {
+        takeover: bool,
+    ) -> Result<(Option<lovia_host::LeaseToken>, bool), RunRefusal> {
+        let leases = &self.inner.stores.leases;
+        let lease = match leases.take(&tenant.name, session, tenant.runs.max, !resuming).await {
             Ok(Taken::Yes(lease)) => lease,
             Ok(Taken::HeldElsewhere) => return Err(RunRefusal::HeldElsewhere),
             Ok(Taken::TooMany) => return Err(too_many_runs(self, tenant)),
@@ -680,31 +705,42 @@ impl Service {
         // attach) may find the run finished meanwhile by the replica that held
         // it, which saves the end before it lets the lease go: now that the
         // lease is this one's, the checkpoint says whether there is a run left.
-        if resuming && self.inner.stores.leases.is_shared() {
-            let refusal = match self.inner.stores.runs.load(&tenant.name, session).await {
-                Ok(Some(cp)) if cp.is_unfinished() => None,
-                Ok(_) => Some(RunRefusal::NothingToResume),
-                Err(e) => {
-                    tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot read the run's checkpoint");
-                    Some(RunRefusal::StoreUnreachable)
-                }
-            };
-            if let Some(refusal) = refusal {
-                let _ = self.inner.stores.leases.release(&tenant.name, session).await;
-                return Err(refusal);
-            }
+        if !(resuming && leases.is_shared()) {
+            return Ok((lease, false));
         }
-        Ok(lease)
+        let refusal = match self.inner.stores.runs.load(&tenant.name, session).await {
+            Ok(Some(cp)) if cp.status == lovia_runner::RunStatus::Running => return Ok((lease, true)),
+            // Stopped, and stored so (a cancel, a budget): a client resumes
+            // it now, and a cancel stored for it was of its stop.
+            Ok(Some(cp)) if cp.is_unfinished() && !takeover => {
+                match leases.forget_cancel(&tenant.name, session).await {
+                    Ok(()) => return Ok((lease, false)),
+                    Err(e) => {
+                        tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot forget the run's stored cancel");
+                        RunRefusal::StoreUnreachable
+                    }
+                }
+            }
+            Ok(_) => RunRefusal::NothingToResume,
+            Err(e) => {
+                tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot read the run's checkpoint");
+                RunRefusal::StoreUnreachable
+            }
+        };
+        let _ = leases.release(&tenant.name, session).await;
+        Err(refusal)
     }
 
     /// Starts (or resumes) the session's run; with `read`, returns a
-    /// reader's stream attached before the first event.
+    /// reader's stream attached before the first event. A `takeover` (no
+    /// input) resumes a run whose replica is gone, not one a client stopped.
     pub(crate) async fn start_run(
         &self,
         tenant: &Tenant,
         session: &str,
         input: Option<String>,
         read: bool,
+        takeover: bool,
         trace: Option<lovia_telemetry::Context>,
     ) -> Result<Option<Reader>, RunRefusal> {
         let provider = tenant.model.provider().map_err(RunRefusal::NoModel)?;
@@ -718,7 +754,7 @@ impl Service {
             return Err(RunRefusal::InProgress);
         }
         let taking = Instant::now();
-        let lease = self.take_run_lease(tenant, session, input.is_none()).await?;
+        let (lease, cancel_may_be_stored) = self.take_run_lease(tenant, session, input.is_none(), takeover).await?;
         // With a shared store the ids continue the session's stored events.
         let first_id = match self.first_event_id(&tenant.name, session, input.is_some()).await {
             Ok(first) => first,
@@ -782,6 +818,28 @@ impl Service {
         }
         if let Some(first) = first_id {
             live.feed.lock().unwrap_or_else(|p| p.into_inner()).next_id = first;
+        }
+        // Read once the run is live here: a cancel stored after this read
+        // is delivered to the live run (the route stores, then delivers).
+        if cancel_may_be_stored {
+            match self.inner.stores.leases.cancel_stored(&tenant.name, session).await {
+                Ok(true) => {
+                    tracing::info!(tenant = %tenant.name, %session, "the run's stored cancel ends it");
+                    live.apply(&Order::Cancel);
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot read the run's stored cancel; not resumed");
+                    {
+                        let mut map = self.inner.live.lock().unwrap_or_else(|p| p.into_inner());
+                        if map.get(&key).is_some_and(|l| Arc::ptr_eq(l, &live)) {
+                            map.remove(&key);
+                        }
+                    }
+                    let _ = self.inner.stores.leases.release(&tenant.name, session).await;
+                    return Err(RunRefusal::StoreUnreachable);
+                }
+            }
         }
         tenant.runs.outcomes.started(session);
         let reader = read.then(|| live.subscribe(None));

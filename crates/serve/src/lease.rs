@@ -131,6 +131,14 @@ CREATE TABLE IF NOT EXISTS lovia_run_events (
     PRIMARY KEY (tenant, session, seq)
 );
 CREATE INDEX IF NOT EXISTS lovia_run_orders_open ON lovia_run_orders (tenant, session) WHERE outcome IS NULL;
+-- A cancel, stored before the client is answered: the next replica to
+-- take the session's run ends it instead of running it on.
+CREATE TABLE IF NOT EXISTS lovia_run_cancels (
+    tenant TEXT NOT NULL,
+    session TEXT NOT NULL,
+    created TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant, session)
+);
 CREATE INDEX IF NOT EXISTS lovia_runs_unfinished ON lovia_runs (updated)
     WHERE status IN ('running', 'interrupted');
 COMMIT;";
@@ -164,7 +172,15 @@ impl RunLeases {
     /// Takes the lease of a run for this replica, if no other replica holds
     /// an unexpired one and the tenant has fewer than `max_runs` other runs
     /// with unexpired leases (its `max_concurrent_runs`, across replicas).
-    pub(crate) async fn take(&self, tenant: &str, session: &str, max_runs: u32) -> Result<Taken, LeaseError> {
+    /// A run given new input (`fresh`) forgets the session's stored cancel
+    /// in the same transaction: it was of the run before.
+    pub(crate) async fn take(
+        &self,
+        tenant: &str,
+        session: &str,
+        max_runs: u32,
+        fresh: bool,
+    ) -> Result<Taken, LeaseError> {
         let RunLeases::Postgres(pg) = self else { return Ok(Taken::Yes(None)) };
         let (t, s, owner, ms) = (tenant.to_owned(), session.to_owned(), pg.owner.clone(), pg.lease_ms());
         pg.run(move |c| Box::pin(async move {
@@ -201,6 +217,9 @@ impl RunLeases {
                     &[&t, &s, &owner, &ms],
                 ).await?
                 .get(0);
+            if fresh {
+                tx.execute("DELETE FROM lovia_run_cancels WHERE tenant = $1 AND session = $2", &[&t, &s]).await?;
+            }
             tx.commit().await?;
             Ok(Taken::Yes(Some(lovia_host::LeaseToken::new(owner, epoch))))
         }))
@@ -270,6 +289,83 @@ impl RunLeases {
                 tx.execute("SELECT pg_notify($1, $2)", &[&RUNS_CHANNEL, &owner]).await?;
                 tx.commit().await?;
                 Ok(n)
+            })
+        })
+        .await
+    }
+
+    /// Stores a client's cancel of the session's run before it is answered
+    /// (docs/replicas.md, "Faults"): the run's owner may die, or lose its
+    /// database, before it writes that the run ended, and the replica that
+    /// takes the run next must end it rather than run it on. Only for a run
+    /// stored as running, so a tenant has no more stored cancels than such
+    /// runs, whatever session ids it sends. Nothing with one process, whose
+    /// cancel lives in the run's end alone.
+    pub(crate) async fn store_cancel(&self, tenant: &str, session: &str) -> Result<(), LeaseError> {
+        let RunLeases::Postgres(pg) = self else { return Ok(()) };
+        let (t, s) = (tenant.to_owned(), session.to_owned());
+        pg.run(move |c| {
+            Box::pin(async move {
+                c.execute(
+                    "INSERT INTO lovia_run_cancels (tenant, session)
+                     SELECT $1, $2 WHERE EXISTS
+                        (SELECT 1 FROM lovia_runs WHERE tenant = $1 AND session = $2 AND status = 'running')
+                     ON CONFLICT (tenant, session) DO UPDATE SET created = now()",
+                    &[&t, &s],
+                )
+                .await
+                .map(drop)
+            })
+        })
+        .await
+    }
+
+    /// Whether a cancel of the session's run is stored.
+    pub(crate) async fn cancel_stored(&self, tenant: &str, session: &str) -> Result<bool, LeaseError> {
+        let RunLeases::Postgres(pg) = self else { return Ok(false) };
+        let (t, s) = (tenant.to_owned(), session.to_owned());
+        pg.run(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_opt("SELECT 1 FROM lovia_run_cancels WHERE tenant = $1 AND session = $2", &[&t, &s])
+                    .await?;
+                Ok(row.is_some())
+            })
+        })
+        .await
+    }
+
+    /// Forgets the session's stored cancel: the run it stopped is stored as
+    /// stopped, and a client resumes it now.
+    pub(crate) async fn forget_cancel(&self, tenant: &str, session: &str) -> Result<(), LeaseError> {
+        let RunLeases::Postgres(pg) = self else { return Ok(()) };
+        let (t, s) = (tenant.to_owned(), session.to_owned());
+        pg.run(move |c| {
+            Box::pin(async move {
+                c.execute("DELETE FROM lovia_run_cancels WHERE tenant = $1 AND session = $2", &[&t, &s]).await.map(drop)
+            })
+        })
+        .await
+    }
+
+    /// Whether the store holds the session's run as running while no live
+    /// replica holds its lease: a cancel stored now is applied by the
+    /// replica that takes it over.
+    pub(crate) async fn running_unowned(&self, tenant: &str, session: &str) -> Result<bool, LeaseError> {
+        let RunLeases::Postgres(pg) = self else { return Ok(false) };
+        let (t, s) = (tenant.to_owned(), session.to_owned());
+        pg.run(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_opt(
+                        "SELECT 1 FROM lovia_runs r
+                         LEFT JOIN lovia_run_leases l ON l.tenant = r.tenant AND l.session = r.session
+                         WHERE r.tenant = $1 AND r.session = $2 AND r.status = 'running'
+                           AND (l.owner IS NULL OR l.expires < now())",
+                        &[&t, &s],
+                    )
+                    .await?;
+                Ok(row.is_some())
             })
         })
         .await

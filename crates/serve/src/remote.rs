@@ -177,7 +177,8 @@ impl Service {
 
     /// Applies the open orders of the runs this replica holds, oldest
     /// first, and records each outcome; drops answered orders after a
-    /// minute and unanswered ones after ten (their run's owner is gone).
+    /// minute and unanswered ones after ten (their run's owner is gone),
+    /// and stored cancels of runs stored as stopped after ten.
     pub(crate) async fn apply_orders(&self) {
         let leases = self.inner.stores.leases.clone();
         let open =
@@ -191,6 +192,15 @@ impl Service {
                         OR created < now() - interval '10 minutes'",
                     &[],
                 ).await?;
+                        // A stored cancel outlives its run only until the run is
+                        // stored as stopped (or deleted), and ten minutes at least.
+                        c.execute(
+                            "DELETE FROM lovia_run_cancels k WHERE k.created < now() - interval '10 minutes'
+                        AND NOT EXISTS (SELECT 1 FROM lovia_runs r
+                                        WHERE r.tenant = k.tenant AND r.session = k.session AND r.status = 'running')",
+                            &[],
+                        )
+                        .await?;
                         let rows = c.query(
                     "SELECT o.id, o.tenant, o.session, o.call_id, o.decision, o.answer FROM lovia_run_orders o
                      JOIN lovia_run_leases l ON l.tenant = o.tenant AND l.session = o.session

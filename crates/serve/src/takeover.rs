@@ -67,7 +67,7 @@ impl Service {
             if self.live(tenant, &session).is_some() {
                 continue;
             }
-            match self.start_run(tenant, &session, None, false, None).await {
+            match self.start_run(tenant, &session, None, false, true, None).await {
                 Ok(_) => tracing::info!(tenant = %tenant.name, %session, "{done}"),
                 // Another replica took its lease first, or ended it meanwhile: nothing to do.
                 Err(refusal) if refusal.taken_or_ended() => {}

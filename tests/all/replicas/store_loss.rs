@@ -182,3 +182,74 @@ async fn an_order_stored_before_the_database_went_is_answered_queued() {
     assert_eq!(rest.last().map(|e| e.0.as_str()), Some("run_completed"), "{rest:?}");
     proxy.heal();
 }
+
+/// A cancel is stored before it is answered, and it holds across a
+/// takeover (docs/replicas.md, "Faults"). The run's owner, cut off from its
+/// database, cannot store it and answers 503, not 200: bench/fault-run saw
+/// a cancel answered 200 lost with the run's end write, and the run's next
+/// owner ask its approval again and run on. Sent again to another replica,
+/// the cancel is stored and answered; once the owner's lease has expired,
+/// the replica that takes the run over ends it without asking anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_is_stored_before_it_is_answered_and_ends_the_run_on_its_next_owner() {
+    let Some(url) = fresh_database("cancel_stored") else { return };
+    let proxy = CutProxy::to(&url).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = super::takeover::chat_config_with(dir.path(), "");
+    let mut running = super::takeover::chat_replicas(&config, &proxy.url(&url), 1).await;
+    running.extend(super::takeover::chat_replicas(&config, &url, 1).await);
+    let (owner, other) = (running[0].1, running[1].1);
+    let body = r#"{"session_id": "s1", "input": "Refund 90 dollars on A-1002"}"#;
+    let mut sse = Sse::post(owner, "/api/chat", "demo-key", body).await;
+    assert_eq!(sse.status, 200);
+    sse.until("approval_required").await;
+
+    proxy.cut();
+    let cancel = r#"{"session_id": "s1"}"#;
+    let (status, body) = request(owner, "POST", "/api/chat/cancel", Some("demo-key"), cancel).await;
+    assert_eq!(status, 503, "a cancel the owner could not store: {body}");
+    let (status, body) = request(other, "POST", "/api/chat/cancel", Some("demo-key"), cancel).await;
+    // 202 while the order waits for the cut-off owner, or for the next
+    // one; 200 when the next owner applied it within the wait.
+    assert!(matches!(status, 200 | 202), "{status} {body}");
+
+    // The owner's lease expires (its renewals cannot reach the database):
+    // the other replica takes the run over and ends it as cancelled.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = request(other, "GET", "/api/chat/s1", Some("demo-key"), "").await;
+        if status == 200 && json(&body)["status"] == "interrupted" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the cancelled run was not ended by its next owner: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    proxy.heal();
+    // Its stored events: the next owner's run started, resumed, and asked
+    // for no approval.
+    let direct = url.clone();
+    let events: Vec<(String, serde_json::Value)> = std::thread::spawn(move || {
+        let mut db = postgres::Client::connect(&direct, postgres::NoTls).expect("connect");
+        db.query("SELECT name, data FROM lovia_run_events WHERE session = 's1' ORDER BY seq", &[])
+            .expect("the events")
+            .iter()
+            .map(|r| (r.get(0), serde_json::from_str(r.get::<_, &str>(1)).expect("JSON")))
+            .collect()
+    })
+    .join()
+    .expect("the events are read");
+    let resumed = events
+        .iter()
+        .position(|(name, data)| name == "run_started" && data["resumed"] == serde_json::json!(true))
+        .unwrap_or_else(|| panic!("no resumed run: {events:?}"));
+    let after: Vec<&str> = events[resumed..].iter().map(|(name, _)| name.as_str()).collect();
+    assert!(!after.contains(&"approval_required"), "the next owner asked the approval again: {after:?}");
+    assert!(!after.contains(&"run_completed"), "{after:?}");
+    // And it stays ended: nothing resumes it again.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for addr in [owner, other] {
+        assert_eq!(super::takeover::pending(addr).await, Vec::<String>::new(), "{addr}");
+        let (_, body) = request(addr, "GET", "/api/chat/s1", Some("demo-key"), "").await;
+        assert_eq!(json(&body)["status"], "interrupted", "{addr}: {body}");
+    }
+}

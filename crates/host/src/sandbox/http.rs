@@ -413,6 +413,14 @@ impl WasiHttpHooks for HttpHooks {
             if cancel.fence_ended() {
                 return refuse(WasiHttpError::HttpRequestDenied, "the run's lease ended (fenced)");
             }
+            // Nor does a cancelled run send anything more: the call is
+            // interrupted at its next guest instruction, but a request it
+            // had made and that waits here (for its address, or its turn)
+            // would otherwise still leave (bench/fault-run saw payments
+            // arrive 25 to 42 ms after a cancel's answer).
+            if cancel.is_cancelled() {
+                return refuse(WasiHttpError::HttpRequestDenied, "the run was cancelled");
+            }
             let (response, io) = send(request, &target, &allowed, connect_timeout).await?;
             Ok((response, Box::new(io) as IoFuture))
         })
@@ -541,11 +549,12 @@ mod tests {
         s.parse().expect("origin")
     }
 
-    /// The fence is read when the request would leave: with it holding, a
-    /// connection reaches the listener; once it has ended, the same request
-    /// is refused and no connection arrives.
+    /// The fence and the cancel are read when the request would leave:
+    /// with the fence holding, a connection reaches the listener; once it
+    /// has ended, or the run was cancelled, the same request is refused and
+    /// no connection arrives.
     #[tokio::test]
-    async fn a_call_past_its_fence_sends_nothing() {
+    async fn a_call_past_its_fence_or_of_a_cancelled_run_sends_nothing() {
         use http_body_util::BodyExt;
         use std::sync::atomic::{AtomicUsize, Ordering};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -581,6 +590,13 @@ mod tests {
         let io: IoFuture = Box::new(async { Ok(()) });
         let refused = Box::into_pin(hooks.send_request(request(), None, io)).await;
         assert!(matches!(refused, Err(WasiHttpError::HttpRequestDenied)), "past the fence it is refused");
+        // A cancelled run's request is refused the same way, fence or none.
+        let cancelled = crate::call::CancelToken::new();
+        cancelled.cancel(Some("cancelled by the client"));
+        hooks.cancel = cancelled;
+        let io: IoFuture = Box::new(async { Ok(()) });
+        let refused = Box::into_pin(hooks.send_request(request(), None, io)).await;
+        assert!(matches!(refused, Err(WasiHttpError::HttpRequestDenied)), "a cancelled run's request is refused");
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(connections.load(Ordering::SeqCst), 1, "no second connection");
     }
