@@ -18,7 +18,9 @@ Tools:
                        then answers "survived"
   write_file {path}    annotated as server-filesystem's: destructiveHint true,
                        readOnlyHint false, the other two unsaid
-  tasks_only           execution.taskSupport "required" (rmcp 3.11 drops the field)
+  tasks_only           execution.taskSupport "required" (rmcp 3.11 drops the field);
+                       this SDK runs no tasks, so it answers at once, with
+                       "asked as a task" when the call carried `task`
   rpc_error            answers with a JSON-RPC error (-32602) instead of a result
   steps                sends three progress notifications, then answers "stepped"
 
@@ -119,6 +121,9 @@ async def call_tool(ctx, params):
     text = lambda t: types.TextContent(type="text", text=t)
     if params.name == "echo":
         return types.CallToolResult(content=[text(args["text"])])
+    if params.name == "tasks_only":
+        asked = getattr(params, "task", None) is not None
+        return types.CallToolResult(content=[text("asked as a task" if asked else "asked as a plain call")])
     if params.name == "add":
         return types.CallToolResult(content=[text(str(args["a"] + args["b"]))])
     if params.name == "fail":

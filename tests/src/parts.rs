@@ -23,7 +23,8 @@ pub enum Part {
     Browser,
     /// node and npm's `@modelcontextprotocol/server-filesystem`
     /// (tests/mcp-fs/node_modules), the third-party MCP server the
-    /// confinement of command-started servers is tested with.
+    /// confinement of command-started servers is tested with, and the
+    /// TypeScript MCP SDK the task server of the source tests runs on.
     McpFs,
     /// An OCI registry binary (Debian's `docker-registry`), which the OCI
     /// tests start on loopback.

@@ -85,14 +85,6 @@ pub(crate) fn adapt(server: &Arc<Supervisor>, raw: &Value) -> Result<Tool, Refus
     if schema_bytes > MAX_SCHEMA_BYTES {
         return Err(refuse(format!("the input schema is {schema_bytes} bytes; the limit is {MAX_SCHEMA_BYTES}")));
     }
-    // Until lovia runs MCP tasks, a tool that can only run as one fails every
-    // call: it is not offered to the model at all.
-    if raw.pointer("/execution/taskSupport").and_then(Value::as_str) == Some("required") {
-        return Err(refuse(
-            "the tool requires task-augmented execution (execution.taskSupport: \"required\"), which lovia does not support"
-                .into(),
-        ));
-    }
     let schema = normalise_schema(raw.get("inputSchema")).map_err(refuse)?;
     let description = raw.get("description").and_then(Value::as_str).unwrap_or_default().to_owned();
     let mut builder =
@@ -199,8 +191,8 @@ mod tests {
         let ok = adapt(&server, &json!({"name": "t", "description": "d"})).expect("taken");
         assert_eq!(ok.name(), "s__t");
         assert_eq!(ok.spec().timeout_ms, Some(60_000));
-        let tasks = adapt(&server, &json!({"name": "t", "execution": {"taskSupport": "required"}})).expect_err("tasks");
-        assert!(tasks.reason.contains("taskSupport"), "{tasks:?}");
+        let tasks = adapt(&server, &json!({"name": "t", "execution": {"taskSupport": "required"}}));
+        assert!(tasks.is_ok(), "a tool that runs only as a task is called as one (task_call.rs)");
         let optional = adapt(&server, &json!({"name": "t", "execution": {"taskSupport": "optional"}}));
         assert!(optional.is_ok(), "a tool that may run as a task also runs as a plain call");
     }

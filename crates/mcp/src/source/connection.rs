@@ -51,23 +51,23 @@ pub(crate) struct Connection {
     /// The process of a `command` server, killed (a confined one with
     /// everything it started) when the session is dropped.
     _process: Option<ServerProcess>,
-    /// The tools a stdio server's listings said run only as tasks (which
-    /// rmcp's typed listing drops); always empty over HTTP.
-    task_only: TaskOnly,
 }
 
 impl Connection {
-    /// Starts `config`'s server; a tool-list change raises `changed`, and
-    /// progress goes to the route of its token.
+    /// Starts `config`'s server; a tool-list change raises `changed`,
+    /// progress goes to the route of its token, and the tools its listings
+    /// say run only as tasks (which rmcp's typed listing drops) go to
+    /// `task_only`, read off the raw messages (stdio, and HTTP answers that
+    /// stream; not those a server sends as one JSON body).
     pub(crate) async fn open(
         config: &McpServerConfig,
         changed: Arc<AtomicBool>,
         progress: Arc<ProgressRoutes>,
+        task_only: TaskOnly,
     ) -> Result<Self, StartError> {
         let listener = Listener { changed, progress };
         let server = || config.name.clone();
         let overflowed = Arc::new(AtomicBool::new(false));
-        let task_only = TaskOnly::default();
         let handshake_failed = |reason: String| StartError::Handshake { server: server(), reason };
         let (serving, process) = match (&config.command, &config.url) {
             (Some(command), _) => {
@@ -79,7 +79,7 @@ impl Connection {
                 (serving.map(|r| r.map_err(|e| e.to_string())), Some(process))
             }
             (None, Some(url)) => {
-                let transport = http_client::transport(config, url)?;
+                let transport = http_client::transport(config, url, task_only)?;
                 let serving = tokio::time::timeout(START_TIMEOUT, listener.serve(transport)).await;
                 // Read by the model when a restart fails: never the URL.
                 let reason = |e: ClientInitializeError| match e {
@@ -93,12 +93,7 @@ impl Connection {
         let service = serving
             .map_err(|_| handshake_failed(format!("no answer to initialize within {} s", START_TIMEOUT.as_secs())))?
             .map_err(handshake_failed)?;
-        Ok(Self { service, overflowed, _process: process, task_only })
-    }
-
-    /// The tools the server's listings said run only as tasks.
-    pub(crate) fn task_only(&self) -> &TaskOnly {
-        &self.task_only
+        Ok(Self { service, overflowed, _process: process })
     }
 
     /// The handle requests are sent through.

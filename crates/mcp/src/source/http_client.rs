@@ -13,10 +13,18 @@
 
 use super::config::{MAX_MESSAGE_BYTES, McpServerConfig, START_TIMEOUT};
 use super::start_error::StartError;
+use super::task_support::TaskOnly;
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::common::client_side_sse::FixedInterval;
-use rmcp::transport::streamable_http_client::{StreamableHttpClientTransportConfig, StreamableHttpError};
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
+    StreamableHttpPostResponse, StreamableHttpResponseLimits,
+};
+use sse_stream::Sse;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -27,11 +35,13 @@ use std::time::Duration;
 const RESUME_TRIES: usize = 2;
 const RESUME_WAIT: Duration = Duration::from_millis(250);
 
-/// The transport to `url` with the headers of `config.headers_from_env`.
+/// The transport to `url` with the headers of `config.headers_from_env`;
+/// the tools its streamed listings say run only as tasks go to `task_only`.
 pub(crate) fn transport(
     config: &McpServerConfig,
     url: &str,
-) -> Result<StreamableHttpClientTransport<reqwest::Client>, StartError> {
+    task_only: TaskOnly,
+) -> Result<StreamableHttpClientTransport<Tapped>, StartError> {
     let server = || config.name.clone();
     let mut headers = HashMap::new();
     for (header, variable) in &config.headers_from_env {
@@ -67,7 +77,120 @@ pub(crate) fn transport(
     // The 2025-11-25 revision lovia speaks has sessions; a server that
     // answers without one is still served (a stateless server).
     transport.allow_stateless = true;
-    Ok(StreamableHttpClientTransport::with_client(client, transport))
+    Ok(StreamableHttpClientTransport::with_client(Tapped { inner: client, task_only }, transport))
+}
+
+/// rmcp's reqwest client, with each event of a streamed answer shown to
+/// [`TaskOnly`] first: rmcp's typed tool listing drops `execution`, so a
+/// tool that runs only as a task is known from the raw event. An answer a
+/// server sends as one JSON body reaches lovia typed, and such a tool is
+/// called as a plain call there (docs/mcp.md, "Not done yet").
+#[derive(Clone)]
+pub(crate) struct Tapped {
+    inner: reqwest::Client,
+    task_only: TaskOnly,
+}
+
+impl Tapped {
+    fn tap(&self, stream: BoxStream<'static, Result<Sse, SseError>>) -> BoxStream<'static, Result<Sse, SseError>> {
+        let task_only = self.task_only.clone();
+        stream
+            .inspect(move |event| {
+                if let Ok(Sse { data: Some(data), .. }) = event {
+                    task_only.read_line(data.as_bytes());
+                }
+            })
+            .boxed()
+    }
+}
+
+impl StreamableHttpClient for Tapped {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let answer = self.inner.post_message(uri, message, session_id, auth_header, custom_headers).await?;
+        Ok(self.tapped(answer))
+    }
+
+    // The inner client's own limits, which its default `post_message` lacks.
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let answer = self
+            .inner
+            .post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
+            .await?;
+        Ok(self.tapped(answer))
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        self.inner.delete_session(uri, session_id, auth_header, custom_headers).await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
+        let stream = self.inner.get_stream(uri, session_id, last_event_id, auth_header, custom_headers).await?;
+        Ok(self.tap(stream))
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
+        let stream = self
+            .inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await?;
+        Ok(self.tap(stream))
+    }
+}
+
+impl Tapped {
+    fn tapped(&self, answer: StreamableHttpPostResponse) -> StreamableHttpPostResponse {
+        match answer {
+            StreamableHttpPostResponse::Sse(stream, session) => {
+                StreamableHttpPostResponse::Sse(self.tap(stream), session)
+            }
+            other => other,
+        }
+    }
 }
 
 /// One client for every `url` server: the host's TLS configuration

@@ -23,6 +23,7 @@ mod progress;
 mod sandbox;
 mod start_error;
 mod supervisor;
+mod task_call;
 mod task_support;
 
 pub use adapter::Refused;

@@ -7,6 +7,8 @@ use super::connection::Connection;
 use super::http_client;
 use super::progress::ProgressRoutes;
 use super::start_error::StartError;
+use super::task_call::Abandon;
+use super::task_support::TaskOnly;
 use lovia_host::ProgressSink;
 use rmcp::RoleClient;
 use rmcp::model::{
@@ -39,12 +41,12 @@ pub(crate) struct RequestFailed {
 
 impl RequestFailed {
     /// The session broke or never started; it is restarted for the next request.
-    fn broken(reason: impl Into<String>) -> Self {
+    pub(super) fn broken(reason: impl Into<String>) -> Self {
         Self { reason: reason.into(), restarted: true }
     }
 
     /// The server answered, but not with what was asked.
-    fn answered(reason: impl Into<String>) -> Self {
+    pub(super) fn answered(reason: impl Into<String>) -> Self {
         Self { reason: reason.into(), restarted: false }
     }
 }
@@ -72,7 +74,10 @@ pub(crate) struct Supervisor {
     /// restart (the new process may list other tools).
     pub(crate) changed: Arc<AtomicBool>,
     /// The calls in flight that want the server's progress, across restarts.
-    progress: Arc<ProgressRoutes>,
+    pub(super) progress: Arc<ProgressRoutes>,
+    /// The tools the server's last listing said run only as tasks, which
+    /// are called as tasks (task_call.rs); across restarts.
+    task_only: TaskOnly,
     state: tokio::sync::Mutex<State>,
 }
 
@@ -82,13 +87,14 @@ impl Supervisor {
             config,
             changed: Arc::new(AtomicBool::new(false)),
             progress: Arc::default(),
+            task_only: TaskOnly::default(),
             state: tokio::sync::Mutex::new(State { conn: None, session: 0, restarts: 0, not_before: None }),
         }
     }
 
     /// The live session's handle, starting a session when there is none
     /// (after the backoff when this is a restart).
-    async fn peer(&self) -> Result<(Peer<RoleClient>, u64), RequestFailed> {
+    pub(super) async fn peer(&self) -> Result<(Peer<RoleClient>, u64), RequestFailed> {
         let mut state = self.state.lock().await;
         if let Some(conn) = &state.conn {
             if !conn.is_closed() {
@@ -101,7 +107,8 @@ impl Supervisor {
         if let Some(when) = state.not_before {
             tokio::time::sleep_until(when.into()).await;
         }
-        match Connection::open(&self.config, self.changed.clone(), self.progress.clone()).await {
+        match Connection::open(&self.config, self.changed.clone(), self.progress.clone(), self.task_only.clone()).await
+        {
             Ok(conn) => {
                 let peer = conn.peer();
                 state.conn = Some(conn);
@@ -140,7 +147,7 @@ impl Supervisor {
         conn.overflowed()
     }
 
-    async fn succeeded(&self) {
+    pub(super) async fn succeeded(&self) {
         let mut state = self.state.lock().await;
         state.restarts = 0;
         state.not_before = None;
@@ -151,7 +158,10 @@ impl Supervisor {
     pub(crate) async fn start(&self) -> Result<(), StartError> {
         let mut state = self.state.lock().await;
         if state.conn.is_none() {
-            state.conn = Some(Connection::open(&self.config, self.changed.clone(), self.progress.clone()).await?);
+            state.conn = Some(
+                Connection::open(&self.config, self.changed.clone(), self.progress.clone(), self.task_only.clone())
+                    .await?,
+            );
             state.session += 1;
         }
         Ok(())
@@ -192,17 +202,6 @@ impl Supervisor {
                 break;
             }
         }
-        // rmcp's typed listing dropped `execution`; the raw lines kept it
-        // (task_support.rs): put it back so that the adapter refuses the tool.
-        let task_only = self.state.lock().await.conn.as_ref().map(|c| c.task_only().clone());
-        if let Some(task_only) = task_only {
-            for tool in &mut tools {
-                let named = tool.get("name").and_then(Value::as_str).is_some_and(|n| task_only.contains(n));
-                if let (true, Some(object)) = (named, tool.as_object_mut()) {
-                    object.insert("execution".into(), serde_json::json!({"taskSupport": "required"}));
-                }
-            }
-        }
         self.succeeded().await;
         Ok(tools)
     }
@@ -233,6 +232,9 @@ impl Supervisor {
         progress: Option<ProgressSink>,
         meta: Option<JsonObject>,
     ) -> Result<CallToolResult, RequestFailed> {
+        if self.task_only.contains(raw_name) {
+            return self.send_task_call(raw_name, arguments, progress, meta).await;
+        }
         let (peer, session) = self.peer().await?;
         let mut params = CallToolRequestParams::new(raw_name.to_owned()).with_arguments(arguments);
         if let Some(meta) = meta {
@@ -248,10 +250,16 @@ impl Supervisor {
             (Ok(handle), Some(sink)) => Some(self.progress.route(handle.progress_token.clone(), sink)),
             _ => None,
         };
+        // A call lovia gives up on (its timeout, a cancel) is cancelled at
+        // the server too (`notifications/cancelled`).
+        let mut abandon = handle.as_ref().ok().map(|h| Abandon::request(peer.clone(), h.id.clone()));
         let answer = match handle {
             Ok(handle) => handle.await_response().await,
             Err(e) => Err(e),
         };
+        if let Some(abandon) = &mut abandon {
+            abandon.disarm();
+        }
         if route.is_some() {
             // rmcp hands each notification to a task of its own, spawned
             // before it reads the response that follows: yielding lets the
@@ -273,7 +281,7 @@ impl Supervisor {
     }
 
     /// The reason of a failed request; a broken session is dropped.
-    async fn failed(&self, session: u64, e: ServiceError) -> RequestFailed {
+    pub(super) async fn failed(&self, session: u64, e: ServiceError) -> RequestFailed {
         match &e {
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                 let overflowed = self.broken(session).await;

@@ -1,11 +1,11 @@
 //! What rmcp's typed tool list drops: a tool's `execution.taskSupport`.
-//! rmcp 3.11's `Tool` has no `execution` field, so a tool that runs only as
-//! a task (`"required"`) would reach the model and fail on every call. For
-//! a stdio server lovia reads the field from the raw JSON-RPC lines itself
-//! (bounded.rs hands it each complete line), and the listing marks such a
-//! tool so that the adapter refuses it with the reason. Over HTTP the raw
-//! answer never reaches lovia (rmcp's client decodes it), so there the
-//! field is still lost (docs/mcp.md, "Not done yet").
+//! rmcp 3.11's `Tool` has no `execution` field, so lovia would not know
+//! which tools run only as tasks (`"required"`) and must be called as
+//! tasks (task_call.rs). It reads the field from the server's raw
+//! messages instead: each complete JSON-RPC line of a stdio server
+//! (bounded.rs hands it each), and each event of a streamed HTTP answer
+//! (http_client.rs). An HTTP answer sent as one JSON body reaches lovia
+//! decoded, and the field is lost there (docs/mcp.md, "Not done yet").
 
 use serde_json::Value;
 use std::collections::HashSet;
