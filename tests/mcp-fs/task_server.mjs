@@ -6,8 +6,9 @@
 //   node task_server.mjs --http PORT  streamable HTTP on 127.0.0.1:PORT
 //                                     (0: any; the port is printed first)
 //
-// Every tool call and every cancelled task is appended to $CALL_LOG as a
-// JSON line, so a test sees what reached the server.
+// Every tool call, every cancelled task and every cancelled plain call is
+// appended to $CALL_LOG as a JSON line, so a test sees what reached the
+// server.
 import { appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { z } from 'zod';
@@ -94,6 +95,13 @@ function build() {
       ...getters,
     },
   );
+  // A plain call that waits until the client cancels it (notifications/cancelled).
+  server.registerTool('wait', { description: 'Waits for its cancel.', inputSchema: {} }, async (_args, extra) => {
+    log({ tool: 'wait' });
+    await new Promise((resolve) => extra.signal.addEventListener('abort', resolve));
+    log({ tool: 'aborted' });
+    return { content: [{ type: 'text', text: 'aborted' }] };
+  });
   // A tool that runs as a plain call.
   server.registerTool('echo', { description: 'Echoes.', inputSchema: { text: z.string() } }, async ({ text }) => {
     log({ tool: 'echo', text });

@@ -419,11 +419,12 @@ impl Runner {
             (state.turn, state.cut_off) = (cp.turn, cp.cut_off);
             cp.pending_calls.clone()
         };
-        // A run cancelled before it began does nothing: not its pending
-        // calls, nor the answer a resumed run would end with. `lovia serve`
-        // starts a run so when it resumes one whose cancel was stored
-        // while its owner died (docs/replicas.md, "Faults").
-        if state.cancel.is_cancelled() {
+        // A resumed run cancelled before it began does nothing: not its
+        // pending calls, nor the answer it would end with. `lovia serve`
+        // starts a run so when it resumes one whose cancel was stored while
+        // its owner died (docs/replicas.md, "Faults"). A new input is saved
+        // first (below), and the run stops at the top of its first turn.
+        if input.is_none() && state.cancel.is_cancelled() {
             return Err(RunError::Cancelled { reason: state.cancel.reason(), messages: saver.messages() });
         }
         if !pending.is_empty() {

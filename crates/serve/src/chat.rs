@@ -588,20 +588,24 @@ pub(crate) async fn cancel(caller: Caller, body: String) -> Response {
     };
     let session = &request.session_id;
     let leases = &service.inner.stores.leases;
-    // Stored before anything is answered: a run whose owner dies, or loses
-    // its database, before it writes that the run ended is ended by the
+    // A run of this replica stops at once, before anything is written.
+    let here = service.live(tenant, session).map(|live| live.apply(&Order::Cancel));
+    // Stored before it is answered: a run whose owner dies, or loses its
+    // database, before it writes that the run ended is ended by the
     // replica that takes it next, not run on (docs/replicas.md, "Faults").
+    // For a run of another replica, stored before the order is sent, so
+    // that a replica starting the run reads one or gets the other.
     if let Err(e) = leases.store_cancel(&tenant.name, session).await {
-        // Stopped here all the same when it runs here: a cancel is never
-        // held back. But it may not hold, and the client is told so.
-        if let Some(live) = service.live(tenant, session) {
-            live.apply(&Order::Cancel);
-        }
+        // It may not hold; the client is told so (and the run, if it is
+        // this replica's, is stopped here all the same).
         return unreachable_store(&e);
     }
-    let cancelled = match deliver(service, tenant, session, &Order::Cancel).await {
-        Ok(cancelled) => cancelled,
-        Err(answer) => return answer,
+    let cancelled = match here {
+        Some(applied) => applied,
+        None => match deliver(service, tenant, session, &Order::Cancel).await {
+            Ok(cancelled) => cancelled,
+            Err(answer) => return answer,
+        },
     };
     if cancelled {
         return Json(json!({"ok": true})).into_response();
@@ -610,7 +614,13 @@ pub(crate) async fn cancel(caller: Caller, body: String) -> Response {
     // that takes it over reads the stored cancel and ends it.
     match leases.running_unowned(&tenant.name, session).await {
         Ok(true) => queued(),
-        Ok(false) => error(StatusCode::NOT_FOUND, "no run in progress for this session"),
+        Ok(false) => {
+            // Nothing to cancel: the stored cancel must not end a later run.
+            if let Err(e) = leases.forget_cancel(&tenant.name, session).await {
+                tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot forget a cancel that matched no run");
+            }
+            error(StatusCode::NOT_FOUND, "no run in progress for this session")
+        }
         Err(e) => unreachable_store(&e),
     }
 }

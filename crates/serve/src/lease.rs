@@ -298,8 +298,9 @@ impl RunLeases {
     /// (docs/replicas.md, "Faults"): the run's owner may die, or lose its
     /// database, before it writes that the run ended, and the replica that
     /// takes the run next must end it rather than run it on. Only for a run
-    /// stored as running, so a tenant has no more stored cancels than such
-    /// runs, whatever session ids it sends. Nothing with one process, whose
+    /// stored as running or whose lease a replica holds (one starting, not
+    /// yet stored), so a tenant has no more stored cancels than such runs,
+    /// whatever session ids it sends. Nothing with one process, whose
     /// cancel lives in the run's end alone.
     pub(crate) async fn store_cancel(&self, tenant: &str, session: &str) -> Result<(), LeaseError> {
         let RunLeases::Postgres(pg) = self else { return Ok(()) };
@@ -310,6 +311,7 @@ impl RunLeases {
                     "INSERT INTO lovia_run_cancels (tenant, session)
                      SELECT $1, $2 WHERE EXISTS
                         (SELECT 1 FROM lovia_runs WHERE tenant = $1 AND session = $2 AND status = 'running')
+                        OR EXISTS (SELECT 1 FROM lovia_run_leases WHERE tenant = $1 AND session = $2)
                      ON CONFLICT (tenant, session) DO UPDATE SET created = now()",
                     &[&t, &s],
                 )

@@ -18,6 +18,8 @@ const OPEN_ORDERS_PER_RUN: i64 = 64;
 /// 3 s (a notification arrives in milliseconds; a poll in `poll_interval_ms`).
 /// After it the order stays queued for the owner and the client is told so.
 const ORDER_WAIT: Duration = Duration::from_secs(3);
+/// [`ORDER_WAIT`] in milliseconds, for SQL.
+const ORDER_WAIT_MS: i64 = ORDER_WAIT.as_millis() as i64;
 /// How often it looks for the outcome meanwhile.
 const ORDER_CHECK: Duration = Duration::from_millis(50);
 
@@ -181,51 +183,55 @@ impl Service {
     /// and stored cancels of runs stored as stopped after ten.
     pub(crate) async fn apply_orders(&self) {
         let leases = self.inner.stores.leases.clone();
-        let open =
-            async move {
-                let Some(pg) = leases.shared() else { return Ok(Vec::new()) };
-                let owner = pg.owner().to_owned();
-                pg.run(move |c| {
-                    Box::pin(async move {
-                        c.execute(
+        let open = async move {
+            let Some(pg) = leases.shared() else { return Ok(Vec::new()) };
+            let owner = pg.owner().to_owned();
+            pg.run(move |c| {
+                Box::pin(async move {
+                    c.execute(
                     "DELETE FROM lovia_run_orders WHERE (outcome IS NOT NULL AND created < now() - interval '1 minute')
                         OR created < now() - interval '10 minutes'",
                     &[],
                 ).await?;
-                        // A stored cancel outlives its run only until the run is
-                        // stored as stopped (or deleted), and ten minutes at least.
-                        c.execute(
-                            "DELETE FROM lovia_run_cancels k WHERE k.created < now() - interval '10 minutes'
+                    // A stored cancel outlives its run only until the run is
+                    // stored as stopped (or deleted), and ten minutes at least.
+                    c.execute(
+                        "DELETE FROM lovia_run_cancels k WHERE k.created < now() - interval '10 minutes'
                         AND NOT EXISTS (SELECT 1 FROM lovia_runs r
                                         WHERE r.tenant = k.tenant AND r.session = k.session AND r.status = 'running')",
-                            &[],
-                        )
-                        .await?;
-                        let rows = c.query(
-                    "SELECT o.id, o.tenant, o.session, o.call_id, o.decision, o.answer FROM lovia_run_orders o
+                        &[],
+                    )
+                    .await?;
+                    let rows = c
+                        .query(
+                            "SELECT o.id, o.tenant, o.session, o.call_id, o.decision, o.answer,
+                            o.created > now() - $2::bigint * interval '1 millisecond'
+                     FROM lovia_run_orders o
                      JOIN lovia_run_leases l ON l.tenant = o.tenant AND l.session = o.session
                      WHERE l.owner = $1 AND o.outcome IS NULL ORDER BY o.id LIMIT 256",
-                    &[&owner],
-                ).await?;
-                        Ok(rows
-                            .iter()
-                            .map(|r| {
-                                let (id, tenant, session): (i64, String, String) = (r.get(0), r.get(1), r.get(2));
-                                (
-                                    id,
-                                    tenant,
-                                    session,
-                                    r.get::<_, Option<String>>(3),
-                                    r.get::<_, String>(4),
-                                    r.get::<_, Option<String>>(5),
-                                )
-                            })
-                            .collect::<Vec<_>>())
-                    })
+                            &[&owner, &ORDER_WAIT_MS],
+                        )
+                        .await?;
+                    Ok(rows
+                        .iter()
+                        .map(|r| {
+                            let (id, tenant, session): (i64, String, String) = (r.get(0), r.get(1), r.get(2));
+                            (
+                                id,
+                                tenant,
+                                session,
+                                r.get::<_, Option<String>>(3),
+                                r.get::<_, String>(4),
+                                r.get::<_, Option<String>>(5),
+                                r.get::<_, bool>(6),
+                            )
+                        })
+                        .collect::<Vec<_>>())
                 })
-                .await
-            }
-            .await;
+            })
+            .await
+        }
+        .await;
         let open = match open {
             Ok(open) => open,
             Err(e) => {
@@ -233,8 +239,14 @@ impl Service {
                 return;
             }
         };
-        for (id, tenant, session, call_id, decision, answer) in open {
+        for (id, tenant, session, call_id, decision, answer, young) in open {
             let live = self.inner.tenants.iter().find(|t| t.name == tenant).and_then(|t| self.live(t, &session));
+            // This replica holds the lease of a run that is not live here
+            // yet (it is starting): a young order waits for it, to a later
+            // wake, rather than be answered unmatched while its run begins.
+            if live.is_none() && young {
+                continue;
+            }
             let matched = match (live, Order::from_columns(call_id, &decision, answer)) {
                 (Some(live), Some(order)) => live.apply(&order),
                 _ => false,

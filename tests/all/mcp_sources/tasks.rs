@@ -1,7 +1,8 @@
 //! Source tools that run only as tasks (2025-11-25, `execution.taskSupport:
 //! "required"`): lovia calls them as tasks, polls them and reads their
 //! result, and cancels the task when its call times out, over stdio and
-//! streamable HTTP. The server is tests/mcp-fs/task_server.mjs on the
+//! streamable HTTP; a plain call that times out is cancelled at the server
+//! too. The server is tests/mcp-fs/task_server.mjs on the
 //! official TypeScript SDK's task runtime (tests/mcp-fs's lockfile).
 
 use super::{Case, calls, completed, output};
@@ -31,9 +32,9 @@ fn case() -> Case {
     Case { dir: tempfile::tempdir().expect("tempdir"), py: PathBuf::from("node") }
 }
 
-/// A task that completes, one that fails, a plain call and a task that
-/// never ends (its call times out at 1 s); then a second task, which runs
-/// while the hung task's cancel reaches the server.
+/// A task that completes, one that fails, a plain call, a task that never
+/// ends and a plain call that waits for its cancel (both time out at 3 s);
+/// then a second task, which runs while the two cancels reach the server.
 fn turns() -> Value {
     json!([
         calls(&[
@@ -41,6 +42,7 @@ fn turns() -> Value {
             ("b", "tq__fails", json!({})),
             ("c", "tq__echo", json!({"text": "plain"})),
             ("d", "tq__hang", json!({})),
+            ("f", "tq__wait", json!({})),
         ]),
         calls(&[("e", "tq__slow", json!({"ms": 500}))]),
         {"text": "done"}
@@ -57,7 +59,8 @@ fn logged(case: &Case) -> Vec<String> {
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).expect("a log line")["tool"].as_str().expect("tool").to_owned())
             .collect();
-        if tools.iter().any(|t| t == "cancelled") || Instant::now() > deadline {
+        let landed = |name: &str| tools.iter().any(|t| t == name);
+        if (landed("cancelled") && landed("aborted")) || Instant::now() > deadline {
             return tools;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -70,14 +73,16 @@ fn check(case: &Case, events: &[Value]) {
     // A failed task's result is its tool's error, as a plain call's is.
     assert_eq!(output(events, "b"), "[tool error] the disk is full");
     assert_eq!(output(events, "c"), "plain");
-    let hung = events.iter().find(|e| e["event"] == "tool_result" && e["id"] == "d").expect("d");
-    assert_eq!(hung["error_kind"], json!("timeout"), "{hung}");
+    for id in ["d", "f"] {
+        let hung = events.iter().find(|e| e["event"] == "tool_result" && e["id"] == id).expect("a result");
+        assert_eq!(hung["error_kind"], json!("timeout"), "{hung}");
+    }
     let mut tools = logged(case);
     tools.sort();
     assert_eq!(
         tools,
-        ["cancelled", "echo", "fails", "hang", "slow", "slow"],
-        "each called once, the hung task cancelled"
+        ["aborted", "cancelled", "echo", "fails", "hang", "slow", "slow", "wait"],
+        "each called once; the hung task cancelled (tasks/cancel), the waiting call too (notifications/cancelled)"
     );
 }
 
@@ -87,7 +92,7 @@ fn a_task_only_tool_is_called_as_a_task_over_stdio() {
     let case = case();
     let servers = format!(
         "[[mcp_servers]]\nname = \"tq\"\ncommand = \"node\"\nargs = [{:?}]\nenv = {{ CALL_LOG = {:?} }}\n\
-         timeout_ms = 1000\nretries = 0\n# The confinement is tested elsewhere (confined.rs).\nsandbox = {{ mode = \"off\" }}\n",
+         timeout_ms = 3000\nretries = 0\n# The confinement is tested elsewhere (confined.rs).\nsandbox = {{ mode = \"off\" }}\n",
         script.display().to_string(),
         case.log().display().to_string(),
     );
@@ -122,7 +127,7 @@ fn a_task_only_tool_is_called_as_a_task_over_http() {
     let port: u16 = line.trim().parse().unwrap_or_else(|e| panic!("port {line:?}: {e}"));
     let server = HttpTaskServer(child, port);
     let servers = format!(
-        "[[mcp_servers]]\nname = \"tq\"\nurl = \"http://127.0.0.1:{}/mcp\"\ntimeout_ms = 1000\nretries = 0\n",
+        "[[mcp_servers]]\nname = \"tq\"\nurl = \"http://127.0.0.1:{}/mcp\"\ntimeout_ms = 3000\nretries = 0\n",
         server.1
     );
     let (o, events) = case.run(&servers, turns(), &[]);

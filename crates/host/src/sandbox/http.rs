@@ -421,7 +421,7 @@ impl WasiHttpHooks for HttpHooks {
             if cancel.is_cancelled() {
                 return refuse(WasiHttpError::HttpRequestDenied, "the run was cancelled");
             }
-            let (response, io) = send(request, &target, &allowed, connect_timeout).await?;
+            let (response, io) = send(request, &target, &allowed, connect_timeout, &cancel).await?;
             Ok((response, Box::new(io) as IoFuture))
         })
     }
@@ -452,6 +452,7 @@ async fn send(
     target: &Target,
     addrs: &[SocketAddr],
     connect_timeout: Duration,
+    cancel: &crate::call::CancelToken,
 ) -> Result<(http::Response<WasiBody>, impl Future<Output = Result<(), WasiHttpError>> + Send + use<>), WasiHttpError> {
     use http_body_util::BodyExt;
 
@@ -479,6 +480,11 @@ async fn send(
     let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
     *request.uri_mut() = http::Uri::try_from(path).map_err(|_| WasiHttpError::HttpRequestUriInvalid)?;
 
+    // Read again once connected (a TLS handshake can take a while): a run
+    // cancelled or fenced meanwhile writes nothing.
+    if cancel.is_cancelled() {
+        return Err(WasiHttpError::HttpRequestDenied);
+    }
     // Drive the connection while waiting for the response head.
     let mut conn = Some(Box::pin(conn));
     let mut pending = std::pin::pin!(sender.send_request(request));

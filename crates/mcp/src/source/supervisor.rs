@@ -7,7 +7,7 @@ use super::connection::Connection;
 use super::http_client;
 use super::progress::ProgressRoutes;
 use super::start_error::StartError;
-use super::task_call::Abandon;
+use super::task_call::{self, Abandon, TaskFailed};
 use super::task_support::TaskOnly;
 use lovia_host::ProgressSink;
 use rmcp::RoleClient;
@@ -41,12 +41,12 @@ pub(crate) struct RequestFailed {
 
 impl RequestFailed {
     /// The session broke or never started; it is restarted for the next request.
-    pub(super) fn broken(reason: impl Into<String>) -> Self {
+    fn broken(reason: impl Into<String>) -> Self {
         Self { reason: reason.into(), restarted: true }
     }
 
     /// The server answered, but not with what was asked.
-    pub(super) fn answered(reason: impl Into<String>) -> Self {
+    fn answered(reason: impl Into<String>) -> Self {
         Self { reason: reason.into(), restarted: false }
     }
 }
@@ -74,7 +74,7 @@ pub(crate) struct Supervisor {
     /// restart (the new process may list other tools).
     pub(crate) changed: Arc<AtomicBool>,
     /// The calls in flight that want the server's progress, across restarts.
-    pub(super) progress: Arc<ProgressRoutes>,
+    progress: Arc<ProgressRoutes>,
     /// The tools the server's last listing said run only as tasks, which
     /// are called as tasks (task_call.rs); across restarts.
     task_only: TaskOnly,
@@ -94,7 +94,7 @@ impl Supervisor {
 
     /// The live session's handle, starting a session when there is none
     /// (after the backoff when this is a restart).
-    pub(super) async fn peer(&self) -> Result<(Peer<RoleClient>, u64), RequestFailed> {
+    async fn peer(&self) -> Result<(Peer<RoleClient>, u64), RequestFailed> {
         let mut state = self.state.lock().await;
         if let Some(conn) = &state.conn {
             if !conn.is_closed() {
@@ -147,7 +147,7 @@ impl Supervisor {
         conn.overflowed()
     }
 
-    pub(super) async fn succeeded(&self) {
+    async fn succeeded(&self) {
         let mut state = self.state.lock().await;
         state.restarts = 0;
         state.not_before = None;
@@ -232,10 +232,18 @@ impl Supervisor {
         progress: Option<ProgressSink>,
         meta: Option<JsonObject>,
     ) -> Result<CallToolResult, RequestFailed> {
-        if self.task_only.contains(raw_name) {
-            return self.send_task_call(raw_name, arguments, progress, meta).await;
-        }
         let (peer, session) = self.peer().await?;
+        if self.task_only.contains(raw_name) {
+            let sink = progress.map(|sink| (&self.progress, sink));
+            return match task_call::call_as_task(&peer, raw_name, arguments, meta, sink).await {
+                Ok(result) => {
+                    self.succeeded().await;
+                    Ok(result)
+                }
+                Err(TaskFailed::Request(e)) => Err(self.failed(session, e).await),
+                Err(TaskFailed::Answered(reason)) => Err(RequestFailed::answered(reason)),
+            };
+        }
         let mut params = CallToolRequestParams::new(raw_name.to_owned()).with_arguments(arguments);
         if let Some(meta) = meta {
             params.meta = Some(meta.into());
@@ -281,7 +289,7 @@ impl Supervisor {
     }
 
     /// The reason of a failed request; a broken session is dropped.
-    pub(super) async fn failed(&self, session: u64, e: ServiceError) -> RequestFailed {
+    async fn failed(&self, session: u64, e: ServiceError) -> RequestFailed {
         match &e {
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                 let overflowed = self.broken(session).await;

@@ -11,15 +11,16 @@
 //! JSON. A server that ignores `task` and answers the call at once is
 //! answered as a plain call.
 
-use super::supervisor::{RequestFailed, Supervisor};
+use super::progress::ProgressRoutes;
 use lovia_host::ProgressSink;
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolResult, CancelledNotification, CancelledNotificationParam, ClientNotification, ClientRequest,
     CustomRequest, JsonObject, RequestId, ServerResult,
 };
-use rmcp::service::{Peer, PeerRequestOptions};
+use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
 use serde_json::{Value, json};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long the server is asked to keep the task and its result: 1 hour
@@ -107,6 +108,20 @@ fn raw(result: ServerResult) -> Value {
     }
 }
 
+/// Why a task call failed: its session's request failed (the caller sorts
+/// a broken session from a server's error), or the server's answers were
+/// not what a task's are.
+pub(super) enum TaskFailed {
+    Request(ServiceError),
+    Answered(String),
+}
+
+impl From<ServiceError> for TaskFailed {
+    fn from(e: ServiceError) -> Self {
+        Self::Request(e)
+    }
+}
+
 /// A task's status and wait, read from a `tasks/get` answer (the task's
 /// fields) or a `tools/call` one (`{"task": {...}}`).
 struct Seen {
@@ -115,102 +130,94 @@ struct Seen {
     message: Option<String>,
 }
 
-fn seen(task: &Value) -> Result<Seen, RequestFailed> {
+fn seen(task: &Value) -> Result<Seen, TaskFailed> {
     let status = task
         .get("status")
         .and_then(Value::as_str)
-        .ok_or_else(|| RequestFailed::answered("the server's task has no status"))?
+        .ok_or_else(|| TaskFailed::Answered("the server's task has no status".into()))?
         .to_owned();
-    let poll = task.get("pollInterval").and_then(Value::as_u64).map(Duration::from_millis);
+    // `pollIntervalMs`: how rmcp writes back a `tasks/get` answer it typed
+    // as the later proposal's.
+    let poll = ["pollInterval", "pollIntervalMs"]
+        .iter()
+        .find_map(|key| task.get(*key).and_then(Value::as_u64))
+        .map(Duration::from_millis);
     let message = task.get("statusMessage").and_then(Value::as_str).map(|m| m.chars().take(300).collect());
     Ok(Seen { status, poll, message })
 }
 
-impl Supervisor {
-    /// Calls `raw_name` as a task and waits for its result (module doc).
-    pub(super) async fn send_task_call(
-        &self,
-        raw_name: &str,
-        arguments: JsonObject,
-        progress: Option<ProgressSink>,
-        meta: Option<JsonObject>,
-    ) -> Result<CallToolResult, RequestFailed> {
-        let (peer, session) = self.peer().await?;
-        let ttl = u64::try_from(TASK_TTL.as_millis()).unwrap_or(u64::MAX);
-        let mut params = json!({"name": raw_name, "arguments": arguments, "task": {"ttl": ttl}});
-        if let Some(meta) = meta {
-            params["_meta"] = Value::Object(meta);
-        }
-        let handle =
-            match peer.send_request_with_option(custom("tools/call", params), PeerRequestOptions::no_options()).await {
-                Ok(handle) => handle,
-                Err(e) => return Err(self.failed(session, e).await),
-            };
-        // The server's progress for the call, while the task lasts.
-        let _route = progress.map(|sink| self.progress.route(handle.progress_token.clone(), sink));
-        let mut abandon = Abandon::request(peer.clone(), handle.id.clone());
-        let created = match handle.await_response().await {
-            // A server that runs the tool at once (it ignored `task`).
-            Ok(ServerResult::CallToolResult(result)) => {
+/// Sends `request` and waits for its answer; dropped meanwhile (the call
+/// was given up), it tells the server with `notifications/cancelled`, which
+/// also frees rmcp's record of the request.
+async fn ask(peer: &Peer<RoleClient>, request: ClientRequest) -> Result<ServerResult, ServiceError> {
+    let handle = peer.send_request_with_option(request, PeerRequestOptions::no_options()).await?;
+    let mut abandon = Abandon::request(peer.clone(), handle.id.clone());
+    let answer = handle.await_response().await;
+    abandon.disarm();
+    answer
+}
+
+/// Calls `raw_name` as a task and waits for its result (module doc); the
+/// server's progress for it goes to `progress` while the task lasts.
+pub(super) async fn call_as_task(
+    peer: &Peer<RoleClient>,
+    raw_name: &str,
+    arguments: JsonObject,
+    meta: Option<JsonObject>,
+    progress: Option<(&Arc<ProgressRoutes>, ProgressSink)>,
+) -> Result<CallToolResult, TaskFailed> {
+    let ttl = u64::try_from(TASK_TTL.as_millis()).unwrap_or(u64::MAX);
+    let mut params = json!({"name": raw_name, "arguments": arguments, "task": {"ttl": ttl}});
+    if let Some(meta) = meta {
+        params["_meta"] = Value::Object(meta);
+    }
+    let handle = peer.send_request_with_option(custom("tools/call", params), PeerRequestOptions::no_options()).await?;
+    let _route = progress.map(|(routes, sink)| routes.route(handle.progress_token.clone(), sink));
+    let mut abandon = Abandon::request(peer.clone(), handle.id.clone());
+    let answer = handle.await_response().await;
+    abandon.disarm();
+    let created = match answer? {
+        // A server that runs the tool at once (it ignored `task`).
+        ServerResult::CallToolResult(result) => return Ok(result),
+        other => raw(other),
+    };
+    let Some(task) = created.get("task") else {
+        return Err(TaskFailed::Answered("the server's answer is neither a tool result nor a task".into()));
+    };
+    let id = match task.get("taskId").and_then(Value::as_str) {
+        Some(id) if !id.is_empty() && id.len() <= MAX_TASK_ID => id.to_owned(),
+        _ => return Err(TaskFailed::Answered(format!("the server's task has no id of 1 to {MAX_TASK_ID} bytes"))),
+    };
+    // From here a call given up cancels the task.
+    abandon.task(id.clone());
+    let mut now = seen(task)?;
+    let mut poll = POLL_DEFAULT;
+    loop {
+        poll = now.poll.unwrap_or(poll).clamp(POLL_MIN, POLL_MAX);
+        match now.status.as_str() {
+            // `input_required`: the result request is where the server asks.
+            "completed" | "failed" | "input_required" => break,
+            "working" => {}
+            "cancelled" => {
                 abandon.disarm();
-                self.succeeded().await;
-                return Ok(result);
+                let why = now.message.map(|m| format!(": {m}")).unwrap_or_default();
+                return Err(TaskFailed::Answered(format!("the server cancelled the task{why}")));
             }
-            Ok(other) => raw(other),
-            Err(e) => {
-                abandon.disarm();
-                return Err(self.failed(session, e).await);
-            }
-        };
-        let Some(task) = created.get("task") else {
-            abandon.disarm();
-            return Err(RequestFailed::answered("the server's answer is neither a tool result nor a task"));
-        };
-        let id = match task.get("taskId").and_then(Value::as_str) {
-            Some(id) if !id.is_empty() && id.len() <= MAX_TASK_ID => id.to_owned(),
-            _ => {
-                abandon.disarm();
-                return Err(RequestFailed::answered(format!(
-                    "the server's task has no id of 1 to {MAX_TASK_ID} bytes"
+            other => {
+                return Err(TaskFailed::Answered(format!(
+                    "the server's task has the status {:?}; the statuses are working, input_required, completed, failed and cancelled",
+                    other.chars().take(40).collect::<String>()
                 )));
             }
-        };
-        abandon.task(id.clone());
-        let mut now = seen(task)?;
-        let mut poll = POLL_DEFAULT;
-        loop {
-            poll = now.poll.unwrap_or(poll).clamp(POLL_MIN, POLL_MAX);
-            match now.status.as_str() {
-                // `input_required`: the result request is where the server asks.
-                "completed" | "failed" | "input_required" => break,
-                "working" => {}
-                "cancelled" => {
-                    abandon.disarm();
-                    let why = now.message.map(|m| format!(": {m}")).unwrap_or_default();
-                    return Err(RequestFailed::answered(format!("the server cancelled the task{why}")));
-                }
-                other => {
-                    return Err(RequestFailed::answered(format!(
-                        "the server's task has the status {:?}; the statuses are working, input_required, completed, failed and cancelled",
-                        other.chars().take(40).collect::<String>()
-                    )));
-                }
-            }
-            tokio::time::sleep(poll).await;
-            now = match peer.send_request(custom("tasks/get", json!({"taskId": id}))).await {
-                Ok(answer) => seen(&raw(answer))?,
-                Err(e) => return Err(self.failed(session, e).await),
-            };
         }
-        let answer = peer.send_request(custom("tasks/result", json!({"taskId": id}))).await;
-        abandon.disarm();
-        let result = match answer {
-            Ok(ServerResult::CallToolResult(result)) => result,
-            Ok(other) => serde_json::from_value(raw(other))
-                .map_err(|_| RequestFailed::answered("the server's task result is not a tool result"))?,
-            Err(e) => return Err(self.failed(session, e).await),
-        };
-        self.succeeded().await;
-        Ok(result)
+        tokio::time::sleep(poll).await;
+        now = seen(&raw(ask(peer, custom("tasks/get", json!({"taskId": id}))).await?))?;
+    }
+    let answer = ask(peer, custom("tasks/result", json!({"taskId": id}))).await;
+    abandon.disarm();
+    match answer? {
+        ServerResult::CallToolResult(result) => Ok(result),
+        other => serde_json::from_value(raw(other))
+            .map_err(|_| TaskFailed::Answered("the server's task result is not a tool result".into())),
     }
 }
