@@ -92,6 +92,38 @@ async fn the_compiled_artifact_cache_is_reused_and_a_damaged_artifact_rebuilt() 
     assert_eq!(out.model_output(), r#"["Limits"]"#);
 }
 
+/// A cache that cannot take a compiled artifact (here its path is a
+/// directory; in bench/fault-run it was a full disk) does not fail the
+/// load: the plugin is served, and the next load compiles again. Failing
+/// it left a replica without a tenant's stored upload for good.
+#[tokio::test]
+async fn a_cache_that_cannot_be_written_does_not_fail_the_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let host = |dir: &std::path::Path| {
+        lovia_host::Host::new(lovia_host::HostConfig::default().with_cache_dir(Some(dir.to_owned())).with_pool_slots(4))
+            .expect("host")
+    };
+    // Where the artifact goes, learnt from a first load, then blocked.
+    let first = host(dir.path()).load_file(fixtures::DOCS).await.expect("load");
+    drop(first);
+    let artifact = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .expect("an artifact");
+    for entry in std::fs::read_dir(dir.path()).expect("dir") {
+        let path = entry.expect("entry").path();
+        if path.file_name().is_some_and(|n| !n.to_string_lossy().ends_with(".key")) {
+            std::fs::remove_file(&path).expect("remove");
+        }
+    }
+    std::fs::create_dir(&artifact).expect("a directory where the artifact goes");
+    let plugin = host(dir.path()).load_file(fixtures::DOCS).await.expect("loads without its artifact cached");
+    let out = plugin.invoke(&lovia_host::CallRequest::new("search_docs", r#"{"query": "limits"}"#)).await;
+    assert_eq!(out.model_output(), r#"["Limits"]"#);
+    assert!(artifact.is_dir(), "nothing was written over it");
+}
+
 /// The artifact cache keeps at most `cache_max_bytes`: past it, the least
 /// recently loaded artifacts go (with their seals and descriptions), a
 /// cached load counts as a use, and the one just written always stays.

@@ -204,7 +204,13 @@ impl Host {
         // Only a component that loaded is kept: a refused one (an import
         // the host lacks, a manifest over a limit) leaves no artifact behind.
         if fresh && let Some(cache) = self.cache.as_deref() {
-            cache::store_artifact(&runtime.engine, cache, plugin.digest(), origin, &component)?;
+            // The plugin loaded; a cache that cannot take its artifact (a
+            // full disk) costs the next load a compile, not this load.
+            // Failing here left a replica without a tenant's upload for
+            // good (found by bench/fault-run, its disk fault).
+            if let Err(e) = cache::store_artifact(&runtime.engine, cache, plugin.digest(), origin, &component) {
+                tracing::warn!(%e, "the compiled artifact is not cached; the next load compiles again");
+            }
             if runtime.abi == Abi::Async {
                 let note = cache::async_note(cache.dir(), plugin.digest());
                 if let Err(e) = std::fs::write(&note, b"") {
