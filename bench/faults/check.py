@@ -97,6 +97,7 @@ def check(out):
             at = e["data"].get("at_ms", e["at"] * 1000) / 1000
             started[key] = min(started.get(key, at), at)
     in_flight_at_cancel = 0
+    pending_unresolved = 0
     run_ids = {}
     for row in store:
         if row.get("lease"):
@@ -208,9 +209,17 @@ def check(out):
         else:
             extra = set(made.values()) - cited
             # A run that stopped (cancelled, failed) may have made a payment
-            # its transcript does not show only if it was in flight then.
+            # its transcript does not show only if it was in flight then:
+            # after a cancel's 200, or as a call the store lists as pending
+            # (no result; its effect unknown, a resume runs it again under
+            # the same key). A program's nested calls are its own.
+            pending = {c.get("id") for c in api.get("pending_calls", [])}
             for key, number in made.items():
-                if number in extra and run.cancelled_at is None:
+                if number not in extra:
+                    continue
+                if key.partition("/")[2].partition("/")[0] in pending:
+                    pending_unresolved += 1
+                elif run.cancelled_at is None:
                     violation(f"an effect of a {row['status']} run its transcript does not show", None,
                               session=run.session, key=key)
         if run.choice in ("deny", "cancel") and any(k.endswith("/big") for k in made):
@@ -310,6 +319,7 @@ def check(out):
         "effects": len(by_key),
         "redelivered": redelivered,
         "in_flight_at_cancel": in_flight_at_cancel,
+        "pending_unresolved": pending_unresolved,
         "health_s": {k: (min(v), max(v)) for k, v in health.items()},
         "takeover_s": (min(takeovers), sorted(takeovers)[len(takeovers) // 2], max(takeovers))
         if takeovers else None,
@@ -326,7 +336,8 @@ def report(violations, summary):
           f"{summary['direct_calls']}")
     print(f"effects: {summary['effects']} payments from {summary['deliveries']} deliveries "
           f"({summary['redelivered']} sent again after a fault, same idempotency key, applied once; "
-          f"{summary['in_flight_at_cancel']} of calls started before a cancel landed after its answer)")
+          f"{summary['in_flight_at_cancel']} of calls started before a cancel landed after its answer; "
+          f"{summary.get('pending_unresolved', 0)} of stopped runs' calls listed as pending, in flight at the stop)")
     for kind, (lo, hi) in sorted(summary["health_s"].items()):
         print(f"ready again after {kind}: {lo:.2f}-{hi:.2f} s")
     if summary["takeover_s"]:

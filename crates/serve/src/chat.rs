@@ -291,6 +291,26 @@ pub(crate) struct ChatRequest {
     session_id: Option<String>,
     input: Option<String>,
     agent: Option<String>,
+    /// Without input: resume the session's run even if it was stopped (a
+    /// cancel, a budget). Default false: an attach without it follows the
+    /// run, and resumes only one whose replica died.
+    #[serde(default)]
+    resume: bool,
+}
+
+/// Who starts a run without input, and so which stopped runs it resumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resumer {
+    /// A takeover poll, or a start's sweep: only a run still stored
+    /// `running` (its replica is gone), never one a client stopped.
+    Takeover,
+    /// A client attaching without input (to follow the session): a run
+    /// still stored `running`, never one stopped. A plain attach used to
+    /// resume a cancelled run too, so a client that reattached to follow a
+    /// run it had cancelled ran it on (found by bench/fault-run).
+    Attach,
+    /// A client that asked to resume (`"resume": true`): a stopped run too.
+    Client,
 }
 
 #[derive(Deserialize)]
@@ -372,23 +392,25 @@ pub(crate) async fn chat(caller: Caller, headers: HeaderMap, body: String) -> Re
             return error(StatusCode::SERVICE_UNAVAILABLE, "the run store is unreachable; retry later");
         }
     }
+    if request.resume && input.is_some() {
+        return error(StatusCode::BAD_REQUEST, "resume goes without input: a chat with input starts a new run");
+    }
+    let resumer = if request.resume { Resumer::Client } else { Resumer::Attach };
     if input.is_none() {
-        let unfinished = service
-            .inner
-            .stores
-            .runs
-            .load(&tenant.name, &session)
-            .await
-            .ok()
-            .flatten()
-            .is_some_and(|cp| cp.is_unfinished());
-        if !unfinished {
-            return error(StatusCode::BAD_REQUEST, "input is required (there is no run to resume in this session)");
+        match service.inner.stores.runs.load(&tenant.name, &session).await {
+            Ok(Some(cp)) if cp.status == lovia_runner::RunStatus::Running => {}
+            Ok(Some(cp)) if cp.is_unfinished() && resumer == Resumer::Client => {}
+            Ok(Some(cp)) if cp.is_unfinished() => return RunRefusal::Stopped.into_response(),
+            Ok(_) => return RunRefusal::NothingToResume.into_response(),
+            Err(e) => {
+                tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot read the run's checkpoint");
+                return RunRefusal::StoreUnreachable.into_response();
+            }
         }
     }
     // A `traceparent` makes the run's trace part of the client's.
     let trace = tenant.telemetry.is_on().then(|| lovia_telemetry::propagate::from_headers(&headers));
-    match service.start_run(tenant, &session, input, true, false, trace).await {
+    match service.start_run(tenant, &session, input, true, resumer, trace).await {
         Ok(Some(live)) => service.sse_response(live),
         Ok(None) => error(StatusCode::INTERNAL_SERVER_ERROR, "the run started without a reader"),
         Err(refusal) => refusal.into_response(),
@@ -640,6 +662,10 @@ pub(crate) async fn transcript(caller: Caller, UrlPath(session): UrlPath<String>
             "status": cp.status,
             "agent": cp.agent,
             "messages": cp.messages,
+            // Calls of the last assistant message with no result yet: one
+            // in flight when the run stopped may have had its effect (a
+            // resume runs it again, under the same call id).
+            "pending_calls": cp.pending_calls,
             "pending_approvals": cp.pending_approvals,
             "allowed_tools": cp.allowed_tools,
             "error": cp.error,
@@ -689,8 +715,8 @@ impl Service {
     /// replicas the run is this one's only with its lease, and the tenant's
     /// leases are its runs on every replica). A run `resuming` must still
     /// be unfinished once the lease is taken; if not, the lease goes back.
-    /// A `takeover` resumes only a run still stored as `running`: one
-    /// stopped meanwhile (a cancel) waits for a client to resume it. Also
+    /// Only a [`Resumer::Client`] resumes a run stored as stopped (a
+    /// cancel, a budget); the others resume a run still stored `running`. Also
     /// whether a stored cancel may be the run's: a run resumed from
     /// `running` (its owner died or lost its database before it wrote that
     /// the run ended) must be ended if one is.
@@ -699,7 +725,7 @@ impl Service {
         tenant: &Tenant,
         session: &str,
         resuming: bool,
-        takeover: bool,
+        resumer: Resumer,
     ) -> Result<(Option<lovia_host::LeaseToken>, bool), RunRefusal> {
         let leases = &self.inner.stores.leases;
         let lease = match leases.take(&tenant.name, session, tenant.runs.max, !resuming).await {
@@ -722,7 +748,7 @@ impl Service {
             Ok(Some(cp)) if cp.status == lovia_runner::RunStatus::Running => return Ok((lease, true)),
             // Stopped, and stored so (a cancel, a budget): a client resumes
             // it now, and a cancel stored for it was of its stop.
-            Ok(Some(cp)) if cp.is_unfinished() && !takeover => {
+            Ok(Some(cp)) if cp.is_unfinished() && resumer == Resumer::Client => {
                 match leases.forget_cancel(&tenant.name, session).await {
                     Ok(()) => return Ok((lease, false)),
                     Err(e) => {
@@ -731,6 +757,7 @@ impl Service {
                     }
                 }
             }
+            Ok(Some(cp)) if cp.is_unfinished() && resumer == Resumer::Attach => RunRefusal::Stopped,
             Ok(_) => RunRefusal::NothingToResume,
             Err(e) => {
                 tracing::warn!(tenant = %tenant.name, %session, error = %e, "cannot read the run's checkpoint");
@@ -742,15 +769,15 @@ impl Service {
     }
 
     /// Starts (or resumes) the session's run; with `read`, returns a
-    /// reader's stream attached before the first event. A `takeover` (no
-    /// input) resumes a run whose replica is gone, not one a client stopped.
+    /// reader's stream attached before the first event. Without input, the
+    /// `resumer` says which unfinished runs it resumes.
     pub(crate) async fn start_run(
         &self,
         tenant: &Tenant,
         session: &str,
         input: Option<String>,
         read: bool,
-        takeover: bool,
+        resumer: Resumer,
         trace: Option<lovia_telemetry::Context>,
     ) -> Result<Option<Reader>, RunRefusal> {
         let provider = tenant.model.provider().map_err(RunRefusal::NoModel)?;
@@ -764,7 +791,7 @@ impl Service {
             return Err(RunRefusal::InProgress);
         }
         let taking = Instant::now();
-        let (lease, cancel_may_be_stored) = self.take_run_lease(tenant, session, input.is_none(), takeover).await?;
+        let (lease, cancel_may_be_stored) = self.take_run_lease(tenant, session, input.is_none(), resumer).await?;
         // With a shared store the ids continue the session's stored events.
         let first_id = match self.first_event_id(&tenant.name, session, input.is_some()).await {
             Ok(first) => first,

@@ -5,7 +5,7 @@
 
 use super::{chat, lease};
 use crate::Service;
-use crate::chat::RunRefusal;
+use crate::chat::{Resumer, RunRefusal};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -16,7 +16,7 @@ impl Service {
     /// store only those no live replica holds a lease of.
     ///
     /// Not a run stopped by a cancel or a budget (`interrupted`): it stays
-    /// stopped until a client resumes it (a chat without input). A start
+    /// stopped until a client resumes it (a chat with `"resume": true`). A start
     /// that resumed those re-ran what a person had cancelled, at any later
     /// start of any replica, each holding one of the tenant's
     /// `max_concurrent_runs` while its approval waited for nobody (found by
@@ -67,7 +67,7 @@ impl Service {
             if self.live(tenant, &session).is_some() {
                 continue;
             }
-            match self.start_run(tenant, &session, None, false, true, None).await {
+            match self.start_run(tenant, &session, None, false, Resumer::Takeover, None).await {
                 Ok(_) => tracing::info!(tenant = %tenant.name, %session, "{done}"),
                 // Another replica took its lease first, or ended it meanwhile: nothing to do.
                 Err(refusal) if refusal.taken_or_ended() => {}

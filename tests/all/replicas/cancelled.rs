@@ -47,10 +47,31 @@ async fn stays_stopped(addrs: &[SocketAddr]) {
     }
 }
 
-/// A client resumes the run by attaching without input: it goes on from
-/// its checkpoint (the cancel denied the refund) to its end.
+/// A client attaching without input follows the session: a cancelled run
+/// is not resumed by it but answered 409, and stays stopped. bench/fault-run
+/// found a workload that reattached to follow a run it had cancelled
+/// resume it, and the run made its payments.
+async fn attached_and_not_resumed(addr: SocketAddr) {
+    let (status, body) = request(addr, "POST", "/api/chat", Some("demo-key"), r#"{"session_id": "s1"}"#).await;
+    assert_eq!(
+        (status, json(&body)["error"].as_str()),
+        (
+            409,
+            Some(
+                "the session's run was stopped (cancelled, or out of budget); send \"resume\": true without input \
+                 to resume it, or input to start a new run"
+            )
+        ),
+        "{body}"
+    );
+    assert_eq!(run_status(addr).await, "interrupted");
+    assert_eq!(pending(addr).await, Vec::<String>::new(), "{addr} asked the cancelled run's approval again");
+}
+
+/// A client resumes the run with `"resume": true`: it goes on from its
+/// checkpoint (the cancel denied the refund) to its end.
 async fn resumed_on_request(addr: SocketAddr) {
-    let mut sse = Sse::post(addr, "/api/chat", "demo-key", r#"{"session_id": "s1"}"#).await;
+    let mut sse = Sse::post(addr, "/api/chat", "demo-key", r#"{"session_id": "s1", "resume": true}"#).await;
     assert_eq!(sse.status, 200);
     let events = sse.rest().await;
     assert_eq!(
@@ -75,6 +96,20 @@ async fn a_cancelled_run_stays_stopped_when_another_replica_starts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_attach_follows_a_cancelled_run_and_does_not_resume_it() {
+    let Some(url) = fresh_database("plain_attach") else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = chat_config_with(dir.path(), "");
+    let running = chat_replicas(&config, &url, 2).await;
+    cancelled_at_its_approval(running[0].1).await;
+    for (_, addr) in &running {
+        attached_and_not_resumed(*addr).await;
+    }
+    stays_stopped(&[running[0].1, running[1].1]).await;
+    resumed_on_request(running[1].1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_run_stays_stopped_when_the_single_process_restarts() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = chat_config_with(dir.path(), "");
@@ -86,5 +121,6 @@ async fn a_cancelled_run_stays_stopped_when_the_single_process_restarts() {
     first.wait().await.expect("reaped");
     let (_second, addr) = spawn_serve_with(&config, Path::new(&store), &env, &[]).await;
     stays_stopped(&[addr]).await;
+    attached_and_not_resumed(addr).await;
     resumed_on_request(addr).await;
 }

@@ -251,5 +251,15 @@ async fn a_cancel_is_stored_before_it_is_answered_and_ends_the_run_on_its_next_o
         assert_eq!(super::takeover::pending(addr).await, Vec::<String>::new(), "{addr}");
         let (_, body) = request(addr, "GET", "/api/chat/s1", Some("demo-key"), "").await;
         assert_eq!(json(&body)["status"], "interrupted", "{addr}: {body}");
+        // The refund never ran, and the session says it has no result; nor
+        // has the lookup, whose result the cut-off owner could not save.
+        let session = json(&body);
+        let pending: Vec<&str> = session["pending_calls"]
+            .as_array()
+            .expect("pending calls")
+            .iter()
+            .map(|c| c["id"].as_str().expect("an id"))
+            .collect();
+        assert_eq!(pending, ["call_lookup", "call_refund"], "{addr}: {body}");
     }
 }

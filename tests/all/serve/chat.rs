@@ -252,6 +252,12 @@ async fn chat_routes_refuse_bad_requests_and_other_tenants_through_the_router() 
         (status, json(&body)["error"].as_str()),
         (StatusCode::BAD_REQUEST, Some("input is required (there is no run to resume in this session)"))
     );
+    let resume_with_input = r#"{"session_id": "s1", "input": "x", "resume": true}"#;
+    let (status, body) = send("POST", "/api/chat", Some("acme-key"), Body::from(resume_with_input)).await;
+    assert_eq!(
+        (status, json(&body)["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("resume goes without input: a chat with input starts a new run"))
+    );
     let (status, _) =
         send("POST", "/api/chat", Some("acme-key"), Body::from(r#"{"input": "x", "agent": "other"}"#)).await;
     assert_eq!(status, StatusCode::NOT_FOUND);

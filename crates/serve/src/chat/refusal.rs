@@ -22,6 +22,12 @@ pub(crate) enum RunRefusal {
     /// A resume found no unfinished run (ended by the replica that held it).
     #[error("input is required (there is no run to resume in this session)")]
     NothingToResume,
+    /// An attach without input met a run stopped by a cancel or a budget:
+    /// only `"resume": true` resumes it.
+    #[error(
+        "the session's run was stopped (cancelled, or out of budget); send \"resume\": true without input to resume it, or input to start a new run"
+    )]
+    Stopped,
     /// The tenant's `max_concurrent_runs` is reached.
     #[error("too many runs in progress for this tenant")]
     TooManyRuns,
@@ -45,7 +51,7 @@ impl RunRefusal {
     pub(crate) fn status(&self) -> StatusCode {
         match self {
             Self::Body(_) | Self::NothingToResume => StatusCode::BAD_REQUEST,
-            Self::InProgress | Self::HeldElsewhere => StatusCode::CONFLICT,
+            Self::InProgress | Self::HeldElsewhere | Self::Stopped => StatusCode::CONFLICT,
             Self::TooManyRuns | Self::WorkspaceFull(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::StoreUnreachable | Self::NoModel(_) | Self::WorkspaceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
