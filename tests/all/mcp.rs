@@ -8,6 +8,7 @@ mod code_mode;
 mod hints;
 mod questions;
 mod startup;
+pub(crate) mod tasks;
 mod withdraw;
 
 use lovia_host::Tool;

@@ -401,6 +401,7 @@ mod cancelled;
 mod events;
 mod fencing;
 mod load;
+mod mcp_tasks;
 mod questions;
 mod quotas;
 mod store_loss;

@@ -116,6 +116,9 @@ pub(crate) enum Approval {
         timeout: Duration,
         /// The tools this session's person allowed for the session.
         allowed: Arc<SessionAllowed>,
+        /// The task the call runs as, if any: `input_required` while its
+        /// client is asked.
+        task: Option<crate::tasks::TaskMark>,
     },
     /// 2026-07-28: the first `tools/call` answers `input_required`; the
     /// retry brings the answer and the sealed request state back.

@@ -152,13 +152,16 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> Result<CallToolRes
                             by = "mcp_session_allowance";
                             true
                         }
-                        Approval::Elicit { peer, timeout, allowed, .. } => {
+                        Approval::Elicit { peer, timeout, allowed, task, .. } => {
                             // The call now waits for a person: the host may list it.
                             permit.approval_asked();
                             let form = approve::elicitation(message, Some(&request.tool));
+                            if let Some(task) = task {
+                                task.input_required(&format!("waiting for approval to run {}", request.tool)).await;
+                            }
                             // Withdrawn if the select below stops waiting for it.
                             let ask = crate::elicit::elicit(peer, form, *timeout);
-                            tokio::select! {
+                            let approved = tokio::select! {
                                 answer = ask => match answer {
                                     Ok(result) => {
                                         by = "mcp_elicitation";
@@ -177,7 +180,11 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> Result<CallToolRes
                                 // The host decided it (whoever answers first wins):
                                 // the ticket's decision no longer counts.
                                 () = decided_elsewhere(&state.approvals, &request.call_id) => false,
+                            };
+                            if let Some(task) = task {
+                                task.working().await;
                             }
+                            approved
                         }
                         Approval::RoundTrip { states, retry: Some((state, responses)), .. } => {
                             by = "mcp_input_required";

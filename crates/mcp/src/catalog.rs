@@ -1,9 +1,11 @@
 //! `tools/list`: each lovia tool as an MCP `Tool`, in the toolset's order.
 
-use lovia_host::{ToolSpec, Toolset};
+use lovia_host::{Executor, ToolSpec, Toolset};
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
+use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A tool that cannot be described to an MCP client.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,6 +47,30 @@ pub(crate) fn instructions(tools: &Toolset, context: Option<&str>) -> String {
     }
     parts.retain(|p| !p.trim().is_empty());
     parts.join("\n\n")
+}
+
+/// The least per-attempt timeout that makes a tool's calls long enough to
+/// offer as tasks: 10 s.
+pub(crate) const TASK_WORTHY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether a tool offers to run as a task (`execution.taskSupport:
+/// "optional"`): one whose call may wait for a person (it may need
+/// approval, or it is `ask_human`), that runs a program (code mode's
+/// `run_code`), or whose timeout is none or at least
+/// [`TASK_WORTHY_TIMEOUT`] (the shell, a plugin or a source tool that may
+/// run long). The others answer fast enough for a plain call.
+pub(crate) fn runs_as_task(tool: &lovia_host::Tool, default_timeout: Option<Duration>) -> bool {
+    let timeout = tool.spec().timeout_ms.map(Duration::from_millis).or(default_timeout);
+    tool.may_need_approval()
+        || tool.calls_tools()
+        || tool.spec().name == lovia_host::human::ASK_HUMAN
+        || timeout.is_none_or(|t| t >= TASK_WORTHY_TIMEOUT)
+}
+
+/// The names of `exec`'s tools that offer to run as tasks.
+pub(crate) fn task_tools(exec: &Executor) -> HashSet<String> {
+    let default_timeout = exec.settings().default_timeout;
+    exec.tools().iter().filter(|t| runs_as_task(t, default_timeout)).map(|t| t.spec().name.clone()).collect()
 }
 
 pub(crate) fn describe(tools: &Toolset) -> Result<Vec<Tool>, CatalogError> {

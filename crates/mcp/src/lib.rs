@@ -34,6 +34,7 @@ cfg_if::cfg_if! {
         mod redeemed;
         mod server;
         mod sessions;
+        mod tasks;
 
         pub use catalog::CatalogError;
         pub use hook::{CallHook, CallOutcome, CallPermit, CallStart};
@@ -43,6 +44,10 @@ cfg_if::cfg_if! {
         pub use redeemed::{MAX_REDEEMED_IN_MEMORY, RedeemedStates, StateKey};
         pub use server::{MAX_APPROVAL_TIMEOUT, McpOptions, McpServer, NewServerError, ServeError, TOOLS_PAGE};
         pub use sessions::{BoundedSessions, IDLE_SESSION, SessionLimitReached, SessionsError};
+        pub use tasks::{
+            Created, DEFAULT_MAX_TASKS, InMemoryTasks, KEPT_AFTER_END_MS, MAX_TASK_TTL, MAX_TASKS_IN_MEMORY, MIN_TASK_TTL,
+            TASK_POLL_INTERVAL, TaskOptions, TaskRow, TaskStatus, TaskStore, TaskStoreError, TaskWire,
+        };
     }
 }
 #[cfg(feature = "client")]

@@ -20,6 +20,8 @@ pub(crate) struct Catalog {
     pub(crate) tools: Arc<Vec<Tool>>,
     /// Plugin names by digest, for the approval prompt.
     pub(crate) plugin_names: Arc<HashMap<String, String>>,
+    /// The tools that offer to run as tasks (`catalog::runs_as_task`).
+    pub(crate) task_tools: Arc<std::collections::HashSet<String>>,
 }
 
 /// The current catalog and a counter of its replacements.

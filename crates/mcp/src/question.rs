@@ -255,9 +255,16 @@ impl HumanChannel for McpQuestions {
                 // call, which would run the program again from its start.
                 Approval::RoundTrip { .. } if nested => Err(HumanError::Cancelled(NESTED_ROUND_TRIP.into())),
                 Approval::Elicit { able: false, .. } => Err(HumanError::Cancelled(NO_FORM.into())),
-                Approval::Elicit { peer, .. } => {
+                Approval::Elicit { peer, task, .. } => {
+                    if let Some(task) = task {
+                        task.input_required("waiting for the person's answer to a question").await;
+                    }
                     // Withdrawn if the call is cancelled while the person is asked.
-                    match crate::elicit::elicit(peer, form(question), self.timeout).await {
+                    let answer = crate::elicit::elicit(peer, form(question), self.timeout).await;
+                    if let Some(task) = task {
+                        task.working().await;
+                    }
+                    match answer {
                         Ok(result) => answer_of(question, &result),
                         Err(ServiceError::Timeout { .. }) => Err(HumanError::Cancelled(format!(
                             "no answer within {}s — continue without one",

@@ -1,6 +1,7 @@
 //! The server side: [`McpServer`] serves an executor's tools over stdio and
 //! streamable HTTP (the crate's `server` feature).
 
+use crate::tasks::{self, TaskMark, TaskOptions, Tasks, wire};
 use crate::{CallHook, CallPermit, CallStart, CatalogError, McpQuestions, PROGRESS_INTERVAL, RedeemedStates, StateKey};
 use crate::{approve, call, catalog, hook, live, logging, loose, question};
 use lovia_host::{Executor, RunState, ToolCall};
@@ -11,10 +12,12 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// Why serving stopped or could not start.
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +116,10 @@ pub struct McpOptions {
     /// the client whose call asks it (docs/mcp.md, "Questions"). Default:
     /// none (a served `ask_human` of another channel asks that channel).
     pub questions: Option<Arc<McpQuestions>>,
+    /// The tasks this server keeps for its 2025-11-25 clients (docs/mcp.md,
+    /// "Tasks"): how many at most, and where. Default:
+    /// [`TaskOptions::default`], 100 in this process's memory.
+    pub tasks: TaskOptions,
 }
 
 impl std::fmt::Debug for McpOptions {
@@ -127,6 +134,7 @@ impl std::fmt::Debug for McpOptions {
             .field("state_key", &self.state_key)
             .field("redeemed", &self.redeemed.is_some())
             .field("questions", &self.questions)
+            .field("tasks", &self.tasks)
             .finish()
     }
 }
@@ -144,6 +152,7 @@ impl Default for McpOptions {
             redeemed: None,
             instructions: None,
             questions: None,
+            tasks: TaskOptions::default(),
         }
     }
 }
@@ -166,6 +175,8 @@ pub struct McpServer {
     /// The tools this session's person allowed for the session; each HTTP
     /// session gets its own.
     allowed: Arc<approve::SessionAllowed>,
+    /// The server's tasks, shared by every session.
+    tasks: Arc<Tasks>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -186,6 +197,7 @@ impl McpServer {
         let plugin_names = std::mem::take(&mut options.plugin_names);
         let catalog = live::Catalog {
             tools: Arc::new(catalog::describe(exec.tools())?),
+            task_tools: Arc::new(catalog::task_tools(&exec)),
             exec,
             plugin_names: Arc::new(plugin_names),
         };
@@ -196,7 +208,9 @@ impl McpServer {
             options.redeemed.clone(),
             options.tenant.clone(),
         )?;
+        let tasks = Arc::new(Tasks::new(&options.tasks, options.tenant.as_deref()));
         Ok(Self {
+            tasks,
             live: Arc::new(live::Live::new(catalog)),
             next_call: Arc::new(AtomicU64::new(1)),
             states: Arc::new(states),
@@ -219,7 +233,13 @@ impl McpServer {
     /// [`McpOptions::plugin_names`]. On an error nothing changes.
     pub fn replace(&self, exec: Executor, plugin_names: HashMap<String, String>) -> Result<(), CatalogError> {
         let tools = catalog::describe(exec.tools())?;
-        self.live.replace(live::Catalog { exec, tools: Arc::new(tools), plugin_names: Arc::new(plugin_names) });
+        let task_tools = Arc::new(catalog::task_tools(&exec));
+        self.live.replace(live::Catalog {
+            exec,
+            tools: Arc::new(tools),
+            plugin_names: Arc::new(plugin_names),
+            task_tools,
+        });
         Ok(())
     }
 
@@ -233,7 +253,12 @@ impl McpServer {
         // and writes them on tokio's reactor; tokio's own stdin and stdout
         // hand every read and write to a blocking thread and back, which
         // was most of a lone call's cost over stdio (docs/performance.md).
-        let transport = rmcp::transport::stdio_pipes();
+        let (read, write) = rmcp::transport::stdio_pipes();
+        // 2025-11-25 tasks, which rmcp does not model, around its transport (tasks/wire.rs).
+        let transport = wire::TaskWire::new(
+            rmcp::transport::async_rw::AsyncRwTransport::new_server(wire::LiftTasks::new(read), write),
+            self.task_offer(),
+        );
         let service = match self.serve(transport).await {
             Ok(service) => service,
             Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
@@ -253,12 +278,75 @@ impl McpServer {
         Self { log_level: logging::SessionLevel::default(), allowed: Arc::default(), ..self.clone() }
     }
 
+    /// What a session's transport needs to declare tasks, when they are on.
+    pub(crate) fn task_offer(&self) -> Option<wire::TaskOffer> {
+        self.tasks.on().then(|| wire::TaskOffer { live: self.live.clone() })
+    }
+
+    /// A `tools/call` that asked for a task, or a `tasks/*` request, as
+    /// tasks/wire.rs renamed them: answered here, since rmcp does not know
+    /// 2025-11-25 tasks. A 2026-07-28 request, or any when tasks are off, is
+    /// answered as before: the call runs plainly, the others are not found.
+    async fn task_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<Value, ErrorData> {
+        let method = request.method.as_str();
+        let params = request.params.unwrap_or(Value::Null);
+        if !self.tasks.on() || stateless(&context) {
+            if method == wire::TASK_CALL {
+                let legacy = !stateless(&context);
+                let (call, arguments) = loose::split(Some(params))?;
+                return Ok(loose::custom_result(self.call(call, arguments, context, None).await?, legacy)?.0);
+            }
+            return Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, wire::original(method).to_owned(), None));
+        }
+        let task_id = || {
+            params.get("taskId").and_then(Value::as_str).ok_or_else(|| {
+                ErrorData::invalid_params(format!("{} needs a taskId string", wire::original(method)), None)
+            })
+        };
+        match method {
+            wire::TASK_CALL => {
+                let ttl = params.get("task").and_then(|t| t.get("ttl")).and_then(Value::as_u64);
+                let (call, arguments) = loose::split(Some(params.clone()))?;
+                if !self.live.current().task_tools.contains(call.name.as_ref()) {
+                    return Err(ErrorData::new(
+                        ErrorCode::METHOD_NOT_FOUND,
+                        format!(
+                            "tool {:?} does not run as a task (it offers no execution.taskSupport); call it without `task`",
+                            call.name
+                        ),
+                        None,
+                    ));
+                }
+                let row = self.tasks.create(&call.name, ttl).await?;
+                // The call outlives its request: its own token, which
+                // `tasks/cancel` cancels (and so lovia's cancel of its run).
+                let cancel = CancellationToken::new();
+                let mut detached = context;
+                detached.ct = cancel.clone();
+                let server = self.clone();
+                let mark = TaskMark { tasks: self.tasks.clone(), id: row.id.clone() };
+                self.tasks.spawn(&row, cancel, async move { server.call(call, arguments, detached, Some(mark)).await });
+                Ok(tasks::created_json(&row))
+            }
+            wire::GET => self.tasks.get(task_id()?).await,
+            wire::RESULT => self.tasks.result(task_id()?, &context.ct).await,
+            wire::LIST => self.tasks.list().await,
+            wire::CANCEL => self.tasks.cancel(task_id()?).await,
+            other => Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, wire::original(other).to_owned(), None)),
+        }
+    }
+
     /// One `tools/call` with its argument text as the client sent it.
     async fn call(
         &self,
         request: CallToolRequestParams,
         arguments: String,
         context: RequestContext<RoleServer>,
+        task: Option<TaskMark>,
     ) -> Result<CallToolResponse, ErrorData> {
         // The whole call runs against the catalog of its start.
         let catalog = self.live.current();
@@ -304,6 +392,7 @@ impl McpServer {
                 able,
                 timeout: self.options.approval_timeout,
                 allowed: self.allowed.clone(),
+                task,
             }
         });
         // A call of `ask_human` asks its question of this same client, and
@@ -402,7 +491,7 @@ impl ServerHandler for McpServer {
         // The argument text as the client sent it, re-serialised: an absent
         // `arguments` is the empty text lovia reads as `{}`.
         let arguments = request.arguments.take().map(|a| serde_json::Value::Object(a).to_string()).unwrap_or_default();
-        self.call(request, arguments, context).await
+        self.call(request, arguments, context, None).await
     }
 
     /// A `tools/call` whose `arguments` is not an object arrives here
@@ -412,12 +501,15 @@ impl ServerHandler for McpServer {
         request: CustomRequest,
         context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
+        if wire::is_lifted(&request.method) {
+            return self.task_request(request, context).await.map(CustomResult::new);
+        }
         if request.method != loose::TOOLS_CALL {
             return Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, request.method, None));
         }
         let (params, arguments) = loose::split(request.params)?;
         let legacy = !stateless(&context);
-        loose::custom_result(self.call(params, arguments, context).await?, legacy)
+        loose::custom_result(self.call(params, arguments, context, None).await?, legacy)
     }
 
     // 2026-07-28: `list_changed` goes on `subscriptions/listen` streams that

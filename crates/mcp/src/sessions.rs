@@ -6,13 +6,16 @@
 //! `initialize` past the bound; everything else is rmcp's.
 //!
 //! 2026-07-28 requests never reach a session manager: each is answered
-//! statelessly.
+//! statelessly. A session's transport declares the server's tasks on the
+//! way out (tasks/wire.rs), which rmcp does not model.
 
+use crate::tasks::wire::{TaskOffer, TaskWire};
 use futures_core::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, LocalSessionManagerError};
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
+use std::sync::RwLock;
 use std::time::Duration;
 
 /// How long a session may stay idle before rmcp ends it: its default, 5 minutes.
@@ -58,12 +61,30 @@ pub struct BoundedSessions {
     /// Held from the count to the insertion, so two `initialize` requests at
     /// once cannot both take the last place.
     creating: tokio::sync::Mutex<()>,
+    /// The tasks of the server whose sessions these are, when it has them on.
+    tasks: RwLock<Option<TaskOffer>>,
+}
+
+impl std::fmt::Debug for TaskOffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TaskOffer")
+    }
 }
 
 impl BoundedSessions {
     /// A manager that holds at most `max` sessions.
     pub fn new(max: usize) -> Self {
-        Self { inner: LocalSessionManager::default(), max, creating: tokio::sync::Mutex::new(()) }
+        Self {
+            inner: LocalSessionManager::default(),
+            max,
+            creating: tokio::sync::Mutex::new(()),
+            tasks: RwLock::default(),
+        }
+    }
+
+    /// The server whose sessions these are offers tasks.
+    pub(crate) fn offer_tasks(&self, offer: Option<TaskOffer>) {
+        *self.tasks.write().unwrap_or_else(|p| p.into_inner()) = offer;
     }
 
     /// The sessions open now.
@@ -79,14 +100,16 @@ impl BoundedSessions {
 
 impl SessionManager for BoundedSessions {
     type Error = SessionsError;
-    type Transport = <LocalSessionManager as SessionManager>::Transport;
+    type Transport = TaskWire<<LocalSessionManager as SessionManager>::Transport>;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         let _one = self.creating.lock().await;
         if self.open().await >= self.max {
             return Err(SessionLimitReached { max: self.max }.into());
         }
-        Ok(SessionManager::create_session(&self.inner).await?)
+        let (id, transport) = SessionManager::create_session(&self.inner).await?;
+        let offer = self.tasks.read().unwrap_or_else(|p| p.into_inner()).clone();
+        Ok((id, TaskWire::new(transport, offer)))
     }
 
     async fn initialize_session(

@@ -269,6 +269,7 @@ impl Service {
                 metrics: metrics.clone(),
                 approval_timeout: Duration::from_secs(config.approval_timeout_secs),
                 max_sessions: t.max_mcp_sessions,
+                max_tasks: t.max_mcp_tasks,
                 sse_keep_alive: Duration::from_secs(config.sse_keep_alive_secs.max(1)),
                 shared: stores.mcp_states.as_deref(),
                 questions: t.agent.ask_human.then(|| Duration::from_secs(config.question_timeout_secs.max(1))),

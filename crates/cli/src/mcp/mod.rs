@@ -95,6 +95,13 @@ pub(crate) struct Args {
     /// in seconds (1 to 3600); unanswered, it is not approved.
     #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=3600))]
     approval_timeout_secs: u64,
+    /// The most tasks kept at once for 2025-11-25 clients that call a long
+    /// tool (one that may wait for approval, runs a program, or has no
+    /// timeout or one of 10 s or more) as a task, running or ended until
+    /// its ttl (at most an hour) passes; the oldest ended task makes room
+    /// for a new one. 0 offers no tasks (docs/mcp.md, "Tasks").
+    #[arg(long, value_name = "N", default_value_t = lovia_mcp::DEFAULT_MAX_TASKS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=10_000))]
+    max_tasks: usize,
     /// Reload a plugin when its file or its config (the .toml beside it, or
     /// --config) changes (polled every 500 ms; a change is loaded once the
     /// files have stayed the same for one poll), and send
@@ -237,6 +244,7 @@ pub(crate) async fn run(args: Args, host: Host, supply: Supply) -> Result<ExitCo
     options.approval_timeout = std::time::Duration::from_secs(args.approval_timeout_secs);
     options.plugin_names = plugin_names;
     options.list_changed = args.watch;
+    options.tasks.max_kept = args.max_tasks;
     // No approval handler: lovia-mcp asks the client and decides every gated
     // call itself; one nobody decided is denied (docs/semantics.md §13).
     let settings = ExecSettings::default()

@@ -32,9 +32,7 @@ impl HeadRefused {
                 (StatusCode::FORBIDDEN, "Forbidden: the request target names a host that is not allowed")
             }
         };
-        let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
-        *response.status_mut() = status;
-        response
+        refusal(status, text)
     }
 }
 
@@ -103,28 +101,63 @@ impl<S> std::fmt::Debug for Guarded<S> {
     }
 }
 
+/// The most a request body may hold, as rmcp's own limit: 4 MiB.
+const MAX_BODY: usize = 4 << 20;
+
 impl<S, B> tower::Service<Request<B>> for Guarded<S>
 where
-    S: tower::Service<Request<B>, Response = HttpResponse, Error = Infallible>,
+    S: tower::Service<Request<Full<Bytes>>, Response = HttpResponse, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     type Response = HttpResponse;
     type Error = Infallible;
-    type Future = futures_util::future::Either<std::future::Ready<Result<HttpResponse, Infallible>>, S::Future>;
+    type Future = futures_util::future::BoxFuture<'static, Result<HttpResponse, Infallible>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        match check(&request, &self.allowed_hosts) {
-            Ok(()) => futures_util::future::Either::Right(self.inner.call(request)),
-            Err(refused) => {
-                tracing::warn!(?refused, "refused an MCP request head");
-                futures_util::future::Either::Left(std::future::ready(Ok(refused.response())))
-            }
+        if let Err(refused) = check(&request, &self.allowed_hosts) {
+            tracing::warn!(?refused, "refused an MCP request head");
+            return Box::pin(std::future::ready(Ok(refused.response())));
         }
+        // The service made ready goes with the request; its clone stays.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        Box::pin(async move {
+            // A 2025-11-25 session's message may ask for a task, which rmcp
+            // would read without it (tasks/wire.rs): its body is read here,
+            // as rmcp would read it, and renamed.
+            let session = request.method() == http::Method::POST && request.headers().contains_key("mcp-session-id");
+            let (parts, body) = request.into_parts();
+            let bytes = match http_body_util::Limited::new(body, MAX_BODY).collect().await {
+                Ok(body) => body.to_bytes(),
+                Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                    return Ok(refusal(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "Payload Too Large: the request body is over 4 MiB",
+                    ));
+                }
+                Err(_) => {
+                    return Ok(refusal(StatusCode::BAD_REQUEST, "Bad Request: the request body could not be read"));
+                }
+            };
+            let bytes = match session.then(|| crate::tasks::wire::lift(&bytes)).flatten() {
+                Some(lifted) => Bytes::from(lifted),
+                None => bytes,
+            };
+            inner.call(Request::from_parts(parts, Full::new(bytes))).await
+        })
     }
+}
+
+fn refusal(status: StatusCode, text: &'static str) -> HttpResponse {
+    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
+    *response.status_mut() = status;
+    response
 }
 
 #[cfg(test)]

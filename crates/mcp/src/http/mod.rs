@@ -40,6 +40,7 @@ impl McpServer {
             config.with_allowed_origins(guard::origins(&options.allowed_hosts)).enforce_origin_validation()
         };
         let sessions = options.sessions.unwrap_or_else(|| Arc::new(BoundedSessions::new(options.max_sessions)));
+        sessions.offer_tasks(self.task_offer());
         Guarded {
             inner: StreamableHttpService::new(move || Ok(self.for_session()), sessions, config),
             allowed_hosts: options.allowed_hosts.into(),

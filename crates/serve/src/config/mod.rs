@@ -35,6 +35,7 @@
 //! max_plugins = 16                     # default: plugins it may upload
 //! max_uploaded_bytes = 67108864        # default (64 MiB): bytes of all its uploads
 //! max_mcp_sessions = 100               # default: MCP sessions (2025-11-25) open at once on /mcp
+//! max_mcp_tasks = 100                  # default: MCP tasks kept at once for /mcp (0: none)
 //! guest_log_bytes_per_minute = 1048576 # default (1 MiB): what its plugins may write to the log
 //! guest_log_level = "info"             # default: its plugins' lines below this level are dropped
 //! provider = { kind = "env" }          # default: OPENAI_API_KEY / ANTHROPIC_API_KEY …

@@ -76,6 +76,14 @@ pub struct TenantConfig {
     /// 429. 2026-07-28 requests hold no session. Default: 100.
     #[serde(default = "default_max_mcp_sessions")]
     pub max_mcp_sessions: usize,
+    /// Tasks (2025-11-25 clients of `/mcp` calling a long tool as a task)
+    /// kept for the tenant at once, running or ended until their ttl (at
+    /// most an hour) passes; the oldest ended one makes room for a new one,
+    /// and past it with none ended a task is refused. With PostgreSQL they
+    /// are kept in the store and count across replicas. 0 offers no tasks.
+    /// Default: 100.
+    #[serde(default = "default_max_mcp_tasks")]
+    pub max_mcp_tasks: usize,
     /// Bytes of log lines the tenant's plugins may write per minute through
     /// `context.log` (each line's message plus 128 bytes for the fields
     /// the host adds), refilled continuously. Past it their lines are
@@ -158,6 +166,10 @@ fn default_max_mcp_sessions() -> usize {
     100
 }
 
+fn default_max_mcp_tasks() -> usize {
+    lovia_mcp::DEFAULT_MAX_TASKS
+}
+
 fn default_guest_log_bytes() -> u64 {
     lovia_host::sandbox::DEFAULT_GUEST_LOG_BYTES_PER_MINUTE
 }
@@ -223,6 +235,7 @@ impl TenantConfig {
             max_rejected_uploads_per_hour: default_max_rejected_uploads(),
             upload_signers: Vec::new(),
             max_mcp_sessions: default_max_mcp_sessions(),
+            max_mcp_tasks: default_max_mcp_tasks(),
             guest_log_bytes_per_minute: default_guest_log_bytes(),
             guest_log_level: lovia_host::LogLevel::default(),
             fuel_per_minute: None,

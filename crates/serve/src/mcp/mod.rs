@@ -13,6 +13,7 @@
 
 mod hook;
 pub(crate) mod states;
+mod tasks;
 
 pub(crate) use hook::Pending;
 
@@ -57,6 +58,8 @@ pub(crate) struct Setup<'a> {
     pub(crate) metrics: Arc<super::metrics::Metrics>,
     pub(crate) approval_timeout: Duration,
     pub(crate) max_sessions: usize,
+    /// `max_mcp_tasks`: the most tasks kept for the tenant (0: none).
+    pub(crate) max_tasks: usize,
     /// `sse_keep_alive_secs`: its streams must outlive `idle_connection_secs`
     /// exactly as the chats' do.
     pub(crate) sse_keep_alive: Duration,
@@ -142,9 +145,11 @@ impl TenantMcp {
             metrics: setup.metrics,
             waiting: waiting.clone(),
         }));
+        options.tasks.max_kept = setup.max_tasks;
         if let Some(shared) = setup.shared {
             options.state_key = Some(shared.key.clone());
             options.redeemed = Some(shared.redeemed.clone());
+            options.tasks.store = Some(shared.tasks.clone());
         }
         let server = McpServer::with_options(exec, options)?;
         let sessions = Arc::new(BoundedSessions::new(setup.max_sessions));

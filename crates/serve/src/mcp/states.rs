@@ -35,10 +35,13 @@ COMMIT;";
 /// The one row of `lovia_mcp_state_key`.
 const KEY_ROW: i32 = 1;
 
-/// The sealing key and the redeemed states every replica of one store shares.
+/// The sealing key, the redeemed states and the tasks every replica of one
+/// store shares.
 pub(crate) struct SharedStates {
     pub(crate) key: StateKey,
     pub(crate) redeemed: Arc<PgRedeemed>,
+    /// The tenants' `/mcp` tasks (tasks.rs).
+    pub(crate) tasks: Arc<super::tasks::PgTasks>,
 }
 
 /// Redeemed request states in PostgreSQL.
@@ -56,6 +59,7 @@ impl SharedStates {
         let Some(pool) = pool else { return Ok(None) };
         let fail = |message: String| (pool.location().to_owned(), message);
         pool.run_schema(SCHEMA).await.map_err(|e| fail(e.to_string()))?;
+        pool.run_schema(super::tasks::SCHEMA).await.map_err(|e| fail(e.to_string()))?;
         let mut mine = [0u8; 32];
         getrandom::fill(&mut mine).map_err(|e| fail(format!("no randomness for the MCP state key: {e}")))?;
         let redeemed = PgRedeemed { pool: pool.clone() };
@@ -74,7 +78,8 @@ impl SharedStates {
             })
             .await
             .map_err(fail)?;
-        Ok(Some(SharedStates { key: StateKey::new(key), redeemed: Arc::new(redeemed) }))
+        let tasks = Arc::new(super::tasks::PgTasks::new(pool.clone()));
+        Ok(Some(SharedStates { key: StateKey::new(key), redeemed: Arc::new(redeemed), tasks }))
     }
 }
 
