@@ -124,6 +124,10 @@ tenants = []
 ",
             "question_timeout_secs is 0; it must be 1 to 3600 (an hour)",
         ),
+        (
+            "[[tenants]]\nname = \"a\"\napi_keys = [\"c48a01f49fd0f2cc404bc3cbbc80e91457a3d41bb429a695243de4c61794155c\"]\nmax_mcp_tasks = 10001\n",
+            "max_mcp_tasks (10001) must be 0 to 10000",
+        ),
     ] {
         std::fs::write(&path, text).expect("write");
         let err = ServeConfig::load(&path).expect_err("refused").to_string();

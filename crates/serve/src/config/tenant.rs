@@ -80,8 +80,8 @@ pub struct TenantConfig {
     /// kept for the tenant at once, running or ended until their ttl (at
     /// most an hour) passes; the oldest ended one makes room for a new one,
     /// and past it with none ended a task is refused. With PostgreSQL they
-    /// are kept in the store and count across replicas. 0 offers no tasks.
-    /// Default: 100.
+    /// are kept in the store and count across replicas. 0 offers no tasks;
+    /// at most 10,000. Default: 100.
     #[serde(default = "default_max_mcp_tasks")]
     pub max_mcp_tasks: usize,
     /// Bytes of log lines the tenant's plugins may write per minute through
@@ -343,6 +343,18 @@ impl TenantConfig {
                 "max_concurrent_calls",
                 Some(&self.name),
                 format!("tenant {:?}: quotas must be at least 1", self.name),
+            ));
+        }
+        if self.max_mcp_tasks > lovia_mcp::MAX_TASKS_IN_MEMORY {
+            return Err(rule(
+                "max_mcp_tasks",
+                Some(&self.name),
+                format!(
+                    "tenant {:?}: max_mcp_tasks ({}) must be 0 to {}",
+                    self.name,
+                    self.max_mcp_tasks,
+                    lovia_mcp::MAX_TASKS_IN_MEMORY
+                ),
             ));
         }
         if self.max_body_bytes_in_flight < bounds.max_plugin_bytes {
