@@ -8,6 +8,8 @@
 //   node task_client.mjs gated stdio|http …        a gated tool (launch) as a task
 //   node task_client.mjs replicas URL_A URL_B       tasks made on A, read and cancelled on B
 //   node task_client.mjs bound http URL N           N running tasks, then one more
+//   node task_client.mjs make URL                   a task that runs a minute; its id
+//   node task_client.mjs await URL ID               polls the task until it ends (30 s at most)
 //
 // HTTP requests carry `Authorization: Bearer $LOVIA_KEY` when it is set.
 // Capabilities are enforced strictly: a request with `task` throws unless
@@ -131,6 +133,25 @@ try {
     out.refused = await createTask(client, 'sleep_ms', { ms: 60000 }).then(() => null, err);
     for (const id of running) await client.experimental.tasks.cancelTask(id);
     out.afterCancels = (await createTask(client, 'sleep_ms', { ms: 10 })).status;
+    await client.close();
+  } else if (scenario === 'make') {
+    const client = await connect('http', [rest[0]]);
+    const task = await createTask(client, 'sleep_ms', { ms: 60000 });
+    out.taskId = task.taskId;
+    out.status = (await client.experimental.tasks.getTask(task.taskId)).status;
+    await client.close();
+  } else if (scenario === 'await') {
+    const [url, id] = rest;
+    const client = await connect('http', [url]);
+    const deadline = Date.now() + 30000;
+    let task = await client.experimental.tasks.getTask(id);
+    while (!['completed', 'failed', 'cancelled'].includes(task.status) && Date.now() < deadline) {
+      await sleep(task.pollInterval ?? 500);
+      task = await client.experimental.tasks.getTask(id);
+    }
+    out.status = task.status;
+    out.statusMessage = task.statusMessage ?? null;
+    out.result = await client.experimental.tasks.getTaskResult(id, CallToolResultSchema).then(() => null, err);
     await client.close();
   } else {
     throw new Error(`unknown scenario ${scenario}`);

@@ -155,8 +155,9 @@ pub(crate) async fn run(exec: &Executor, request: Request) -> Result<CallToolRes
                         Approval::Elicit { peer, timeout, allowed, task, .. } => {
                             // The call now waits for a person: the host may list it.
                             permit.approval_asked();
-                            let form = approve::elicitation(message, Some(&request.tool));
+                            let mut form = approve::elicitation(message, Some(&request.tool));
                             if let Some(task) = task {
+                                task.relate(&mut form);
                                 task.input_required(&format!("waiting for approval to run {}", request.tool)).await;
                             }
                             // Withdrawn if the select below stops waiting for it.

@@ -46,7 +46,7 @@ cfg_if::cfg_if! {
         pub use sessions::{BoundedSessions, IDLE_SESSION, SessionLimitReached, SessionsError};
         pub use tasks::{
             Created, DEFAULT_MAX_TASKS, InMemoryTasks, KEPT_AFTER_END_MS, MAX_TASK_TTL, MAX_TASKS_IN_MEMORY, MIN_TASK_TTL,
-            TASK_POLL_INTERVAL, TaskOptions, TaskRow, TaskStatus, TaskStore, TaskStoreError, TaskWire,
+            TASK_POLL_INTERVAL, TASKS_PAGE, TaskOptions, TaskRow, TaskStatus, TaskStore, TaskStoreError, TaskWire,
         };
     }
 }

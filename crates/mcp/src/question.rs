@@ -256,11 +256,13 @@ impl HumanChannel for McpQuestions {
                 Approval::RoundTrip { .. } if nested => Err(HumanError::Cancelled(NESTED_ROUND_TRIP.into())),
                 Approval::Elicit { able: false, .. } => Err(HumanError::Cancelled(NO_FORM.into())),
                 Approval::Elicit { peer, task, .. } => {
+                    let mut asking = form(question);
                     if let Some(task) = task {
+                        task.relate(&mut asking);
                         task.input_required("waiting for the person's answer to a question").await;
                     }
                     // Withdrawn if the call is cancelled while the person is asked.
-                    let answer = crate::elicit::elicit(peer, form(question), self.timeout).await;
+                    let answer = crate::elicit::elicit(peer, asking, self.timeout).await;
                     if let Some(task) = task {
                         task.working().await;
                     }

@@ -334,7 +334,7 @@ impl McpServer {
             }
             wire::GET => self.tasks.get(task_id()?).await,
             wire::RESULT => self.tasks.result(task_id()?, &context.ct).await,
-            wire::LIST => self.tasks.list().await,
+            wire::LIST => self.tasks.list(params.get("cursor").and_then(Value::as_str)).await,
             wire::CANCEL => self.tasks.cancel(task_id()?).await,
             other => Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, wire::original(other).to_owned(), None)),
         }

@@ -363,6 +363,9 @@ pub(crate) async fn chat(caller: Caller, headers: HeaderMap, body: String) -> Re
         return error(StatusCode::BAD_REQUEST, "session_id must be 1-128 letters, digits, _ . or -");
     }
     let input = request.input.filter(|i| !i.trim().is_empty());
+    if request.resume && input.is_some() {
+        return error(StatusCode::BAD_REQUEST, "resume goes without input: a chat with input starts a new run");
+    }
     // Attach: the run's events so far (or those after the client's
     // Last-Event-ID), then the live ones.
     let after = match headers.get("last-event-id").map(|v| v.to_str().ok().and_then(|v| v.trim().parse().ok())) {
@@ -391,9 +394,6 @@ pub(crate) async fn chat(caller: Caller, headers: HeaderMap, body: String) -> Re
             tracing::warn!(error = %e, "cannot read the run's lease");
             return error(StatusCode::SERVICE_UNAVAILABLE, "the run store is unreachable; retry later");
         }
-    }
-    if request.resume && input.is_some() {
-        return error(StatusCode::BAD_REQUEST, "resume goes without input: a chat with input starts a new run");
     }
     let resumer = if request.resume { Resumer::Client } else { Resumer::Attach };
     if input.is_none() {

@@ -52,7 +52,19 @@ async fn stays_stopped(addrs: &[SocketAddr]) {
 /// found a workload that reattached to follow a run it had cancelled
 /// resume it, and the run made its payments.
 async fn attached_and_not_resumed(addr: SocketAddr) {
-    let (status, body) = request(addr, "POST", "/api/chat", Some("demo-key"), r#"{"session_id": "s1"}"#).await;
+    // While the ended run is still live on its replica (its events flushed,
+    // its lease let go) an attach follows it: its events so far, not a
+    // resume. Then the stopped run answers 409.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (status, body) = loop {
+        let (status, body) = request(addr, "POST", "/api/chat", Some("demo-key"), r#"{"session_id": "s1"}"#).await;
+        if status != 200 {
+            break (status, body);
+        }
+        assert!(!body.contains(r#""resumed":true"#), "{addr} resumed the cancelled run: {body}");
+        assert!(Instant::now() < deadline, "{addr} still streams the ended run");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!(
         (status, json(&body)["error"].as_str()),
         (

@@ -131,8 +131,14 @@ where
             // A 2025-11-25 session's message may ask for a task, which rmcp
             // would read without it (tasks/wire.rs): its body is read here,
             // as rmcp would read it, and renamed.
-            let session = request.method() == http::Method::POST && request.headers().contains_key("mcp-session-id");
+            let post = request.method() == http::Method::POST;
+            let session = post && request.headers().contains_key("mcp-session-id");
             let (parts, body) = request.into_parts();
+            // Only a POST carries a message: another method's body is not
+            // read (rmcp reads none), so one that never ends holds nothing.
+            if !post {
+                return inner.call(Request::from_parts(parts, Full::new(Bytes::new()))).await;
+            }
             let bytes = match http_body_util::Limited::new(body, MAX_BODY).collect().await {
                 Ok(body) => body.to_bytes(),
                 Err(e) if e.is::<http_body_util::LengthLimitError>() => {

@@ -24,7 +24,7 @@ pub use wire::TaskWire;
 
 use lovia_host::call::text;
 use rmcp::ErrorData;
-use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, ErrorCode};
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams, ErrorCode};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -44,6 +44,9 @@ pub const MIN_TASK_TTL: Duration = Duration::from_secs(60);
 
 /// How often a client should poll a task (`pollInterval`): 500 ms.
 pub const TASK_POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// How many tasks one `tasks/list` page holds.
+pub const TASKS_PAGE: usize = 100;
 
 /// How often a running task tells its store that it still runs, and looks
 /// whether it was cancelled elsewhere (another replica's `tasks/cancel`).
@@ -148,8 +151,14 @@ impl Tasks {
         self.running.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), cancel.clone());
         let tasks = self.clone();
         tokio::spawn(async move {
+            // The call on a task of its own: one that panics ends its task
+            // as failed instead of leaving it `working` for ever.
+            let call = tokio::spawn(call);
             let answer = tokio::select! {
-                answer = call => answer,
+                joined = call => joined.unwrap_or_else(|e| {
+                    tracing::warn!(task = %id, error = %e, "a task's call stopped abnormally");
+                    Err(ErrorData::internal_error("the call stopped abnormally", None))
+                }),
                 () = tasks.renew(&id, &cancel) => unreachable_renewal(),
             };
             tasks.finish(&id, answer).await;
@@ -224,10 +233,24 @@ impl Tasks {
         Ok(task_json(&self.row(id).await?))
     }
 
-    /// `tasks/list`: the scope's tasks, newest first.
-    pub(crate) async fn list(&self) -> Result<Value, ErrorData> {
-        let rows = self.store.list(&self.scope).await.map_err(|e| store_failed(&e))?;
-        Ok(json!({"tasks": rows.iter().map(task_json).collect::<Vec<_>>()}))
+    /// `tasks/list`: a page of the scope's tasks, newest first, at most
+    /// [`TASKS_PAGE`]; `nextCursor` names the next page.
+    pub(crate) async fn list(&self, cursor: Option<&str>) -> Result<Value, ErrorData> {
+        let after = match cursor {
+            None => None,
+            Some(c) => Some(
+                parse_cursor(c)
+                    .ok_or_else(|| ErrorData::invalid_params(format!("unknown tasks/list cursor {c:?}"), None))?,
+            ),
+        };
+        let rows = self.store.list(&self.scope, after, TASKS_PAGE + 1).await.map_err(|e| store_failed(&e))?;
+        let more = rows.len() > TASKS_PAGE;
+        let page = &rows[..rows.len().min(TASKS_PAGE)];
+        let mut answer = json!({"tasks": page.iter().map(task_json).collect::<Vec<_>>()});
+        if let (true, Some(last), Some(answer)) = (more, page.last(), answer.as_object_mut()) {
+            answer.insert("nextCursor".into(), json!(format!("{}:{}", last.created_ms, last.id)));
+        }
+        Ok(answer)
     }
 
     /// `tasks/cancel`: the task's status is `cancelled` before the answer,
@@ -269,6 +292,12 @@ impl Tasks {
             let ended = self.ended.notified();
             let row = self.row(id).await?;
             if row.status.is_terminal() {
+                // Read once, at the end: the polls above carry no result.
+                let row = match self.store.get_with_result(&self.scope, id).await {
+                    Ok(Some(row)) => row,
+                    Ok(None) => return Err(ErrorData::invalid_params(format!("unknown task {id:?} (expired)"), None)),
+                    Err(e) => return Err(store_failed(&e)),
+                };
                 let stored: Value =
                     row.result.as_deref().and_then(|r| serde_json::from_str(r).ok()).unwrap_or(Value::Null);
                 if row.status == TaskStatus::Failed {
@@ -286,7 +315,7 @@ impl Tasks {
                 };
                 let meta = result.entry("_meta").or_insert_with(|| json!({}));
                 if let Some(meta) = meta.as_object_mut() {
-                    meta.insert("io.modelcontextprotocol/related-task".into(), json!({"taskId": id}));
+                    meta.insert(RELATED_TASK.into(), json!({"taskId": id}));
                 }
                 return Ok(Value::Object(result));
             }
@@ -319,6 +348,23 @@ impl TaskMark {
     pub(crate) async fn working(&self) {
         self.tasks.set_status(&self.id, TaskStatus::Working, None).await;
     }
+
+    /// Names the task in the `_meta` of a request it makes of the client,
+    /// as the revision asks of every message of a task.
+    pub(crate) fn relate(&self, params: &mut ElicitRequestParams) {
+        if let ElicitRequestParams::FormElicitationParams { meta, .. } = params {
+            meta.get_or_insert_with(Default::default).insert(RELATED_TASK.into(), json!({"taskId": self.id}));
+        }
+    }
+}
+
+/// The `_meta` key that names a message's task.
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
+/// The position a `tasks/list` cursor (`<created_ms>:<id>`) names.
+fn parse_cursor(cursor: &str) -> Option<(u64, String)> {
+    let (ms, id) = cursor.split_once(':')?;
+    Some((ms.parse().ok()?, id.to_owned()))
 }
 
 /// A task as 2025-11-25 spells it.
@@ -415,7 +461,8 @@ mod tests {
         let error = tasks.result(&row.id, &CancellationToken::new()).await.expect_err("failed");
         assert_eq!((error.code, error.message.as_ref()), (ErrorCode::INVALID_PARAMS, "bad"));
         assert_eq!(tasks.get(&row.id).await.expect("kept")["status"], "failed");
-        assert_eq!(tasks.list().await.expect("listed")["tasks"][0]["taskId"], row.id.as_str());
+        assert_eq!(tasks.list(None).await.expect("listed")["tasks"][0]["taskId"], row.id.as_str());
+        assert_eq!(tasks.list(Some("x")).await.expect_err("a bad cursor").code, ErrorCode::INVALID_PARAMS);
     }
 
     #[tokio::test]

@@ -142,10 +142,23 @@ pub trait TaskStore: Send + Sync {
         row: &'a TaskRow,
         max: usize,
     ) -> BoxFuture<'a, Result<Created, TaskStoreError>>;
-    /// The task, if the scope keeps it.
+    /// The task without its result, if the scope keeps it (a poll reads
+    /// this, so it never carries a result of up to the tool's output cap).
     fn get<'a>(&'a self, scope: &'a str, id: &'a str) -> BoxFuture<'a, Result<Option<TaskRow>, TaskStoreError>>;
-    /// The scope's tasks, newest first.
-    fn list<'a>(&'a self, scope: &'a str) -> BoxFuture<'a, Result<Vec<TaskRow>, TaskStoreError>>;
+    /// The task with its result, if the scope keeps it.
+    fn get_with_result<'a>(
+        &'a self,
+        scope: &'a str,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<TaskRow>, TaskStoreError>>;
+    /// At most `limit` of the scope's tasks without their results, newest
+    /// first, from the one after `after` (its `created_ms` and id).
+    fn list<'a>(
+        &'a self,
+        scope: &'a str,
+        after: Option<(u64, String)>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<TaskRow>, TaskStoreError>>;
     /// Sets a running task's status and message; `Ok(false)` when it has
     /// ended already (its end stands).
     fn set_status<'a>(
@@ -156,7 +169,9 @@ pub trait TaskStore: Send + Sync {
         message: Option<&'a str>,
     ) -> BoxFuture<'a, Result<bool, TaskStoreError>>;
     /// Ends a running task with `status` (terminal) and `result`; the first
-    /// end wins: `Ok(false)` when it had ended already.
+    /// end wins: `Ok(false)` when it had ended already. An ended task is
+    /// kept until its ttl has passed and a minute after its end, unless
+    /// the scope's bound needs room first.
     fn finish<'a>(
         &'a self,
         scope: &'a str,
@@ -177,8 +192,10 @@ pub(crate) fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// The most tasks one process keeps in memory across its scopes; past it a
-/// new task is refused as if its scope were full.
+/// The most tasks one [`InMemoryTasks`] keeps across its scopes (each
+/// server of `lovia mcp`, each tenant of `lovia serve` on SQLite, has its
+/// own); past it a new task is refused as if its scope were full. Also the
+/// most `max_mcp_tasks` a tenant may have.
 pub const MAX_TASKS_IN_MEMORY: usize = 10_000;
 
 /// The default store: this process's memory. A task does not outlive the
@@ -187,11 +204,30 @@ pub const MAX_TASKS_IN_MEMORY: usize = 10_000;
 pub struct InMemoryTasks(Mutex<HashMap<(String, String), TaskRow>>);
 
 impl InMemoryTasks {
-    fn with<T>(&self, f: impl FnOnce(&mut HashMap<(String, String), TaskRow>) -> T) -> T {
+    /// `f` on the tasks; with `sweep`, the expired ones go first (only the
+    /// calls that add or list do it, so a poll or a renewal costs no scan).
+    fn with<T>(&self, sweep: bool, f: impl FnOnce(&mut HashMap<(String, String), TaskRow>) -> T) -> T {
         let mut tasks = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let now = now_ms();
-        tasks.retain(|_, row| !row.expired(now));
+        if sweep {
+            let now = now_ms();
+            tasks.retain(|_, row| !row.expired(now));
+        }
         f(&mut tasks)
+    }
+}
+
+/// The row without its result.
+fn head(row: &TaskRow) -> TaskRow {
+    TaskRow {
+        id: row.id.clone(),
+        tool: row.tool.clone(),
+        status: row.status,
+        message: row.message.clone(),
+        created_ms: row.created_ms,
+        updated_ms: row.updated_ms,
+        ttl_ms: row.ttl_ms,
+        poll_ms: row.poll_ms,
+        result: None,
     }
 }
 
@@ -202,7 +238,7 @@ impl TaskStore for InMemoryTasks {
         row: &'a TaskRow,
         max: usize,
     ) -> BoxFuture<'a, Result<Created, TaskStoreError>> {
-        let created = self.with(|tasks| {
+        let created = self.with(true, |tasks| {
             let mine: Vec<&TaskRow> = tasks.iter().filter(|((s, _), _)| s == scope).map(|(_, r)| r).collect();
             if mine.len() >= max || tasks.len() >= MAX_TASKS_IN_MEMORY {
                 let oldest_ended = mine
@@ -224,14 +260,36 @@ impl TaskStore for InMemoryTasks {
     }
 
     fn get<'a>(&'a self, scope: &'a str, id: &'a str) -> BoxFuture<'a, Result<Option<TaskRow>, TaskStoreError>> {
-        let row = self.with(|tasks| tasks.get(&(scope.to_owned(), id.to_owned())).cloned());
+        let row = self.with(false, |tasks| tasks.get(&(scope.to_owned(), id.to_owned())).map(head));
         Box::pin(std::future::ready(Ok(row)))
     }
 
-    fn list<'a>(&'a self, scope: &'a str) -> BoxFuture<'a, Result<Vec<TaskRow>, TaskStoreError>> {
-        let mut rows: Vec<TaskRow> =
-            self.with(|tasks| tasks.iter().filter(|((s, _), _)| s == scope).map(|(_, r)| r.clone()).collect());
+    fn get_with_result<'a>(
+        &'a self,
+        scope: &'a str,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<TaskRow>, TaskStoreError>> {
+        let row = self.with(false, |tasks| tasks.get(&(scope.to_owned(), id.to_owned())).cloned());
+        Box::pin(std::future::ready(Ok(row)))
+    }
+
+    fn list<'a>(
+        &'a self,
+        scope: &'a str,
+        after: Option<(u64, String)>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<TaskRow>, TaskStoreError>> {
+        let mut rows: Vec<TaskRow> = self.with(true, |tasks| {
+            tasks
+                .iter()
+                .filter(|((s, _), r)| {
+                    s == scope && after.as_ref().is_none_or(|(ms, id)| (r.created_ms, &r.id) < (*ms, id))
+                })
+                .map(|(_, r)| head(r))
+                .collect()
+        });
         rows.sort_by(|a, b| (b.created_ms, &b.id).cmp(&(a.created_ms, &a.id)));
+        rows.truncate(limit);
         Box::pin(std::future::ready(Ok(rows)))
     }
 
@@ -242,11 +300,11 @@ impl TaskStore for InMemoryTasks {
         status: TaskStatus,
         message: Option<&'a str>,
     ) -> BoxFuture<'a, Result<bool, TaskStoreError>> {
-        let set = self.with(|tasks| match tasks.get_mut(&(scope.to_owned(), id.to_owned())) {
+        let set = self.with(false, |tasks| match tasks.get_mut(&(scope.to_owned(), id.to_owned())) {
             Some(row) if !row.status.is_terminal() => {
                 row.status = status;
                 row.message = message.map(str::to_owned);
-                row.updated_ms = now_ms();
+                row.updated_ms = now_ms().max(row.updated_ms);
                 true
             }
             _ => false,
@@ -262,11 +320,11 @@ impl TaskStore for InMemoryTasks {
         message: Option<&'a str>,
         result: &'a str,
     ) -> BoxFuture<'a, Result<bool, TaskStoreError>> {
-        let ended = self.with(|tasks| match tasks.get_mut(&(scope.to_owned(), id.to_owned())) {
+        let ended = self.with(false, |tasks| match tasks.get_mut(&(scope.to_owned(), id.to_owned())) {
             Some(row) if !row.status.is_terminal() => {
                 row.status = status;
                 row.message = message.map(str::to_owned);
-                row.updated_ms = now_ms();
+                row.updated_ms = now_ms().max(row.updated_ms);
                 row.result = Some(result.to_owned());
                 true
             }
@@ -276,7 +334,7 @@ impl TaskStore for InMemoryTasks {
     }
 
     fn renew<'a>(&'a self, scope: &'a str, id: &'a str) -> BoxFuture<'a, Result<Option<TaskStatus>, TaskStoreError>> {
-        let status = self.with(|tasks| tasks.get(&(scope.to_owned(), id.to_owned())).map(|r| r.status));
+        let status = self.with(false, |tasks| tasks.get(&(scope.to_owned(), id.to_owned())).map(|r| r.status));
         Box::pin(std::future::ready(Ok(status)))
     }
 }
@@ -309,6 +367,8 @@ mod tests {
         assert_eq!(now(store.create("a", &row("t3"), 2)), Ok(Created::Yes));
         assert_eq!(now(store.get("a", "t2")), Ok(None));
         assert!(now(store.get("a", "t1")).expect("get").is_some());
+        let listed: Vec<String> = now(store.list("a", None, 10)).expect("list").into_iter().map(|r| r.id).collect();
+        assert_eq!(listed.len(), 2);
         assert_eq!(now(store.get("b", "t3")), Ok(None), "a scope sees only its own tasks");
         assert_eq!(now(store.create("a", &row("t4"), 0)), Ok(Created::Full), "0 keeps none");
     }
@@ -322,8 +382,9 @@ mod tests {
         assert_eq!(now(store.finish("a", "t1", TaskStatus::Cancelled, Some("by the client"), "{}")), Ok(true));
         assert_eq!(now(store.finish("a", "t1", TaskStatus::Completed, None, r#"{"late":1}"#)), Ok(false));
         assert_eq!(now(store.set_status("a", "t1", TaskStatus::Working, None)), Ok(false));
-        let kept = now(store.get("a", "t1")).expect("get").expect("kept");
+        let kept = now(store.get_with_result("a", "t1")).expect("get").expect("kept");
         assert_eq!((kept.status, kept.result.as_deref()), (TaskStatus::Cancelled, Some("{}")));
+        assert_eq!(now(store.get("a", "t1")).expect("get").expect("kept").result, None, "a poll reads no result");
         assert_eq!(now(store.renew("a", "gone")), Ok(None));
     }
 
@@ -337,5 +398,32 @@ mod tests {
         assert!(ended.expired(1_001 + KEPT_AFTER_END_MS));
         let running = TaskRow { status: TaskStatus::Working, ..ended };
         assert!(!running.expired(u64::MAX), "a running task is kept");
+    }
+}
+
+#[cfg(test)]
+mod paging {
+    use super::*;
+
+    #[test]
+    fn a_list_pages_newest_first_from_its_cursor() {
+        let store = InMemoryTasks::default();
+        for (id, created) in [("t1", 1_000), ("t2", 1_001), ("t3", 1_002)] {
+            let row = TaskRow::new(id.into(), "x".into(), created, 60_000, 500);
+            let mut future = std::pin::pin!(store.create("a", &row, 10));
+            let _ = future.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+        }
+        let page = |after: Option<(u64, String)>| {
+            let mut future = std::pin::pin!(store.list("a", after, 2));
+            match future.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+                std::task::Poll::Ready(rows) => {
+                    rows.expect("list").into_iter().map(|r| (r.created_ms, r.id)).collect::<Vec<_>>()
+                }
+                std::task::Poll::Pending => panic!("the in-memory store never waits"),
+            }
+        };
+        let first = page(None);
+        assert_eq!(first, [(1_002, "t3".to_owned()), (1_001, "t2".to_owned())]);
+        assert_eq!(page(first.last().cloned()), [(1_000, "t1".to_owned())]);
     }
 }

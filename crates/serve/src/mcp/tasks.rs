@@ -44,8 +44,13 @@ pub(crate) const STOPPED_AFTER_SECS: f64 = 10.0;
 /// (beside the run starts' 7_420_612).
 const TASK_CREATE_LOCK: i32 = 7_420_613;
 
-/// The database's clock in ms since the Unix epoch, in SQL.
+/// The database's clock in ms since the Unix epoch, in SQL: what the
+/// expiry compares the rows' times with (they are the replicas' clocks,
+/// a task's `createdAt` and `lastUpdatedAt` both from the one that wrote).
 const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+/// A row's columns without its result: what a poll or a list reads.
+const HEAD: &str = "task_id, tool, status, message, created_ms, updated_ms, ttl_ms, poll_ms, NULL::text AS result";
 
 /// A task whose replica stopped, as the error its `tasks/result` reads.
 const STOPPED: &str = r#"{"code":-32603,"message":"the replica running the task stopped before the task ended"}"#;
@@ -76,9 +81,28 @@ fn signed(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// This replica's clock in ms since the Unix epoch, as the row's times are.
+fn now() -> i64 {
+    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
 impl PgTasks {
     pub(crate) fn new(pool: PgPool) -> Self {
         Self { pool }
+    }
+
+    fn read_one<'a>(
+        &'a self,
+        scope: &'a str,
+        id: &'a str,
+        with_result: bool,
+    ) -> BoxFuture<'a, Result<Option<TaskRow>, TaskStoreError>> {
+        let (tenant, id) = (scope.to_owned(), id.to_owned());
+        Box::pin(async move {
+            let row = self.run(move |c| Box::pin(async move { read(c, &tenant, &id, with_result).await })).await?;
+            row.as_ref().map(row_of).transpose()
+        })
     }
 
     async fn run<T: Send>(
@@ -89,18 +113,47 @@ impl PgTasks {
     }
 }
 
-/// Marks the tenant's tasks whose replica stopped renewing them as failed.
-async fn fail_stopped(c: &PgClient, tenant: &str) -> Result<u64, tokio_postgres::Error> {
+/// Marks the tenant's tasks (or the one task `id`) whose replica stopped
+/// renewing them as failed.
+async fn fail_stopped<C: tokio_postgres::GenericClient + Sync>(
+    c: &C,
+    tenant: &str,
+    id: Option<&str>,
+) -> Result<u64, tokio_postgres::Error> {
     c.execute(
         &format!(
             "UPDATE lovia_mcp_tasks SET status = 'failed', message = 'the replica running the task stopped',
-                    result = $2, updated_ms = {NOW_MS}
-              WHERE tenant = $1 AND status IN ('working', 'input_required')
+                    result = $2, updated_ms = greatest(updated_ms, {NOW_MS})
+              WHERE tenant = $1 AND ($4::text IS NULL OR task_id = $4)
+                AND status IN ('working', 'input_required')
                 AND renewed < now() - make_interval(secs => $3)"
         ),
-        &[&tenant, &STOPPED, &STOPPED_AFTER_SECS],
+        &[&tenant, &STOPPED, &STOPPED_AFTER_SECS, &id],
     )
     .await
+}
+
+/// The task, without its result unless `with_result`, once a stopped
+/// replica's task is marked failed: a running row renewed within
+/// [`STOPPED_AFTER_SECS`] is read as it is, with one indexed read.
+async fn read(
+    c: &PgClient,
+    tenant: &str,
+    id: &str,
+    with_result: bool,
+) -> Result<Option<tokio_postgres::Row>, tokio_postgres::Error> {
+    let columns = if with_result { "*" } else { HEAD };
+    let select = format!(
+        "SELECT {columns}, status IN ('working', 'input_required')
+                AND renewed < now() - make_interval(secs => $3) AS stopped
+           FROM lovia_mcp_tasks WHERE tenant = $1 AND task_id = $2"
+    );
+    let row = c.query_opt(&select, &[&tenant, &id, &STOPPED_AFTER_SECS]).await?;
+    if row.as_ref().is_some_and(|r| r.get::<_, bool>("stopped")) {
+        fail_stopped::<tokio_postgres::Client>(c, tenant, Some(id)).await?;
+        return c.query_opt(&select, &[&tenant, &id, &STOPPED_AFTER_SECS]).await;
+    }
+    Ok(row)
 }
 
 impl TaskStore for PgTasks {
@@ -118,6 +171,8 @@ impl TaskStore for PgTasks {
                 // The tenant's creates serialise on its lock, so the count
                 // below sees every row committed before it.
                 tx.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", &[&TASK_CREATE_LOCK, &tenant]).await?;
+                // A dead replica's tasks end first, so they make room.
+                fail_stopped::<tokio_postgres::Transaction<'_>>(&tx, &tenant, None).await?;
                 tx.execute(
                     &format!(
                         "DELETE FROM lovia_mcp_tasks WHERE tenant = $1 AND status IN ('completed', 'failed', 'cancelled')
@@ -165,31 +220,41 @@ impl TaskStore for PgTasks {
     }
 
     fn get<'a>(&'a self, scope: &'a str, id: &'a str) -> BoxFuture<'a, Result<Option<TaskRow>, TaskStoreError>> {
-        let (tenant, id) = (scope.to_owned(), id.to_owned());
-        Box::pin(async move {
-            let row = self
-                .run(move |c| {
-                    Box::pin(async move {
-                        fail_stopped(c, &tenant).await?;
-                        c.query_opt("SELECT * FROM lovia_mcp_tasks WHERE tenant = $1 AND task_id = $2", &[&tenant, &id])
-                            .await
-                    })
-                })
-                .await?;
-            row.as_ref().map(row_of).transpose()
-        })
+        self.read_one(scope, id, false)
     }
 
-    fn list<'a>(&'a self, scope: &'a str) -> BoxFuture<'a, Result<Vec<TaskRow>, TaskStoreError>> {
+    fn get_with_result<'a>(
+        &'a self,
+        scope: &'a str,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<TaskRow>, TaskStoreError>> {
+        self.read_one(scope, id, true)
+    }
+
+    fn list<'a>(
+        &'a self,
+        scope: &'a str,
+        after: Option<(u64, String)>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<TaskRow>, TaskStoreError>> {
         let tenant = scope.to_owned();
+        let (after_ms, after_id) = match after {
+            Some((ms, id)) => (Some(signed(ms)), Some(id)),
+            None => (None, None),
+        };
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         Box::pin(async move {
             let rows = self
                 .run(move |c| {
                     Box::pin(async move {
-                        fail_stopped(c, &tenant).await?;
+                        fail_stopped::<tokio_postgres::Client>(c, &tenant, None).await?;
                         c.query(
-                            "SELECT * FROM lovia_mcp_tasks WHERE tenant = $1 ORDER BY created_ms DESC, task_id DESC",
-                            &[&tenant],
+                            &format!(
+                                "SELECT {HEAD} FROM lovia_mcp_tasks
+                                  WHERE tenant = $1 AND ($2::bigint IS NULL OR (created_ms, task_id) < ($2, $3))
+                                  ORDER BY created_ms DESC, task_id DESC LIMIT $4"
+                            ),
+                            &[&tenant, &after_ms, &after_id, &limit],
                         )
                         .await
                     })
@@ -210,11 +275,10 @@ impl TaskStore for PgTasks {
         Box::pin(self.run(move |c| {
             Box::pin(async move {
                 c.execute(
-                    &format!(
-                        "UPDATE lovia_mcp_tasks SET status = $3, message = $4, updated_ms = {NOW_MS}, renewed = now()
-                          WHERE tenant = $1 AND task_id = $2 AND status IN ('working', 'input_required')"
-                    ),
-                    &[&tenant, &id, &status.as_str(), &message],
+                    "UPDATE lovia_mcp_tasks SET status = $3, message = $4, updated_ms = greatest(updated_ms, $5),
+                                renewed = now()
+                          WHERE tenant = $1 AND task_id = $2 AND status IN ('working', 'input_required')",
+                    &[&tenant, &id, &status.as_str(), &message, &now()],
                 )
                 .await
                 .map(|n| n == 1)
@@ -235,11 +299,10 @@ impl TaskStore for PgTasks {
         Box::pin(self.run(move |c| {
             Box::pin(async move {
                 c.execute(
-                    &format!(
-                        "UPDATE lovia_mcp_tasks SET status = $3, message = $4, result = $5, updated_ms = {NOW_MS}
-                          WHERE tenant = $1 AND task_id = $2 AND status IN ('working', 'input_required')"
-                    ),
-                    &[&tenant, &id, &status.as_str(), &message, &result],
+                    "UPDATE lovia_mcp_tasks SET status = $3, message = $4, result = $5,
+                                updated_ms = greatest(updated_ms, $6)
+                          WHERE tenant = $1 AND task_id = $2 AND status IN ('working', 'input_required')",
+                    &[&tenant, &id, &status.as_str(), &message, &result, &now()],
                 )
                 .await
                 .map(|n| n == 1)
