@@ -6,9 +6,10 @@ use crate::{CallHook, CallPermit, CallStart, CatalogError, McpQuestions, PROGRES
 use crate::{approve, call, catalog, hook, live, logging, loose, question};
 use lovia_host::{Executor, RunState, ToolCall};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest, CustomResult, ErrorCode,
-    Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-    SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock, CreateTaskResult,
+    CustomRequest, CustomResult, ErrorCode, GetTaskParams, GetTaskResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -278,6 +279,26 @@ impl McpServer {
         Self { log_level: logging::SessionLevel::default(), allowed: Arc::default(), ..self.clone() }
     }
 
+    /// Whether a 2026-07-28 call runs as a task (SEP-2663, where the server
+    /// decides): the client declared the extension, the tool may run long,
+    /// and it asks nothing of a person (approvals and questions are that
+    /// revision's round trips, which a plain call answers).
+    fn runs_as_sep2663_task(&self, request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> bool {
+        if !(self.tasks.on() && stateless(context) && request.request_state.is_none()) {
+            return false;
+        }
+        if !context.client_capabilities().is_some_and(|c| c.supports_tasks()) {
+            return false;
+        }
+        let catalog = self.live.current();
+        catalog.task_tools.contains(request.name.as_ref())
+            && catalog
+                .exec
+                .tools()
+                .get(&request.name)
+                .is_some_and(|t| !t.may_need_approval() && t.spec().name != lovia_host::human::ASK_HUMAN)
+    }
+
     /// What a session's transport needs to declare tasks, when they are on.
     pub(crate) fn task_offer(&self) -> Option<wire::TaskOffer> {
         self.tasks.on().then(|| wire::TaskOffer { live: self.live.clone() })
@@ -442,6 +463,9 @@ impl ServerHandler for McpServer {
     #[expect(deprecated, reason = "MCP logging (SEP-2577); see logging.rs")]
     fn get_info(&self) -> ServerConfig {
         let tools = ServerCapabilities::builder().enable_logging().enable_tools();
+        // 2026-07-28 tasks (SEP-2663) are rmcp's extension; 2025-11-25's
+        // capability goes on the wire (tasks/wire.rs).
+        let tools = if self.tasks.on() { tools.enable_tasks() } else { tools };
         let capabilities =
             if self.options.list_changed { tools.enable_tool_list_changed().build() } else { tools.build() };
         ServerConfig::new(capabilities)
@@ -491,7 +515,46 @@ impl ServerHandler for McpServer {
         // The argument text as the client sent it, re-serialised: an absent
         // `arguments` is the empty text lovia reads as `{}`.
         let arguments = request.arguments.take().map(|a| serde_json::Value::Object(a).to_string()).unwrap_or_default();
+        if self.runs_as_sep2663_task(&request, &context) {
+            let row = self.tasks.create(&request.name, None).await?;
+            let cancel = CancellationToken::new();
+            let mut detached = context;
+            detached.ct = cancel.clone();
+            let server = self.clone();
+            self.tasks.spawn(&row, cancel, async move { server.call(request, arguments, detached, None).await });
+            return Ok(CallToolResponse::Task(CreateTaskResult::new(tasks::sep2663_task(&row))));
+        }
         self.call(request, arguments, context, None).await
+    }
+
+    /// SEP-2663 `tasks/get`: the task, its result inline once it ended.
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        Ok(GetTaskResult::new(self.tasks.detailed(&request.task_id).await?))
+    }
+
+    /// SEP-2663 `tasks/cancel`: `cancelled` at once, the call stopped.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel(&request.task_id).await.map(drop)
+    }
+
+    /// SEP-2663 `tasks/update`: lovia's tasks ask nothing of the client (a
+    /// call that needs a person runs as a plain call, whose round trip asks).
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        // Known or not, the answer is the same: nothing to update.
+        let _ = self.tasks.get(&request.task_id).await?;
+        Err(ErrorData::invalid_params(format!("task {:?} asks for no input", request.task_id), None))
     }
 
     /// A `tools/call` whose `arguments` is not an object arrives here

@@ -135,3 +135,68 @@ fn no_tasks_are_offered_with_max_tasks_zero() {
     assert_eq!(out["plain"], "slept 10 ms");
     drop(server);
 }
+
+/// A 2026-07-28 client that declares the tasks extension (SEP-2663),
+/// rmcp's own client: the server answers a long call with a task, which
+/// `tasks/get` reads until its result is inline, and `tasks/cancel` stops;
+/// a client without the extension gets the plain result.
+#[tokio::test]
+async fn a_long_call_of_a_2026_07_28_client_runs_as_a_server_directed_task() {
+    use rmcp::model::{
+        CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig, GetTaskParams,
+        Implementation, ProtocolVersion, TaskPayload,
+    };
+    use rmcp::{ClientLifecycleMode, ClientServiceExt};
+    let discover = || ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let start = || {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_lovia"));
+        command.args(lovia_args(&[fixtures::DIAGNOSTICS], &[]));
+        let (child, _) = rmcp::transport::TokioChildProcess::builder(command)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("lovia mcp starts");
+        child
+    };
+    let sleep = |ms: u64| {
+        let mut arguments = serde_json::Map::new();
+        arguments.insert("ms".into(), json!(ms));
+        CallToolRequestParams::new("sleep_ms").with_arguments(arguments)
+    };
+    let info =
+        ClientConfig::new(ClientCapabilities::builder().enable_tasks().build(), Implementation::new("lovia-test", "1"));
+    let client = info.serve_with_lifecycle(start(), discover()).await.expect("discovered");
+    let CallToolResponse::Task(created) = client.call_tool_once(sleep(1200)).await.expect("answered") else {
+        panic!("a long call of a client with the tasks extension is a task");
+    };
+    assert_eq!(created.task.poll_interval_ms, Some(500));
+    let id = created.task.task_id.clone();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let result = loop {
+        let got = client.get_task(GetTaskParams::new(id.clone())).await.expect("tasks/get");
+        match got.task.payload {
+            TaskPayload::Completed { result } => break result,
+            TaskPayload::Working => {}
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(std::time::Instant::now() < deadline, "the task never completed");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(result["content"][0]["text"], "slept 1200 ms", "{result:?}");
+    let CallToolResponse::Task(long) = client.call_tool_once(sleep(60_000)).await.expect("answered") else {
+        panic!("a task");
+    };
+    let cancelled_at = std::time::Instant::now();
+    client.cancel_task(CancelTaskParams::new(long.task.task_id.clone())).await.expect("tasks/cancel");
+    let got = client.get_task(GetTaskParams::new(long.task.task_id.clone())).await.expect("tasks/get");
+    assert_eq!(got.task.payload, TaskPayload::Cancelled);
+    assert!(cancelled_at.elapsed() < std::time::Duration::from_secs(5));
+    let unknown = client.get_task(GetTaskParams::new("task-unknown")).await.expect_err("unknown");
+    assert!(unknown.to_string().contains("unknown task"), "{unknown}");
+    client.cancel().await.expect("closed");
+    // Without the extension: the plain result, as before.
+    let plain = ClientConfig::new(ClientCapabilities::default(), Implementation::new("lovia-test", "1"));
+    let client = plain.serve_with_lifecycle(start(), discover()).await.expect("discovered");
+    let result = client.call_tool(sleep(10)).await.expect("a plain result");
+    assert_eq!(result.content[0].as_text().map(|t| t.text.as_str()), Some("slept 10 ms"));
+    client.cancel().await.expect("closed");
+}

@@ -331,6 +331,54 @@ impl Tasks {
     }
 }
 
+impl Tasks {
+    /// The task as 2026-07-28 (SEP-2663) spells it, with its result or
+    /// error inline once it has ended (`tasks/get`).
+    pub(crate) async fn detailed(&self, id: &str) -> Result<rmcp::model::DetailedTask, ErrorData> {
+        use rmcp::model::TaskPayload;
+        let row = match self.store.get_with_result(&self.scope, id).await {
+            Ok(Some(row)) => row,
+            Ok(None) => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown task {id:?} (never made here, or expired)"),
+                    None,
+                ));
+            }
+            Err(e) => return Err(store_failed(&e)),
+        };
+        let stored = || match row.result.as_deref().and_then(|r| serde_json::from_str::<Value>(r).ok()) {
+            Some(Value::Object(o)) => o,
+            _ => serde_json::Map::new(),
+        };
+        let payload = match row.status {
+            TaskStatus::Completed => TaskPayload::Completed { result: stored() },
+            TaskStatus::Failed => TaskPayload::Failed { error: stored() },
+            TaskStatus::Cancelled => TaskPayload::Cancelled,
+            TaskStatus::InputRequired => TaskPayload::InputRequired { input_requests: Default::default() },
+            TaskStatus::Working => TaskPayload::Working,
+        };
+        Ok(rmcp::model::DetailedTask::new(sep2663_task(&row), payload))
+    }
+}
+
+/// A task as 2026-07-28 (SEP-2663) spells it: `ttlMs`, `pollIntervalMs`.
+pub(crate) fn sep2663_task(row: &TaskRow) -> rmcp::model::Task {
+    let status = match row.status {
+        TaskStatus::Working => rmcp::model::TaskStatus::Working,
+        TaskStatus::InputRequired => rmcp::model::TaskStatus::InputRequired,
+        TaskStatus::Completed => rmcp::model::TaskStatus::Completed,
+        TaskStatus::Failed => rmcp::model::TaskStatus::Failed,
+        TaskStatus::Cancelled => rmcp::model::TaskStatus::Cancelled,
+    };
+    let task = rmcp::model::Task::new(row.id.clone(), status, rfc3339(row.created_ms), rfc3339(row.updated_ms))
+        .with_ttl_ms(row.ttl_ms)
+        .with_poll_interval_ms(row.poll_ms);
+    match &row.message {
+        Some(message) => task.with_status_message(message.clone()),
+        None => task,
+    }
+}
+
 /// A task's status, set from inside its call (call.rs, question.rs).
 #[derive(Clone)]
 pub(crate) struct TaskMark {

@@ -56,6 +56,11 @@ pub(crate) fn lift(message: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     let mut value: Value = serde_json::from_slice(message).ok()?;
+    // A 2026-07-28 request names its revision in `_meta`: its tasks are
+    // rmcp's own (SEP-2663), and it passes as it came.
+    if value.pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion").is_some() {
+        return None;
+    }
     let object = value.as_object_mut()?;
     let renamed = match object.get("method")?.as_str()? {
         "tools/call" if object.get("params").and_then(|p| p.get("task")).is_some() => TASK_CALL,
@@ -260,6 +265,8 @@ mod tests {
         assert_eq!(lift(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#), None);
         assert_eq!(lift(br#"{"method":"tools/call","params":{"arguments":{"task":1}}}"#), None);
         assert_eq!(lift(br#"{"method":"tasks/get""#), None);
+        let newer = br#"{"method":"tasks/get","params":{"taskId":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert_eq!(lift(newer), None, "a 2026-07-28 request is rmcp's");
         assert!(!is_lifted("tools/call"));
     }
 
