@@ -13,9 +13,10 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The client's script; `None` when the `mcp-fs` part (which installs the
-/// SDK in tests/mcp-fs/node_modules) is opted out.
-pub(crate) fn task_client() -> Option<PathBuf> {
+/// A script of tests/mcp-fs, run with node; `None` when the `mcp-fs` part
+/// (which installs the TypeScript SDK in tests/mcp-fs/node_modules) is
+/// opted out.
+pub(crate) fn mcp_fs_script(name: &str) -> Option<PathBuf> {
     parts::require(Part::McpFs, || {
         if !root().join("tests/mcp-fs/node_modules/@modelcontextprotocol/sdk").exists() {
             return Err("no tests/mcp-fs/node_modules (cd tests/mcp-fs && npm ci)".into());
@@ -23,8 +24,13 @@ pub(crate) fn task_client() -> Option<PathBuf> {
         if !Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success()) {
             return Err("no node on PATH".into());
         }
-        Ok(root().join("tests/mcp-fs/task_client.mjs"))
+        Ok(root().join("tests/mcp-fs").join(name))
     })
+}
+
+/// The task client's script.
+pub(crate) fn task_client() -> Option<PathBuf> {
+    mcp_fs_script("task_client.mjs")
 }
 
 /// Runs the client with `args`; the one JSON line it printed.

@@ -6,26 +6,15 @@
 //! official TypeScript SDK's task runtime (tests/mcp-fs's lockfile).
 
 use super::{Case, calls, completed, output};
-use crate::mcp::root;
-use lovia_tests::parts::{self, Part};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The task server's script; `None` when the `mcp-fs` part (which installs
-/// the SDK in tests/mcp-fs/node_modules) is opted out.
+/// The task server's script.
 fn task_server() -> Option<PathBuf> {
-    parts::require(Part::McpFs, || {
-        if !root().join("tests/mcp-fs/node_modules/@modelcontextprotocol/sdk").exists() {
-            return Err("no tests/mcp-fs/node_modules (cd tests/mcp-fs && npm ci)".into());
-        }
-        if !Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success()) {
-            return Err("no node on PATH".into());
-        }
-        Ok(root().join("tests/mcp-fs/task_server.mjs"))
-    })
+    crate::mcp::tasks::mcp_fs_script("task_server.mjs")
 }
 
 fn case() -> Case {

@@ -219,15 +219,25 @@ impl Tasks {
     }
 
     async fn row(&self, id: &str) -> Result<TaskRow, ErrorData> {
-        match self.store.get(&self.scope, id).await {
-            Ok(Some(row)) => Ok(row),
-            Ok(None) => {
-                Err(ErrorData::invalid_params(format!("unknown task {id:?} (never made here, or expired)"), None))
-            }
-            Err(e) => Err(store_failed(&e)),
-        }
+        known(id, self.store.get(&self.scope, id).await)
     }
 
+    /// The task with its result (an ended one's, read once).
+    async fn row_with_result(&self, id: &str) -> Result<TaskRow, ErrorData> {
+        known(id, self.store.get_with_result(&self.scope, id).await)
+    }
+}
+
+/// A store's answer for task `id`, as the client reads it.
+fn known(id: &str, read: Result<Option<TaskRow>, TaskStoreError>) -> Result<TaskRow, ErrorData> {
+    match read {
+        Ok(Some(row)) => Ok(row),
+        Ok(None) => Err(ErrorData::invalid_params(format!("unknown task {id:?} (never made here, or expired)"), None)),
+        Err(e) => Err(store_failed(&e)),
+    }
+}
+
+impl Tasks {
     /// `tasks/get`: the task.
     pub(crate) async fn get(&self, id: &str) -> Result<Value, ErrorData> {
         Ok(task_json(&self.row(id).await?))
@@ -293,11 +303,7 @@ impl Tasks {
             let row = self.row(id).await?;
             if row.status.is_terminal() {
                 // Read once, at the end: the polls above carry no result.
-                let row = match self.store.get_with_result(&self.scope, id).await {
-                    Ok(Some(row)) => row,
-                    Ok(None) => return Err(ErrorData::invalid_params(format!("unknown task {id:?} (expired)"), None)),
-                    Err(e) => return Err(store_failed(&e)),
-                };
+                let row = self.row_with_result(id).await?;
                 let stored: Value =
                     row.result.as_deref().and_then(|r| serde_json::from_str(r).ok()).unwrap_or(Value::Null);
                 if row.status == TaskStatus::Failed {
@@ -336,16 +342,7 @@ impl Tasks {
     /// error inline once it has ended (`tasks/get`).
     pub(crate) async fn detailed(&self, id: &str) -> Result<rmcp::model::DetailedTask, ErrorData> {
         use rmcp::model::TaskPayload;
-        let row = match self.store.get_with_result(&self.scope, id).await {
-            Ok(Some(row)) => row,
-            Ok(None) => {
-                return Err(ErrorData::invalid_params(
-                    format!("unknown task {id:?} (never made here, or expired)"),
-                    None,
-                ));
-            }
-            Err(e) => return Err(store_failed(&e)),
-        };
+        let row = self.row_with_result(id).await?;
         let stored = || match row.result.as_deref().and_then(|r| serde_json::from_str::<Value>(r).ok()) {
             Some(Value::Object(o)) => o,
             _ => serde_json::Map::new(),

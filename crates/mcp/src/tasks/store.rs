@@ -216,6 +216,25 @@ impl InMemoryTasks {
     }
 }
 
+impl InMemoryTasks {
+    /// Sets a running task's status and message (and, ending it, its
+    /// result); false when it is gone or has ended.
+    fn update(&self, scope: &str, id: &str, status: TaskStatus, message: Option<&str>, result: Option<&str>) -> bool {
+        self.with(false, |tasks| match tasks.get_mut(&(scope.to_owned(), id.to_owned())) {
+            Some(row) if !row.status.is_terminal() => {
+                row.status = status;
+                row.message = message.map(str::to_owned);
+                row.updated_ms = now_ms().max(row.updated_ms);
+                if let Some(result) = result {
+                    row.result = Some(result.to_owned());
+                }
+                true
+            }
+            _ => false,
+        })
+    }
+}
+
 /// The row without its result.
 fn head(row: &TaskRow) -> TaskRow {
     TaskRow {
@@ -300,15 +319,7 @@ impl TaskStore for InMemoryTasks {
         status: TaskStatus,
         message: Option<&'a str>,
     ) -> BoxFuture<'a, Result<bool, TaskStoreError>> {
-        let set = self.with(false, |tasks| match tasks.get_mut(&(scope.to_owned(), id.to_owned())) {
-            Some(row) if !row.status.is_terminal() => {
-                row.status = status;
-                row.message = message.map(str::to_owned);
-                row.updated_ms = now_ms().max(row.updated_ms);
-                true
-            }
-            _ => false,
-        });
+        let set = self.update(scope, id, status, message, None);
         Box::pin(std::future::ready(Ok(set)))
     }
 
@@ -320,16 +331,7 @@ impl TaskStore for InMemoryTasks {
         message: Option<&'a str>,
         result: &'a str,
     ) -> BoxFuture<'a, Result<bool, TaskStoreError>> {
-        let ended = self.with(false, |tasks| match tasks.get_mut(&(scope.to_owned(), id.to_owned())) {
-            Some(row) if !row.status.is_terminal() => {
-                row.status = status;
-                row.message = message.map(str::to_owned);
-                row.updated_ms = now_ms().max(row.updated_ms);
-                row.result = Some(result.to_owned());
-                true
-            }
-            _ => false,
-        });
+        let ended = self.update(scope, id, status, message, Some(result));
         Box::pin(std::future::ready(Ok(ended)))
     }
 
